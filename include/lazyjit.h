@@ -1,0 +1,450 @@
+/* lazyjit.h — the whole public API of lazyjit: lazy tensors for C, compiled through LLVM.
+ *
+ * Tensors on a lazyjit device are lazy: every op records a node in a pending graph instead of
+ * running. A barrier (lj_sync, like PyTorch/XLA's xm.mark_step()) or a host read collects the
+ * pending graph, hashes it, looks the hash up in a cache of compiled executables, compiles on a
+ * miss (fusion, LLVM IR, vectorized machine code through ORC LLJIT) and runs the executable on
+ * the device's thread pool. A loop that records the same graph every step compiles once.
+ *
+ * Tutorial (this block is compiled and run by the test suite):
+ *
+ * @code
+ *   #include <lazyjit.h>
+ *   #include <stdio.h>
+ *
+ *   int main(void) {
+ *     lj_device *dev = lj_default_device();
+ *     float w0[6] = {1, 2, 3, 4, 5, 6};
+ *     lj_tensor *w = lj_tensor_from_host(dev, LJ_F32, LJ_SHAPE(2, 3), w0);
+ *     for (int step = 0; step < 3; step++) {
+ *       lj_scope_begin();                             // frees the step's temporaries
+ *       lj_tensor *g = lj_mul_scalar(lj_tanh(w), 0.5); // recorded, not run
+ *       lj_assign(w, lj_sub(w, g));                    // w takes the new value
+ *       lj_scope_end();
+ *       if (lj_sync(dev) != LJ_OK) {                   // compiles once, then hits the cache
+ *         fprintf(stderr, "%s\n", lj_last_error());
+ *         return 1;
+ *       }
+ *     }
+ *     lj_tensor *total = lj_sum(w, 0, NULL, false);    // 0 dims: reduce over all of them
+ *     printf("sum = %.4f, compiles = %lld, cache hits = %lld\n", lj_item(total),
+ *            (long long)lj_counter_value("UncachedCompile"),
+ *            (long long)lj_counter_value("CachedCompile"));
+ *     lj_tensor_release(total);
+ *     lj_tensor_release(w);
+ *     lj_shutdown();
+ *     return 0;
+ *   }
+ * @endcode
+ *
+ * Conventions
+ *  - Ownership: a returned lj_tensor * is a new reference, owned by the caller, or by the
+ *    innermost open scope of the calling thread (lj_scope_begin). Release it with
+ *    lj_tensor_release. Strings returned as char * are malloc'd; the caller frees them.
+ *  - Errors: a failing call returns NULL (or a status other than LJ_OK) and sets a
+ *    thread-local status and message (lj_last_status, lj_last_error) that name the op, the
+ *    argument and the offending shapes or values. Errors are sticky like errno: a later
+ *    successful call does not clear them; lj_clear_error does. Every op accepts NULL inputs
+ *    and returns NULL without overwriting the first error, so a chain can be checked once.
+ *  - Semantics follow PyTorch: broadcasting, type promotion, integer division, NaN handling,
+ *    reductions and matmul. Shapes are static: a new shape is a new graph and a new compile.
+ *  - Scalars (the double arguments of *_scalar ops, lj_full, lj_clamp...) are graph
+ *    parameters, not constants, so changing their value never recompiles; only 0, 1 and -1
+ *    are baked into the graph (LJ_NO_SPECIAL_SCALARS=1 turns that off). A scalar whose value
+ *    is integral acts like a Python int in type promotion, any other like a Python float.
+ *  - Threads: a device's tensors must be used from one thread at a time. Errors and scopes
+ *    are per thread.
+ */
+#ifndef LAZYJIT_H
+#define LAZYJIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------- */
+
+/** Status of a call. LJ_OK is 0; every other value names the kind of failure. */
+typedef enum lj_status {
+  LJ_OK = 0,
+  LJ_ERR_ARG,         /**< a NULL pointer or an out-of-range argument */
+  LJ_ERR_SHAPE,       /**< shapes that do not fit the op (broadcasting, sizes, numel) */
+  LJ_ERR_DTYPE,       /**< a dtype the op does not take, or mismatched dtypes */
+  LJ_ERR_DEVICE,      /**< tensors on different devices, or no such device */
+  LJ_ERR_OOM,         /**< out of memory */
+  LJ_ERR_IO,          /**< a file could not be read or written */
+  LJ_ERR_COMPILE,     /**< LLVM failed; the message is LLVM's */
+  LJ_ERR_RUNTIME,     /**< a data-dependent error in compiled code (e.g. integer division by 0) */
+  LJ_ERR_UNSUPPORTED, /**< a valid request lazyjit does not handle */
+  LJ_ERR_DISTRIBUTED  /**< a collective failed */
+} lj_status;
+
+/** The status of the last failing call on this thread (LJ_OK if none since lj_clear_error). */
+lj_status lj_last_status(void);
+/** The message of the last failing call on this thread; "" when none. Borrowed: valid until
+ *  the next failing call or lj_clear_error on this thread. */
+const char *lj_last_error(void);
+/** Resets this thread's status to LJ_OK and its message to "". */
+void lj_clear_error(void);
+/** A static name for a status, e.g. "LJ_ERR_SHAPE". Never NULL. */
+const char *lj_status_str(lj_status s);
+
+/* ---------------------------------------------------------------------------------------
+ * Runtime and devices
+ * ------------------------------------------------------------------------------------- */
+
+/** Runtime configuration. lj_config_default() fills it from the defaults overlaid with the
+ *  LJ_* environment (docs/env_vars.md); a program may then change fields before lj_init. */
+typedef struct lj_config {
+  int num_devices;            /**< LJ_NUM_DEVICES: devices in this process (default 1) */
+  int num_threads;            /**< LJ_NUM_THREADS: threads per device (default: online CPUs) */
+  int opt_level;              /**< LJ_OPT_LEVEL: LLVM optimization level 0..3 (default 2) */
+  const char *cpu;            /**< LJ_CPU: target CPU name for code generation; NULL or "" =
+                                   the host CPU. Copied by lj_init. */
+  int compilation_cache_size; /**< LJ_COMPILATION_CACHE_SIZE: executables kept per device
+                                   (default 1024; at least 1) */
+  bool disable_fusion;        /**< LJ_DISABLE_FUSION: every op becomes its own kernel */
+  bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too */
+} lj_config;
+
+/** The default configuration overlaid with the LJ_* environment variables. Strings point
+ *  into the environment; lj_init copies them. */
+lj_config lj_config_default(void);
+
+/** Starts the runtime with cfg (NULL: lj_config_default()). Optional: the first call that
+ *  needs the runtime calls it with NULL. Errors: LJ_ERR_ARG for a field out of range (the
+ *  message names it), LJ_ERR_COMPILE if LLVM cannot target the CPU, LJ_ERR_ARG if the
+ *  runtime is already running (call lj_shutdown first). */
+lj_status lj_init(const lj_config *cfg);
+
+/** Waits for pending work and frees everything: devices, caches, compiled code, and the
+ *  storage of every tensor still alive (their handles become invalid; release them first).
+ *  A later call that needs the runtime starts it again. */
+void lj_shutdown(void);
+
+typedef struct lj_device lj_device;
+
+/** Number of devices (starts the runtime if needed; 0 if it cannot start). */
+int lj_device_count(void);
+/** Device `ordinal` (0-based), borrowed: valid until lj_shutdown. NULL with LJ_ERR_DEVICE if
+ *  there is no such device. */
+lj_device *lj_device_get(int ordinal);
+/** Device 0; NULL if the runtime cannot start (lj_last_error says why). */
+lj_device *lj_default_device(void);
+/** "lj:<ordinal>", e.g. "lj:0". Borrowed, static for the device's life. */
+const char *lj_device_name(const lj_device *d);
+/** The hardware behind the device: "CPU". Borrowed, static. */
+const char *lj_device_hw(const lj_device *d);
+
+/* ---------------------------------------------------------------------------------------
+ * Dtypes and shapes
+ * ------------------------------------------------------------------------------------- */
+
+/** Element types. BF16 and F16 compute in f32 and round after every op, as PyTorch does on
+ *  the CPU. BOOL is stored as one byte, 0 or 1. */
+typedef enum lj_dtype {
+  LJ_F32, LJ_F64, LJ_BF16, LJ_F16, LJ_I8, LJ_U8, LJ_I32, LJ_I64, LJ_BOOL, LJ_I16
+} lj_dtype;
+
+/** Number of dtypes (one past the last lj_dtype value). */
+#define LJ_NUM_DTYPES 10
+/** Most dimensions a tensor may have. */
+#define LJ_MAX_DIMS 8
+
+/** Short name of a dtype: "f32", "f64", "bf16", "f16", "i8", "u8", "i32", "i64", "bool",
+ *  "i16"; "?" for a value out of range. Static. */
+const char *lj_dtype_name(lj_dtype dt);
+/** Bytes per element of a dtype; 0 for a value out of range. */
+size_t lj_dtype_size(lj_dtype dt);
+
+/** Expands to the `int ndim, const int64_t *shape` pair of a shape: LJ_SHAPE(2, 3).
+ *  For a 0-d (scalar) shape use LJ_SCALAR_SHAPE. */
+#define LJ_SHAPE(...)                                                                   \
+  (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),                     \
+      (const int64_t[]){__VA_ARGS__}
+/** The `int ndim, const int64_t *shape` pair of a 0-d shape. */
+#define LJ_SCALAR_SHAPE 0, (const int64_t *)0
+
+/* ---------------------------------------------------------------------------------------
+ * Tensors
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct lj_tensor lj_tensor;
+
+/** A tensor of `shape` with a copy of `data` (ndim ≤ LJ_MAX_DIMS, row-major, numel elements
+ *  of dt). The copy happens now: the result is device data, not a pending node. data may be
+ *  NULL only when numel is 0. Errors: LJ_ERR_ARG (NULL device or data, negative size,
+ *  ndim out of range), LJ_ERR_DTYPE, LJ_ERR_OOM. */
+lj_tensor *lj_tensor_from_host(lj_device *d, lj_dtype dt, int ndim, const int64_t *shape,
+                               const void *data);
+
+/** Copies t's value to dst (row-major), running the pending work t needs first. nbytes must
+ *  be exactly numel × lj_dtype_size(dtype). Errors: LJ_ERR_ARG (NULL, wrong nbytes, the
+ *  message gives both sizes), and any error of the sync it runs (LJ_ERR_COMPILE,
+ *  LJ_ERR_RUNTIME). */
+lj_status lj_tensor_to_host(lj_tensor *t, void *dst, size_t nbytes);
+
+/** The value of a one-element tensor as a double (runs what t needs). NaN on error, with
+ *  LJ_ERR_SHAPE if t has more than one element. */
+double lj_item(lj_tensor *t);
+
+/** Lazy creation ops: a pending tensor of `shape` filled with 0, 1, or v (v is a scalar
+ *  parameter). Errors: LJ_ERR_ARG, LJ_ERR_DTYPE. */
+lj_tensor *lj_zeros(lj_device *d, lj_dtype dt, int ndim, const int64_t *shape);
+lj_tensor *lj_ones(lj_device *d, lj_dtype dt, int ndim, const int64_t *shape);
+lj_tensor *lj_full(lj_device *d, lj_dtype dt, int ndim, const int64_t *shape, double v);
+
+/** 1-D tensor start, start+step, ... up to but excluding end (torch.arange). Its length,
+ *  ceil((end-start)/step), is part of the shape, so it is fixed when recorded; start and step
+ *  are scalar parameters. Errors: LJ_ERR_ARG for step 0, a step whose sign does not reach end,
+ *  or non-finite bounds; LJ_ERR_DTYPE for bool. */
+lj_tensor *lj_arange(lj_device *d, lj_dtype dt, double start, double end, double step);
+
+/** Uniform [0,1) and standard normal random tensors of a float dtype. The generator is
+ *  counter-based (Philox4x32-10): the device seed and a per-op offset are scalar parameters,
+ *  so random ops never recompile and results do not depend on the thread count.
+ *  Errors: LJ_ERR_DTYPE for non-float dtypes, LJ_ERR_ARG. */
+lj_tensor *lj_rand(lj_device *d, lj_dtype dt, int ndim, const int64_t *shape);
+lj_tensor *lj_randn(lj_device *d, lj_dtype dt, int ndim, const int64_t *shape);
+/** Sets d's random seed and resets its offset: the random ops that follow repeat. */
+void lj_manual_seed(lj_device *d, uint64_t seed);
+
+/** Number of dimensions (0 for a 0-d tensor); -1 for NULL. */
+int lj_tensor_ndim(const lj_tensor *t);
+/** The sizes, borrowed (valid while t lives); NULL for NULL. */
+const int64_t *lj_tensor_shape(const lj_tensor *t);
+/** Number of elements; -1 for NULL. */
+int64_t lj_tensor_numel(const lj_tensor *t);
+/** The dtype; LJ_F32 for NULL. */
+lj_dtype lj_tensor_dtype(const lj_tensor *t);
+/** The device, borrowed; NULL for NULL. */
+lj_device *lj_tensor_device(const lj_tensor *t);
+/** True when t's value is a pending (not yet computed) graph node. */
+bool lj_tensor_is_pending(const lj_tensor *t);
+
+/** Adds a reference to t and returns t (NULL stays NULL). The new reference belongs to the
+ *  caller, never to a scope. */
+lj_tensor *lj_tensor_retain(lj_tensor *t);
+/** Drops a reference; the tensor is freed with the last one. NULL is fine. Releasing a
+ *  reference owned by an open scope is allowed: the scope then drops its entry. */
+void lj_tensor_release(lj_tensor *t);
+
+/** dst takes src's value and keeps its identity (its place in the graph's roots). src is
+ *  broadcast to dst's shape and cast to dst's dtype (like Tensor.copy_); the assignment is
+ *  recorded lazily and is not recorded by autograd. Errors: LJ_ERR_ARG (NULL), LJ_ERR_DEVICE,
+ *  LJ_ERR_SHAPE (not broadcastable to dst's shape). */
+lj_status lj_assign(lj_tensor *dst, lj_tensor *src);
+
+/* ---------------------------------------------------------------------------------------
+ * Scopes: every tensor created on this thread inside a scope is released when it ends,
+ * except the ones passed to lj_keep. Scopes nest.
+ * ------------------------------------------------------------------------------------- */
+
+void lj_scope_begin(void);
+/** Releases the tensors the innermost scope owns. Without an open scope it does nothing. */
+void lj_scope_end(void);
+/** Moves t out of the innermost scope into the enclosing one (or to the caller when none)
+ *  and returns t. NULL stays NULL. */
+lj_tensor *lj_keep(lj_tensor *t);
+
+/* ---------------------------------------------------------------------------------------
+ * Elementwise ops (lazy). Binary ops broadcast and promote like PyTorch; the result is a new
+ * reference. Ops that PyTorch only defines for some dtypes give LJ_ERR_DTYPE for the others.
+ * ------------------------------------------------------------------------------------- */
+
+/* Unary. exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, erf and reciprocal
+ * promote integer and bool inputs to f32. relu, gelu, silu, abs, neg, floor, ceil, round and
+ * sign keep the dtype (floor/ceil/round are the identity on integers; round is half to
+ * even). logical_not and isnan return bool. */
+lj_tensor *lj_neg(lj_tensor *t);
+lj_tensor *lj_abs(lj_tensor *t);
+lj_tensor *lj_exp(lj_tensor *t);
+lj_tensor *lj_log(lj_tensor *t);
+lj_tensor *lj_log1p(lj_tensor *t);
+lj_tensor *lj_expm1(lj_tensor *t);
+lj_tensor *lj_sqrt(lj_tensor *t);
+lj_tensor *lj_rsqrt(lj_tensor *t);
+lj_tensor *lj_sin(lj_tensor *t);
+lj_tensor *lj_cos(lj_tensor *t);
+lj_tensor *lj_tanh(lj_tensor *t);
+lj_tensor *lj_sigmoid(lj_tensor *t);
+lj_tensor *lj_relu(lj_tensor *t);
+/** GELU: x·Φ(x) exactly (erf) or, with tanh_approx, PyTorch's approximate='tanh' form. */
+lj_tensor *lj_gelu(lj_tensor *t, bool tanh_approx);
+lj_tensor *lj_silu(lj_tensor *t);
+lj_tensor *lj_erf(lj_tensor *t);
+lj_tensor *lj_floor(lj_tensor *t);
+lj_tensor *lj_ceil(lj_tensor *t);
+lj_tensor *lj_round(lj_tensor *t);
+lj_tensor *lj_sign(lj_tensor *t);
+lj_tensor *lj_reciprocal(lj_tensor *t);
+lj_tensor *lj_logical_not(lj_tensor *t);
+lj_tensor *lj_isnan(lj_tensor *t);
+
+/* Binary. div is true division (integers give f32). maximum/minimum propagate NaN.
+ * remainder has the sign of the divisor (Python's %). pow on integers with a negative
+ * exponent gives 0 except for bases 1 and -1, as PyTorch does. Integer division or remainder
+ * by zero is reported as LJ_ERR_RUNTIME by the sync that runs it. */
+lj_tensor *lj_add(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_sub(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_mul(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_div(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_pow(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_maximum(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_minimum(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_remainder(lj_tensor *a, lj_tensor *b);
+
+/** Rounding modes of lj_div_rounding (torch.div's rounding_mode). */
+typedef enum lj_rounding {
+  LJ_ROUND_NONE,  /**< true division */
+  LJ_ROUND_TRUNC, /**< toward zero; integers stay integers */
+  LJ_ROUND_FLOOR  /**< toward -inf (floor_divide, Python's //) */
+} lj_rounding;
+lj_tensor *lj_div_rounding(lj_tensor *a, lj_tensor *b, lj_rounding mode);
+/** lj_div_rounding(a, b, LJ_ROUND_FLOOR). */
+lj_tensor *lj_floor_divide(lj_tensor *a, lj_tensor *b);
+
+/* Comparisons and logic return bool. */
+lj_tensor *lj_eq(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_ne(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_lt(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_le(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_gt(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_ge(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_logical_and(lj_tensor *a, lj_tensor *b);
+lj_tensor *lj_logical_or(lj_tensor *a, lj_tensor *b);
+
+/* Scalar forms (PyTorch's Python-number overloads): the scalar is a graph parameter. */
+lj_tensor *lj_add_scalar(lj_tensor *a, double s);
+lj_tensor *lj_sub_scalar(lj_tensor *a, double s);
+/** s - a. */
+lj_tensor *lj_rsub_scalar(lj_tensor *a, double s);
+lj_tensor *lj_mul_scalar(lj_tensor *a, double s);
+lj_tensor *lj_div_scalar(lj_tensor *a, double s);
+/** a ** s. Errors: LJ_ERR_ARG for an integer tensor and a negative integral s. */
+lj_tensor *lj_pow_scalar(lj_tensor *a, double s);
+/** s ** a (torch.pow(number, tensor)). */
+lj_tensor *lj_rpow_scalar(double s, lj_tensor *a);
+lj_tensor *lj_remainder_scalar(lj_tensor *a, double s);
+lj_tensor *lj_eq_scalar(lj_tensor *a, double s);
+lj_tensor *lj_ne_scalar(lj_tensor *a, double s);
+lj_tensor *lj_lt_scalar(lj_tensor *a, double s);
+lj_tensor *lj_le_scalar(lj_tensor *a, double s);
+lj_tensor *lj_gt_scalar(lj_tensor *a, double s);
+lj_tensor *lj_ge_scalar(lj_tensor *a, double s);
+
+/** cond ? a : b elementwise; cond must be bool; the three broadcast; a and b promote. */
+lj_tensor *lj_where(lj_tensor *cond, lj_tensor *a, lj_tensor *b);
+/** min(max(t, lo), hi) with NaN propagated (torch.clamp); lo > hi gives hi. lo and hi are
+ *  scalar parameters and promote like Python numbers. */
+lj_tensor *lj_clamp(lj_tensor *t, double lo, double hi);
+lj_tensor *lj_clamp_min(lj_tensor *t, double lo);
+lj_tensor *lj_clamp_max(lj_tensor *t, double hi);
+/** t converted to dt. Float to integer truncates toward zero; NaN and values out of the
+ *  target's range give what PyTorch gives on x86 (the minimum of int32/int64, narrower types
+ *  wrap through int32). Anything nonzero (NaN too) converts to true. */
+lj_tensor *lj_cast(lj_tensor *t, lj_dtype dt);
+
+/* ---------------------------------------------------------------------------------------
+ * Reductions. dims lists ndims dimensions (negative counts from the end; ndims 0 means all);
+ * keepdim keeps them as size 1. sum and prod of integers and bool give i64; mean needs a float
+ * dtype; amax/amin propagate NaN and need a non-empty reduced extent.
+ * ------------------------------------------------------------------------------------- */
+lj_tensor *lj_sum(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+lj_tensor *lj_mean(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+lj_tensor *lj_prod(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+lj_tensor *lj_amax(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+lj_tensor *lj_amin(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+/** Index (i64) of the first maximum / minimum along dim; NaN counts as the maximum (and as
+ *  the minimum for argmin), as in PyTorch. Errors: LJ_ERR_DTYPE for bool, LJ_ERR_SHAPE for an
+ *  empty dim. */
+lj_tensor *lj_argmax(lj_tensor *t, int dim, bool keepdim);
+lj_tensor *lj_argmin(lj_tensor *t, int dim, bool keepdim);
+
+/* ---------------------------------------------------------------------------------------
+ * Shape ops. Results are new tensors (views are not preserved: storage is contiguous and
+ * opaque); the compiler folds them into the index expressions of the loads that use them.
+ * Negative dims count from the end.
+ * ------------------------------------------------------------------------------------- */
+
+/** Same elements in a new shape; one size may be -1 (inferred). Errors: LJ_ERR_SHAPE when the
+ *  element counts differ or -1 is ambiguous, LJ_ERR_ARG for two -1s. */
+lj_tensor *lj_reshape(lj_tensor *t, int ndim, const int64_t *shape);
+/** Dimensions reordered: result dim i is t's dim perm[i]. ndim must equal t's. */
+lj_tensor *lj_permute(lj_tensor *t, int ndim, const int *perm);
+lj_tensor *lj_transpose(lj_tensor *t, int dim0, int dim1);
+/** Broadcast to shape (new leading dims allowed; -1 keeps a size; only size-1 dims grow). */
+lj_tensor *lj_expand(lj_tensor *t, int ndim, const int64_t *shape);
+/** Removes the size-1 dims among dims (ndims 0: all size-1 dims). */
+lj_tensor *lj_squeeze(lj_tensor *t, int ndims, const int *dims);
+/** Inserts a size-1 dim at position dim (-ndim-1 ≤ dim ≤ ndim). */
+lj_tensor *lj_unsqueeze(lj_tensor *t, int dim);
+/** Merges dims start_dim..end_dim into one. */
+lj_tensor *lj_flatten(lj_tensor *t, int start_dim, int end_dim);
+/** t[start:end:step] along dim, Python style: negative start/end count from the end and are
+ *  clamped to the size. step must be positive. */
+lj_tensor *lj_slice(lj_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+/** Concatenation along dim. All tensors have the same shape except along dim (1-D empty
+ *  tensors are skipped, as in PyTorch); dtypes promote. */
+lj_tensor *lj_cat(int n, lj_tensor *const *ts, int dim);
+
+/** torch.matmul: 1-D·1-D is a dot product (0-d), 2-D·2-D a matrix product, 1-D operands
+ *  gain and lose a dim, and batch dims broadcast. Both operands must have the same dtype
+ *  (not bool). Errors: LJ_ERR_SHAPE when the inner sizes differ (the message gives both
+ *  shapes), LJ_ERR_DTYPE. */
+lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b);
+
+/* ---------------------------------------------------------------------------------------
+ * Barriers
+ * ------------------------------------------------------------------------------------- */
+
+/** Runs every pending tensor of d that is still alive (like xm.mark_step()): they become
+ *  device data. Compiles only when the graph is new. Errors: LJ_ERR_COMPILE, LJ_ERR_RUNTIME
+ *  (a data-dependent error; the tensors then stay pending), LJ_ERR_OOM. */
+lj_status lj_sync(lj_device *d);
+/** Runs only what the n given tensors need (all on one device; NULL entries are an error). */
+lj_status lj_sync_tensors(int n, lj_tensor *const *ts);
+/** Waits until the work d has started is done (syncs run to completion before they return
+ *  in this version, so this only reports the state). */
+lj_status lj_wait(lj_device *d);
+
+/* ---------------------------------------------------------------------------------------
+ * Metrics. Names and report layout follow PyTorch/XLA's metrics report (docs/metrics.md).
+ * ------------------------------------------------------------------------------------- */
+
+/** The metrics report: every metric with samples and every counter with a nonzero value.
+ *  malloc'd; the caller frees it. */
+char *lj_metrics_report(void);
+/** A counter's value, e.g. "UncachedCompile"; 0 when never counted or unknown. */
+int64_t lj_counter_value(const char *name);
+/** A metric's number of samples and their sum (seconds for times, bytes for sizes).
+ *  Either pointer may be NULL. Errors: LJ_ERR_ARG for an unknown name. */
+lj_status lj_metric_data(const char *name, int64_t *samples, double *accumulator);
+/** Zeroes every counter and metric. */
+void lj_metrics_clear(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Inspection
+ * ------------------------------------------------------------------------------------- */
+
+/** The pending graph of the n tensors in the IR text format (docs/ir_format.md), the same one
+ *  dumps use and tools/lj-run reads. malloc'd; NULL on error. */
+char *lj_tensors_text(int n, lj_tensor *const *ts);
+/** The same graph in Graphviz dot. malloc'd; NULL on error. */
+char *lj_tensors_dot(int n, lj_tensor *const *ts);
+/** The graph key the n tensors' pending graph would be compiled under, as 32 hex digits. */
+lj_status lj_graph_hash(int n, lj_tensor *const *ts, char out_hex[33]);
+/** Number of kernels the pending graph of the n tensors compiles to after fusion (runs the
+ *  graph passes and fusion, not LLVM). -1 on error. */
+int lj_graph_kernel_count(int n, lj_tensor *const *ts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LAZYJIT_H */

@@ -1,0 +1,184 @@
+/* ir.c — emission helpers: LLVM types for dtypes, conversions between storage and compute
+ * types (bf16 by bit arithmetic with round-to-nearest-even, f16 through LLVM's half),
+ * PyTorch's casts, constants, intrinsic calls and attributes. */
+#include "codegen_llvm/ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod) {
+  memset(ir, 0, sizeof *ir);
+  ir->ctx = ctx;
+  ir->mod = mod;
+  ir->b = LLVMCreateBuilderInContext(ctx);
+  ir->i1 = LLVMInt1TypeInContext(ctx);
+  ir->i8 = LLVMInt8TypeInContext(ctx);
+  ir->i16 = LLVMInt16TypeInContext(ctx);
+  ir->i32 = LLVMInt32TypeInContext(ctx);
+  ir->i64 = LLVMInt64TypeInContext(ctx);
+  ir->f16 = LLVMHalfTypeInContext(ctx);
+  ir->f32 = LLVMFloatTypeInContext(ctx);
+  ir->f64 = LLVMDoubleTypeInContext(ctx);
+  ir->ptr = LLVMPointerTypeInContext(ctx, 0);
+  ir->void_ = LLVMVoidTypeInContext(ctx);
+}
+
+void ljc_ir_dispose(ljc_ir *ir) { LLVMDisposeBuilder(ir->b); }
+
+LLVMTypeRef ljc_storage_type(ljc_ir *ir, lj_dtype dt) {
+  switch (dt) {
+  case LJ_F32: return ir->f32;
+  case LJ_F64: return ir->f64;
+  case LJ_BF16: return ir->i16;
+  case LJ_F16: return ir->f16;
+  case LJ_I8:
+  case LJ_U8:
+  case LJ_BOOL: return ir->i8;
+  case LJ_I16: return ir->i16;
+  case LJ_I32: return ir->i32;
+  case LJ_I64: return ir->i64;
+  }
+  LJ_ASSERT(!"bad dtype");
+}
+
+LLVMTypeRef ljc_compute_type(ljc_ir *ir, lj_dtype dt) {
+  switch (dt) {
+  case LJ_F32:
+  case LJ_BF16:
+  case LJ_F16: return ir->f32;
+  case LJ_F64: return ir->f64;
+  case LJ_BOOL: return ir->i1;
+  default: return ljc_storage_type(ir, dt);
+  }
+}
+
+LLVMValueRef ljc_const_f(LLVMTypeRef t, double v) { return LLVMConstReal(t, v); }
+
+LLVMValueRef ljc_const_i(LLVMTypeRef t, int64_t v) {
+  return LLVMConstInt(t, (unsigned long long)v, 1);
+}
+
+LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v) { return ljc_const_i(ir->i64, v); }
+
+bool ljc_is_f64(LLVMValueRef x) {
+  LLVMTypeRef t = LLVMTypeOf(x);
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) t = LLVMGetElementType(t);
+  return LLVMGetTypeKind(t) == LLVMDoubleTypeKind;
+}
+
+LLVMValueRef ljc_fconst_like(LLVMValueRef x, double v) { return LLVMConstReal(LLVMTypeOf(x), v); }
+
+LLVMValueRef ljc_from_storage(ljc_ir *ir, LLVMValueRef v, lj_dtype dt) {
+  LLVMBuilderRef b = ir->b;
+  switch (dt) {
+  case LJ_BF16: {
+    LLVMValueRef w = LLVMBuildZExt(b, v, ir->i32, "");
+    w = LLVMBuildShl(b, w, ljc_const_i(ir->i32, 16), "");
+    return LLVMBuildBitCast(b, w, ir->f32, "");
+  }
+  case LJ_F16: return LLVMBuildFPExt(b, v, ir->f32, "");
+  case LJ_BOOL: return LLVMBuildICmp(b, LLVMIntNE, v, ljc_const_i(ir->i8, 0), "");
+  default: return v;
+  }
+}
+
+LLVMValueRef ljc_to_storage(ljc_ir *ir, LLVMValueRef v, lj_dtype dt) {
+  LLVMBuilderRef b = ir->b;
+  switch (dt) {
+  case LJ_BF16: {
+    /* round to nearest even on the upper 16 bits; NaN stays a (quiet) NaN */
+    LLVMValueRef bits = LLVMBuildBitCast(b, v, ir->i32, "");
+    LLVMValueRef hi = LLVMBuildLShr(b, bits, ljc_const_i(ir->i32, 16), "");
+    LLVMValueRef odd = LLVMBuildAnd(b, hi, ljc_const_i(ir->i32, 1), "");
+    LLVMValueRef r = LLVMBuildAdd(b, bits, ljc_const_i(ir->i32, 0x7fff), "");
+    r = LLVMBuildLShr(b, LLVMBuildAdd(b, r, odd, ""), ljc_const_i(ir->i32, 16), "");
+    LLVMValueRef nan = LLVMBuildOr(b, hi, ljc_const_i(ir->i32, 0x40), "");
+    LLVMValueRef isnan = LLVMBuildFCmp(b, LLVMRealUNO, v, v, "");
+    return LLVMBuildTrunc(b, LLVMBuildSelect(b, isnan, nan, r, ""), ir->i16, "");
+  }
+  case LJ_F16: return LLVMBuildFPTrunc(b, v, ir->f16, "");
+  case LJ_BOOL: return LLVMBuildZExt(b, v, ir->i8, "");
+  default: return v;
+  }
+}
+
+LLVMValueRef ljc_round_to(ljc_ir *ir, LLVMValueRef v, lj_dtype dt) {
+  if (dt != LJ_BF16 && dt != LJ_F16) return v;
+  return ljc_from_storage(ir, ljc_to_storage(ir, v, dt), dt);
+}
+
+/* x86 truncation: NaN and out-of-range values give the minimum of int32 (narrow targets wrap
+ * from there) or int64, which is what PyTorch produces on this platform. */
+static LLVMValueRef float_to_int(ljc_ir *ir, LLVMValueRef v, lj_dtype to) {
+  LLVMBuilderRef b = ir->b;
+  bool wide = to == LJ_I64;
+  LLVMTypeRef it = wide ? ir->i64 : ir->i32;
+  double lim = wide ? 0x1p63 : 0x1p31;
+  LLVMValueRef ge = LLVMBuildFCmp(b, LLVMRealOGE, v, ljc_fconst_like(v, -lim), "");
+  LLVMValueRef lt = LLVMBuildFCmp(b, LLVMRealOLT, v, ljc_fconst_like(v, lim), "");
+  LLVMValueRef ok = LLVMBuildAnd(b, ge, lt, "");
+  LLVMValueRef conv = LLVMBuildFPToSI(b, v, it, "");
+  LLVMValueRef r = LLVMBuildSelect(b, ok, conv, ljc_const_i(it, wide ? INT64_MIN : INT32_MIN), "");
+  LLVMTypeRef tt = ljc_compute_type(ir, to);
+  return tt == it ? r : LLVMBuildTrunc(b, r, tt, "");
+}
+
+LLVMValueRef ljc_cast(ljc_ir *ir, LLVMValueRef v, lj_dtype from, lj_dtype to) {
+  if (from == to) return v;
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef ft = ljc_compute_type(ir, from), tt = ljc_compute_type(ir, to);
+  bool ffloat = ljg_dtype_is_float(from), tfloat = ljg_dtype_is_float(to);
+  if (ffloat) {
+    if (tfloat) {
+      LLVMValueRef r = v;
+      if (ft != tt) r = tt == ir->f64 ? LLVMBuildFPExt(b, v, tt, "") : LLVMBuildFPTrunc(b, v, tt, "");
+      return ljc_round_to(ir, r, to);
+    }
+    if (to == LJ_BOOL) return LLVMBuildFCmp(b, LLVMRealUNE, v, ljc_const_f(ft, 0), "");
+    return float_to_int(ir, v, to);
+  }
+  bool fsigned = from != LJ_BOOL && ljg_dtype_is_signed(from);
+  if (tfloat) {
+    LLVMValueRef r = fsigned ? LLVMBuildSIToFP(b, v, tt, "") : LLVMBuildUIToFP(b, v, tt, "");
+    return ljc_round_to(ir, r, to);
+  }
+  if (to == LJ_BOOL) return LLVMBuildICmp(b, LLVMIntNE, v, ljc_const_i(ft, 0), "");
+  unsigned fw = LLVMGetIntTypeWidth(ft), tw = LLVMGetIntTypeWidth(tt);
+  if (fw == tw) return v;
+  if (fw > tw) return LLVMBuildTrunc(b, v, tt, "");
+  return fsigned ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildZExt(b, v, tt, "");
+}
+
+LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args) {
+  char full[64];
+  snprintf(full, sizeof full, "llvm.%s", name);
+  unsigned id = LLVMLookupIntrinsicID(full, strlen(full));
+  LJ_ASSERT(id != 0);
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(ir->mod, id, &t, 1);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(ir->ctx, id, &t, 1);
+  return LLVMBuildCall2(ir->b, fty, fn, args, (unsigned)n, "");
+}
+
+LLVMValueRef ljc_intrinsic1(ljc_ir *ir, const char *name, LLVMValueRef x) {
+  return ljc_intrinsic(ir, name, LLVMTypeOf(x), 1, &x);
+}
+
+LLVMValueRef ljc_intrinsic2(ljc_ir *ir, const char *name, LLVMValueRef x, LLVMValueRef y) {
+  LLVMValueRef args[2] = {x, y};
+  return ljc_intrinsic(ir, name, LLVMTypeOf(x), 2, args);
+}
+
+LLVMValueRef ljc_fmuladd(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMValueRef args[3] = {a, b, c};
+  return ljc_intrinsic(ir, "fmuladd", LLVMTypeOf(a), 3, args);
+}
+
+void ljc_add_fn_attr(ljc_ir *ir, LLVMValueRef fn, const char *name) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ir->ctx, kind, 0));
+}
+
+void ljc_add_param_attr(ljc_ir *ir, LLVMValueRef fn, unsigned param, const char *name, uint64_t v) {
+  unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
+  LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(ir->ctx, kind, v));
+}

@@ -1,0 +1,94 @@
+/* ir.h — what the files of the LLVM stage share: the emission context (context, module,
+ * builder, types), dtype ↔ LLVM type mapping and conversions, intrinsic calls, and the
+ * entry points of each file. Internal to src/codegen_llvm/ (codegen.h is what other stages
+ * see). */
+#ifndef LJ_CODEGEN_IR_H
+#define LJ_CODEGEN_IR_H
+
+#include "codegen_llvm/codegen.h"
+
+#include <llvm-c/Core.h>
+#include <llvm-c/TargetMachine.h>
+
+/* Emission context of one module. */
+typedef struct ljc_ir {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMBuilderRef b;
+  LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
+} ljc_ir;
+
+/* ir.c */
+void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod);
+void ljc_ir_dispose(ljc_ir *ir);
+/* Storage type of a dtype in memory (bf16 as i16, bool as i8) and the type values are
+ * computed in (bf16/f16 in f32, bool as i1). */
+LLVMTypeRef ljc_storage_type(ljc_ir *ir, lj_dtype dt);
+LLVMTypeRef ljc_compute_type(ljc_ir *ir, lj_dtype dt);
+/* Converts a loaded storage value to its compute type, and back for a store. */
+LLVMValueRef ljc_from_storage(ljc_ir *ir, LLVMValueRef v, lj_dtype dt);
+LLVMValueRef ljc_to_storage(ljc_ir *ir, LLVMValueRef v, lj_dtype dt);
+/* Rounds a compute value to what dt can hold (the identity except for bf16/f16), so fused
+ * 16-bit float ops round after every op as PyTorch does. */
+LLVMValueRef ljc_round_to(ljc_ir *ir, LLVMValueRef v, lj_dtype dt);
+/* Converts compute value v of dtype `from` to dtype `to` (PyTorch's cast semantics). */
+LLVMValueRef ljc_cast(ljc_ir *ir, LLVMValueRef v, lj_dtype from, lj_dtype to);
+LLVMValueRef ljc_const_f(LLVMTypeRef t, double v);
+LLVMValueRef ljc_const_i(LLVMTypeRef t, int64_t v);
+LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v);
+/* Calls llvm.<name> overloaded on type t with n arguments. */
+LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args);
+LLVMValueRef ljc_intrinsic1(ljc_ir *ir, const char *name, LLVMValueRef x);
+LLVMValueRef ljc_intrinsic2(ljc_ir *ir, const char *name, LLVMValueRef x, LLVMValueRef y);
+/* a*b + c, fused where the target allows (llvm.fmuladd). */
+LLVMValueRef ljc_fmuladd(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c);
+/* The same value or type at the float type of x (float or double). */
+bool ljc_is_f64(LLVMValueRef x);
+LLVMValueRef ljc_fconst_like(LLVMValueRef x, double v);
+void ljc_add_fn_attr(ljc_ir *ir, LLVMValueRef fn, const char *name);
+void ljc_add_param_attr(ljc_ir *ir, LLVMValueRef fn, unsigned param, const char *name, uint64_t v);
+
+/* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
+ * takes and returns a float or double value. */
+LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_expm1(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_log(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_log1p(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_sin(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_cos(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_tanh(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_pow(ljc_ir *ir, LLVMValueRef x, LLVMValueRef y);
+/* Integer a ** e (same integer type). */
+LLVMValueRef ljc_vm_ipow(ljc_ir *ir, LLVMValueRef a, LLVMValueRef e, bool is_signed);
+
+/* rng.c: Philox4x32-10 (graph/philox.h) and its floats for element `index`. */
+LLVMValueRef ljc_random(ljc_ir *ir, ljg_op op, lj_dtype dt, LLVMValueRef index,
+                        LLVMValueRef seed, LLVMValueRef offset);
+
+/* lower_expr.c: the value of every kernel expression at one point of a nest. */
+typedef struct ljc_point {
+  int ndim;
+  LLVMValueRef idx[LJ_MAX_DIMS]; /* i64 loop indices */
+} ljc_point;
+typedef struct ljc_kctx {
+  ljc_ir *ir;
+  const ljg_kernel *k;
+  LLVMValueRef *slot_ptr; /* pointer value per program slot (NULL if unused) */
+  LLVMValueRef *vals;     /* per expression, the value at the current point */
+  LLVMValueRef *flags;    /* per expression, the i8 alloca of its division-by-zero flag */
+} ljc_kctx;
+/* Element offset (i64) of view v at point p. */
+LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
+/* Emits the expressions `root` depends on (and root) at point p into kc->vals. */
+void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root);
+/* Whether expression e is an integer division that must check for a zero divisor. */
+bool ljc_expr_divides(const ljg_kernel *k, int e);
+
+/* lower.c: defines `<name>_k<i>` for every kernel of p. */
+void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name);
+
+/* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
+bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);
+
+#endif

@@ -1,0 +1,314 @@
+/* lower_expr.c — the value of kernel expressions at one point of a loop nest: loads through
+ * views, scalars, constants, index leaves and every elementwise op, with PyTorch's semantics
+ * per dtype class (float, integer with wrap-around, bool). Values are in compute types (f32
+ * for 16-bit floats, rounded back after each op). Integer division by zero sets a per-
+ * expression flag that the kernel reports after its loops; it never traps. */
+#include "codegen_llvm/ir.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef idx[LJ_MAX_DIMS];
+  for (int d = 0; d < p->ndim; d++) idx[d] = p->idx[d];
+  LLVMValueRef off = NULL;
+  for (int l = v->n - 1; l >= 0; l--) {
+    const ljg_view1 *t = &v->v[l];
+    LJ_ASSERT(l < v->n - 1 || t->ndim == p->ndim);
+    off = ljc_i64(ir, t->offset);
+    for (int d = 0; d < t->ndim; d++) {
+      if (t->stride[d] == 0 || t->shape[d] == 1) continue;
+      LLVMValueRef term = t->stride[d] == 1 ? idx[d] : LLVMBuildNSWMul(b, idx[d], ljc_i64(ir, t->stride[d]), "");
+      off = LLVMBuildNSWAdd(b, off, term, "");
+    }
+    if (l == 0) break;
+    /* the linear position in the level below, unravelled into its indices */
+    const ljg_view1 *below = &v->v[l - 1];
+    LLVMValueRef rem = off;
+    for (int d = below->ndim - 1; d >= 0; d--) {
+      int64_t sz = below->shape[d];
+      if (sz <= 1) {
+        idx[d] = ljc_i64(ir, 0);
+        continue;
+      }
+      idx[d] = d == 0 ? rem : LLVMBuildURem(b, rem, ljc_i64(ir, sz), "");
+      if (d > 0) rem = LLVMBuildUDiv(b, rem, ljc_i64(ir, sz), "");
+    }
+  }
+  return off;
+}
+
+static LLVMValueRef const_of(ljc_ir *ir, lj_dtype dt, double v) {
+  LLVMTypeRef t = ljc_compute_type(ir, dt);
+  if (ljg_dtype_is_float(dt)) return ljc_const_f(t, v);
+  if (dt == LJ_BOOL) return LLVMConstInt(ir->i1, v != 0, 0);
+  return ljc_const_i(t, ljg_float_to_int(dt, v));
+}
+
+/* ---- float ops ----------------------------------------------------------------------------- */
+
+static LLVMValueRef float_div_floor(ljc_ir *ir, LLVMValueRef a, LLVMValueRef bv) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef zero = ljc_fconst_like(a, 0), q = LLVMBuildFDiv(b, a, bv, "");
+  LLVMValueRef mod = LLVMBuildFRem(b, a, bv, "");
+  LLVMValueRef div = LLVMBuildFDiv(b, LLVMBuildFSub(b, a, mod, ""), bv, "");
+  LLVMValueRef sign_differs = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, bv, zero, ""),
+                                           LLVMBuildFCmp(b, LLVMRealOLT, mod, zero, ""), "");
+  LLVMValueRef adjust = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealUNE, mod, zero, ""), sign_differs, "");
+  div = LLVMBuildSelect(b, adjust, LLVMBuildFSub(b, div, ljc_fconst_like(a, 1), ""), div, "");
+  LLVMValueRef fl = ljc_intrinsic1(ir, "floor", div);
+  LLVMValueRef up = LLVMBuildFCmp(b, LLVMRealOGT, LLVMBuildFSub(b, div, fl, ""), ljc_fconst_like(a, 0.5), "");
+  fl = LLVMBuildSelect(b, up, LLVMBuildFAdd(b, fl, ljc_fconst_like(a, 1), ""), fl, "");
+  LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNE, div, zero, ""), fl,
+                                   ljc_intrinsic2(ir, "copysign", zero, q), "");
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, bv, zero, ""), q, r, "");
+}
+
+static LLVMValueRef float_remainder(ljc_ir *ir, LLVMValueRef a, LLVMValueRef bv) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef zero = ljc_fconst_like(a, 0);
+  LLVMValueRef m = LLVMBuildFRem(b, a, bv, "");
+  LLVMValueRef sign_differs = LLVMBuildXor(b, LLVMBuildFCmp(b, LLVMRealOLT, bv, zero, ""),
+                                           LLVMBuildFCmp(b, LLVMRealOLT, m, zero, ""), "");
+  LLVMValueRef adjust = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealUNE, m, zero, ""), sign_differs, "");
+  return LLVMBuildSelect(b, adjust, LLVMBuildFAdd(b, m, bv, ""), m, "");
+}
+
+static LLVMValueRef sigmoid(ljc_ir *ir, LLVMValueRef x) {
+  LLVMValueRef one = ljc_fconst_like(x, 1);
+  LLVMValueRef e = ljc_vm_exp(ir, LLVMBuildFNeg(ir->b, x, ""));
+  return LLVMBuildFDiv(ir->b, one, LLVMBuildFAdd(ir->b, one, e, ""), "");
+}
+
+static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef zero = ljc_fconst_like(a, 0), one = ljc_fconst_like(a, 1), half = ljc_fconst_like(a, 0.5);
+  switch (op) {
+  case LJG_OP_NEG: return LLVMBuildFNeg(b, a, "");
+  case LJG_OP_ABS: return ljc_intrinsic1(ir, "fabs", a);
+  case LJG_OP_EXP: return ljc_vm_exp(ir, a);
+  case LJG_OP_LOG: return ljc_vm_log(ir, a);
+  case LJG_OP_LOG1P: return ljc_vm_log1p(ir, a);
+  case LJG_OP_EXPM1: return ljc_vm_expm1(ir, a);
+  case LJG_OP_SQRT: return ljc_intrinsic1(ir, "sqrt", a);
+  case LJG_OP_RSQRT: return LLVMBuildFDiv(b, one, ljc_intrinsic1(ir, "sqrt", a), "");
+  case LJG_OP_SIN: return ljc_vm_sin(ir, a);
+  case LJG_OP_COS: return ljc_vm_cos(ir, a);
+  case LJG_OP_TANH: return ljc_vm_tanh(ir, a);
+  case LJG_OP_SIGMOID: return sigmoid(ir, a);
+  case LJG_OP_RELU: return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUGT, a, zero, ""), a, zero, "");
+  case LJG_OP_GELU: {
+    LLVMValueRef e = ljc_vm_erf(ir, LLVMBuildFMul(b, a, ljc_fconst_like(a, M_SQRT1_2), ""));
+    return LLVMBuildFMul(b, LLVMBuildFMul(b, half, a, ""), LLVMBuildFAdd(b, one, e, ""), "");
+  }
+  case LJG_OP_GELU_TANH: {
+    LLVMValueRef a3 = LLVMBuildFMul(b, LLVMBuildFMul(b, a, a, ""), a, "");
+    LLVMValueRef inner = LLVMBuildFAdd(b, a, LLVMBuildFMul(b, ljc_fconst_like(a, 0.044715), a3, ""), "");
+    LLVMValueRef t = ljc_vm_tanh(ir, LLVMBuildFMul(b, ljc_fconst_like(a, 0.7978845608028654), inner, ""));
+    return LLVMBuildFMul(b, LLVMBuildFMul(b, half, a, ""), LLVMBuildFAdd(b, one, t, ""), "");
+  }
+  case LJG_OP_SILU: return LLVMBuildFMul(b, a, sigmoid(ir, a), "");
+  case LJG_OP_ERF: return ljc_vm_erf(ir, a);
+  case LJG_OP_FLOOR: return ljc_intrinsic1(ir, "floor", a);
+  case LJG_OP_CEIL: return ljc_intrinsic1(ir, "ceil", a);
+  case LJG_OP_ROUND: return ljc_intrinsic1(ir, "roundeven", a);
+  case LJG_OP_SIGN: {
+    LLVMValueRef pos = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, a, zero, ""), one, zero, "");
+    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, zero, ""), ljc_fconst_like(a, -1), pos, "");
+  }
+  case LJG_OP_RECIPROCAL: return LLVMBuildFDiv(b, one, a, "");
+  case LJG_OP_ADD: return LLVMBuildFAdd(b, a, bv, "");
+  case LJG_OP_SUB: return LLVMBuildFSub(b, a, bv, "");
+  case LJG_OP_MUL: return LLVMBuildFMul(b, a, bv, "");
+  case LJG_OP_DIV: return LLVMBuildFDiv(b, a, bv, "");
+  case LJG_OP_DIV_TRUNC: return ljc_intrinsic1(ir, "trunc", LLVMBuildFDiv(b, a, bv, ""));
+  case LJG_OP_DIV_FLOOR: return float_div_floor(ir, a, bv);
+  case LJG_OP_REMAINDER: return float_remainder(ir, a, bv);
+  case LJG_OP_POW: return ljc_vm_pow(ir, a, bv);
+  case LJG_OP_MAXIMUM: return ljc_intrinsic2(ir, "maximum", a, bv);
+  case LJG_OP_MINIMUM: return ljc_intrinsic2(ir, "minimum", a, bv);
+  case LJG_OP_EQ: return LLVMBuildFCmp(b, LLVMRealOEQ, a, bv, "");
+  case LJG_OP_NE: return LLVMBuildFCmp(b, LLVMRealUNE, a, bv, "");
+  case LJG_OP_LT: return LLVMBuildFCmp(b, LLVMRealOLT, a, bv, "");
+  case LJG_OP_LE: return LLVMBuildFCmp(b, LLVMRealOLE, a, bv, "");
+  case LJG_OP_GT: return LLVMBuildFCmp(b, LLVMRealOGT, a, bv, "");
+  case LJG_OP_GE: return LLVMBuildFCmp(b, LLVMRealOGE, a, bv, "");
+  case LJG_OP_LOGICAL_NOT: return LLVMBuildFCmp(b, LLVMRealOEQ, a, zero, "");
+  case LJG_OP_ISNAN: return LLVMBuildFCmp(b, LLVMRealUNO, a, a, "");
+  case LJG_OP_LOGICAL_AND:
+  case LJG_OP_LOGICAL_OR: {
+    LLVMValueRef x = LLVMBuildFCmp(b, LLVMRealUNE, a, zero, ""), y = LLVMBuildFCmp(b, LLVMRealUNE, bv, zero, "");
+    return op == LJG_OP_LOGICAL_AND ? LLVMBuildAnd(b, x, y, "") : LLVMBuildOr(b, x, y, "");
+  }
+  default: LJ_ASSERT(!"not an elementwise float op");
+  }
+}
+
+/* ---- integer and bool ops -------------------------------------------------------------------- */
+
+/* trunc/floor division or remainder; *zero is true where the divisor is 0 (result 0). */
+static LLVMValueRef int_division(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv, bool sgn,
+                                 LLVMValueRef *zero) {
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef z = ljc_const_i(t, 0), one = ljc_const_i(t, 1);
+  *zero = LLVMBuildICmp(b, LLVMIntEQ, bv, z, "");
+  if (!sgn) {
+    LLVMValueRef safe = LLVMBuildSelect(b, *zero, one, bv, "");
+    LLVMValueRef r = op == LJG_OP_REMAINDER ? LLVMBuildURem(b, a, safe, "") : LLVMBuildUDiv(b, a, safe, "");
+    return LLVMBuildSelect(b, *zero, z, r, "");
+  }
+  /* b == -1 is done apart: INT_MIN / -1 would trap */
+  LLVMValueRef m1 = LLVMBuildICmp(b, LLVMIntEQ, bv, ljc_const_i(t, -1), "");
+  LLVMValueRef safe = LLVMBuildSelect(b, LLVMBuildOr(b, *zero, m1, ""), one, bv, "");
+  LLVMValueRef q = LLVMBuildSDiv(b, a, safe, ""), r = LLVMBuildSRem(b, a, safe, "");
+  q = LLVMBuildSelect(b, m1, LLVMBuildNeg(b, a, ""), q, "");
+  r = LLVMBuildSelect(b, m1, z, r, "");
+  LLVMValueRef adjust = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntNE, r, z, ""),
+                                     LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildXor(b, r, bv, ""), z, ""), "");
+  LLVMValueRef res;
+  if (op == LJG_OP_DIV_TRUNC) res = q;
+  else if (op == LJG_OP_DIV_FLOOR) res = LLVMBuildSub(b, q, LLVMBuildZExt(b, adjust, t, ""), "");
+  else res = LLVMBuildAdd(b, r, LLVMBuildSelect(b, adjust, bv, z, ""), "");
+  return LLVMBuildSelect(b, *zero, z, res, "");
+}
+
+static LLVMValueRef int_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv, bool sgn,
+                           LLVMValueRef *zero) {
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef t = LLVMTypeOf(a);
+  LLVMValueRef z = ljc_const_i(t, 0);
+  switch (op) {
+  case LJG_OP_NEG: return LLVMBuildNeg(b, a, "");
+  case LJG_OP_ABS:
+    return sgn ? LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, a, z, ""), LLVMBuildNeg(b, a, ""), a, "") : a;
+  case LJG_OP_RELU: return sgn ? ljc_intrinsic2(ir, "smax", a, z) : a;
+  case LJG_OP_FLOOR:
+  case LJG_OP_CEIL:
+  case LJG_OP_ROUND: return a;
+  case LJG_OP_SIGN: {
+    LLVMValueRef pos = LLVMBuildZExt(b, LLVMBuildICmp(b, sgn ? LLVMIntSGT : LLVMIntUGT, a, z, ""), t, "");
+    if (!sgn) return pos;
+    return LLVMBuildSub(b, pos, LLVMBuildZExt(b, LLVMBuildICmp(b, LLVMIntSLT, a, z, ""), t, ""), "");
+  }
+  case LJG_OP_ADD: return LLVMBuildAdd(b, a, bv, "");
+  case LJG_OP_SUB: return LLVMBuildSub(b, a, bv, "");
+  case LJG_OP_MUL: return LLVMBuildMul(b, a, bv, "");
+  case LJG_OP_POW: return ljc_vm_ipow(ir, a, bv, sgn);
+  case LJG_OP_MAXIMUM: return ljc_intrinsic2(ir, sgn ? "smax" : "umax", a, bv);
+  case LJG_OP_MINIMUM: return ljc_intrinsic2(ir, sgn ? "smin" : "umin", a, bv);
+  case LJG_OP_DIV_TRUNC:
+  case LJG_OP_DIV_FLOOR:
+  case LJG_OP_REMAINDER: return int_division(ir, op, a, bv, sgn, zero);
+  case LJG_OP_EQ: return LLVMBuildICmp(b, LLVMIntEQ, a, bv, "");
+  case LJG_OP_NE: return LLVMBuildICmp(b, LLVMIntNE, a, bv, "");
+  case LJG_OP_LT: return LLVMBuildICmp(b, sgn ? LLVMIntSLT : LLVMIntULT, a, bv, "");
+  case LJG_OP_LE: return LLVMBuildICmp(b, sgn ? LLVMIntSLE : LLVMIntULE, a, bv, "");
+  case LJG_OP_GT: return LLVMBuildICmp(b, sgn ? LLVMIntSGT : LLVMIntUGT, a, bv, "");
+  case LJG_OP_GE: return LLVMBuildICmp(b, sgn ? LLVMIntSGE : LLVMIntUGE, a, bv, "");
+  case LJG_OP_LOGICAL_NOT: return LLVMBuildICmp(b, LLVMIntEQ, a, z, "");
+  case LJG_OP_ISNAN: return LLVMConstInt(ir->i1, 0, 0);
+  case LJG_OP_LOGICAL_AND:
+  case LJG_OP_LOGICAL_OR: {
+    LLVMValueRef x = LLVMBuildICmp(b, LLVMIntNE, a, z, ""), y = LLVMBuildICmp(b, LLVMIntNE, bv, z, "");
+    return op == LJG_OP_LOGICAL_AND ? LLVMBuildAnd(b, x, y, "") : LLVMBuildOr(b, x, y, "");
+  }
+  default: LJ_ASSERT(!"not an elementwise integer op");
+  }
+}
+
+/* Bools are i1: sums saturate to true (or), products are and. */
+static LLVMValueRef bool_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv) {
+  LLVMBuilderRef b = ir->b;
+  switch (op) {
+  case LJG_OP_ADD:
+  case LJG_OP_MAXIMUM:
+  case LJG_OP_LOGICAL_OR: return LLVMBuildOr(b, a, bv, "");
+  case LJG_OP_MUL:
+  case LJG_OP_MINIMUM:
+  case LJG_OP_LOGICAL_AND: return LLVMBuildAnd(b, a, bv, "");
+  case LJG_OP_SIGN: return a;
+  case LJG_OP_LOGICAL_NOT: return LLVMBuildNot(b, a, "");
+  case LJG_OP_ISNAN: return LLVMConstInt(ir->i1, 0, 0);
+  case LJG_OP_EQ: return LLVMBuildICmp(b, LLVMIntEQ, a, bv, "");
+  case LJG_OP_NE: return LLVMBuildICmp(b, LLVMIntNE, a, bv, "");
+  case LJG_OP_LT: return LLVMBuildICmp(b, LLVMIntULT, a, bv, "");
+  case LJG_OP_LE: return LLVMBuildICmp(b, LLVMIntULE, a, bv, "");
+  case LJG_OP_GT: return LLVMBuildICmp(b, LLVMIntUGT, a, bv, "");
+  case LJG_OP_GE: return LLVMBuildICmp(b, LLVMIntUGE, a, bv, "");
+  default: LJ_ASSERT(!"not an elementwise bool op");
+  }
+}
+
+static LLVMValueRef emit_op(ljc_kctx *kc, int e) {
+  ljc_ir *ir = kc->ir;
+  const ljg_kexpr *x = &kc->k->exprs[e];
+  LLVMValueRef a[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < x->nin; i++) a[i] = kc->vals[x->in[i]];
+  lj_dtype odt = kc->k->exprs[x->in[x->op == LJG_OP_WHERE ? 1 : 0]].dtype;
+  if (x->op == LJG_OP_CAST) return ljc_cast(ir, a[0], odt, x->dtype);
+  if (x->op == LJG_OP_WHERE) return LLVMBuildSelect(ir->b, a[0], a[1], a[2], "");
+  LLVMValueRef r;
+  if (ljg_dtype_is_float(odt)) {
+    r = float_op(ir, x->op, a[0], a[1]);
+  } else if (odt == LJ_BOOL) {
+    r = bool_op(ir, x->op, a[0], a[1]);
+  } else {
+    LLVMValueRef zero = NULL;
+    r = int_op(ir, x->op, a[0], a[1], ljg_dtype_is_signed(odt), &zero);
+    if (zero) {
+      LJ_ASSERT(kc->flags && kc->flags[e]);
+      LLVMValueRef old = LLVMBuildLoad2(ir->b, ir->i8, kc->flags[e], "");
+      LLVMValueRef upd = LLVMBuildOr(ir->b, old, LLVMBuildZExt(ir->b, zero, ir->i8, ""), "");
+      LLVMBuildStore(ir->b, upd, kc->flags[e]);
+    }
+  }
+  return ljc_round_to(ir, r, x->dtype);
+}
+
+bool ljc_expr_divides(const ljg_kernel *k, int e) {
+  const ljg_kexpr *x = &k->exprs[e];
+  if (x->kind != LJG_X_OP) return false;
+  if (x->op != LJG_OP_DIV_TRUNC && x->op != LJG_OP_DIV_FLOOR && x->op != LJG_OP_REMAINDER) return false;
+  lj_dtype odt = k->exprs[x->in[0]].dtype;
+  return !ljg_dtype_is_float(odt) && odt != LJ_BOOL;
+}
+
+static LLVMValueRef load_slot(ljc_kctx *kc, int32_t slot, lj_dtype dt, LLVMValueRef off) {
+  ljc_ir *ir = kc->ir;
+  LLVMTypeRef st = ljc_storage_type(ir, dt);
+  LLVMValueRef p = kc->slot_ptr[slot];
+  if (off) p = LLVMBuildInBoundsGEP2(ir->b, st, p, &off, 1, "");
+  return ljc_from_storage(ir, LLVMBuildLoad2(ir->b, st, p, ""), dt);
+}
+
+void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root) {
+  ljc_ir *ir = kc->ir;
+  const ljg_kernel *k = kc->k;
+  /* only the expressions the root uses (other nests have their own) */
+  bool *used = ljb_xcalloc((size_t)root + 1, sizeof *used);
+  used[root] = true;
+  for (int e = root; e >= 0; e--)
+    if (used[e])
+      for (int i = 0; i < k->exprs[e].nin; i++) used[k->exprs[e].in[i]] = true;
+  for (int e = 0; e <= root; e++) {
+    if (!used[e]) continue;
+    const ljg_kexpr *x = &k->exprs[e];
+    LLVMValueRef v = NULL;
+    switch (x->kind) {
+    case LJG_X_LOAD: v = load_slot(kc, x->slot, x->dtype, ljc_view_offset(ir, &k->views[x->view], p)); break;
+    case LJG_X_SCALAR: v = load_slot(kc, x->slot, x->dtype, NULL); break;
+    case LJG_X_CONST: v = const_of(ir, x->dtype, x->value); break;
+    case LJG_X_INDEX: {
+      LLVMValueRef idx = ljc_view_offset(ir, &k->views[x->view], p);
+      v = x->op == LJG_OP_IOTA ? idx
+                               : ljc_random(ir, x->op, x->dtype, idx, kc->vals[x->in[0]], kc->vals[x->in[1]]);
+      break;
+    }
+    case LJG_X_OP: v = emit_op(kc, e); break;
+    }
+    kc->vals[e] = v;
+  }
+  free(used);
+}

@@ -1,0 +1,325 @@
+/* vmath.c — transcendental functions emitted as branch-free IR: range reduction, a
+ * polynomial, reconstruction, and selects for the special values. No libm calls, so the loop
+ * vectorizer turns them into AVX-512 code. f64 versions use enough terms for ~1 ulp; f32
+ * versions fewer (sin, cos and pow of f32 are computed in f64, which keeps them accurate
+ * over the whole range at little cost).
+ *
+ * Polynomials are Taylor series where those converge fast on the reduced range (exp, log,
+ * sin, cos, expm1, erf near 0), and fitted pieces (vmath_erf.h, from tools/gen_erf_coeffs.py)
+ * for erfc. Accuracy limits, documented in docs/numerics.md: sin/cos lose accuracy for
+ * |x| > 2^20 (three-part Cody-Waite reduction); f64 pow has relative error about
+ * |y·ln x|·2^-53. */
+#include "codegen_llvm/ir.h"
+#include "codegen_llvm/vmath_erf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- small helpers --------------------------------------------------------------------- */
+
+static LLVMValueRef K(LLVMValueRef like, double v) { return ljc_fconst_like(like, v); }
+
+static LLVMValueRef sel(ljc_ir *ir, LLVMValueRef c, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildSelect(ir->b, c, a, b, "");
+}
+
+static LLVMValueRef fcmp(ljc_ir *ir, LLVMRealPredicate p, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildFCmp(ir->b, p, a, b, "");
+}
+
+static LLVMValueRef vmul(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFMul(ir->b, a, b, ""); }
+static LLVMValueRef vadd(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFAdd(ir->b, a, b, ""); }
+static LLVMValueRef vsub(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFSub(ir->b, a, b, ""); }
+static LLVMValueRef vdiv(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b) { return LLVMBuildFDiv(ir->b, a, b, ""); }
+
+/* c[0] + c[1] x + ... + c[n-1] x^(n-1), Horner. */
+static LLVMValueRef poly(ljc_ir *ir, LLVMValueRef x, const double *c, int n) {
+  LLVMValueRef acc = K(x, c[n - 1]);
+  for (int i = n - 2; i >= 0; i--) acc = ljc_fmuladd(ir, acc, x, K(x, c[i]));
+  return acc;
+}
+
+static LLVMTypeRef int_like(ljc_ir *ir, LLVMValueRef x) { return ljc_is_f64(x) ? ir->i64 : ir->i32; }
+
+static LLVMValueRef to_f64(ljc_ir *ir, LLVMValueRef x) { return LLVMBuildFPExt(ir->b, x, ir->f64, ""); }
+static LLVMValueRef to_f32(ljc_ir *ir, LLVMValueRef x) { return LLVMBuildFPTrunc(ir->b, x, ir->f32, ""); }
+
+/* 2^n for an integer-valued float n in the normal exponent range, without float->int
+ * conversion (which would be poison for NaN): n + 1.5·2^m leaves n in the low bits. */
+static LLVMValueRef exp2_int(ljc_ir *ir, LLVMValueRef n) {
+  bool d = ljc_is_f64(n);
+  LLVMTypeRef it = int_like(ir, n);
+  double magic = d ? 0x1.8p52 : 0x1.8p23;
+  LLVMValueRef shifted = LLVMBuildBitCast(ir->b, vadd(ir, n, K(n, magic)), it, "");
+  LLVMValueRef ni = LLVMBuildSub(ir->b, shifted, LLVMBuildBitCast(ir->b, K(n, magic), it, ""), "");
+  LLVMValueRef e = LLVMBuildAdd(ir->b, ni, ljc_const_i(it, d ? 1023 : 127), "");
+  e = LLVMBuildShl(ir->b, e, ljc_const_i(it, d ? 52 : 23), "");
+  return LLVMBuildBitCast(ir->b, e, LLVMTypeOf(n), "");
+}
+
+/* ---- exp, expm1 -------------------------------------------------------------------------- */
+
+LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  double hi = d ? 709.9 : 88.8, lo = d ? -745.2 : -104.0;
+  double ln2hi = d ? 6.93147180369123816490e-01 : 0.693145751953125;
+  double ln2lo = d ? 1.90821492927058770002e-10 : 1.42860682030941723212e-6;
+  int deg = d ? 13 : 7;
+  double c[16];
+  c[0] = 1;
+  for (int i = 1; i <= deg; i++) c[i] = c[i - 1] / i;
+  /* clamp (NaN passes through the selects), reduce x = n ln2 + r, |r| <= ln2/2 */
+  LLVMValueRef xc = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, hi)), K(x, hi), x);
+  xc = sel(ir, fcmp(ir, LLVMRealOLT, xc, K(x, lo)), K(x, lo), xc);
+  LLVMValueRef n = ljc_intrinsic1(ir, "roundeven", vmul(ir, xc, K(x, 1.4426950408889634)));
+  LLVMValueRef r = ljc_fmuladd(ir, n, K(x, -ln2hi), xc);
+  r = ljc_fmuladd(ir, n, K(x, -ln2lo), r);
+  LLVMValueRef p = poly(ir, r, c, deg + 1);
+  /* 2^n in two halves so both stay normal at the ends of the range */
+  LLVMValueRef n1 = ljc_intrinsic1(ir, "floor", vmul(ir, n, K(x, 0.5)));
+  LLVMValueRef n2 = vsub(ir, n, n1);
+  LLVMValueRef res = vmul(ir, vmul(ir, p, exp2_int(ir, n1)), exp2_int(ir, n2));
+  return sel(ir, fcmp(ir, LLVMRealUNO, x, x), x, res);
+}
+
+LLVMValueRef ljc_vm_expm1(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  int deg = d ? 15 : 9;
+  double c[16];
+  double f = 1;
+  for (int i = 0; i < deg; i++) {
+    f *= i + 1;
+    c[i] = 1.0 / f; /* x^k / (k+1)! */
+  }
+  LLVMValueRef small = fcmp(ir, LLVMRealOLT, ljc_intrinsic1(ir, "fabs", x), K(x, 0.34657359027997264));
+  LLVMValueRef taylor = vmul(ir, x, poly(ir, x, c, deg));
+  LLVMValueRef big = vsub(ir, ljc_vm_exp(ir, x), K(x, 1));
+  return sel(ir, small, taylor, big);
+}
+
+/* ---- log, log1p -------------------------------------------------------------------------- */
+
+LLVMValueRef ljc_vm_log(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef it = int_like(ir, x);
+  int mant = d ? 52 : 23, bias = d ? 1023 : 127;
+  int nterms = d ? 12 : 5;
+  double c[16];
+  for (int i = 0; i < nterms; i++) c[i] = 2.0 / (2 * i + 1); /* log m = 2f(1 + s/3 + s^2/5 ...) */
+  /* subnormals: scale into the normal range first */
+  LLVMValueRef sub = fcmp(ir, LLVMRealOLT, x, K(x, d ? 0x1p-1022 : 0x1p-126));
+  LLVMValueRef xs = sel(ir, sub, vmul(ir, x, K(x, d ? 0x1p54 : 0x1p24)), x);
+  LLVMValueRef eadj = sel(ir, sub, K(x, d ? -54 : -24), K(x, 0));
+  LLVMValueRef bits = LLVMBuildBitCast(b, xs, it, "");
+  LLVMValueRef e = LLVMBuildLShr(b, bits, ljc_const_i(it, mant), "");
+  e = LLVMBuildSub(b, e, ljc_const_i(it, bias), "");
+  LLVMValueRef mbits = LLVMBuildAnd(b, bits, ljc_const_i(it, (int64_t)((1ULL << mant) - 1)), "");
+  mbits = LLVMBuildOr(b, mbits, ljc_const_i(it, (int64_t)bias << mant), "");
+  LLVMValueRef m = LLVMBuildBitCast(b, mbits, LLVMTypeOf(x), "");
+  LLVMValueRef ef = vadd(ir, LLVMBuildSIToFP(b, e, LLVMTypeOf(x), ""), eadj);
+  LLVMValueRef big = fcmp(ir, LLVMRealOGT, m, K(x, 1.4142135623730951));
+  m = sel(ir, big, vmul(ir, m, K(x, 0.5)), m);
+  ef = sel(ir, big, vadd(ir, ef, K(x, 1)), ef);
+  LLVMValueRef f = vdiv(ir, vsub(ir, m, K(x, 1)), vadd(ir, m, K(x, 1)));
+  LLVMValueRef s = vmul(ir, f, f);
+  LLVMValueRef lm = vmul(ir, f, poly(ir, s, c, nterms));
+  double ln2hi = d ? 6.93147180369123816490e-01 : 0.693145751953125;
+  double ln2lo = d ? 1.90821492927058770002e-10 : 1.42860682030941723212e-6;
+  LLVMValueRef res = ljc_fmuladd(ir, ef, K(x, ln2hi), ljc_fmuladd(ir, ef, K(x, ln2lo), lm));
+  res = sel(ir, fcmp(ir, LLVMRealOEQ, x, K(x, INFINITY)), x, res);
+  res = sel(ir, fcmp(ir, LLVMRealOEQ, x, K(x, 0)), K(x, -INFINITY), res);
+  return sel(ir, fcmp(ir, LLVMRealULT, x, K(x, 0)), K(x, NAN), res);
+}
+
+LLVMValueRef ljc_vm_log1p(ljc_ir *ir, LLVMValueRef x) {
+  /* log(u) * x / (u - 1) with u = 1 + x corrects the rounding of u */
+  LLVMValueRef u = vadd(ir, x, K(x, 1));
+  LLVMValueRef dd = vsub(ir, u, K(x, 1));
+  LLVMValueRef r = vmul(ir, ljc_vm_log(ir, u), vdiv(ir, x, dd));
+  r = sel(ir, fcmp(ir, LLVMRealOEQ, dd, K(x, 0)), x, r);
+  return sel(ir, fcmp(ir, LLVMRealOEQ, x, K(x, INFINITY)), x, r);
+}
+
+/* ---- sin, cos ---------------------------------------------------------------------------- */
+
+/* sin or cos of a double, computed to f64 accuracy when `full`, else to f32 accuracy. */
+static LLVMValueRef sin_cos(ljc_ir *ir, LLVMValueRef x, bool want_cos, bool full) {
+  int ns = full ? 8 : 5, nc = full ? 9 : 6;
+  double sc[10], cc[10];
+  double f = 1;
+  for (int i = 0; i < ns; i++) { /* -1/3!, 1/5!, ... */
+    f *= (2 * i + 2) * (2 * i + 3);
+    sc[i] = (i % 2 ? 1 : -1) / f;
+  }
+  f = 1;
+  for (int i = 0; i < nc; i++) { /* -1/2!, 1/4!, ... */
+    f *= (2 * i + 1) * (2 * i + 2);
+    cc[i] = (i % 2 ? 1 : -1) / f;
+  }
+  LLVMValueRef k = ljc_intrinsic1(ir, "roundeven", vmul(ir, x, K(x, 0.63661977236758134308)));
+  LLVMValueRef r = ljc_fmuladd(ir, k, K(x, -1.57079632673412561417e+00), x);
+  r = ljc_fmuladd(ir, k, K(x, -6.07710050650619224932e-11), r);
+  r = ljc_fmuladd(ir, k, K(x, -2.02226624879595063154e-21), r);
+  LLVMValueRef r2 = vmul(ir, r, r);
+  LLVMValueRef s = ljc_fmuladd(ir, vmul(ir, r, r2), poly(ir, r2, sc, ns), r);
+  LLVMValueRef c = ljc_fmuladd(ir, r2, poly(ir, r2, cc, nc), K(x, 1));
+  /* quadrant q = k mod 4, in float so no conversion can be poison */
+  LLVMValueRef q = vsub(ir, k, vmul(ir, ljc_intrinsic1(ir, "floor", vmul(ir, k, K(x, 0.25))), K(x, 4)));
+  LLVMValueRef ns_ = LLVMBuildFNeg(ir->b, s, ""), nc_ = LLVMBuildFNeg(ir->b, c, "");
+  LLVMValueRef q1 = fcmp(ir, LLVMRealOEQ, q, K(x, 1)), q2 = fcmp(ir, LLVMRealOEQ, q, K(x, 2)),
+               q3 = fcmp(ir, LLVMRealOEQ, q, K(x, 3));
+  if (want_cos) return sel(ir, q1, ns_, sel(ir, q2, nc_, sel(ir, q3, s, c)));
+  return sel(ir, q1, c, sel(ir, q2, ns_, sel(ir, q3, nc_, s)));
+}
+
+LLVMValueRef ljc_vm_sin(ljc_ir *ir, LLVMValueRef x) {
+  if (ljc_is_f64(x)) return sin_cos(ir, x, false, true);
+  return to_f32(ir, sin_cos(ir, to_f64(ir, x), false, false));
+}
+
+LLVMValueRef ljc_vm_cos(ljc_ir *ir, LLVMValueRef x) {
+  if (ljc_is_f64(x)) return sin_cos(ir, x, true, true);
+  return to_f32(ir, sin_cos(ir, to_f64(ir, x), true, false));
+}
+
+/* ---- tanh, erf ----------------------------------------------------------------------------- */
+
+LLVMValueRef ljc_vm_tanh(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", x);
+  LLVMValueRef e = ljc_vm_expm1(ir, vadd(ir, ax, ax));
+  LLVMValueRef t = vdiv(ir, e, vadd(ir, e, K(x, 2)));
+  t = sel(ir, fcmp(ir, LLVMRealOGT, ax, K(x, d ? 20 : 9)), K(x, 1), t);
+  return ljc_intrinsic2(ir, "copysign", t, x);
+}
+
+/* A per-piece constant chosen by which piece |x| is in (in[p]: |x| >= piece p's start):
+ * field -2 is the centre, -1 the inverse half-width, k >= 0 coefficient k. */
+static LLVMValueRef pick(ljc_ir *ir, LLVMValueRef x, const ljc_erf_piece *pieces, int np,
+                         LLVMValueRef *in, int field) {
+  LLVMValueRef v = NULL;
+  for (int p = 0; p < np; p++) {
+    const ljc_erf_piece *pc = &pieces[p];
+    double c = field == -2 ? pc->c : field == -1 ? pc->inv_h : field < pc->n ? pc->coef[field] : 0;
+    v = p == 0 ? K(x, c) : sel(ir, in[p], K(x, c), v);
+  }
+  return v;
+}
+
+LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  const ljc_erf_piece *pieces = d ? ljc_erf_f64 : ljc_erf_f32;
+  int np = d ? (int)LJ_COUNT_OF(ljc_erf_f64) : (int)LJ_COUNT_OF(ljc_erf_f32);
+  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", x);
+  /* |x| <= 1: Taylor series erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) */
+  int nt = d ? 18 : 11;
+  double tc[20];
+  double fact = 1;
+  for (int n = 0; n < nt; n++) {
+    if (n) fact *= n;
+    tc[n] = (n % 2 ? -1 : 1) * 1.1283791670955126 / (fact * (2 * n + 1));
+  }
+  LLVMValueRef near = vmul(ir, x, poly(ir, vmul(ir, x, x), tc, nt));
+  /* 1 < |x| < last: erfc from the piece |x| falls in, coefficients chosen by selects */
+  LLVMValueRef in[8];
+  for (int p = 1; p < np; p++) in[p] = fcmp(ir, LLVMRealOGE, ax, K(x, pieces[p].lo));
+  int maxn = 0;
+  for (int p = 0; p < np; p++) maxn = pieces[p].n > maxn ? pieces[p].n : maxn;
+  LLVMValueRef t = vmul(ir, vsub(ir, ax, pick(ir, x, pieces, np, in, -2)), pick(ir, x, pieces, np, in, -1));
+  LLVMValueRef acc = pick(ir, x, pieces, np, in, maxn - 1);
+  for (int k = maxn - 2; k >= 0; k--) acc = ljc_fmuladd(ir, acc, t, pick(ir, x, pieces, np, in, k));
+  LLVMValueRef erfc = vmul(ir, ljc_vm_exp(ir, LLVMBuildFNeg(ir->b, vmul(ir, ax, ax), "")), acc);
+  LLVMValueRef far = vsub(ir, K(x, 1), erfc);
+  far = sel(ir, fcmp(ir, LLVMRealOGE, ax, K(x, pieces[np - 1].hi)), K(x, 1), far);
+  far = ljc_intrinsic2(ir, "copysign", far, x);
+  return sel(ir, fcmp(ir, LLVMRealULE, ax, K(x, 1)), near, far);
+}
+
+/* ---- pow ----------------------------------------------------------------------------------- */
+
+/* pow in double with C99's special cases (PyTorch uses std::pow). */
+static LLVMValueRef pow_f64(ljc_ir *ir, LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", x);
+  LLVMValueRef r = ljc_vm_exp(ir, vmul(ir, y, ljc_vm_log(ir, ax)));
+  LLVMValueRef yint = fcmp(ir, LLVMRealOEQ, ljc_intrinsic1(ir, "trunc", y), y);
+  LLVMValueRef half = vmul(ir, y, K(y, 0.5));
+  LLVMValueRef yodd = LLVMBuildAnd(b, yint, fcmp(ir, LLVMRealONE, ljc_intrinsic1(ir, "trunc", half), half), "");
+  LLVMValueRef xneg = LLVMBuildICmp(b, LLVMIntSLT, LLVMBuildBitCast(b, x, ir->i64, ""), ljc_i64(ir, 0), "");
+  r = sel(ir, LLVMBuildAnd(b, xneg, yodd, ""), LLVMBuildFNeg(b, r, ""), r);
+  /* negative finite base, finite non-integer exponent */
+  LLVMValueRef bad = LLVMBuildAnd(b, fcmp(ir, LLVMRealOLT, x, K(x, 0)),
+                                  fcmp(ir, LLVMRealONE, ljc_intrinsic1(ir, "fabs", y), K(y, INFINITY)), "");
+  bad = LLVMBuildAnd(b, bad, LLVMBuildNot(b, yint, ""), "");
+  bad = LLVMBuildAnd(b, bad, fcmp(ir, LLVMRealONE, ax, K(x, INFINITY)), "");
+  r = sel(ir, bad, K(x, NAN), r);
+  LLVMValueRef one = K(x, 1);
+  r = sel(ir, LLVMBuildAnd(b, fcmp(ir, LLVMRealOEQ, ax, one),
+                           fcmp(ir, LLVMRealOEQ, ljc_intrinsic1(ir, "fabs", y), K(y, INFINITY)), ""),
+          one, r);
+  r = sel(ir, fcmp(ir, LLVMRealOEQ, x, one), one, r);
+  return sel(ir, fcmp(ir, LLVMRealOEQ, y, K(y, 0)), one, r);
+}
+
+LLVMValueRef ljc_vm_pow(ljc_ir *ir, LLVMValueRef x, LLVMValueRef y) {
+  if (ljc_is_f64(x)) return pow_f64(ir, x, y);
+  return to_f32(ir, pow_f64(ir, to_f64(ir, x), to_f64(ir, y)));
+}
+
+/* ---- integer pow ---------------------------------------------------------------------------- */
+
+/* a ** e by squaring, in a small helper function (a loop is clearer than unrolling 64 steps;
+ * integer pow is rare). Negative exponents give 0 except for bases 1 and -1, as in PyTorch. */
+LLVMValueRef ljc_vm_ipow(ljc_ir *ir, LLVMValueRef a, LLVMValueRef e, bool is_signed) {
+  LLVMTypeRef t = LLVMTypeOf(a);
+  char name[32];
+  snprintf(name, sizeof name, "lj_ipow_%c%u", is_signed ? 's' : 'u', LLVMGetIntTypeWidth(t));
+  LLVMTypeRef params[2] = {t, t};
+  LLVMTypeRef fty = LLVMFunctionType(t, params, 2, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);
+  if (!fn) {
+    fn = LLVMAddFunction(ir->mod, name, fty);
+    LLVMSetLinkage(fn, LLVMInternalLinkage);
+    LLVMBasicBlockRef saved = LLVMGetInsertBlock(ir->b);
+    LLVMBuilderRef b = ir->b;
+    LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry");
+    LLVMBasicBlockRef neg = LLVMAppendBasicBlockInContext(ir->ctx, fn, "neg");
+    LLVMBasicBlockRef pos = LLVMAppendBasicBlockInContext(ir->ctx, fn, "pos");
+    LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(ir->ctx, fn, "loop");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "done");
+    LLVMValueRef x = LLVMGetParam(fn, 0), y = LLVMGetParam(fn, 1);
+    LLVMValueRef zero = ljc_const_i(t, 0), one = ljc_const_i(t, 1), mone = ljc_const_i(t, -1);
+    LLVMPositionBuilderAtEnd(b, entry);
+    LLVMValueRef isneg = is_signed ? LLVMBuildICmp(b, LLVMIntSLT, y, zero, "") : LLVMConstInt(ir->i1, 0, 0);
+    LLVMBuildCondBr(b, isneg, neg, pos);
+    LLVMPositionBuilderAtEnd(b, neg);
+    LLVMValueRef odd = LLVMBuildTrunc(b, y, ir->i1, "");
+    LLVMValueRef m1 = LLVMBuildSelect(b, odd, mone, one, "");
+    LLVMValueRef r = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, x, mone, ""), m1, zero, "");
+    LLVMBuildRet(b, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, x, one, ""), one, r, ""));
+    LLVMPositionBuilderAtEnd(b, pos);
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, y, zero, ""), done, loop);
+    LLVMPositionBuilderAtEnd(b, loop);
+    LLVMValueRef acc = LLVMBuildPhi(b, t, ""), base = LLVMBuildPhi(b, t, ""), exp_ = LLVMBuildPhi(b, t, "");
+    LLVMValueRef bit = LLVMBuildTrunc(b, exp_, ir->i1, "");
+    LLVMValueRef acc2 = LLVMBuildSelect(b, bit, LLVMBuildMul(b, acc, base, ""), acc, "");
+    LLVMValueRef base2 = LLVMBuildMul(b, base, base, "");
+    LLVMValueRef exp2 = LLVMBuildLShr(b, exp_, one, "");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, exp2, zero, ""), loop, done);
+    LLVMValueRef acc_in[2] = {one, acc2}, base_in[2] = {x, base2}, exp_in[2] = {y, exp2};
+    LLVMBasicBlockRef from[2] = {pos, loop};
+    LLVMAddIncoming(acc, acc_in, from, 2);
+    LLVMAddIncoming(base, base_in, from, 2);
+    LLVMAddIncoming(exp_, exp_in, from, 2);
+    LLVMPositionBuilderAtEnd(b, done);
+    LLVMValueRef res = LLVMBuildPhi(b, t, "");
+    LLVMValueRef res_in[2] = {one, acc2};
+    LLVMAddIncoming(res, res_in, from, 2);
+    LLVMBuildRet(b, res);
+    LLVMPositionBuilderAtEnd(b, saved);
+  }
+  LLVMValueRef args[2] = {a, e};
+  return LLVMBuildCall2(ir->b, fty, fn, args, 2, "");
+}

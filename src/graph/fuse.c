@@ -1,0 +1,610 @@
+/* fuse.c — fusion: from an optimized graph to kernels over buffer slots.
+ *
+ * 1. Decide which nodes are realized (computed into a buffer by a kernel of their own):
+ *    roots, reductions, cat, matmul, and elementwise nodes used more than once (counting uses
+ *    through views). Matmul operands must be buffers read through one strided view, so their
+ *    producers are realized too; so is an expensive expression that an expand would
+ *    recompute for every broadcast element. Everything else is fused into its consumers.
+ *    With LJ_DISABLE_FUSION every non-leaf node is realized: one kernel per op.
+ * 2. Build each realized node's kernel: walk down from it, turning fused nodes into kernel
+ *    expressions. View ops are not computed: they are collected along the walk and applied,
+ *    bottom-up, to the view of the buffer (or index) they reach (view.c), so a transpose or a
+ *    broadcast becomes strides in a load. A (node, view path) pair is built once per kernel.
+ * 3. Normalize each single-nest kernel's loops: reduced dims last, size-1 dims dropped, and
+ *    neighbouring dims merged when every access is contiguous across them — an elementwise
+ *    kernel over contiguous buffers becomes a single loop, whatever the rank.
+ * The buffer plan (plan.c) then places intermediates in the scratch arena. */
+#include "graph/graph.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct path_entry {
+  int32_t node;   /* a view node */
+  int32_t parent; /* the path above it (toward the kernel root); 0 is the empty path */
+} path_entry;
+
+typedef struct fuser {
+  const ljg_graph *g;
+  const ljg_fuse_options *opt;
+  bool *realized, *is_root;
+  int32_t *eff;    /* uses of each node, counting through views */
+  int32_t *pslot;  /* parameter slot of DATA/SCALAR nodes */
+  int32_t *oslot;  /* slot a realized node's kernel writes */
+  LJB_VEC(ljg_slot) slots;
+  LJB_VEC(ljg_kernel) kernels;
+  /* the kernel being built */
+  LJB_VEC(ljg_kexpr) exprs;
+  LJB_VEC(ljg_view) views;
+  LJB_VEC(ljg_nest) nests;
+  LJB_VEC(path_entry) paths;
+  uint64_t *mkeys; /* memo of (node, path) -> expr and of (view node, parent) -> path */
+  int32_t *mvals;
+  int mcap, mcount;
+  int32_t overflow; /* a node to realize because a view stack overflowed, or -1 */
+} fuser;
+
+/* ---- memo -------------------------------------------------------------------------------- */
+
+static void memo_clear(fuser *f) {
+  if (f->mkeys) memset(f->mkeys, 0, (size_t)f->mcap * sizeof *f->mkeys);
+  f->mcount = 0;
+}
+
+static int32_t *memo_slot(fuser *f, uint64_t key) {
+  if (2 * (f->mcount + 1) > f->mcap) {
+    int ocap = f->mcap;
+    uint64_t *okeys = f->mkeys;
+    int32_t *ovals = f->mvals;
+    f->mcap = ocap ? 2 * ocap : 256;
+    f->mkeys = ljb_xcalloc((size_t)f->mcap, sizeof *f->mkeys);
+    f->mvals = ljb_xalloc((size_t)f->mcap * sizeof *f->mvals);
+    f->mcount = 0;
+    for (int i = 0; i < ocap; i++)
+      if (okeys[i]) {
+        *memo_slot(f, okeys[i]) = ovals[i];
+      }
+    free(okeys);
+    free(ovals);
+  }
+  int b = (int)(ljb_mix64(key) & (uint64_t)(f->mcap - 1));
+  while (f->mkeys[b] && f->mkeys[b] != key) b = (b + 1) & (f->mcap - 1);
+  if (!f->mkeys[b]) {
+    f->mkeys[b] = key;
+    f->mvals[b] = -1;
+    f->mcount++;
+  }
+  return &f->mvals[b];
+}
+
+static uint64_t expr_key(int32_t node, int32_t path) {
+  return ((uint64_t)(uint32_t)node << 32 | (uint32_t)path) + 1;
+}
+
+static uint64_t path_key(int32_t node, int32_t parent) {
+  return (1ULL << 63) | ((uint64_t)(uint32_t)node << 31) | (uint32_t)parent;
+}
+
+static int32_t path_push(fuser *f, int32_t parent, int32_t view_node) {
+  int32_t *v = memo_slot(f, path_key(view_node, parent));
+  if (*v < 0) {
+    *v = f->paths.n;
+    ljb_vec_push(&f->paths, ((path_entry){view_node, parent}));
+  }
+  return *v;
+}
+
+/* ---- views ------------------------------------------------------------------------------- */
+
+static bool view_equal(const ljg_view *a, const ljg_view *b) {
+  if (a->n != b->n) return false;
+  for (int l = 0; l < a->n; l++) {
+    const ljg_view1 *x = &a->v[l], *y = &b->v[l];
+    if (x->ndim != y->ndim || x->offset != y->offset) return false;
+    for (int d = 0; d < x->ndim; d++)
+      if (x->shape[d] != y->shape[d] || x->stride[d] != y->stride[d]) return false;
+  }
+  return true;
+}
+
+static int32_t add_view(fuser *f, const ljg_view *v) {
+  for (int i = 0; i < f->views.n; i++)
+    if (view_equal(&f->views.a[i], v)) return i;
+  ljb_vec_push(&f->views, *v);
+  return f->views.n - 1;
+}
+
+/* The view of node n (a buffer of n's shape, or an index leaf) seen from the kernel's
+ * iteration space through `path`; -1 with f->overflow set when it needs too many levels. */
+static int32_t make_view(fuser *f, int32_t path, const ljg_gnode *n) {
+  ljg_view v;
+  ljg_view_contiguous(&v, n->ndim, n->shape);
+  for (int32_t p = path; p != 0; p = f->paths.a[p].parent) {
+    const ljg_gnode *vn = &f->g->nodes[f->paths.a[p].node];
+    if (!ljg_view_apply(&v, vn)) {
+      if (f->overflow < 0) f->overflow = ljg_in(f->g, vn)[0];
+      return -1;
+    }
+  }
+  return add_view(f, &v);
+}
+
+/* ---- expressions ------------------------------------------------------------------------- */
+
+static int32_t push_expr(fuser *f, const ljg_kexpr *x) {
+  ljb_vec_push(&f->exprs, *x);
+  return f->exprs.n - 1;
+}
+
+static int32_t build(fuser *f, int32_t i, int32_t path, bool root) {
+  const ljg_graph *g = f->g;
+  const ljg_gnode *n = &g->nodes[i];
+  const int32_t *in = ljg_in(g, n);
+  int32_t found = *memo_slot(f, expr_key(i, path));
+  if (found >= 0) return found;
+  ljg_kexpr x = {0};
+  x.node = i;
+  x.dtype = n->dtype;
+  x.op = n->op;
+  x.slot = x.view = -1;
+  if (!root && (f->realized[i] || n->op == LJG_OP_DATA)) {
+    x.kind = LJG_X_LOAD;
+    x.slot = f->realized[i] ? f->oslot[i] : f->pslot[i];
+    x.view = make_view(f, path, n);
+  } else {
+    switch (ljg_ops[n->op].kind) {
+    case LJG_LEAF:
+      if (n->op == LJG_OP_SCALAR) {
+        x.kind = LJG_X_SCALAR;
+        x.slot = f->pslot[i];
+      } else {
+        x.kind = LJG_X_CONST;
+        x.value = n->attr.f;
+      }
+      break;
+    case LJG_INDEXED:
+      x.kind = LJG_X_INDEX;
+      x.view = make_view(f, path, n);
+      x.nin = (int8_t)n->nin;
+      for (int k = 0; k < n->nin; k++) x.in[k] = build(f, in[k], 0, false);
+      break;
+    case LJG_ELEMWISE:
+      x.kind = LJG_X_OP;
+      x.nin = (int8_t)n->nin;
+      for (int k = 0; k < n->nin; k++) x.in[k] = build(f, in[k], path, false);
+      break;
+    case LJG_VIEW: {
+      int32_t r = build(f, in[0], path_push(f, path, i), false);
+      *memo_slot(f, expr_key(i, path)) = r;
+      return r;
+    }
+    default: LJ_ASSERT(!"reductions, cat and matmul are always realized");
+    }
+  }
+  int32_t r = push_expr(f, &x);
+  *memo_slot(f, expr_key(i, path)) = r;
+  return r;
+}
+
+/* ---- realization ------------------------------------------------------------------------- */
+
+static int32_t strip_views(const ljg_graph *g, int32_t i) {
+  while (ljg_ops[g->nodes[i].op].kind == LJG_VIEW) i = ljg_in(g, &g->nodes[i])[0];
+  return i;
+}
+
+/* Levels of the view of `src` seen through the view chain from `top` down to it. */
+static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
+  int32_t chain[256];
+  int nc = 0;
+  for (int32_t i = top; i != src && nc < 256; i = ljg_in(g, &g->nodes[i])[0]) chain[nc++] = i;
+  if (nc == 256) return LJG_MAX_VIEWS + 1;
+  ljg_view v;
+  ljg_view_contiguous(&v, g->nodes[src].ndim, g->nodes[src].shape);
+  for (int k = nc - 1; k >= 0; k--)
+    if (!ljg_view_apply(&v, &g->nodes[chain[k]])) return LJG_MAX_VIEWS + 1;
+  return v.n;
+}
+
+static void decide(fuser *f) {
+  const ljg_graph *g = f->g;
+  for (int r = 0; r < g->nroots; r++) {
+    f->is_root[g->roots[r]] = true;
+    f->eff[g->roots[r]]++;
+  }
+  for (int i = g->n - 1; i >= 0; i--) {
+    const ljg_gnode *n = &g->nodes[i];
+    bool view = ljg_ops[n->op].kind == LJG_VIEW;
+    const int32_t *in = ljg_in(g, n);
+    for (int k = 0; k < n->nin; k++) f->eff[in[k]] += view ? f->eff[i] : 1;
+  }
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    ljg_kind k = ljg_ops[n->op].kind;
+    if (n->op == LJG_OP_DATA) continue;
+    if (f->opt && f->opt->disable_fusion) {
+      f->realized[i] = f->is_root[i] || k != LJG_LEAF;
+      continue;
+    }
+    f->realized[i] = f->is_root[i] || k == LJG_REDUCE || k == LJG_CAT || k == LJG_MATMUL ||
+                     ((k == LJG_ELEMWISE || k == LJG_INDEXED) && f->eff[i] > 1);
+  }
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    const int32_t *in = ljg_in(g, n);
+    if (n->op == LJG_OP_MATMUL) {
+      for (int k = 0; k < 2; k++) {
+        int32_t src = strip_views(g, in[k]);
+        if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
+        if (chain_levels(g, in[k], src) > 1) f->realized[in[k]] = true;
+      }
+    } else if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion)) {
+      int32_t src = strip_views(g, in[0]);
+      ljg_kind k = ljg_ops[g->nodes[src].op].kind;
+      int64_t sn = ljg_gnumel(&g->nodes[src]);
+      if ((k == LJG_ELEMWISE || k == LJG_INDEXED) && sn > 1 && ljg_gnumel(n) > sn)
+        f->realized[src] = true;
+    }
+  }
+}
+
+static int32_t add_slot(fuser *f, ljg_slotkind kind, const ljg_gnode *n, int32_t node) {
+  ljg_slot s = {0};
+  s.kind = (uint8_t)kind;
+  s.dtype = n->dtype;
+  s.param = n->param;
+  s.node = node;
+  s.nbytes = kind == LJG_SLOT_SCALAR ? 8 : ljg_gnumel(n) * (int64_t)lj_dtype_size(n->dtype);
+  s.offset = -1;
+  ljb_vec_push(&f->slots, s);
+  return f->slots.n - 1;
+}
+
+static void assign_slots(fuser *f) {
+  const ljg_graph *g = f->g;
+  f->slots.n = 0;
+  for (int p = 0; p < g->nparams; p++) {
+    int32_t i = g->params[p];
+    const ljg_gnode *n = &g->nodes[i];
+    f->pslot[i] = add_slot(f, n->op == LJG_OP_DATA ? LJG_SLOT_PARAM : LJG_SLOT_SCALAR, n, i);
+  }
+  for (int i = 0; i < g->n; i++)
+    if (f->realized[i])
+      f->oslot[i] = add_slot(f, f->is_root[i] ? LJG_SLOT_OUTPUT : LJG_SLOT_TEMP, &g->nodes[i], i);
+}
+
+/* ---- loop normalization ------------------------------------------------------------------ */
+
+/* Calls fn on every view index the nest's accesses use (each once). */
+static int nest_views(const fuser *f, const ljg_nest *nest, int32_t *out) {
+  int n = 0;
+  out[n++] = nest->out_view;
+  for (int e = 0; e < f->exprs.n; e++) {
+    int32_t v = f->exprs.a[e].view;
+    if (v < 0) continue;
+    bool seen = false;
+    for (int k = 0; k < n; k++) seen |= out[k] == v;
+    if (!seen) out[n++] = v;
+  }
+  return n;
+}
+
+static void remove_dim(int64_t *a, int ndim, int d) {
+  memmove(a + d, a + d + 1, (size_t)(ndim - d - 1) * sizeof *a);
+  a[ndim - 1] = 0;
+}
+
+static void normalize(fuser *f, ljg_nest *nest) {
+  int32_t *vs = ljb_xalloc(((size_t)f->views.n + 1) * sizeof *vs);
+  int nv = nest_views(f, nest, vs);
+  /* reduced dims last */
+  int64_t perm[LJ_MAX_DIMS];
+  int np = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (int d = 0; d < nest->ndim; d++)
+      if ((int)(nest->rmask >> d & 1) == pass) perm[np++] = d;
+  int64_t shape[LJ_MAX_DIMS];
+  uint32_t rmask = 0;
+  for (int d = 0; d < nest->ndim; d++) {
+    shape[d] = nest->shape[perm[d]];
+    if (nest->rmask >> perm[d] & 1) rmask |= 1u << d;
+  }
+  memcpy(nest->shape, shape, sizeof shape);
+  nest->rmask = rmask;
+  for (int k = 0; k < nv; k++) ljg_view_permute(&f->views.a[vs[k]], perm);
+  /* drop size-1 dims */
+  for (int d = nest->ndim - 1; d >= 0; d--) {
+    if (nest->shape[d] != 1) continue;
+    for (int k = 0; k < nv; k++) {
+      ljg_view1 *t = &f->views.a[vs[k]].v[f->views.a[vs[k]].n - 1];
+      remove_dim(t->shape, t->ndim, d);
+      remove_dim(t->stride, t->ndim, d);
+      t->ndim--;
+    }
+    remove_dim(nest->shape, nest->ndim, d);
+    uint32_t low = nest->rmask & ((1u << d) - 1), high = nest->rmask >> (d + 1);
+    nest->rmask = low | high << d;
+    nest->ndim--;
+  }
+  /* merge dims that every access walks contiguously */
+  for (int d = nest->ndim - 2; d >= 0; d--) {
+    if ((nest->rmask >> d & 1) != (nest->rmask >> (d + 1) & 1)) continue;
+    bool ok = true;
+    for (int k = 0; k < nv && ok; k++) {
+      const ljg_view1 *t = ljg_view_top(&f->views.a[vs[k]]);
+      ok = t->stride[d] == t->stride[d + 1] * t->shape[d + 1];
+    }
+    if (!ok) continue;
+    for (int k = 0; k < nv; k++) {
+      ljg_view1 *t = &f->views.a[vs[k]].v[f->views.a[vs[k]].n - 1];
+      t->shape[d] *= t->shape[d + 1];
+      t->stride[d] = t->stride[d + 1];
+      remove_dim(t->shape, t->ndim, d + 1);
+      remove_dim(t->stride, t->ndim, d + 1);
+      t->ndim--;
+    }
+    nest->shape[d] *= nest->shape[d + 1];
+    remove_dim(nest->shape, nest->ndim, d + 1);
+    uint32_t low = nest->rmask & ((1u << (d + 1)) - 1), high = nest->rmask >> (d + 2);
+    nest->rmask = low | high << (d + 1);
+    nest->ndim--;
+  }
+  free(vs);
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+static void begin_kernel(fuser *f) {
+  f->exprs.n = f->views.n = f->nests.n = 0;
+  f->paths.n = 0;
+  ljb_vec_push(&f->paths, ((path_entry){-1, 0}));
+  memo_clear(f);
+}
+
+static ljg_nest nest_for(const ljg_gnode *space, int32_t value, int32_t out_slot, uint8_t dt) {
+  ljg_nest nest = {0};
+  nest.ndim = space->ndim;
+  memcpy(nest.shape, space->shape, sizeof nest.shape);
+  nest.rop = -1;
+  nest.value = value;
+  nest.out_slot = out_slot;
+  nest.out_dtype = dt;
+  nest.rcount = 1;
+  return nest;
+}
+
+static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
+  const ljg_graph *g = f->g;
+  const ljg_gnode *n = &g->nodes[i];
+  const int32_t *in = ljg_in(g, n);
+  memset(k, 0, sizeof *k);
+  k->kind = LJG_K_LOOPS;
+  k->node = i;
+  k->task_dim = -1;
+  k->ntasks = 1;
+  switch (ljg_ops[n->op].kind) {
+  case LJG_REDUCE: {
+    const ljg_gnode *x = &g->nodes[in[0]];
+    ljg_nest nest = nest_for(x, build(f, in[0], 0, false), f->oslot[i], n->dtype);
+    nest.rmask = (uint32_t)n->attr.a[0];
+    nest.rop = (int16_t)n->op;
+    for (int d = 0; d < x->ndim; d++)
+      if (nest.rmask >> d & 1) nest.rcount *= x->shape[d];
+    ljg_view v;
+    ljg_view_contiguous(&v, n->ndim, n->shape);
+    for (int d = 0; d < x->ndim; d++) {
+      v.v[0].shape[d] = x->shape[d];
+      if (nest.rmask >> d & 1) v.v[0].stride[d] = 0;
+    }
+    nest.out_view = add_view(f, &v);
+    ljb_vec_push(&f->nests, nest);
+    break;
+  }
+  case LJG_CAT: {
+    int dim = (int)n->attr.a[0];
+    int64_t base = 0;
+    for (int c = 0; c < n->nin; c++) {
+      const ljg_gnode *x = &g->nodes[in[c]];
+      ljg_nest nest = nest_for(x, build(f, in[c], 0, false), f->oslot[i], n->dtype);
+      ljg_view v;
+      ljg_view_contiguous(&v, n->ndim, n->shape);
+      ljg_view_slice(&v, dim, base, 1, x->shape[dim]);
+      nest.out_view = add_view(f, &v);
+      base += x->shape[dim];
+      if (ljg_gnumel(x) > 0) ljb_vec_push(&f->nests, nest);
+    }
+    if (dim != 0 && n->ndim > 0) {
+      k->task_dim = 0;
+      k->ntasks = n->shape[0];
+    }
+    break;
+  }
+  case LJG_MATMUL: {
+    k->kind = LJG_K_MATMUL;
+    k->mm_a = build(f, in[0], 0, false);
+    k->mm_bm = build(f, in[1], 0, false);
+    k->mm_b = n->shape[0];
+    k->mm_m = n->shape[1];
+    k->mm_n = n->shape[2];
+    k->mm_k = g->nodes[in[0]].shape[2];
+    k->mm_out_slot = f->oslot[i];
+    k->mm_dtype = n->dtype;
+    k->ntasks = k->mm_b * k->mm_m;
+    k->work = (double)k->ntasks * (double)k->mm_n * (double)k->mm_k;
+    break;
+  }
+  default: {
+    ljg_nest nest = nest_for(n, build(f, i, 0, true), f->oslot[i], n->dtype);
+    ljg_view v;
+    ljg_view_contiguous(&v, n->ndim, n->shape);
+    nest.out_view = add_view(f, &v);
+    ljb_vec_push(&f->nests, nest);
+    break;
+  }
+  }
+  if (k->kind == LJG_K_LOOPS && f->nests.n == 1 && f->overflow < 0) {
+    ljg_nest *nest = &f->nests.a[0];
+    normalize(f, nest);
+    if (nest->ndim > 0 && !(nest->rmask & 1)) {
+      k->task_dim = 0;
+      k->ntasks = nest->shape[0];
+    }
+  }
+  if (k->kind == LJG_K_LOOPS)
+    for (int s = 0; s < f->nests.n; s++)
+      k->work += (double)ljg_numel(f->nests.a[s].ndim, f->nests.a[s].shape) * f->exprs.n;
+}
+
+static void *arena_copy(ljb_arena *a, const void *src, size_t n) {
+  void *p = ljb_arena_alloc(a, n ? n : 1);
+  if (n) memcpy(p, src, n);
+  return p;
+}
+
+/* Builds every kernel; false if a view overflowed (f->overflow names the node to realize). */
+static bool build_all(fuser *f, ljg_program *p) {
+  const ljg_graph *g = f->g;
+  f->kernels.n = 0;
+  assign_slots(f);
+  for (int i = 0; i < g->n; i++) {
+    if (!f->realized[i] || ljg_gnumel(&g->nodes[i]) == 0) continue;
+    begin_kernel(f);
+    ljg_kernel k;
+    build_kernel(f, i, &k);
+    if (f->overflow >= 0) return false;
+    k.nnests = f->nests.n;
+    k.nests = arena_copy(&p->arena, f->nests.a, (size_t)f->nests.n * sizeof *f->nests.a);
+    k.nexprs = f->exprs.n;
+    k.exprs = arena_copy(&p->arena, f->exprs.a, (size_t)f->exprs.n * sizeof *f->exprs.a);
+    k.nviews = f->views.n;
+    k.views = arena_copy(&p->arena, f->views.a, (size_t)f->views.n * sizeof *f->views.a);
+    ljb_vec_push(&f->kernels, k);
+  }
+  return true;
+}
+
+ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
+  fuser f = {0};
+  f.g = g;
+  f.opt = opt;
+  size_t n = (size_t)g->n + 1;
+  f.realized = ljb_xcalloc(n, sizeof *f.realized);
+  f.is_root = ljb_xcalloc(n, sizeof *f.is_root);
+  f.eff = ljb_xcalloc(n, sizeof *f.eff);
+  f.pslot = ljb_xalloc(n * sizeof *f.pslot);
+  f.oslot = ljb_xalloc(n * sizeof *f.oslot);
+  memset(f.pslot, 0xff, n * sizeof *f.pslot);
+  memset(f.oslot, 0xff, n * sizeof *f.oslot);
+  decide(&f);
+  ljg_program *p = ljb_xcalloc(1, sizeof *p);
+  for (;;) {
+    f.overflow = -1;
+    if (build_all(&f, p)) break;
+    f.realized[f.overflow] = true;
+    ljb_arena_reset(&p->arena);
+  }
+  p->nkernels = f.kernels.n;
+  p->kernels = arena_copy(&p->arena, f.kernels.a, (size_t)f.kernels.n * sizeof *f.kernels.a);
+  p->nslots = f.slots.n;
+  p->slots = arena_copy(&p->arena, f.slots.a, (size_t)f.slots.n * sizeof *f.slots.a);
+  p->nroots = g->nroots;
+  p->root_slot = ljb_arena_alloc(&p->arena, ((size_t)g->nroots + 1) * sizeof *p->root_slot);
+  for (int r = 0; r < g->nroots; r++) {
+    int32_t i = g->roots[r];
+    p->root_slot[r] = f.realized[i] ? f.oslot[i] : f.pslot[i];
+  }
+  ljg_plan(p);
+  free(f.realized);
+  free(f.is_root);
+  free(f.eff);
+  free(f.pslot);
+  free(f.oslot);
+  ljb_vec_free(&f.slots);
+  ljb_vec_free(&f.kernels);
+  ljb_vec_free(&f.exprs);
+  ljb_vec_free(&f.views);
+  ljb_vec_free(&f.nests);
+  ljb_vec_free(&f.paths);
+  free(f.mkeys);
+  free(f.mvals);
+  return p;
+}
+
+void ljg_program_free(ljg_program *p) {
+  if (!p) return;
+  ljb_arena_free(&p->arena);
+  free(p);
+}
+
+/* ---- text -------------------------------------------------------------------------------- */
+
+static void print_view(ljb_str *b, const ljg_view *v) {
+  for (int l = v->n - 1; l >= 0; l--) {
+    const ljg_view1 *t = &v->v[l];
+    char shape[LJB_SHAPE_STR_MAX], stride[LJB_SHAPE_STR_MAX];
+    ljb_str_printf(b, "%s%s:%s+%" PRId64, l == v->n - 1 ? "" : " -> ",
+                   ljb_shape_str(shape, t->ndim, t->shape),
+                   ljb_shape_str(stride, t->ndim, t->stride), t->offset);
+  }
+}
+
+static void print_expr(ljb_str *b, const ljg_kernel *k, int e) {
+  const ljg_kexpr *x = &k->exprs[e];
+  ljb_str_printf(b, "    e%d = %s ", e, lj_dtype_name(x->dtype));
+  switch (x->kind) {
+  case LJG_X_LOAD:
+    ljb_str_printf(b, "load slot%d ", x->slot);
+    print_view(b, &k->views[x->view]);
+    break;
+  case LJG_X_SCALAR: ljb_str_printf(b, "scalar slot%d", x->slot); break;
+  case LJG_X_CONST: ljb_str_printf(b, "constant %.17g", x->value); break;
+  case LJG_X_INDEX:
+    ljb_str_printf(b, "%s ", ljg_ops[x->op].name);
+    print_view(b, &k->views[x->view]);
+    for (int i = 0; i < x->nin; i++) ljb_str_printf(b, " e%d", x->in[i]);
+    break;
+  case LJG_X_OP:
+    ljb_str_printf(b, "%s", ljg_ops[x->op].name);
+    for (int i = 0; i < x->nin; i++) ljb_str_printf(b, "%se%d", i ? ", " : " ", x->in[i]);
+    break;
+  }
+  ljb_str_printf(b, "  ; %%%d\n", x->node);
+}
+
+char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
+  static const char *const slot_kinds[] = {"param", "scalar", "output", "temp"};
+  ljb_str b = {0};
+  ljb_str_printf(&b, "program: %d kernels, %d slots, scratch %" PRId64 " bytes\n", p->nkernels,
+                 p->nslots, p->scratch_bytes);
+  for (int s = 0; s < p->nslots; s++) {
+    const ljg_slot *sl = &p->slots[s];
+    ljb_str_printf(&b, "  slot%d: %s %s %" PRId64 " bytes (%%%d)", s, slot_kinds[sl->kind],
+                   lj_dtype_name(sl->dtype), sl->nbytes, sl->node);
+    if (sl->kind == LJG_SLOT_TEMP) ljb_str_printf(&b, " at %" PRId64, sl->offset);
+    ljb_str_puts(&b, "\n");
+  }
+  for (int i = 0; i < p->nkernels; i++) {
+    const ljg_kernel *k = &p->kernels[i];
+    ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks\n", i,
+                   k->kind == LJG_K_MATMUL ? "matmul" : "loops", k->node,
+                   ljg_ops[g->nodes[k->node].op].name, k->ntasks);
+    for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);
+    if (k->kind == LJG_K_MATMUL) {
+      ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
+                     "-> slot%d: e%d * e%d\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
+                     k->mm_out_slot, k->mm_a, k->mm_bm);
+    }
+    for (int s = 0; s < k->nnests; s++) {
+      const ljg_nest *nest = &k->nests[s];
+      char shape[LJB_SHAPE_STR_MAX];
+      ljb_str_printf(&b, "  nest %s", ljb_shape_str(shape, nest->ndim, nest->shape));
+      if (nest->rop >= 0)
+        ljb_str_printf(&b, " %s over mask 0x%x", ljg_ops[nest->rop].name, nest->rmask);
+      ljb_str_printf(&b, ": e%d -> slot%d ", nest->value, nest->out_slot);
+      print_view(&b, &k->views[nest->out_view]);
+      ljb_str_puts(&b, "\n");
+    }
+  }
+  return ljb_str_take(&b);
+}

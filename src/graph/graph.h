@@ -1,0 +1,395 @@
+/* graph.h — the graph stage: op table, trace nodes (hash-consed, per-device arena), the
+ * canonical graph a sync collects, graph passes, fusion into kernels, the buffer plan, the
+ * text/dot printers and parser, and the reference interpreter. Prefix ljg_. */
+#ifndef LJ_GRAPH_H
+#define LJ_GRAPH_H
+
+#include "base/base.h"
+
+struct ljr_buffer;
+
+/* ---- op table (ops.def) ------------------------------------------------------------- */
+
+typedef enum ljg_op {
+#define X(name, str, arity, kind, attrs) LJG_OP_##name,
+#include "graph/ops.def"
+#undef X
+  LJG_NUM_OPS
+} ljg_op;
+
+typedef enum ljg_kind {
+  LJG_LEAF,     /* data, scalar parameter, constant */
+  LJG_INDEXED,  /* a leaf whose value depends on its index (iota, random) */
+  LJG_ELEMWISE, /* same-shape operands, one value per element */
+  LJG_VIEW,     /* a re-indexing of its operand */
+  LJG_REDUCE,
+  LJG_CAT,
+  LJG_MATMUL
+} ljg_kind;
+
+/* Which attribute fields an op uses (printed, parsed, hashed). */
+typedef enum ljg_attrs {
+  LJG_A_NONE,
+  LJG_A_VALUE, /* f: the scalar's or constant's value */
+  LJG_A_PERM,  /* a[0..ndim): the permutation */
+  LJG_A_SLICE, /* a[0] dim, a[1] start, a[2] step */
+  LJG_A_DIMS,  /* a[0]: bit mask of reduced dims */
+  LJG_A_DIM    /* a[0]: dim */
+} ljg_attrs;
+
+typedef struct ljg_opinfo {
+  const char *name;
+  int arity;
+  ljg_kind kind;
+  ljg_attrs attrs;
+} ljg_opinfo;
+
+extern const ljg_opinfo ljg_ops[LJG_NUM_OPS];
+/* Op by printed name; -1 if unknown. */
+int ljg_op_by_name(const char *name);
+
+/* dtype.c: facts about dtypes and the host conversions of 16-bit floats. */
+bool ljg_dtype_is_float(lj_dtype dt);
+bool ljg_dtype_is_int(lj_dtype dt); /* integer, not bool */
+bool ljg_dtype_is_signed(lj_dtype dt);
+bool ljg_dtype_valid(int dt);
+int ljg_dtype_bits(lj_dtype dt);
+/* dtype by name ("f32"); -1 if unknown. */
+int ljg_dtype_by_name(const char *name);
+float ljg_bf16_to_f32(uint16_t h);
+uint16_t ljg_f32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
+float ljg_f16_to_f32(uint16_t h);
+uint16_t ljg_f32_to_f16(float f); /* round to nearest even */
+/* One element at p of dtype dt as double / int64 (ints exactly), and the stores back.
+ * Float stores round (bf16/f16 through f32); integer stores wrap. */
+double ljg_load_f64(lj_dtype dt, const void *p, int64_t i);
+int64_t ljg_load_i64(lj_dtype dt, const void *p, int64_t i);
+void ljg_store_f64(lj_dtype dt, void *p, int64_t i, double v);
+void ljg_store_i64(lj_dtype dt, void *p, int64_t i, int64_t v);
+/* Float to integer as x86 truncation does (PyTorch's behaviour on this platform). */
+int64_t ljg_float_to_int(lj_dtype to, double v);
+
+static inline int64_t ljg_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+/* ---- trace nodes (node.c) ------------------------------------------------------------- */
+
+typedef struct ljg_attr {
+  int64_t a[LJ_MAX_DIMS];
+  double f;
+} ljg_attr;
+
+/* A node of a device's pending graph: a small record in the trace arena. Nodes are
+ * hash-consed: recording an op equal to an existing node (same op, dtype, shape, attributes,
+ * operands) returns the existing node. Scalar parameters are never shared (each use is its
+ * own parameter slot); data nodes are shared per buffer. */
+typedef struct ljg_node {
+  ljb_hash hash;            /* identity hash for hash-consing (operand identity) */
+  uint32_t id;              /* creation order in the trace */
+  uint16_t op;
+  uint8_t dtype, ndim;
+  int32_t nin;
+  struct ljg_node **in;
+  int64_t shape[LJ_MAX_DIMS];
+  ljg_attr attr;
+  /* DATA: its buffer. Any other node: the buffer a sync computed for it, after which later
+   * graphs use it as data instead of recomputing it. One reference, dropped at reset. */
+  struct ljr_buffer *data;
+  const char *loc;          /* user call site (LJ_IR_DEBUG), arena string or NULL */
+  struct ljg_node *chain;   /* next node in the same hash-cons bucket */
+  uint64_t walk;            /* collect.c: walk stamp */
+  int32_t index;            /* collect.c: canonical index during a walk */
+} ljg_node;
+
+/* A device's trace: the arena its nodes live in and the hash-cons table. */
+typedef struct ljg_trace {
+  ljb_arena arena;
+  ljg_node **table;
+  uint32_t table_cap, count;
+  uint64_t epoch;           /* bumped at every reset: tensors' cached nodes go stale */
+  uint64_t walk;            /* collect.c: last walk stamp */
+  uint64_t scalar_seq;      /* unique ids that keep scalar parameters apart */
+  LJB_VEC(ljg_node *) held; /* nodes holding a buffer reference */
+} ljg_trace;
+
+void ljg_trace_init(ljg_trace *t);
+/* Drops every node and the buffer references they hold. */
+void ljg_trace_reset(ljg_trace *t);
+void ljg_trace_free(ljg_trace *t);
+/* The node for op(in...) with the given result type and attributes (hash-consed). attr may
+ * be NULL (all zero). */
+ljg_node *ljg_node_make(ljg_trace *t, ljg_op op, lj_dtype dt, int ndim, const int64_t *shape,
+                        int nin, ljg_node *const *in, const ljg_attr *attr);
+/* The data node of buffer b (one per buffer per trace; takes a reference to b). */
+ljg_node *ljg_node_data(ljg_trace *t, struct ljr_buffer *b, lj_dtype dt, int ndim,
+                        const int64_t *shape);
+/* A fresh scalar parameter node (never shared): value f for float dtypes, i otherwise. The
+ * value sits in attr.f / attr.a[1]; attr.a[0] is the sequence number that keeps it apart. */
+ljg_node *ljg_node_scalar(ljg_trace *t, lj_dtype dt, double f, int64_t i);
+/* Records that n's value is in buffer b (takes a reference). */
+void ljg_node_set_data(ljg_trace *t, ljg_node *n, struct ljr_buffer *b);
+int64_t ljg_node_numel(const ljg_node *n);
+
+/* ---- canonical graphs (collect.c) ------------------------------------------------------ */
+
+/* A node of a collected graph: operands are indices of earlier nodes (post-order). */
+typedef struct ljg_gnode {
+  uint16_t op;
+  uint8_t dtype, ndim;
+  int32_t nin;
+  int32_t in0;    /* operands are g->operands[in0 .. in0+nin) */
+  int32_t param;  /* DATA and SCALAR: parameter index; otherwise -1 */
+  int64_t shape[LJ_MAX_DIMS];
+  ljg_attr attr;  /* SCALAR's value is a binding, not part of the graph's identity */
+  const char *loc;
+} ljg_gnode;
+
+/* A self-contained graph in canonical (post-order) form: what a sync compiles and caches. */
+typedef struct ljg_graph {
+  int n, cap;
+  ljg_gnode *nodes;
+  int nops, ops_cap;
+  int32_t *operands;
+  int nroots, roots_cap;
+  int32_t *roots;   /* node index of each root, in root order (a node may repeat) */
+  int nparams, params_cap;
+  int32_t *params;  /* node index of each parameter, in first-use order */
+  char *strings;    /* call-site strings owned by the graph (NULL when none) */
+} ljg_graph;
+
+/* What a parameter is bound to when the graph runs: a DATA parameter's buffer, or a SCALAR
+ * parameter's value (f for float dtypes, i for integer and bool dtypes). */
+typedef struct ljg_binding {
+  struct ljr_buffer *buf; /* borrowed from the trace */
+  double f;
+  int64_t i;
+} ljg_binding;
+
+typedef LJB_VEC(ljg_binding) ljg_binding_vec;
+
+static inline const int32_t *ljg_in(const ljg_graph *g, const ljg_gnode *n) {
+  return g->operands + n->in0;
+}
+static inline int64_t ljg_gnumel(const ljg_gnode *n) { return ljg_numel(n->ndim, n->shape); }
+
+void ljg_graph_init(ljg_graph *g);
+void ljg_graph_free(ljg_graph *g);
+void ljg_graph_clear(ljg_graph *g);
+ljg_graph *ljg_graph_clone(const ljg_graph *g);
+/* Appends a node (operands copied); returns its index. */
+int ljg_graph_add(ljg_graph *g, const ljg_gnode *proto, const int32_t *in);
+/* Collects the graph that computes roots[0..n) into g (cleared first), walking operands in
+ * order; data nodes and nodes with a computed buffer become DATA parameters, scalar nodes
+ * SCALAR parameters, in first-use order. binds (may be NULL) receives one binding per
+ * parameter. */
+void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
+                 ljg_binding_vec *binds);
+/* The graph key: env seed + every node's op, dtype, shape, attributes and operand indices +
+ * the roots. Two graphs have the same key exactly when they compute the same function of
+ * their parameters (up to hash collisions, which ljg_graph_equal rules out). */
+ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed);
+bool ljg_graph_equal(const ljg_graph *a, const ljg_graph *b);
+/* Index of the first node where a and b differ, or -1 when equal (used to explain misses). */
+int ljg_graph_first_difference(const ljg_graph *a, const ljg_graph *b);
+/* Structural checks: operand arity, dtypes and shapes consistent with each op. Returns false
+ * and sets LJ_ERR_ARG with the node when not (the parser and passes use it). */
+bool ljg_graph_verify(const ljg_graph *g);
+
+/* ---- passes (rewrite.c, pass_*.c, passes.c) ------------------------------------------- */
+
+/* Builds a new graph from an old one node by node, sharing equal nodes (CSE). A pass maps
+ * each old node to a new index: either a node it adds or one that already stands for it. */
+typedef struct ljg_rewriter {
+  ljg_graph out;
+  int32_t *map;          /* old index -> new index */
+  int32_t *table;        /* CSE hash table of new indices (-1 empty) */
+  int table_cap;
+} ljg_rewriter;
+void ljg_rw_init(ljg_rewriter *rw, const ljg_graph *old);
+/* Adds proto(in...) to the new graph unless an equal node exists; returns its index.
+ * Parameters are always added (they are never merged). */
+int ljg_rw_add(ljg_rewriter *rw, const ljg_gnode *proto, const int32_t *in);
+/* Adds old node i with its operands mapped. */
+int ljg_rw_copy(ljg_rewriter *rw, const ljg_graph *old, int i);
+/* Replaces old with the new graph (roots mapped) and frees the rewriter. */
+void ljg_rw_finish(ljg_rewriter *rw, ljg_graph *old);
+/* Whether node idx is a constant seen through reshapes and expands; *v gets its value. */
+bool ljg_uniform_const(const ljg_graph *g, int idx, double *v);
+
+/* Each pass rewrites g in place and keeps parameters and roots (their values unchanged). */
+void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */
+void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only subgraphs */
+void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
+/* The pipeline: simplify, fold, dce, verified in between in debug builds. */
+void ljg_optimize(ljg_graph *g);
+
+/* ---- text and dot (text.c, dot.c) ------------------------------------------------------ */
+
+/* binds may be NULL; when given, scalar values are printed from it. */
+char *ljg_graph_text(const ljg_graph *g, const ljg_binding *binds);
+char *ljg_graph_dot(const ljg_graph *g);
+/* Parses the first graph in text; when binds is given it receives a malloc'd array of
+ * g->nparams bindings with the scalar values of the text (buffers NULL). Returns false with
+ * LJ_ERR_ARG and the line number on a syntax or structural error. */
+bool ljg_graph_parse(const char *text, ljg_graph *g, ljg_binding **binds);
+
+/* ---- reference interpreter (interp.c) -------------------------------------------------- */
+
+/* Runs g on the host with plain loops (f64 accumulation, int64 for integers): inputs[p] is
+ * the host data of DATA parameter p, scalars[p] the value of SCALAR parameter p (other
+ * entries unused). outputs[r] receives root r (caller-allocated, numel × dtype size).
+ * Returns LJ_ERR_RUNTIME for an integer division by zero, like compiled code. */
+lj_status ljg_interpret(const ljg_graph *g, const void *const *inputs,
+                        const ljg_binding *scalars, void *const *outputs);
+
+/* ---- views (view.c) ---------------------------------------------------------------------- */
+
+/* A strided view: maps an index of `shape` to offset + sum(idx[d] * stride[d]). */
+typedef struct ljg_view1 {
+  int ndim;
+  int64_t shape[LJ_MAX_DIMS];
+  int64_t stride[LJ_MAX_DIMS];
+  int64_t offset;
+} ljg_view1;
+
+enum { LJG_MAX_VIEWS = 4 };
+/* A stack of strided views (a shape tracker): v[n-1] maps an index of the top shape to a
+ * linear position in the shape of v[n-2] (row-major), and so on down to v[0], whose result
+ * is the element offset in the buffer. One level means the offset is affine in the index. */
+typedef struct ljg_view {
+  int n;
+  ljg_view1 v[LJG_MAX_VIEWS];
+} ljg_view;
+
+void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape);
+const ljg_view1 *ljg_view_top(const ljg_view *v);
+void ljg_view_permute(ljg_view *v, const int64_t *perm);
+void ljg_view_expand(ljg_view *v, const int64_t *shape);
+void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t len);
+/* Returns false when the reshape needs more than LJG_MAX_VIEWS levels. */
+bool ljg_view_reshape(ljg_view *v, int ndim, const int64_t *shape);
+/* Applies a graph view node (RESHAPE/PERMUTE/EXPAND/SLICE) to v; false on overflow. */
+bool ljg_view_apply(ljg_view *v, const ljg_gnode *op);
+/* Offset of index idx under v (host-side evaluation, for tests and the interpreter). */
+int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx);
+
+/* ---- kernel IR (fuse.c) ------------------------------------------------------------------ */
+
+/* Kernel expressions: a DAG evaluated once per point of a loop nest's iteration space. */
+typedef enum ljg_xkind {
+  LJG_X_LOAD,   /* buffer slot, through view: element at view(offset of the point) */
+  LJG_X_SCALAR, /* scalar slot */
+  LJG_X_CONST,  /* value */
+  LJG_X_INDEX,  /* IOTA/RAND_*: a function of view(point) = the leaf's own linear index */
+  LJG_X_OP      /* elementwise op of in[0..nin) */
+} ljg_xkind;
+
+typedef struct ljg_kexpr {
+  uint8_t kind;
+  uint8_t dtype;
+  uint16_t op;
+  int8_t nin;
+  int32_t in[3];
+  int32_t slot;
+  int32_t view;
+  int32_t node;  /* graph node, for messages */
+  double value;
+} ljg_kexpr;
+
+/* A loop nest: iterate over shape; dims whose bit is set in rmask are reduced with rop (the
+ * reduced dims come last). The value of expression `value` at each point goes to slot
+ * out_slot at offset out_view(point), reduced points combined. */
+typedef struct ljg_nest {
+  int ndim;
+  int64_t shape[LJ_MAX_DIMS];
+  uint32_t rmask;
+  int16_t rop;        /* LJG_OP_SUM..ARGMIN, or -1 */
+  int32_t value;
+  int32_t out_slot;
+  int32_t out_view;   /* index in the kernel's views; reduced dims have stride 0 */
+  uint8_t out_dtype;
+  int64_t rcount;     /* number of reduced points (MEAN divides by it) */
+} ljg_nest;
+
+typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL } ljg_kkind;
+
+/* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
+ * first nest dim that is not reduced (the task dim) across threads; MATMUL kernels compute
+ * C[b,m,:] = A[b,m,:] · B[b,:,:] for one (b, m) row per task. */
+typedef struct ljg_kernel {
+  ljg_kkind kind;
+  int32_t node;       /* the graph node it computes */
+  int nnests;
+  ljg_nest *nests;
+  int nexprs;
+  ljg_kexpr *exprs;
+  int nviews;
+  ljg_view *views;
+  int task_dim;       /* LOOPS: the split dim of every nest (-1: one task) */
+  int64_t ntasks;
+  double work;        /* rough cost: points × expression size, for the threading decision */
+  /* MATMUL */
+  int64_t mm_b, mm_m, mm_n, mm_k;
+  int32_t mm_a, mm_bm;  /* kexpr LOADs of A and B (their views give the strides) */
+  int32_t mm_out_slot;
+  uint8_t mm_dtype;
+} ljg_kernel;
+
+/* Buffer slots an executable binds at run time. */
+typedef enum ljg_slotkind {
+  LJG_SLOT_PARAM,  /* DATA parameter's buffer */
+  LJG_SLOT_SCALAR, /* SCALAR parameter's value (8 bytes in the scalar block) */
+  LJG_SLOT_OUTPUT, /* a root's fresh buffer */
+  LJG_SLOT_TEMP    /* an intermediate at offset in the scratch arena */
+} ljg_slotkind;
+
+typedef struct ljg_slot {
+  uint8_t kind;
+  uint8_t dtype;
+  int32_t param;    /* PARAM/SCALAR: parameter index */
+  int32_t node;     /* graph node whose value it holds */
+  int64_t nbytes;
+  int64_t offset;   /* TEMP: offset in the scratch arena */
+} ljg_slot;
+
+/* Data-dependent errors found by compiled code, reported at the sync. */
+typedef enum ljg_kerr_code { LJG_KERR_NONE, LJG_KERR_DIV_ZERO } ljg_kerr_code;
+typedef struct ljg_kerr {
+  int32_t code;
+  int32_t node;
+  int64_t value, bound;
+} ljg_kerr;
+
+/* The kernel function ABI: slots[i] is the address of slot i. */
+typedef void (*ljg_kernel_fn)(void *const *slots, int64_t begin, int64_t end, ljg_kerr *err);
+
+/* A fused program: kernels in execution order over a slot table. */
+typedef struct ljg_program {
+  ljb_arena arena;     /* owns kernels, exprs, views */
+  int nkernels;
+  ljg_kernel *kernels;
+  int nslots;
+  ljg_slot *slots;
+  int32_t *root_slot;  /* slot of each root */
+  int nroots;
+  int64_t scratch_bytes;
+} ljg_program;
+
+typedef struct ljg_fuse_options {
+  bool disable_fusion;
+} ljg_fuse_options;
+
+/* Fuses the (optimized) graph into kernels and plans their buffers. */
+ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt);
+void ljg_program_free(ljg_program *p);
+/* Human-readable kernels (for dumps and tests' failure messages). malloc'd. */
+char *ljg_program_text(const ljg_program *p, const ljg_graph *g);
+
+/* plan.c: assigns TEMP slots offsets in one scratch arena, reusing memory whose last reader
+ * has run. */
+void ljg_plan(ljg_program *p);
+
+#endif

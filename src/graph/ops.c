@@ -1,0 +1,16 @@
+/* ops.c — the op table built from ops.def, and lookup by printed name. */
+#include "graph/graph.h"
+
+#include <string.h>
+
+const ljg_opinfo ljg_ops[LJG_NUM_OPS] = {
+#define X(name, str, arity, kind, attrs) {str, arity, kind, attrs},
+#include "graph/ops.def"
+#undef X
+};
+
+int ljg_op_by_name(const char *name) {
+  for (int i = 0; i < LJG_NUM_OPS; i++)
+    if (strcmp(ljg_ops[i].name, name) == 0) return i;
+  return -1;
+}

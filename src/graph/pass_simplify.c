@@ -1,0 +1,90 @@
+/* pass_simplify.c — algebraic identities and view folding.
+ * Requires: a verified graph. Guarantees: the same values at every root, with identity
+ * views (reshape to the same shape, identity permute, full slice, expand to the same shape,
+ * cast to the same dtype) removed, chains of reshapes / permutes / expands merged, double
+ * negation removed, and x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
+ * to x. */
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_const(const ljg_graph *g, int idx, double want) {
+  double v;
+  return ljg_uniform_const(g, idx, &v) && v == want;
+}
+
+static bool same_shape(const ljg_gnode *a, const ljg_gnode *b) {
+  return a->ndim == b->ndim && memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0;
+}
+
+static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+  const ljg_graph *g = &rw->out;
+  const ljg_gnode *x = n->nin ? &g->nodes[in[0]] : NULL;
+  bool isint = !ljg_dtype_is_float(n->dtype);
+  switch (n->op) {
+  case LJG_OP_RESHAPE:
+  case LJG_OP_EXPAND:
+    if (same_shape(x, n)) return in[0];
+    if (x->op == n->op) {
+      ljg_gnode m = *n;
+      return ljg_rw_add(rw, &m, ljg_in(g, x));
+    }
+    break;
+  case LJG_OP_PERMUTE: {
+    ljg_gnode m = *n;
+    int32_t src = in[0];
+    if (x->op == LJG_OP_PERMUTE) {
+      for (int d = 0; d < n->ndim; d++) m.attr.a[d] = x->attr.a[n->attr.a[d]];
+      src = ljg_in(g, x)[0];
+    }
+    bool identity = true;
+    for (int d = 0; d < n->ndim; d++) identity &= m.attr.a[d] == d;
+    if (identity) return src;
+    if (src != in[0]) return ljg_rw_add(rw, &m, &src);
+    break;
+  }
+  case LJG_OP_SLICE: {
+    int dim = (int)n->attr.a[0];
+    if (n->attr.a[1] == 0 && n->attr.a[2] == 1 && n->shape[dim] == x->shape[dim]) return in[0];
+    break;
+  }
+  case LJG_OP_CAST:
+    if (x->dtype == n->dtype) return in[0];
+    break;
+  case LJG_OP_NEG:
+    if (x->op == LJG_OP_NEG) return ljg_in(g, x)[0];
+    break;
+  case LJG_OP_MUL:
+    if (is_const(g, in[1], 1)) return in[0];
+    if (is_const(g, in[0], 1)) return in[1];
+    break;
+  case LJG_OP_DIV:
+    if (is_const(g, in[1], 1)) return in[0];
+    break;
+  case LJG_OP_SUB:
+    if (is_const(g, in[1], 0)) return in[0];
+    break;
+  case LJG_OP_ADD:
+    if (isint && is_const(g, in[1], 0)) return in[0];
+    if (isint && is_const(g, in[0], 0)) return in[1];
+    break;
+  default: break;
+  }
+  return ljg_rw_add(rw, n, in);
+}
+
+void ljg_pass_simplify(ljg_graph *g) {
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, g);
+  int32_t small[8];
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    int32_t *in = n->nin <= 8 ? small : ljb_xalloc((size_t)n->nin * sizeof *in);
+    const int32_t *oin = ljg_in(g, n);
+    for (int k = 0; k < n->nin; k++) in[k] = rw.map[oin[k]];
+    rw.map[i] = simplify(&rw, n, in);
+    if (in != small) free(in);
+  }
+  ljg_rw_finish(&rw, g);
+}

@@ -1,0 +1,140 @@
+/* view.c — strided views and how view ops transform them.
+ *
+ * Fusion folds view ops (reshape, permute, expand, slice) into the loads that read through
+ * them. Starting from a buffer's contiguous view, each view op between the buffer and the
+ * kernel rewrites the view: permute reorders strides, expand sets stride 0, slice moves the
+ * offset and scales a stride, and reshape recomputes strides when the dims it merges or splits
+ * are laid out compatibly (the rule torch.view uses). A reshape that cannot be expressed in
+ * strides (e.g. flattening a transposed view) pushes a new level: the new shape indexes the
+ * old one through its row-major linear index, which costs a division per dim at run time.
+ * One level means the load's address is affine in the loop indices, which is what the
+ * vectorizer wants. */
+#include "graph/graph.h"
+
+#include <string.h>
+
+static void contiguous_strides(int ndim, const int64_t *shape, int64_t *stride) {
+  int64_t s = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    stride[d] = s;
+    s *= shape[d] > 0 ? shape[d] : 1;
+  }
+}
+
+void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape) {
+  memset(v, 0, sizeof *v);
+  v->n = 1;
+  v->v[0].ndim = ndim;
+  memcpy(v->v[0].shape, shape, (size_t)ndim * sizeof *shape);
+  contiguous_strides(ndim, shape, v->v[0].stride);
+}
+
+const ljg_view1 *ljg_view_top(const ljg_view *v) { return &v->v[v->n - 1]; }
+
+void ljg_view_permute(ljg_view *v, const int64_t *perm) {
+  ljg_view1 *t = &v->v[v->n - 1], old = *t;
+  for (int d = 0; d < t->ndim; d++) {
+    t->shape[d] = old.shape[perm[d]];
+    t->stride[d] = old.stride[perm[d]];
+  }
+}
+
+void ljg_view_expand(ljg_view *v, const int64_t *shape) {
+  ljg_view1 *t = &v->v[v->n - 1];
+  for (int d = 0; d < t->ndim; d++)
+    if (t->shape[d] != shape[d]) {
+      t->shape[d] = shape[d];
+      t->stride[d] = 0;
+    }
+}
+
+void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t len) {
+  ljg_view1 *t = &v->v[v->n - 1];
+  t->offset += start * t->stride[dim];
+  t->stride[dim] *= step;
+  t->shape[dim] = len;
+}
+
+/* Strides for viewing (shape, stride) as new_shape without moving data, or false. Dims are
+ * grouped into chunks that are contiguous with each other; each chunk must map onto whole
+ * dims of the new shape. */
+static bool restride(int ndim, const int64_t *shape, const int64_t *stride, int new_ndim,
+                     const int64_t *new_shape, int64_t *new_stride) {
+  if (ljg_numel(ndim, shape) == 0 || ndim == 0) {
+    contiguous_strides(new_ndim, new_shape, new_stride);
+    if (ndim == 0)
+      for (int d = 0; d < new_ndim; d++) new_stride[d] = 0;
+    return true;
+  }
+  int view_d = new_ndim - 1;
+  int64_t chunk_base = stride[ndim - 1], tensor_numel = 1, view_numel = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    tensor_numel *= shape[d];
+    bool chunk_end = d == 0 || (shape[d - 1] != 1 && stride[d - 1] != tensor_numel * chunk_base);
+    if (!chunk_end) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+      new_stride[view_d] = view_numel * chunk_base;
+      view_numel *= new_shape[view_d];
+      view_d--;
+    }
+    if (view_numel != tensor_numel) return false;
+    if (d > 0) {
+      chunk_base = stride[d - 1];
+      tensor_numel = view_numel = 1;
+    }
+  }
+  return view_d == -1;
+}
+
+bool ljg_view_reshape(ljg_view *v, int ndim, const int64_t *shape) {
+  ljg_view1 *t = &v->v[v->n - 1];
+  int64_t stride[LJ_MAX_DIMS];
+  if (restride(t->ndim, t->shape, t->stride, ndim, shape, stride)) {
+    t->ndim = ndim;
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    memcpy(t->stride, stride, (size_t)ndim * sizeof *stride);
+    return true;
+  }
+  if (v->n == LJG_MAX_VIEWS) return false;
+  ljg_view1 *top = &v->v[v->n++];
+  memset(top, 0, sizeof *top);
+  top->ndim = ndim;
+  memcpy(top->shape, shape, (size_t)ndim * sizeof *shape);
+  contiguous_strides(ndim, shape, top->stride);
+  return true;
+}
+
+bool ljg_view_apply(ljg_view *v, const ljg_gnode *op) {
+  switch (op->op) {
+  case LJG_OP_RESHAPE: return ljg_view_reshape(v, op->ndim, op->shape);
+  case LJG_OP_PERMUTE: ljg_view_permute(v, op->attr.a); return true;
+  case LJG_OP_EXPAND: ljg_view_expand(v, op->shape); return true;
+  case LJG_OP_SLICE: {
+    int dim = (int)op->attr.a[0];
+    ljg_view_slice(v, dim, op->attr.a[1], op->attr.a[2], op->shape[dim]);
+    return true;
+  }
+  default: LJ_ASSERT(!"not a view op");
+  }
+}
+
+int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx) {
+  int64_t cur[LJ_MAX_DIMS];
+  memcpy(cur, idx, sizeof cur);
+  int64_t off = 0;
+  for (int l = v->n - 1; l >= 0; l--) {
+    const ljg_view1 *t = &v->v[l];
+    off = t->offset;
+    for (int d = 0; d < t->ndim; d++) off += cur[d] * t->stride[d];
+    if (l > 0) {
+      const ljg_view1 *below = &v->v[l - 1];
+      int64_t rem = off;
+      for (int d = below->ndim - 1; d >= 0; d--) {
+        int64_t sz = below->shape[d] ? below->shape[d] : 1;
+        cur[d] = rem % sz;
+        rem /= sz;
+      }
+    }
+  }
+  return off;
+}

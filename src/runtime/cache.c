@@ -1,0 +1,93 @@
+/* cache.c — the per-device executable cache: a hash table by graph key with an LRU list.
+ * A lookup is confirmed by comparing the stored graph with the collected one, so a key
+ * collision can only cost a compile, never run the wrong code. */
+#include "runtime/runtime.h"
+#include "codegen_llvm/codegen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void ljr_exec_free(ljr_exec *e) {
+  if (!e) return;
+  ljc_program_free(e->code);
+  ljg_program_free(e->prog);
+  if (e->graph) ljg_graph_free(e->graph);
+  if (e->opt) ljg_graph_free(e->opt);
+  free(e->graph);
+  free(e->opt);
+  free(e->fns);
+  free(e);
+}
+
+void ljr_cache_init(ljr_cache *c, int capacity) {
+  memset(c, 0, sizeof *c);
+  c->capacity = capacity;
+  c->nbuckets = 64;
+  while (c->nbuckets < 2 * capacity && c->nbuckets < (1 << 16)) c->nbuckets *= 2;
+  c->buckets = ljb_xcalloc((size_t)c->nbuckets, sizeof *c->buckets);
+}
+
+void ljr_cache_free(ljr_cache *c) {
+  ljr_exec *e = c->lru_head;
+  while (e) {
+    ljr_exec *next = e->lru_next;
+    ljr_exec_free(e);
+    e = next;
+  }
+  free(c->buckets);
+  memset(c, 0, sizeof *c);
+}
+
+static void lru_unlink(ljr_cache *c, ljr_exec *e) {
+  if (e->lru_prev) e->lru_prev->lru_next = e->lru_next;
+  else c->lru_head = e->lru_next;
+  if (e->lru_next) e->lru_next->lru_prev = e->lru_prev;
+  else c->lru_tail = e->lru_prev;
+  e->lru_prev = e->lru_next = NULL;
+}
+
+static void lru_push_front(ljr_cache *c, ljr_exec *e) {
+  e->lru_prev = NULL;
+  e->lru_next = c->lru_head;
+  if (c->lru_head) c->lru_head->lru_prev = e;
+  c->lru_head = e;
+  if (!c->lru_tail) c->lru_tail = e;
+}
+
+static ljr_exec **bucket(ljr_cache *c, ljb_hash key) {
+  return &c->buckets[key.lo & (uint64_t)(c->nbuckets - 1)];
+}
+
+ljr_exec *ljr_cache_lookup(ljr_cache *c, ljb_hash key, const ljg_graph *g) {
+  for (ljr_exec *e = *bucket(c, key); e; e = e->bucket_next)
+    if (ljb_hash_eq(e->key, key) && ljg_graph_equal(e->graph, g)) {
+      if (c->lru_head != e) {
+        lru_unlink(c, e);
+        lru_push_front(c, e);
+      }
+      return e;
+    }
+  return NULL;
+}
+
+static void remove_entry(ljr_cache *c, ljr_exec *e) {
+  ljr_exec **p = bucket(c, e->key);
+  while (*p != e) p = &(*p)->bucket_next;
+  *p = e->bucket_next;
+  lru_unlink(c, e);
+  c->count--;
+}
+
+void ljr_cache_insert(ljr_cache *c, ljr_exec *e) {
+  ljr_exec **b = bucket(c, e->key);
+  e->bucket_next = *b;
+  *b = e;
+  lru_push_front(c, e);
+  c->count++;
+  while (c->count > c->capacity) {
+    ljr_exec *victim = c->lru_tail;
+    remove_entry(c, victim);
+    ljr_exec_free(victim);
+    ljr_count(LJR_C_CacheEvictions, 1);
+  }
+}

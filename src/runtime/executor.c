@@ -1,0 +1,158 @@
+/* executor.c — from pending nodes to computed buffers.
+ *
+ *   collect (post-order graph + parameter bindings) → key → cache lookup, confirmed by
+ *   structural equality → on a miss: graph passes, fusion + buffer plan, LLVM → bind slots
+ *   (parameter buffers, scalar values, fresh output buffers, the scratch arena) → run the
+ *   kernels on the device → hand out each root's buffer.
+ *
+ * Steady state (a training step seen before) costs the collection, one hash, one graph
+ * comparison and the kernels: no allocation but the outputs, which come from the pool. */
+#include "runtime/runtime.h"
+#include "codegen_llvm/codegen.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ljb_hash ljr_graph_key(const ljg_graph *g) { return ljg_graph_key(g, ljr_get()->env_seed); }
+
+static ljg_fuse_options fuse_options(const ljr_runtime *rt) {
+  ljg_fuse_options o = {0};
+  o.disable_fusion = rt->cfg.pub.disable_fusion;
+  return o;
+}
+
+int ljr_kernel_count(const ljg_graph *g) {
+  ljr_runtime *rt = ljr_get();
+  if (!rt) return -1;
+  ljg_graph *opt = ljg_graph_clone(g);
+  ljg_optimize(opt);
+  ljg_fuse_options o = fuse_options(rt);
+  ljg_program *p = ljg_fuse(opt, &o);
+  int n = p->nkernels;
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+  return n;
+}
+
+static ljr_exec *compile(ljr_runtime *rt, const ljg_graph *g, ljb_hash key) {
+  uint64_t t0 = ljb_now_ns();
+  ljr_exec *e = ljb_xcalloc(1, sizeof *e);
+  e->key = key;
+  e->graph = ljg_graph_clone(g);
+  e->opt = ljg_graph_clone(g);
+  ljg_optimize(e->opt);
+  ljg_fuse_options o = fuse_options(rt);
+  e->prog = ljg_fuse(e->opt, &o);
+  e->fns = ljb_xcalloc((size_t)e->prog->nkernels + 1, sizeof *e->fns);
+  char name[40];
+  char hex[33];
+  ljb_hash_hex(key, hex);
+  snprintf(name, sizeof name, "lj_%.16s", hex);
+  e->code = ljc_compile(rt->cg, e->prog, name, e->fns);
+  if (!e->code) {
+    ljr_exec_free(e);
+    return NULL;
+  }
+  ljr_count(LJR_C_UncachedCompile, 1);
+  ljr_count(LJR_C_CompiledKernels, e->prog->nkernels);
+  ljr_sample(LJR_M_CompileTime, (double)(ljb_now_ns() - t0));
+  return e;
+}
+
+/* Stores a scalar binding in the slot's dtype (storage format) into an 8-byte cell. */
+static void store_scalar(lj_dtype dt, const ljg_binding *b, uint64_t *cell) {
+  *cell = 0;
+  if (ljg_dtype_is_float(dt))
+    ljg_store_f64(dt, cell, 0, b->f);
+  else
+    ljg_store_i64(dt, cell, 0, b->i);
+}
+
+static lj_status runtime_error(const ljr_exec *e, const ljg_kerr *err) {
+  const ljg_gnode *n = &e->opt->nodes[err->node];
+  char shape[LJB_SHAPE_STR_MAX];
+  ljb_shape_str(shape, n->ndim, n->shape);
+  switch (err->code) {
+  case LJG_KERR_DIV_ZERO:
+    ljb_error(LJ_ERR_RUNTIME, "lj_%s: integer division by zero (%s%s node %%%d)",
+              ljg_ops[n->op].name, lj_dtype_name(n->dtype), shape, err->node);
+    break;
+  default:
+    ljb_error(LJ_ERR_RUNTIME, "lj_%s: error %d in compiled code (node %%%d)", ljg_ops[n->op].name,
+              err->code, err->node);
+    break;
+  }
+  return LJ_ERR_RUNTIME;
+}
+
+static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *binds,
+                     ljr_buffer **out) {
+  const ljg_program *p = e->prog;
+  ljb_vec_reserve(&d->scratch_slots, p->nslots + 1);
+  ljb_vec_reserve(&d->scratch_scalars, p->nslots + 1);
+  ljb_vec_reserve(&d->scratch_owned, p->nslots + 1);
+  void **slots = d->scratch_slots.a;
+  uint64_t *cells = d->scratch_scalars.a;
+  ljr_buffer **owned = d->scratch_owned.a;
+  memset(owned, 0, (size_t)p->nslots * sizeof *owned);
+  lj_status st = LJ_OK;
+  if (p->scratch_bytes > 0 &&
+      (!d->scratch_arena || d->scratch_arena->nbytes < (size_t)p->scratch_bytes)) {
+    ljr_buffer_release(d->scratch_arena);
+    d->scratch_arena = ljr_buffer_new(d, (size_t)p->scratch_bytes);
+    if (!d->scratch_arena) return LJ_ERR_OOM;
+  }
+  for (int s = 0; s < p->nslots && st == LJ_OK; s++) {
+    const ljg_slot *sl = &p->slots[s];
+    switch (sl->kind) {
+    case LJG_SLOT_PARAM:
+      owned[s] = ljr_buffer_retain(binds[sl->param].buf);
+      slots[s] = owned[s]->data;
+      break;
+    case LJG_SLOT_SCALAR:
+      store_scalar(sl->dtype, &binds[sl->param], &cells[s]);
+      slots[s] = &cells[s];
+      break;
+    case LJG_SLOT_OUTPUT:
+      owned[s] = ljr_buffer_new(d, (size_t)sl->nbytes);
+      if (!owned[s]) st = LJ_ERR_OOM;
+      else slots[s] = owned[s]->data;
+      break;
+    case LJG_SLOT_TEMP:
+      slots[s] = (char *)d->scratch_arena->data + sl->offset;
+      break;
+    }
+  }
+  if (st == LJ_OK) {
+    uint64_t t0 = ljb_now_ns();
+    ljg_kerr err = {0};
+    d->backend->execute(d, e, slots, &err);
+    ljr_sample(LJR_M_ExecuteTime, (double)(ljb_now_ns() - t0));
+    if (err.code) st = runtime_error(e, &err);
+  }
+  if (st == LJ_OK)
+    for (int r = 0; r < p->nroots; r++) out[r] = ljr_buffer_retain(owned[p->root_slot[r]]);
+  for (int s = 0; s < p->nslots; s++) ljr_buffer_release(owned[s]);
+  return st;
+}
+
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out) {
+  ljr_runtime *rt = ljr_get();
+  ljg_graph *g = &d->scratch_graph;
+  ljg_collect(&d->trace, n, roots, g, &d->scratch_binds);
+  ljr_sample(LJR_M_TensorsGraphSize, g->n);
+  ljb_hash key = ljg_graph_key(g, rt->env_seed);
+  ljr_exec *e = ljr_cache_lookup(&d->cache, key, g);
+  if (e) {
+    ljr_count(LJR_C_CachedCompile, 1);
+  } else {
+    e = compile(rt, g, key);
+    if (!e) return lj_last_status();
+    ljr_cache_insert(&d->cache, e);
+  }
+  ljr_count(LJR_C_SyncTensors, 1);
+  return run(d, e, d->scratch_binds.a, out);
+}

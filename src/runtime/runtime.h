@@ -1,0 +1,191 @@
+/* runtime.h — the runtime stage: configuration, metrics, device buffers, the thread pool,
+ * devices (a backend vtable plus trace, RNG and executable cache), executables and the
+ * executor that collects, compiles and runs pending graphs. Prefix ljr_. */
+#ifndef LJ_RUNTIME_H
+#define LJ_RUNTIME_H
+
+#include "base/base.h"
+#include "graph/graph.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct ljc_program;
+struct ljc_session;
+
+/* ---- config.c ---------------------------------------------------------------------- */
+
+/* The configuration the runtime runs with: lj_config with its strings copied. */
+typedef struct ljr_config {
+  lj_config pub;
+  char cpu[64];
+} ljr_config;
+
+/* Validates cfg and copies it; false with LJ_ERR_ARG naming the field. */
+bool ljr_config_load(ljr_config *out, const lj_config *cfg);
+
+/* ---- metrics.c ----------------------------------------------------------------------- */
+
+typedef enum ljr_counter {
+#define COUNTER(name) LJR_C_##name,
+#define METRIC(name, unit)
+#include "runtime/metrics.def"
+#undef COUNTER
+#undef METRIC
+  LJR_NUM_COUNTERS
+} ljr_counter;
+
+typedef enum ljr_metric {
+#define COUNTER(name)
+#define METRIC(name, unit) LJR_M_##name,
+#include "runtime/metrics.def"
+#undef COUNTER
+#undef METRIC
+  LJR_NUM_METRICS
+} ljr_metric;
+
+void ljr_count(ljr_counter c, int64_t by);
+/* Adds a sample: nanoseconds for TIME metrics, bytes for BYTES, a count for COUNT. */
+void ljr_sample(ljr_metric m, double v);
+
+/* ---- buffer.c: device memory ---------------------------------------------------------- */
+
+/* A device buffer: 64-byte aligned, refcounted, returned to its device's pool when the last
+ * reference goes. Never lives in an arena. */
+typedef struct ljr_buffer {
+  atomic_int refs;
+  int size_class;          /* pool class, -1 when not pooled */
+  size_t nbytes;           /* requested size */
+  size_t capacity;         /* allocated size */
+  void *data;
+  struct lj_device *dev;
+  struct ljr_buffer *next; /* free list */
+} ljr_buffer;
+
+/* A buffer of at least nbytes on d (one reference), NULL with LJ_ERR_OOM. */
+ljr_buffer *ljr_buffer_new(struct lj_device *d, size_t nbytes);
+ljr_buffer *ljr_buffer_retain(ljr_buffer *b);
+void ljr_buffer_release(ljr_buffer *b);
+
+typedef struct ljr_pool {
+  pthread_mutex_t lock;
+  ljr_buffer *free[256];   /* by size class (buffer.c) */
+  size_t cached_bytes;
+  size_t in_use_bytes, peak_bytes;
+} ljr_pool;
+void ljr_pool_init(ljr_pool *p);
+void ljr_pool_free(ljr_pool *p);
+
+/* ---- threadpool.c -------------------------------------------------------------------- */
+
+typedef void (*ljr_task_fn)(void *ctx, int64_t begin, int64_t end);
+typedef struct ljr_threadpool ljr_threadpool;
+/* A pool of n-1 workers; the calling thread is the n-th. Workers spin briefly for the next
+ * job before sleeping. */
+ljr_threadpool *ljr_threadpool_new(int nthreads);
+void ljr_threadpool_free(ljr_threadpool *p);
+int ljr_threadpool_size(const ljr_threadpool *p);
+/* Runs fn over [0, n) split into one contiguous range per thread (at most `parts`), and
+ * returns when all are done. */
+void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n, int parts);
+
+/* ---- executable.c and cache.c ---------------------------------------------------------- */
+
+/* A compiled graph: its canonical graph (for structural confirmation), the fused program
+ * (kernels + buffer plan) and the machine code. */
+typedef struct ljr_exec {
+  ljb_hash key;
+  ljg_graph *graph;        /* as collected: what a cache hit is compared against */
+  ljg_graph *opt;          /* after the graph passes: what the kernels compute */
+  ljg_program *prog;
+  struct ljc_program *code;
+  ljg_kernel_fn *fns;      /* one per kernel */
+  struct ljr_exec *lru_prev, *lru_next, *bucket_next;
+} ljr_exec;
+
+void ljr_exec_free(ljr_exec *e);
+
+typedef struct ljr_cache {
+  int capacity, count;
+  ljr_exec **buckets;
+  int nbuckets;
+  ljr_exec *lru_head, *lru_tail; /* head: most recently used */
+} ljr_cache;
+void ljr_cache_init(ljr_cache *c, int capacity);
+void ljr_cache_free(ljr_cache *c);
+/* The executable for key whose graph equals g (moved to the front), or NULL. */
+ljr_exec *ljr_cache_lookup(ljr_cache *c, ljb_hash key, const ljg_graph *g);
+/* Inserts e (owned by the cache from now), evicting the least recently used beyond
+ * capacity. */
+void ljr_cache_insert(ljr_cache *c, ljr_exec *e);
+
+/* ---- device.c ----------------------------------------------------------------------- */
+
+/* What a backend provides. The CPU backend is the first; a GPU backend adds its own. */
+typedef struct ljr_backend {
+  const char *hw;
+  void *(*alloc)(struct lj_device *d, size_t nbytes);   /* 64-byte aligned; NULL on OOM */
+  void (*free)(struct lj_device *d, void *p, size_t nbytes);
+  void (*to_device)(struct lj_device *d, void *dst, const void *src, size_t n);
+  void (*to_host)(struct lj_device *d, void *dst, const void *src, size_t n);
+  /* Runs e with its slot table bound; fills *err with a data-dependent error if any. */
+  void (*execute)(struct lj_device *d, const ljr_exec *e, void *const *slots, ljg_kerr *err);
+} ljr_backend;
+
+extern const ljr_backend ljr_cpu_backend;
+
+struct lj_tensor;
+
+struct lj_device {
+  int ordinal;
+  char name[16];
+  const ljr_backend *backend;
+  ljr_threadpool *pool;
+  ljr_pool buffers;
+  ljg_trace trace;
+  ljr_cache cache;
+  uint64_t rng_seed, rng_offset;
+  /* Live tensors in id (creation) order: the candidates for a sync's roots. */
+  struct lj_tensor *live_head, *live_tail;
+  uint64_t next_tensor_id;
+  /* executor.c: reusable per-sync storage */
+  ljg_graph scratch_graph;
+  ljg_binding_vec scratch_binds;
+  LJB_VEC(void *) scratch_slots;
+  LJB_VEC(uint64_t) scratch_scalars;
+  LJB_VEC(ljr_buffer *) scratch_owned;
+  ljr_buffer *scratch_arena;
+};
+
+/* ---- runtime.c ----------------------------------------------------------------------- */
+
+typedef struct ljr_runtime {
+  ljr_config cfg;
+  struct ljc_session *cg;
+  int ndevices;
+  struct lj_device *devices;
+  ljb_hash env_seed;      /* hashes everything outside the graph that changes code */
+} ljr_runtime;
+
+/* The running runtime, started on first use with lj_config_default(); NULL (with the error
+ * set) if it cannot start. */
+ljr_runtime *ljr_get(void);
+/* The running runtime or NULL, never starting it. */
+ljr_runtime *ljr_current(void);
+
+/* device.c */
+void ljr_device_init(struct lj_device *d, int ordinal, const ljr_config *cfg);
+void ljr_device_free(struct lj_device *d);
+
+/* ---- executor.c ---------------------------------------------------------------------- */
+
+/* Runs the graph that computes roots[0..n) (pending nodes of d's trace): collects it, finds
+ * or compiles its executable, binds parameters and runs it. out[i] receives a new reference
+ * to root i's buffer. On error nothing is bound and the roots stay pending. */
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out);
+/* The graph key of the collected graph g on device d's runtime. */
+ljb_hash ljr_graph_key(const ljg_graph *g);
+/* Runs the passes and fusion on a copy of g (no LLVM) and returns the kernel count. */
+int ljr_kernel_count(const ljg_graph *g);
+
+#endif

@@ -1,0 +1,136 @@
+/* threadpool.c — a fork-join pool for kernel launches. The caller is one of the threads;
+ * the n-1 workers wait for a new job by spinning on a generation counter for a short while
+ * (a launch right after another costs well under a microsecond) and then sleep on a condition
+ * variable (a condvar-only pool costs tens of microseconds per launch). A job splits [0, n)
+ * into `parts` contiguous ranges; part 0 runs on the caller. */
+#include "runtime/runtime.h"
+
+#include <stdlib.h>
+
+enum { SPIN_ITERATIONS = 4000 };
+
+struct ljr_threadpool {
+  int n;
+  pthread_t *threads;
+  atomic_ullong generation;
+  atomic_int pending;
+  atomic_int sleepers;
+  atomic_bool stop;
+  ljr_task_fn fn;
+  void *ctx;
+  int64_t total;
+  int parts;
+  pthread_mutex_t lock;
+  pthread_cond_t wake, done;
+};
+
+typedef struct worker_arg {
+  ljr_threadpool *pool;
+  int index;
+} worker_arg;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+static void run_part(ljr_threadpool *p, int part) {
+  int64_t b = p->total * part / p->parts, e = p->total * (part + 1) / p->parts;
+  if (b < e) p->fn(p->ctx, b, e);
+}
+
+static void *worker(void *arg) {
+  worker_arg wa = *(worker_arg *)arg;
+  free(arg);
+  ljr_threadpool *p = wa.pool;
+  unsigned long long seen = 0;
+  for (;;) {
+    unsigned long long gen = atomic_load(&p->generation);
+    for (int i = 0; i < SPIN_ITERATIONS && gen == seen && !atomic_load(&p->stop); i++) {
+      cpu_relax();
+      gen = atomic_load(&p->generation);
+    }
+    if (gen == seen) {
+      pthread_mutex_lock(&p->lock);
+      atomic_fetch_add(&p->sleepers, 1);
+      while ((gen = atomic_load(&p->generation)) == seen && !atomic_load(&p->stop))
+        pthread_cond_wait(&p->wake, &p->lock);
+      atomic_fetch_sub(&p->sleepers, 1);
+      pthread_mutex_unlock(&p->lock);
+    }
+    if (atomic_load(&p->stop)) return NULL;
+    seen = gen;
+    /* Every worker acknowledges every job, even without a part of it, so none can still be
+     * reading this job's fields when the next one is posted. */
+    if (wa.index < p->parts) run_part(p, wa.index);
+    if (atomic_fetch_sub(&p->pending, 1) == 1) {
+      pthread_mutex_lock(&p->lock);
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->lock);
+    }
+  }
+}
+
+ljr_threadpool *ljr_threadpool_new(int nthreads) {
+  ljr_threadpool *p = ljb_xcalloc(1, sizeof *p);
+  p->n = nthreads < 1 ? 1 : nthreads;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->wake, NULL);
+  pthread_cond_init(&p->done, NULL);
+  p->threads = ljb_xcalloc((size_t)p->n, sizeof *p->threads);
+  for (int i = 1; i < p->n; i++) {
+    worker_arg *wa = ljb_xalloc(sizeof *wa);
+    wa->pool = p;
+    wa->index = i;
+    if (pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
+      free(wa);
+      p->n = i; /* run with the workers that started */
+      break;
+    }
+  }
+  return p;
+}
+
+void ljr_threadpool_free(ljr_threadpool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->lock);
+  atomic_store(&p->stop, true);
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->lock);
+  for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done);
+  free(p->threads);
+  free(p);
+}
+
+int ljr_threadpool_size(const ljr_threadpool *p) { return p->n; }
+
+void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n, int parts) {
+  if (parts > p->n) parts = p->n;
+  if (parts > n) parts = (int)n;
+  if (parts <= 1) {
+    if (n > 0) fn(ctx, 0, n);
+    return;
+  }
+  p->fn = fn;
+  p->ctx = ctx;
+  p->total = n;
+  p->parts = parts;
+  atomic_store(&p->pending, p->n - 1);
+  atomic_fetch_add(&p->generation, 1);
+  if (atomic_load(&p->sleepers) > 0) {
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+  }
+  run_part(p, 0);
+  for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) cpu_relax();
+  if (atomic_load(&p->pending) > 0) {
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+  }
+}

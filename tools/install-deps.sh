@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what lazyjit needs to build and test, from Debian 12's archive.
+# Idempotent: installs only the packages that are missing. Needs root (or sudo).
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config llvm-19-dev check zlib1g-dev libffi-dev)
+if [ "${LJ_WITH_TORCH:-0}" = 1 ]; then
+  pkgs+=(python3-torch python3-numpy)
+fi
+if [ "${LJ_WITH_DATASET:-0}" = 1 ]; then
+  pkgs+=(dataset-fashion-mnist)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
