@@ -58,6 +58,7 @@ LLVMValueRef ljc_vm_sin(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_cos(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_tanh(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x);
+LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_pow(ljc_ir *ir, LLVMValueRef x, LLVMValueRef y);
 /* Integer a ** e (same integer type). */
 LLVMValueRef ljc_vm_ipow(ljc_ir *ir, LLVMValueRef a, LLVMValueRef e, bool is_signed);
@@ -90,5 +91,7 @@ void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name);
 
 /* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);
+/* The code generation level that goes with an opt level. */
+LLVMCodeGenOptLevel ljc_codegen_level(int opt_level);
 
 #endif

@@ -99,14 +99,15 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
   case LJG_OP_SIGMOID: return sigmoid(ir, a);
   case LJG_OP_RELU: return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUGT, a, zero, ""), a, zero, "");
   case LJG_OP_GELU: {
-    LLVMValueRef e = ljc_vm_erf(ir, LLVMBuildFMul(b, a, ljc_fconst_like(a, M_SQRT1_2), ""));
-    return LLVMBuildFMul(b, LLVMBuildFMul(b, half, a, ""), LLVMBuildFAdd(b, one, e, ""), "");
+    /* x/2 (1 + erf(x/sqrt2)) written as x/2 erfc(-x/sqrt2): no cancellation for x < 0 */
+    LLVMValueRef e = ljc_vm_erfc(ir, LLVMBuildFMul(b, a, ljc_fconst_like(a, -M_SQRT1_2), ""));
+    return LLVMBuildFMul(b, LLVMBuildFMul(b, half, a, ""), e, "");
   }
   case LJG_OP_GELU_TANH: {
+    /* x/2 (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
     LLVMValueRef a3 = LLVMBuildFMul(b, LLVMBuildFMul(b, a, a, ""), a, "");
     LLVMValueRef inner = LLVMBuildFAdd(b, a, LLVMBuildFMul(b, ljc_fconst_like(a, 0.044715), a3, ""), "");
-    LLVMValueRef t = ljc_vm_tanh(ir, LLVMBuildFMul(b, ljc_fconst_like(a, 0.7978845608028654), inner, ""));
-    return LLVMBuildFMul(b, LLVMBuildFMul(b, half, a, ""), LLVMBuildFAdd(b, one, t, ""), "");
+    return LLVMBuildFMul(b, a, sigmoid(ir, LLVMBuildFMul(b, ljc_fconst_like(a, 2 * 0.7978845608028654), inner, "")), "");
   }
   case LJG_OP_SILU: return LLVMBuildFMul(b, a, sigmoid(ir, a), "");
   case LJG_OP_ERF: return ljc_vm_erf(ir, a);

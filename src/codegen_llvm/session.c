@@ -40,14 +40,6 @@ static bool llvm_error(LLVMErrorRef err, const char *what) {
   return true;
 }
 
-static LLVMCodeGenOptLevel codegen_level(int opt_level) {
-  switch (opt_level) {
-  case 0: return LLVMCodeGenLevelNone;
-  case 3: return LLVMCodeGenLevelAggressive;
-  default: return LLVMCodeGenLevelDefault;
-  }
-}
-
 static LLVMTargetMachineRef make_tm(ljc_session *s) {
   LLVMTargetRef target;
   char *msg = NULL;
@@ -56,7 +48,7 @@ static LLVMTargetMachineRef make_tm(ljc_session *s) {
     LLVMDisposeMessage(msg);
     return NULL;
   }
-  return LLVMCreateTargetMachine(target, s->triple, s->cpu, s->features, codegen_level(s->opt_level),
+  return LLVMCreateTargetMachine(target, s->triple, s->cpu, s->features, ljc_codegen_level(s->opt_level),
                                  LLVMRelocPIC, LLVMCodeModelSmall);
 }
 

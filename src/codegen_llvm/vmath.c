@@ -208,12 +208,18 @@ static LLVMValueRef pick(ljc_ir *ir, LLVMValueRef x, const ljc_erf_piece *pieces
   return v;
 }
 
-LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
+/* erf on |x| <= 1 (Taylor) and erfc on |x| >= 1 (fitted pieces), both of |x|. */
+typedef struct erf_parts {
+  LLVMValueRef ax, near, tail; /* near = erf(x) for |x| <= 1; tail = erfc(|x|) for |x| >= 1 */
+} erf_parts;
+
+static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x) {
   bool d = ljc_is_f64(x);
   const ljc_erf_piece *pieces = d ? ljc_erf_f64 : ljc_erf_f32;
   int np = d ? (int)LJ_COUNT_OF(ljc_erf_f64) : (int)LJ_COUNT_OF(ljc_erf_f32);
-  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", x);
-  /* |x| <= 1: Taylor series erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) */
+  erf_parts r;
+  r.ax = ljc_intrinsic1(ir, "fabs", x);
+  /* |x| <= 1: erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) */
   int nt = d ? 18 : 11;
   double tc[20];
   double fact = 1;
@@ -221,20 +227,31 @@ LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
     if (n) fact *= n;
     tc[n] = (n % 2 ? -1 : 1) * 1.1283791670955126 / (fact * (2 * n + 1));
   }
-  LLVMValueRef near = vmul(ir, x, poly(ir, vmul(ir, x, x), tc, nt));
-  /* 1 < |x| < last: erfc from the piece |x| falls in, coefficients chosen by selects */
-  LLVMValueRef in[8];
-  for (int p = 1; p < np; p++) in[p] = fcmp(ir, LLVMRealOGE, ax, K(x, pieces[p].lo));
+  r.near = vmul(ir, x, poly(ir, vmul(ir, x, x), tc, nt));
+  /* 1 <= |x|: erfc = exp(-x^2) P(t), P and t from the piece |x| falls in */
+  LLVMValueRef in[16];
+  LJ_ASSERT(np <= 16);
+  for (int p = 1; p < np; p++) in[p] = fcmp(ir, LLVMRealOGE, r.ax, K(x, pieces[p].lo));
   int maxn = 0;
   for (int p = 0; p < np; p++) maxn = pieces[p].n > maxn ? pieces[p].n : maxn;
-  LLVMValueRef t = vmul(ir, vsub(ir, ax, pick(ir, x, pieces, np, in, -2)), pick(ir, x, pieces, np, in, -1));
+  LLVMValueRef t = vmul(ir, vsub(ir, r.ax, pick(ir, x, pieces, np, in, -2)), pick(ir, x, pieces, np, in, -1));
   LLVMValueRef acc = pick(ir, x, pieces, np, in, maxn - 1);
   for (int k = maxn - 2; k >= 0; k--) acc = ljc_fmuladd(ir, acc, t, pick(ir, x, pieces, np, in, k));
-  LLVMValueRef erfc = vmul(ir, ljc_vm_exp(ir, LLVMBuildFNeg(ir->b, vmul(ir, ax, ax), "")), acc);
-  LLVMValueRef far = vsub(ir, K(x, 1), erfc);
-  far = sel(ir, fcmp(ir, LLVMRealOGE, ax, K(x, pieces[np - 1].hi)), K(x, 1), far);
-  far = ljc_intrinsic2(ir, "copysign", far, x);
-  return sel(ir, fcmp(ir, LLVMRealULE, ax, K(x, 1)), near, far);
+  r.tail = vmul(ir, ljc_vm_exp(ir, LLVMBuildFNeg(ir->b, vmul(ir, r.ax, r.ax), "")), acc);
+  r.tail = sel(ir, fcmp(ir, LLVMRealOGE, r.ax, K(x, pieces[np - 1].hi)), K(x, 0), r.tail);
+  return r;
+}
+
+LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
+  erf_parts e = erf_parts_of(ir, x);
+  LLVMValueRef far = ljc_intrinsic2(ir, "copysign", vsub(ir, K(x, 1), e.tail), x);
+  return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), e.near, far);
+}
+
+LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x) {
+  erf_parts e = erf_parts_of(ir, x);
+  LLVMValueRef far = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, 0)), e.tail, vsub(ir, K(x, 2), e.tail));
+  return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), vsub(ir, K(x, 1), e.near), far);
 }
 
 /* ---- pow ----------------------------------------------------------------------------------- */

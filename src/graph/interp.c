@@ -36,10 +36,14 @@ static void unravel(int64_t i, int ndim, const int64_t *shape, int64_t *idx) {
 
 /* ---- elementwise ----------------------------------------------------------------------- */
 
-static double f_floor_div(double a, double b) {
+/* v rounded to the precision dt computes in (f32 for f32, bf16 and f16): ops made of several
+ * steps round after each step, as PyTorch's CPU kernels do. */
+static double rnd(lj_dtype dt, double v) { return dt == LJ_F64 ? v : (double)(float)v; }
+
+static double f_floor_div(lj_dtype dt, double a, double b) {
   if (b == 0) return a / b;
   double mod = fmod(a, b);
-  double div = (a - mod) / b;
+  double div = rnd(dt, rnd(dt, a - mod) / b);
   if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
   if (div == 0) return copysign(0.0, a / b);
   double fl = floor(div);
@@ -56,8 +60,8 @@ static double f_remainder(double a, double b) {
 static double f_max(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a > b ? a : b); }
 static double f_min(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a < b ? a : b); }
 
-/* Float unary and binary ops in double. */
-static double float_op(int op, double a, double b) {
+/* Float unary and binary ops in double (dt: the operands' dtype). */
+static double float_op(int op, lj_dtype dt, double a, double b) {
   switch (op) {
   case LJG_OP_NEG: return -a;
   case LJG_OP_ABS: return fabs(a);
@@ -66,15 +70,14 @@ static double float_op(int op, double a, double b) {
   case LJG_OP_LOG1P: return log1p(a);
   case LJG_OP_EXPM1: return expm1(a);
   case LJG_OP_SQRT: return sqrt(a);
-  case LJG_OP_RSQRT: return 1.0 / sqrt(a);
+  case LJG_OP_RSQRT: return 1.0 / rnd(dt, sqrt(a));
   case LJG_OP_SIN: return sin(a);
   case LJG_OP_COS: return cos(a);
   case LJG_OP_TANH: return tanh(a);
   case LJG_OP_SIGMOID: return 1.0 / (1.0 + exp(-a));
   case LJG_OP_RELU: return isnan(a) ? a : (a > 0 ? a : 0.0);
-  case LJG_OP_GELU: return 0.5 * a * (1.0 + erf(a * M_SQRT1_2));
-  case LJG_OP_GELU_TANH:
-    return 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
+  case LJG_OP_GELU: return 0.5 * a * erfc(-a * M_SQRT1_2);
+  case LJG_OP_GELU_TANH: return a / (1.0 + exp(-2 * 0.7978845608028654 * (a + 0.044715 * a * a * a)));
   case LJG_OP_SILU: return a / (1.0 + exp(-a));
   case LJG_OP_ERF: return erf(a);
   case LJG_OP_FLOOR: return floor(a);
@@ -86,8 +89,8 @@ static double float_op(int op, double a, double b) {
   case LJG_OP_SUB: return a - b;
   case LJG_OP_MUL: return a * b;
   case LJG_OP_DIV: return a / b;
-  case LJG_OP_DIV_TRUNC: return trunc(a / b);
-  case LJG_OP_DIV_FLOOR: return f_floor_div(a, b);
+  case LJG_OP_DIV_TRUNC: return trunc(rnd(dt, a / b));
+  case LJG_OP_DIV_FLOOR: return f_floor_div(dt, a, b);
   case LJG_OP_REMAINDER: return f_remainder(a, b);
   case LJG_OP_POW: return pow(a, b);
   case LJG_OP_MAXIMUM: return f_max(a, b);
@@ -218,7 +221,7 @@ static lj_status run_elemwise(const ljg_gnode *n, const ival *x, int nin, ival *
       if (fl) {
         double a = ljg_load_f64(odt, x[0].data, i);
         double b = nin > 1 ? ljg_load_f64(odt, x[1].data, i) : 0;
-        ljg_store_f64(n->dtype, out->data, i, float_op(op, a, b));
+        ljg_store_f64(n->dtype, out->data, i, float_op(op, odt, a, b));
       } else {
         int64_t a = ljg_load_i64(odt, x[0].data, i);
         int64_t b = nin > 1 ? ljg_load_i64(odt, x[1].data, i) : 0;

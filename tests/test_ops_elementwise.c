@@ -1,0 +1,358 @@
+/* test_ops_elementwise.c — every unary and binary op against the reference interpreter, for
+ * every dtype, over shapes with size-0 and size-1 dims, 0-d tensors, broadcasting, and
+ * transposed and sliced (non-contiguous) inputs; dtype rejections; special values. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef enum rule { ANY, NOBOOL, FLOATS } rule;
+
+typedef struct unary_case {
+  const char *name;
+  lj_tensor *(*fn)(lj_tensor *);
+  tu_values kind;
+  rule rule;
+  double f32_rtol; /* tolerance for f32 results (transcendentals differ from libm by ulps) */
+} unary_case;
+
+static lj_tensor *gelu_exact(lj_tensor *t) { return lj_gelu(t, false); }
+static lj_tensor *gelu_tanh(lj_tensor *t) { return lj_gelu(t, true); }
+
+static const unary_case unaries[] = {
+    {"neg", lj_neg, TU_ANY, NOBOOL, 0},
+    {"abs", lj_abs, TU_ANY, NOBOOL, 0},
+    {"exp", lj_exp, TU_ANY, ANY, 4e-7},
+    {"log", lj_log, TU_POSITIVE, ANY, 4e-7},
+    {"log1p", lj_log1p, TU_POSITIVE, ANY, 4e-7},
+    {"expm1", lj_expm1, TU_ANY, ANY, 4e-7},
+    {"sqrt", lj_sqrt, TU_POSITIVE, ANY, 0},
+    {"rsqrt", lj_rsqrt, TU_POSITIVE, ANY, 2e-7},
+    {"sin", lj_sin, TU_ANY, ANY, 2e-7},
+    {"cos", lj_cos, TU_ANY, ANY, 2e-7},
+    {"tanh", lj_tanh, TU_ANY, ANY, 4e-7},
+    {"sigmoid", lj_sigmoid, TU_ANY, ANY, 4e-7},
+    {"relu", lj_relu, TU_ANY, NOBOOL, 0},
+    {"lj_gelu", gelu_exact, TU_ANY, FLOATS, 4e-7},
+    {"lj_gelu", gelu_tanh, TU_ANY, FLOATS, 6e-7},
+    {"silu", lj_silu, TU_ANY, FLOATS, 4e-7},
+    {"erf", lj_erf, TU_ANY, ANY, 4e-7},
+    {"floor", lj_floor, TU_ANY, NOBOOL, 0},
+    {"ceil", lj_ceil, TU_ANY, NOBOOL, 0},
+    {"round", lj_round, TU_ANY, NOBOOL, 0},
+    {"sign", lj_sign, TU_ANY, ANY, 0},
+    {"reciprocal", lj_reciprocal, TU_POSITIVE, ANY, 2e-7},
+    {"logical_not", lj_logical_not, TU_ANY, ANY, 0},
+    {"isnan", lj_isnan, TU_SPECIAL, ANY, 0},
+};
+
+static const int64_t shapes[][4] = {{0}, {1, 0}, {1, 1}, {1, 7}, {2, 3, 5}, {3, 2, 1, 4}, {3, 2, 0, 3}, {2, 33, 17}};
+
+static bool accepts(rule r, lj_dtype dt) {
+  if (r == FLOATS) return dt == LJ_F32 || dt == LJ_F64 || dt == LJ_BF16 || dt == LJ_F16;
+  if (r == NOBOOL) return dt != LJ_BOOL;
+  return true;
+}
+
+static double tol_for(double f32_rtol, lj_dtype out) {
+  double base = tu_rtol(out);
+  if (out == LJ_F32 && f32_rtol > base) return f32_rtol;
+  if (out == LJ_F64 && f32_rtol > 0) return 4e-15;
+  return base;
+}
+
+START_TEST(test_unary) {
+  const unary_case *c = &unaries[_i];
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    lj_tensor *ts[16];
+    int n = 0;
+    if (!accepts(c->rule, dt)) {
+      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3), c->kind, 1);
+      ck_assert_msg(c->fn(x) == NULL, "%s accepted %s", c->name, lj_dtype_name(dt));
+      tu_expect_error(LJ_ERR_DTYPE, c->name, lj_dtype_name(dt), NULL);
+      lj_tensor_release(x);
+      continue;
+    }
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+      lj_tensor *x = tu_tensor(dt, (int)shapes[s][0], &shapes[s][1], c->kind, s + 7 * di);
+      ts[n++] = c->fn(x);
+      lj_tensor_release(x);
+    }
+    /* non-contiguous inputs: a transpose and a strided slice */
+    lj_tensor *m = tu_tensor(dt, LJ_SHAPE(5, 6), c->kind, 99);
+    lj_tensor *t = lj_transpose(m, 0, 1), *sl = lj_slice(m, 1, 1, 6, 2);
+    ts[n++] = c->fn(t);
+    ts[n++] = c->fn(sl);
+    lj_tensor_release(t);
+    lj_tensor_release(sl);
+    lj_tensor_release(m);
+    ck_assert_msg(ts[0] != NULL, "%s(%s): %s", c->name, lj_dtype_name(dt), lj_last_error());
+    tu_check_interp(n, ts, tol_for(c->f32_rtol, lj_tensor_dtype(ts[0])));
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+  }
+}
+END_TEST
+
+START_TEST(test_unary_special_values) {
+  const unary_case *c = &unaries[_i];
+  lj_dtype floats[] = {LJ_F32, LJ_F64, LJ_BF16, LJ_F16};
+  for (int k = 0; k < 4; k++) {
+    lj_tensor *x = tu_tensor(floats[k], LJ_SHAPE(257), TU_SPECIAL, 5 + k);
+    tu_check1(c->fn(x), tol_for(c->f32_rtol, floats[k]));
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
+/* Wide ranges exercise range reduction and overflow paths of the vector math. */
+START_TEST(test_unary_wide_range) {
+  static lj_tensor *(*fns[])(lj_tensor *) = {lj_exp, lj_expm1, lj_sin, lj_cos, lj_tanh, lj_erf, lj_sigmoid};
+  lj_dtype floats[] = {LJ_F32, LJ_F64};
+  for (int k = 0; k < 2; k++) {
+    int n = 4001;
+    double *v = malloc((size_t)n * sizeof *v);
+    for (int i = 0; i < n; i++) v[i] = -100 + 200.0 * i / (n - 1);
+    float *vf = malloc((size_t)n * sizeof *vf);
+    for (int i = 0; i < n; i++) vf[i] = (float)v[i];
+    lj_tensor *x = lj_tensor_from_host(lj_default_device(), floats[k], LJ_SHAPE(n),
+                                       floats[k] == LJ_F32 ? (void *)vf : (void *)v);
+    for (size_t f = 0; f < sizeof fns / sizeof *fns; f++) tu_check1(fns[f](x), k == 0 ? 4e-7 : 4e-15);
+    lj_tensor *pos = lj_add_scalar(lj_abs(x), 1e-30);
+    tu_check1(lj_log(pos), k == 0 ? 4e-7 : 4e-15);
+    tu_check1(lj_log1p(pos), k == 0 ? 4e-7 : 4e-15);
+    lj_tensor_release(pos);
+    lj_tensor_release(x);
+    free(v);
+    free(vf);
+  }
+}
+END_TEST
+
+typedef struct binary_case {
+  const char *name;
+  lj_tensor *(*fn)(lj_tensor *, lj_tensor *);
+  tu_values a_kind, b_kind;
+  bool no_bool;    /* two bool operands are an error */
+  double f32_rtol;
+  double f64_rtol; /* pow's f64 error grows with |y ln x| */
+} binary_case;
+
+static lj_tensor *div_trunc(lj_tensor *a, lj_tensor *b) { return lj_div_rounding(a, b, LJ_ROUND_TRUNC); }
+
+static const binary_case binaries[] = {
+    {"add", lj_add, TU_ANY, TU_ANY, false, 0},
+    {"sub", lj_sub, TU_ANY, TU_ANY, true, 0},
+    {"mul", lj_mul, TU_ANY, TU_ANY, false, 0},
+    {"div", lj_div, TU_ANY, TU_NONZERO, false, 0},
+    {"pow", lj_pow, TU_POSITIVE, TU_UNIT, true, 4e-7, 2e-14},
+    {"maximum", lj_maximum, TU_ANY, TU_ANY, false, 0},
+    {"minimum", lj_minimum, TU_ANY, TU_ANY, false, 0},
+    {"remainder", lj_remainder, TU_ANY, TU_NONZERO, true, 0},
+    {"floor_divide", lj_floor_divide, TU_ANY, TU_NONZERO, true, 0},
+    {"div_rounding", div_trunc, TU_ANY, TU_NONZERO, true, 0},
+    {"eq", lj_eq, TU_ANY, TU_ANY, false, 0},
+    {"ne", lj_ne, TU_ANY, TU_ANY, false, 0},
+    {"lt", lj_lt, TU_ANY, TU_ANY, false, 0},
+    {"le", lj_le, TU_ANY, TU_ANY, false, 0},
+    {"gt", lj_gt, TU_ANY, TU_ANY, false, 0},
+    {"ge", lj_ge, TU_ANY, TU_ANY, false, 0},
+    {"logical_and", lj_logical_and, TU_ANY, TU_ANY, false, 0},
+    {"logical_or", lj_logical_or, TU_ANY, TU_ANY, false, 0},
+};
+
+/* dtype pairs: same dtype for each, plus promotions */
+static const lj_dtype pairs[][2] = {
+    {LJ_F32, LJ_F32}, {LJ_F64, LJ_F64},  {LJ_BF16, LJ_BF16}, {LJ_F16, LJ_F16}, {LJ_I8, LJ_I8},
+    {LJ_U8, LJ_U8},   {LJ_I32, LJ_I32},  {LJ_I64, LJ_I64},   {LJ_BOOL, LJ_BOOL}, {LJ_I16, LJ_I16},
+    {LJ_F32, LJ_I64}, {LJ_U8, LJ_I8},    {LJ_BF16, LJ_F16},  {LJ_F64, LJ_I32}, {LJ_BOOL, LJ_I32},
+    {LJ_I16, LJ_U8},  {LJ_BF16, LJ_F32}, {LJ_I64, LJ_F16},
+};
+
+/* (a shape, b shape) with broadcasting, empty and 0-d operands */
+static const int64_t bshapes[][2][4] = {
+    {{2, 3, 4}, {1, 4}},       {{3, 2, 1, 4}, {2, 3, 1}}, {{0}, {1, 5}},
+    {{2, 0, 3}, {2, 1, 3}},    {{1, 6}, {1, 6}},          {{2, 1, 1}, {1, 1}},
+    {{2, 37, 19}, {2, 37, 1}},
+};
+
+START_TEST(test_binary) {
+  const binary_case *c = &binaries[_i];
+  for (size_t pi = 0; pi < sizeof pairs / sizeof *pairs; pi++) {
+    lj_dtype da = pairs[pi][0], db = pairs[pi][1];
+    if (c->no_bool && da == LJ_BOOL && db == LJ_BOOL) {
+      lj_tensor *x = tu_tensor(da, LJ_SHAPE(3), TU_ANY, 1);
+      ck_assert_msg(c->fn(x, x) == NULL, "%s accepted two bools", c->name);
+      tu_expect_error(LJ_ERR_DTYPE, c->name, NULL);
+      lj_tensor_release(x);
+      continue;
+    }
+    lj_tensor *ts[16];
+    int n = 0;
+    for (size_t s = 0; s < sizeof bshapes / sizeof *bshapes; s++) {
+      lj_tensor *a = tu_tensor(da, (int)bshapes[s][0][0], &bshapes[s][0][1], c->a_kind, s);
+      lj_tensor *b = tu_tensor(db, (int)bshapes[s][1][0], &bshapes[s][1][1], c->b_kind, s + 50);
+      ts[n++] = c->fn(a, b);
+      ck_assert_msg(ts[n - 1] != NULL, "%s(%s,%s): %s", c->name, lj_dtype_name(da), lj_dtype_name(db),
+                    lj_last_error());
+      lj_tensor_release(a);
+      lj_tensor_release(b);
+    }
+    /* transposed left operand against a contiguous right one, and a sliced one */
+    lj_tensor *m = tu_tensor(da, LJ_SHAPE(6, 5), c->a_kind, 77);
+    lj_tensor *b = tu_tensor(db, LJ_SHAPE(5, 6), c->b_kind, 78);
+    lj_tensor *mt = lj_transpose(m, 0, 1), *bs = lj_slice(b, 0, 1, 5, 3);
+    ts[n++] = c->fn(mt, b);
+    ts[n++] = c->fn(bs, bs);
+    lj_tensor_release(mt);
+    lj_tensor_release(bs);
+    lj_tensor_release(m);
+    lj_tensor_release(b);
+    lj_dtype out = lj_tensor_dtype(ts[0]);
+    tu_check_interp(n, ts, out == LJ_F64 && c->f64_rtol > 0 ? c->f64_rtol : tol_for(c->f32_rtol, out));
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+  }
+}
+END_TEST
+
+START_TEST(test_binary_special_values) {
+  const binary_case *c = &binaries[_i];
+  lj_dtype floats[] = {LJ_F32, LJ_F64, LJ_BF16};
+  for (int k = 0; k < 3; k++) {
+    lj_tensor *a = tu_tensor(floats[k], LJ_SHAPE(31, 31), TU_SPECIAL, 3);
+    lj_tensor *b = tu_tensor(floats[k], LJ_SHAPE(31, 31), TU_SPECIAL, 4);
+    lj_tensor *bt = lj_transpose(b, 0, 1);
+    tu_check1(c->fn(a, bt), floats[k] == LJ_F64 && c->f64_rtol > 0 ? c->f64_rtol : tol_for(c->f32_rtol, floats[k]));
+    lj_tensor_release(bt);
+    lj_tensor_release(a);
+    lj_tensor_release(b);
+  }
+}
+END_TEST
+
+typedef struct scalar_case {
+  const char *name;
+  lj_tensor *(*fn)(lj_tensor *, double);
+} scalar_case;
+
+static lj_tensor *rpow(lj_tensor *a, double s) { return lj_rpow_scalar(s, a); }
+static lj_tensor *clamp2(lj_tensor *a, double s) { return lj_clamp(a, -s, s); }
+
+static const scalar_case scalars[] = {
+    {"add_scalar", lj_add_scalar},       {"sub_scalar", lj_sub_scalar},
+    {"rsub_scalar", lj_rsub_scalar},     {"mul_scalar", lj_mul_scalar},
+    {"div_scalar", lj_div_scalar},       {"pow_scalar", lj_pow_scalar},
+    {"rpow_scalar", rpow},               {"remainder_scalar", lj_remainder_scalar},
+    {"eq_scalar", lj_eq_scalar},         {"ne_scalar", lj_ne_scalar},
+    {"lt_scalar", lj_lt_scalar},         {"le_scalar", lj_le_scalar},
+    {"gt_scalar", lj_gt_scalar},         {"ge_scalar", lj_ge_scalar},
+    {"clamp", clamp2},                   {"clamp_min", lj_clamp_min},
+    {"clamp_max", lj_clamp_max},
+};
+
+START_TEST(test_scalar_forms) {
+  const scalar_case *c = &scalars[_i];
+  static const double values[] = {2.0, 2.5, 1.0, 0.0, -1.0, -3.0};
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    if (dt == LJ_BOOL) continue;
+    lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, 9), TU_POSITIVE, di);
+    lj_tensor *ts[8];
+    int n = 0;
+    for (int v = 0; v < 6; v++) {
+      bool int_tensor = !(dt == LJ_F32 || dt == LJ_F64 || dt == LJ_BF16 || dt == LJ_F16);
+      lj_tensor *r = c->fn(x, values[v]);
+      if (!r && c->fn == lj_pow_scalar && int_tensor && values[v] < 0) {
+        tu_expect_error(LJ_ERR_ARG, "negative", NULL);
+        continue;
+      }
+      if (!r && c->fn == lj_remainder_scalar && values[v] == 0) continue;
+      ck_assert_msg(r != NULL, "%s(%s, %g): %s", c->name, lj_dtype_name(dt), values[v], lj_last_error());
+      if (c->fn == lj_remainder_scalar && values[v] == 0 && int_tensor) {
+        lj_tensor_release(r); /* integer remainder by zero: tested in the runtime-error suite */
+        continue;
+      }
+      ts[n++] = r;
+    }
+    tu_check_interp(n, ts, tol_for(4e-7, lj_tensor_dtype(ts[0])));
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
+START_TEST(test_where_and_cast) {
+  lj_tensor *c = tu_tensor(LJ_BOOL, LJ_SHAPE(4, 1), TU_ANY, 1);
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    lj_tensor *a = tu_tensor(dt, LJ_SHAPE(5), TU_ANY, 2);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(4, 5), TU_ANY, 3);
+    lj_tensor *ts[LJ_NUM_DTYPES + 1];
+    int n = 0;
+    ts[n++] = lj_where(c, a, b);
+    for (int k = 0; k < LJ_NUM_DTYPES; k++) ts[n++] = lj_cast(a, tu_all_dtypes[k]);
+    tu_check_interp(n, ts, 0);
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(a);
+    lj_tensor_release(b);
+  }
+  lj_tensor_release(c);
+}
+END_TEST
+
+/* Casting special floats to integers: NaN, infinities and out-of-range values. */
+START_TEST(test_cast_special) {
+  double v[] = {NAN, INFINITY, -INFINITY, 3e9, -3e9, 1e19, -1e19, 300.7, -300.7, 255.9, -0.5, 0.5, 65504, 70000};
+  int n = (int)(sizeof v / sizeof *v);
+  lj_tensor *x = lj_tensor_from_host(lj_default_device(), LJ_F64, LJ_SHAPE(n), v);
+  lj_tensor *xf = lj_cast(x, LJ_F32);
+  lj_tensor *ts[2 * LJ_NUM_DTYPES];
+  int k = 0;
+  for (int i = 0; i < LJ_NUM_DTYPES; i++) {
+    ts[k++] = lj_cast(x, tu_all_dtypes[i]);
+    ts[k++] = lj_cast(xf, tu_all_dtypes[i]);
+  }
+  tu_check_interp(k, ts, 0);
+  for (int i = 0; i < k; i++) lj_tensor_release(ts[i]);
+  lj_tensor_release(xf);
+  lj_tensor_release(x);
+}
+END_TEST
+
+/* Long fused chains of many ops mixing dtypes, views and scalars. */
+START_TEST(test_fused_chain) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(16, 24), TU_UNIT, 1);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(24), TU_ANY, 2);
+  lj_tensor *i = tu_tensor(LJ_I32, LJ_SHAPE(24, 16), TU_ANY, 3);
+  lj_scope_begin();
+  lj_tensor *y = lj_add(x, b);
+  y = lj_mul(lj_tanh(y), lj_sigmoid(lj_transpose(lj_cast(i, LJ_F32), 0, 1)));
+  y = lj_where(lj_gt_scalar(y, 0.1), lj_exp(y), lj_sub_scalar(y, 2.5));
+  y = lj_div_scalar(lj_add(y, lj_cast(lj_gt_scalar(b, 0), LJ_F32)), 3.0);
+  y = lj_keep(lj_cast(y, LJ_BF16));
+  lj_scope_end();
+  tu_check1(y, 0);
+  lj_tensor_release(x);
+  lj_tensor_release(b);
+  lj_tensor_release(i);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("ops_elementwise");
+  TCase *tc = tu_tcase("ops");
+  int nu = (int)(sizeof unaries / sizeof *unaries), nb = (int)(sizeof binaries / sizeof *binaries);
+  tcase_add_loop_test(tc, test_unary, 0, nu);
+  tcase_add_loop_test(tc, test_unary_special_values, 0, nu);
+  tcase_add_test(tc, test_unary_wide_range);
+  tcase_add_loop_test(tc, test_binary, 0, nb);
+  tcase_add_loop_test(tc, test_binary_special_values, 0, nb);
+  tcase_add_loop_test(tc, test_scalar_forms, 0, (int)(sizeof scalars / sizeof *scalars));
+  tcase_add_test(tc, test_where_and_cast);
+  tcase_add_test(tc, test_cast_special);
+  tcase_add_test(tc, test_fused_chain);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }

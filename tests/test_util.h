@@ -1,0 +1,45 @@
+/* test_util.h — helpers shared by the test suites: deterministic inputs of every dtype,
+ * reading tensors back, and the central check: compute tensors with compiled code and with
+ * the reference interpreter and compare them element by element. */
+#ifndef LJ_TEST_UTIL_H
+#define LJ_TEST_UTIL_H
+
+#include <check.h>
+#include <lazyjit.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Kinds of generated values. */
+typedef enum tu_values {
+  TU_ANY,      /* mixed signs, modest magnitudes */
+  TU_POSITIVE, /* > 0 (log, sqrt, ...) */
+  TU_UNIT,     /* in (-1, 1) */
+  TU_NONZERO,  /* integers: never 0 (divisors) */
+  TU_SPECIAL   /* floats: NaN, infinities, signed zeros mixed in */
+} tu_values;
+
+extern const lj_dtype tu_all_dtypes[LJ_NUM_DTYPES];
+
+/* A tensor of deterministic values (seeded) on the default device. */
+lj_tensor *tu_tensor(lj_dtype dt, int ndim, const int64_t *shape, tu_values kind, uint64_t seed);
+/* Host copy of t as doubles (malloc'd; numel in *n). Fails the test on error. */
+double *tu_read(lj_tensor *t, int64_t *n);
+
+/* Computes ts[0..n) both ways and asserts they agree: integers and bool exactly, floats
+ * within rtol/atol scaled for the dtype (NaN matches NaN, infinities must match). */
+void tu_check_interp(int n, lj_tensor *const *ts, double rtol);
+/* Shorthand for one tensor, which it then releases. */
+void tu_check1(lj_tensor *t, double rtol);
+/* The default tolerance of a dtype for exact-ish ops (bf16/f16 round in between). */
+double tu_rtol(lj_dtype dt);
+
+/* Asserts that the last call failed with status st and that the message contains every one
+ * of the NULL-terminated substrings; then clears the error. */
+void tu_expect_error(lj_status st, ...);
+
+/* A test case with a generous timeout whose tests shut the runtime down afterwards. */
+TCase *tu_tcase(const char *name);
+/* Runs the suite (forking off for isolation) and returns the exit code for main. */
+int tu_run(Suite *s);
+
+#endif
