@@ -91,15 +91,17 @@ double tu_rtol(lj_dtype dt) {
   }
 }
 
-static bool close_enough(lj_dtype dt, double a, double b, double rtol) {
+static bool close_enough(lj_dtype dt, double a, double b, double rtol, double atol) {
   if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
   if (isinf(a) || isinf(b)) return a == b;
   if (!ljg_dtype_is_float(dt)) return a == b;
   double scale = fmax(fabs(a), fabs(b));
-  return fabs(a - b) <= rtol * scale + rtol * 1e-2;
+  return fabs(a - b) <= rtol * scale + atol;
 }
 
-void tu_check_interp(int n, lj_tensor *const *ts, double rtol) {
+void tu_check_interp(int n, lj_tensor *const *ts, double rtol) { tu_check_interp_tol(n, ts, rtol, -1); }
+
+void tu_check_interp_tol(int n, lj_tensor *const *ts, double rtol, double atol) {
   ck_assert_msg(n > 0 && ts[0], "tu_check_interp: no tensors (%s)", lj_last_error());
   struct lj_device *d = ts[0]->dev;
   ljg_node **nodes = calloc((size_t)n, sizeof *nodes);
@@ -126,9 +128,10 @@ void tu_check_interp(int n, lj_tensor *const *ts, double rtol) {
     int64_t cnt;
     double *got = tu_read(ts[i], &cnt);
     double tol = rtol > 0 ? rtol : tu_rtol(dt);
+    double abs_tol = atol >= 0 ? atol : tol * 1e-2;
     for (int64_t k = 0; k < cnt; k++) {
       double want = ljg_load_f64(dt, outs[i], k);
-      if (!close_enough(dt, got[k], want, tol))
+      if (!close_enough(dt, got[k], want, tol, abs_tol))
         ck_abort_msg("tensor %d (%s), element %lld: compiled %.17g, interpreter %.17g (rtol %g)\n%s",
                      i, lj_dtype_name(dt), (long long)k, got[k], want, tol, text);
     }

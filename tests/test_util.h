@@ -28,6 +28,8 @@ double *tu_read(lj_tensor *t, int64_t *n);
 /* Computes ts[0..n) both ways and asserts they agree: integers and bool exactly, floats
  * within rtol/atol scaled for the dtype (NaN matches NaN, infinities must match). */
 void tu_check_interp(int n, lj_tensor *const *ts, double rtol);
+/* The same with an absolute tolerance too (for long accumulations that cancel). */
+void tu_check_interp_tol(int n, lj_tensor *const *ts, double rtol, double atol);
 /* Shorthand for one tensor, which it then releases. */
 void tu_check1(lj_tensor *t, double rtol);
 /* The default tolerance of a dtype for exact-ish ops (bf16/f16 round in between). */

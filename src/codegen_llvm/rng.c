@@ -63,8 +63,11 @@ LLVMValueRef ljc_random(ljc_ir *ir, ljg_op op, lj_dtype dt, LLVMValueRef index,
     LLVMValueRef u2 = d ? u53(ir, w.w[2], w.w[3]) : u24(ir, w.w[1]);
     LLVMValueRef rad = LLVMBuildFMul(b, ljc_vm_log(ir, u1), ljc_fconst_like(u1, -2.0), "");
     rad = ljc_intrinsic1(ir, "sqrt", rad);
-    LLVMValueRef ang = LLVMBuildFMul(b, u2, ljc_fconst_like(u2, 6.283185307179586), "");
-    v = LLVMBuildFMul(b, rad, ljc_vm_cos(ir, ang), "");
+    /* the angle in double: rounding 2 pi u2 to f32 would cost accuracy near cos = 0 */
+    LLVMValueRef u2d = d ? u2 : LLVMBuildFPExt(b, u2, ir->f64, "");
+    LLVMValueRef c = ljc_vm_cos(ir, LLVMBuildFMul(b, u2d, ljc_const_f(ir->f64, 6.283185307179586), ""));
+    if (!d) c = LLVMBuildFPTrunc(b, c, ir->f32, "");
+    v = LLVMBuildFMul(b, rad, c, "");
   }
   return ljc_round_to(ir, v, dt);
 }

@@ -1,0 +1,94 @@
+/* test_ops_matmul.c — torch.matmul semantics against the interpreter: 1-D·1-D, 2-D·1-D,
+ * 1-D·2-D, 2-D·2-D, batched with broadcast batch dims, transposed and sliced operands, fused
+ * producers and consumers, every non-bool dtype, empty dims; and the errors. */
+#include "test_util.h"
+
+static double tol(lj_dtype dt) {
+  if (dt == LJ_F32) return 1e-5;
+  if (dt == LJ_F64) return 1e-12;
+  return tu_rtol(dt);
+}
+
+START_TEST(test_matmul_shapes) {
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    tu_values kind = (dt == LJ_BF16 || dt == LJ_F16) ? TU_UNIT : TU_ANY;
+    lj_tensor *a = tu_tensor(dt, LJ_SHAPE(5, 7), kind, 1 + di);
+    if (dt == LJ_BOOL) {
+      ck_assert(!lj_matmul(a, a));
+      tu_expect_error(LJ_ERR_DTYPE, "lj_matmul", "bool", NULL);
+      lj_tensor_release(a);
+      continue;
+    }
+    lj_tensor *b = tu_tensor(dt, LJ_SHAPE(7, 3), kind, 2 + di);
+    lj_tensor *v7 = tu_tensor(dt, LJ_SHAPE(7), kind, 3 + di);
+    lj_tensor *v5 = tu_tensor(dt, LJ_SHAPE(5), kind, 4 + di);
+    lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(2, 1, 5, 7), kind, 5 + di);
+    lj_tensor *bb = tu_tensor(dt, LJ_SHAPE(3, 7, 4), kind, 6 + di);
+    lj_tensor *ts[16];
+    int n = 0;
+    ts[n++] = lj_matmul(a, b);                          /* [5,3] */
+    ts[n++] = lj_matmul(v7, v7);                        /* [] */
+    ts[n++] = lj_matmul(a, v7);                         /* [5] */
+    ts[n++] = lj_matmul(v5, a);                         /* [7] */
+    ts[n++] = lj_matmul(ba, bb);                        /* [2,3,5,4] */
+    ts[n++] = lj_matmul(lj_transpose(b, 0, 1), lj_transpose(a, 0, 1)); /* [3,5] via transposes */
+    ts[n++] = lj_matmul(lj_slice(a, 1, 0, 7, 2), lj_slice(b, 0, 0, 7, 2));
+    ts[n++] = lj_matmul(ba, v7);                        /* [2,1,5] */
+    ts[n++] = lj_matmul(v5, ba);                        /* [2,1,7] */
+    for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "%s #%d: %s", lj_dtype_name(dt), i, lj_last_error());
+    tu_check_interp_tol(n, ts, tol(dt), dt == LJ_F32 ? 1e-5 : -1);
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(a);
+    lj_tensor_release(b);
+    lj_tensor_release(v7);
+    lj_tensor_release(v5);
+    lj_tensor_release(ba);
+    lj_tensor_release(bb);
+  }
+}
+END_TEST
+
+/* A linear layer: fused producer (relu) and consumers (bias, tanh) around the matmul; big
+ * enough to be split across threads; an empty inner dim gives zeros. */
+START_TEST(test_matmul_fused_and_large) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(64, 96), TU_ANY, 1);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(80, 96), TU_UNIT, 2);
+  lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(80), TU_ANY, 3);
+  lj_tensor *y = lj_tanh(lj_add(lj_matmul(lj_relu(x), lj_transpose(w, 0, 1)), bias));
+  lj_tensor *e0 = tu_tensor(LJ_F32, LJ_SHAPE(4, 0), TU_ANY, 4), *e1 = tu_tensor(LJ_F32, LJ_SHAPE(0, 6), TU_ANY, 5);
+  lj_tensor *ts[2] = {y, lj_matmul(e0, e1)};
+  tu_check_interp_tol(2, ts, 2e-5, 1e-5);
+  lj_tensor *big = tu_tensor(LJ_F64, LJ_SHAPE(130, 257), TU_ANY, 6);
+  tu_check1(lj_matmul(big, lj_transpose(big, 0, 1)), 1e-12);
+}
+END_TEST
+
+START_TEST(test_matmul_errors) {
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(4, 5), TU_ANY, 2);
+  ck_assert(!lj_matmul(a, b));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_matmul", "[2,3]", "[4,5]", "3 vs 4", NULL);
+  lj_tensor *c = tu_tensor(LJ_F64, LJ_SHAPE(3, 2), TU_ANY, 3);
+  ck_assert(!lj_matmul(a, c));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_matmul", "f32", "f64", NULL);
+  lj_tensor *s = tu_tensor(LJ_F32, LJ_SCALAR_SHAPE, TU_ANY, 4);
+  ck_assert(!lj_matmul(s, a));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_matmul", "at least 1 dim", NULL);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 2, 3), TU_ANY, 5), *y = tu_tensor(LJ_F32, LJ_SHAPE(3, 3, 4), TU_ANY, 6);
+  ck_assert(!lj_matmul(x, y));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_matmul", "broadcast", NULL);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("ops_matmul");
+  TCase *tc = tu_tcase("matmul");
+  tcase_add_test(tc, test_matmul_shapes);
+  tcase_add_test(tc, test_matmul_fused_and_large);
+  tcase_add_test(tc, test_matmul_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }

@@ -1,0 +1,181 @@
+/* test_ops_reduce.c — sum, mean, prod, amax, amin, argmax, argmin against the reference
+ * interpreter: every dtype, dim lists, keepdim, negative dims, empty and size-1 dims, 0-d
+ * tensors, reductions over non-contiguous inputs and over fused producers, NaN handling;
+ * and the dtype and shape errors PyTorch gives. */
+#include "test_util.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef lj_tensor *(*reduce_fn)(lj_tensor *, int, const int *, bool);
+
+static const struct {
+  const char *name;
+  reduce_fn fn;
+  bool floats_only, nonempty;
+} reductions[] = {
+    {"lj_sum", lj_sum, false, false},   {"lj_mean", lj_mean, true, false},
+    {"lj_prod", lj_prod, false, false}, {"lj_amax", lj_amax, false, true},
+    {"lj_amin", lj_amin, false, true},
+};
+
+static bool is_float(lj_dtype dt) { return dt == LJ_F32 || dt == LJ_F64 || dt == LJ_BF16 || dt == LJ_F16; }
+
+/* Tolerance: long float sums are reassociated by the vectorizer. */
+static double tol(lj_dtype dt) {
+  if (dt == LJ_F32) return 2e-5;
+  if (dt == LJ_F64) return 1e-12;
+  return tu_rtol(dt);
+}
+
+START_TEST(test_reductions) {
+  int which = _i;
+  reduce_fn fn = reductions[which].fn;
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    tu_values kind = reductions[which].fn == lj_prod ? TU_UNIT : TU_ANY;
+    if (!is_float(dt) && reductions[which].fn == lj_prod) kind = TU_POSITIVE;
+    lj_tensor *x = tu_tensor(dt, LJ_SHAPE(4, 5, 6), kind, 10 + di);
+    if (reductions[which].floats_only && !is_float(dt)) {
+      ck_assert(fn(x, 0, NULL, false) == NULL);
+      tu_expect_error(LJ_ERR_DTYPE, reductions[which].name, NULL);
+      lj_tensor_release(x);
+      continue;
+    }
+    lj_tensor *ts[32];
+    int n = 0;
+    static const int dl[][4] = {{1, 0}, {1, 1}, {1, 2}, {1, -1}, {2, 0, 2}, {2, 1, 2}, {2, 0, 1}, {3, 0, 1, 2}};
+    for (size_t k = 0; k < sizeof dl / sizeof *dl; k++) {
+      ts[n++] = fn(x, dl[k][0], &dl[k][1], false);
+      ts[n++] = fn(x, dl[k][0], &dl[k][1], true);
+    }
+    ts[n++] = fn(x, 0, NULL, false); /* all dims */
+    /* non-contiguous input and a fused producer */
+    lj_tensor *xt = lj_permute(x, 3, (const int[]){2, 0, 1});
+    ts[n++] = fn(xt, 1, (const int[]){0}, false);
+    ts[n++] = fn(xt, 1, (const int[]){2}, true);
+    lj_tensor *sq = lj_mul(x, x);
+    ts[n++] = fn(sq, 1, (const int[]){1}, false);
+    /* size-1 and 0-d inputs */
+    lj_tensor *one = tu_tensor(dt, LJ_SHAPE(3, 1, 2), kind, 3);
+    ts[n++] = fn(one, 1, (const int[]){1}, false);
+    lj_tensor *scalar = tu_tensor(dt, LJ_SCALAR_SHAPE, kind, 4);
+    ts[n++] = fn(scalar, 0, NULL, false);
+    ts[n++] = fn(scalar, 1, (const int[]){0}, true);
+    /* empty along a kept dim; and an empty reduced dim where there is an identity */
+    lj_tensor *empty = tu_tensor(dt, LJ_SHAPE(0, 3), kind, 5);
+    ts[n++] = fn(empty, 1, (const int[]){1}, false);
+    if (!reductions[which].nonempty) ts[n++] = fn(empty, 1, (const int[]){0}, false);
+    for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "%s %s #%d: %s", reductions[which].name, lj_dtype_name(dt), i, lj_last_error());
+    tu_check_interp(n, ts, tol(lj_tensor_dtype(ts[0])));
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(xt);
+    lj_tensor_release(sq);
+    lj_tensor_release(one);
+    lj_tensor_release(scalar);
+    lj_tensor_release(empty);
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
+START_TEST(test_arg_reductions) {
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    lj_tensor *x = tu_tensor(dt, LJ_SHAPE(5, 7, 3), is_float(dt) ? TU_SPECIAL : TU_ANY, 20 + di);
+    if (dt == LJ_BOOL) {
+      ck_assert(lj_argmax(x, 0, false) == NULL);
+      tu_expect_error(LJ_ERR_DTYPE, "lj_argmax", "bool", NULL);
+      lj_tensor_release(x);
+      continue;
+    }
+    lj_tensor *ts[16];
+    int n = 0;
+    for (int d = -3; d < 3; d++) {
+      ts[n++] = lj_argmax(x, d, d < 0);
+      ts[n++] = lj_argmin(x, d, d >= 0);
+    }
+    lj_tensor *xt = lj_transpose(x, 0, 2);
+    ts[n++] = lj_argmax(xt, 1, false);
+    lj_tensor *s = tu_tensor(dt, LJ_SCALAR_SHAPE, TU_ANY, 1);
+    ts[n++] = lj_argmin(s, 0, false);
+    tu_check_interp(n, ts, 0);
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(xt);
+    lj_tensor_release(s);
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
+/* Ties go to the first index; NaN is the maximum (and the minimum for argmin). */
+START_TEST(test_arg_ties_and_nan) {
+  lj_device *d = lj_default_device();
+  float v[] = {1, 3, 3, 0, NAN, 2, NAN, -1};
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2, 4), v);
+  lj_tensor *am = lj_argmax(x, 1, false), *an = lj_argmin(x, 1, false);
+  lj_tensor *mx = lj_amax(x, 1, (const int[]){1}, false);
+  int64_t a[2], b[2];
+  float m[2];
+  ck_assert_int_eq(lj_tensor_to_host(am, a, sizeof a), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(an, b, sizeof b), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(mx, m, sizeof m), LJ_OK);
+  ck_assert_int_eq(a[0], 1);
+  ck_assert_int_eq(b[0], 3);
+  ck_assert_int_eq(a[1], 0);
+  ck_assert_int_eq(b[1], 0);
+  ck_assert_float_eq(m[0], 3);
+  ck_assert(isnan(m[1]));
+  lj_tensor_release(am);
+  lj_tensor_release(an);
+  lj_tensor_release(mx);
+  lj_tensor_release(x);
+}
+END_TEST
+
+/* Reductions big enough to be split across threads, with a mean of a softmax-like chain. */
+START_TEST(test_large_rows) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(512, 300), TU_ANY, 3);
+  lj_tensor *m = lj_amax(x, 1, (const int[]){1}, true);
+  lj_tensor *e = lj_exp(lj_sub(x, m));
+  lj_tensor *s = lj_div(e, lj_sum(e, 1, (const int[]){1}, true));
+  lj_tensor *ts[3] = {s, lj_mean(x, 1, (const int[]){0}, false), lj_sum(x, 0, NULL, false)};
+  tu_check_interp(3, ts, 2e-5);
+  lj_tensor_release(ts[1]);
+  lj_tensor_release(ts[2]);
+  lj_tensor_release(s);
+  lj_tensor_release(e);
+  lj_tensor_release(m);
+  lj_tensor_release(x);
+}
+END_TEST
+
+START_TEST(test_reduce_errors) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 0), TU_ANY, 1);
+  ck_assert(lj_amax(x, 1, (const int[]){1}, false) == NULL);
+  tu_expect_error(LJ_ERR_SHAPE, "lj_amax", "size 0", NULL);
+  ck_assert(lj_argmax(x, 1, false) == NULL);
+  tu_expect_error(LJ_ERR_SHAPE, "lj_argmax", NULL);
+  ck_assert(lj_sum(x, 1, (const int[]){2}, false) == NULL);
+  tu_expect_error(LJ_ERR_ARG, "lj_sum", "dim 2", NULL);
+  ck_assert(lj_sum(x, 2, (const int[]){1, -1}, false) == NULL);
+  tu_expect_error(LJ_ERR_ARG, "more than once", NULL);
+  ck_assert(lj_sum(NULL, 0, NULL, false) == NULL);
+  tu_expect_error(LJ_ERR_ARG, "lj_sum", "NULL", NULL);
+  lj_tensor_release(x);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("ops_reduce");
+  TCase *tc = tu_tcase("reduce");
+  tcase_add_loop_test(tc, test_reductions, 0, (int)(sizeof reductions / sizeof *reductions));
+  tcase_add_test(tc, test_arg_reductions);
+  tcase_add_test(tc, test_arg_ties_and_nan);
+  tcase_add_test(tc, test_large_rows);
+  tcase_add_test(tc, test_reduce_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }

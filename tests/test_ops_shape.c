@@ -1,0 +1,104 @@
+/* test_ops_shape.c — reshape (with -1), permute, transpose, expand, squeeze, unsqueeze,
+ * flatten, slice (negative and clamped bounds, steps) and cat against the interpreter, for
+ * every dtype, including compositions that need multi-level views (reshape of a transpose)
+ * and view chains feeding elementwise ops; and their shape errors. */
+#include "test_util.h"
+
+#include <string.h>
+
+static void check_shape(lj_tensor *t, int ndim, const int64_t *shape) {
+  ck_assert_msg(t, "%s", lj_last_error());
+  ck_assert_int_eq(lj_tensor_ndim(t), ndim);
+  for (int i = 0; i < ndim; i++) ck_assert_int_eq(lj_tensor_shape(t)[i], shape[i]);
+}
+
+START_TEST(test_views_all_dtypes) {
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    lj_tensor *x = tu_tensor(dt, LJ_SHAPE(2, 3, 4), TU_ANY, 30 + di);
+    lj_tensor *ts[32];
+    int n = 0;
+    ts[n++] = lj_reshape(x, LJ_SHAPE(4, -1));
+    ts[n++] = lj_reshape(x, LJ_SHAPE(24));
+    ts[n++] = lj_permute(x, 3, (const int[]){2, 0, 1});
+    ts[n++] = lj_transpose(x, -1, 0);
+    ts[n++] = lj_expand(lj_slice(x, 1, 0, 1, 1), LJ_SHAPE(5, 2, 3, 4));
+    ts[n++] = lj_unsqueeze(x, 1);
+    ts[n++] = lj_squeeze(lj_unsqueeze(x, -1), 0, NULL);
+    ts[n++] = lj_flatten(x, 1, 2);
+    ts[n++] = lj_slice(x, 2, -3, 100, 2);
+    ts[n++] = lj_slice(x, 0, -100, -1, 1);
+    ts[n++] = lj_slice(x, 1, 2, 1, 1); /* empty */
+    /* reshape of a transpose: a two-level view */
+    ts[n++] = lj_reshape(lj_transpose(x, 0, 2), LJ_SHAPE(6, 4));
+    ts[n++] = lj_flatten(lj_permute(x, 3, (const int[]){1, 2, 0}), 0, -1);
+    /* views under an elementwise op, and a slice of a broadcast */
+    lj_tensor *y = lj_add(lj_transpose(lj_reshape(x, LJ_SHAPE(6, 4)), 0, 1), lj_slice(lj_reshape(x, LJ_SHAPE(4, 6)), 0, 0, 4, 1));
+    ts[n++] = y;
+    ts[n++] = lj_slice(lj_expand(lj_reshape(x, LJ_SHAPE(1, 24)), LJ_SHAPE(3, 24)), 1, 1, 20, 4);
+    ts[n++] = lj_cat(3, (lj_tensor *const[]){x, lj_slice(x, 0, 1, 2, 1), x}, 0);
+    ts[n++] = lj_cat(2, (lj_tensor *const[]){lj_transpose(x, 1, 2), lj_abs(lj_cast(lj_transpose(x, 1, 2), LJ_I32))}, 1);
+    ts[n++] = lj_cat(2, (lj_tensor *const[]){x, lj_slice(x, 2, 0, 0, 1)}, 2);
+    for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "%s #%d: %s", lj_dtype_name(dt), i, lj_last_error());
+    tu_check_interp(n, ts, 0);
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
+START_TEST(test_result_shapes) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 1, 4), TU_ANY, 1);
+  check_shape(lj_reshape(x, LJ_SHAPE(-1)), 1, (const int64_t[]){8});
+  check_shape(lj_squeeze(x, 0, NULL), 2, (const int64_t[]){2, 4});
+  check_shape(lj_squeeze(x, 1, (const int[]){0}), 3, (const int64_t[]){2, 1, 4});
+  check_shape(lj_unsqueeze(x, 3), 4, (const int64_t[]){2, 1, 4, 1});
+  check_shape(lj_flatten(x, 0, -1), 1, (const int64_t[]){8});
+  check_shape(lj_slice(x, 2, 1, 4, 2), 3, (const int64_t[]){2, 1, 2});
+  check_shape(lj_slice(x, 2, 3, 1, 1), 3, (const int64_t[]){2, 1, 0});
+  check_shape(lj_expand(x, LJ_SHAPE(3, -1, 5, -1)), 4, (const int64_t[]){3, 2, 5, 4});
+  lj_tensor *s = tu_tensor(LJ_F32, LJ_SCALAR_SHAPE, TU_ANY, 2);
+  check_shape(lj_reshape(s, LJ_SHAPE(1, 1)), 2, (const int64_t[]){1, 1});
+  check_shape(lj_flatten(s, 0, 0), 1, (const int64_t[]){1});
+  check_shape(lj_unsqueeze(s, 0), 1, (const int64_t[]){1});
+}
+END_TEST
+
+START_TEST(test_shape_errors) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
+  ck_assert(!lj_reshape(x, LJ_SHAPE(4, 2)));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_reshape", "[4,2]", "[2,3]", NULL);
+  ck_assert(!lj_reshape(x, LJ_SHAPE(-1, -1)));
+  tu_expect_error(LJ_ERR_ARG, "lj_reshape", "-1", NULL);
+  ck_assert(!lj_reshape(x, LJ_SHAPE(-1, 4)));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_reshape", "infer", NULL);
+  ck_assert(!lj_permute(x, 2, (const int[]){0, 0}));
+  tu_expect_error(LJ_ERR_ARG, "lj_permute", "more than once", NULL);
+  ck_assert(!lj_permute(x, 3, (const int[]){0, 1, 2}));
+  tu_expect_error(LJ_ERR_ARG, "lj_permute", NULL);
+  ck_assert(!lj_transpose(x, 0, 2));
+  tu_expect_error(LJ_ERR_ARG, "lj_transpose", "dim 2", NULL);
+  ck_assert(!lj_expand(x, LJ_SHAPE(4, 3)));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_expand", "[2,3]", "[4,3]", NULL);
+  ck_assert(!lj_slice(x, 0, 0, 2, 0));
+  tu_expect_error(LJ_ERR_ARG, "lj_slice", "step", NULL);
+  lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(2, 4), TU_ANY, 2);
+  ck_assert(!lj_cat(2, (lj_tensor *const[]){x, y}, 0));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_cat", "[2,4]", NULL);
+  ck_assert(!lj_cat(0, NULL, 0));
+  tu_expect_error(LJ_ERR_ARG, "lj_cat", NULL);
+  ck_assert(!lj_unsqueeze(x, 5));
+  tu_expect_error(LJ_ERR_ARG, "lj_unsqueeze", "dim 5", NULL);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("ops_shape");
+  TCase *tc = tu_tcase("shape");
+  tcase_add_test(tc, test_views_all_dtypes);
+  tcase_add_test(tc, test_result_shapes);
+  tcase_add_test(tc, test_shape_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
