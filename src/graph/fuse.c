@@ -2,7 +2,8 @@
  *
  * 1. Decide which nodes are realized (computed into a buffer by a kernel of their own):
  *    roots, reductions, cat, matmul, and elementwise nodes used more than once (counting uses
- *    through views). Matmul operands must be buffers read through one strided view, so their
+ *    through views). A root that is a reshape of another node shares that node's buffer
+ *    (storage is contiguous and immutable), so it costs no copy. Matmul operands must be buffers read through one strided view, so their
  *    producers are realized too; so is an expensive expression that an expand would
  *    recompute for every broadcast element. Everything else is fused into its consumers.
  *    With LJ_DISABLE_FUSION every non-leaf node is realized: one kernel per op.
@@ -29,6 +30,7 @@ typedef struct fuser {
   const ljg_graph *g;
   const ljg_fuse_options *opt;
   bool *realized, *is_root;
+  int32_t *root_src;  /* for a root: the node below its reshapes, whose buffer it shares */
   int32_t *eff;    /* uses of each node, counting through views */
   int32_t *pslot;  /* parameter slot of DATA/SCALAR nodes */
   int32_t *oslot;  /* slot a realized node's kernel writes */
@@ -210,8 +212,11 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
 static void decide(fuser *f) {
   const ljg_graph *g = f->g;
   for (int r = 0; r < g->nroots; r++) {
-    f->is_root[g->roots[r]] = true;
-    f->eff[g->roots[r]]++;
+    int32_t i = g->roots[r], src = i;
+    while (g->nodes[src].op == LJG_OP_RESHAPE) src = ljg_in(g, &g->nodes[src])[0];
+    f->root_src[i] = src;
+    f->is_root[src] = true;
+    f->eff[src]++;
   }
   for (int i = g->n - 1; i >= 0; i--) {
     const ljg_gnode *n = &g->nodes[i];
@@ -224,7 +229,7 @@ static void decide(fuser *f) {
     ljg_kind k = ljg_ops[n->op].kind;
     if (n->op == LJG_OP_DATA) continue;
     if (f->opt && f->opt->disable_fusion) {
-      f->realized[i] = f->is_root[i] || k != LJG_LEAF;
+      f->realized[i] = f->is_root[i] || (k != LJG_LEAF && f->eff[i] > 0);
       continue;
     }
     f->realized[i] = f->is_root[i] || k == LJG_REDUCE || k == LJG_CAT || k == LJG_MATMUL ||
@@ -492,6 +497,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   f.realized = ljb_xcalloc(n, sizeof *f.realized);
   f.is_root = ljb_xcalloc(n, sizeof *f.is_root);
   f.eff = ljb_xcalloc(n, sizeof *f.eff);
+  f.root_src = ljb_xalloc(n * sizeof *f.root_src);
   f.pslot = ljb_xalloc(n * sizeof *f.pslot);
   f.oslot = ljb_xalloc(n * sizeof *f.oslot);
   memset(f.pslot, 0xff, n * sizeof *f.pslot);
@@ -511,13 +517,14 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   p->nroots = g->nroots;
   p->root_slot = ljb_arena_alloc(&p->arena, ((size_t)g->nroots + 1) * sizeof *p->root_slot);
   for (int r = 0; r < g->nroots; r++) {
-    int32_t i = g->roots[r];
+    int32_t i = f.root_src[g->roots[r]];
     p->root_slot[r] = f.realized[i] ? f.oslot[i] : f.pslot[i];
   }
   ljg_plan(p);
   free(f.realized);
   free(f.is_root);
   free(f.eff);
+  free(f.root_src);
   free(f.pslot);
   free(f.oslot);
   ljb_vec_free(&f.slots);

@@ -77,12 +77,12 @@ static lj_status runtime_error(const ljr_exec *e, const ljg_kerr *err) {
   ljb_shape_str(shape, n->ndim, n->shape);
   switch (err->code) {
   case LJG_KERR_DIV_ZERO:
-    ljb_error(LJ_ERR_RUNTIME, "lj_%s: integer division by zero (%s%s node %%%d)",
-              ljg_ops[n->op].name, lj_dtype_name(n->dtype), shape, err->node);
+    ljb_error(LJ_ERR_RUNTIME, "%s: integer division by zero (node %%%d, %s%s)", ljg_ops[n->op].name,
+              err->node, lj_dtype_name(n->dtype), shape);
     break;
   default:
-    ljb_error(LJ_ERR_RUNTIME, "lj_%s: error %d in compiled code (node %%%d)", ljg_ops[n->op].name,
-              err->code, err->node);
+    ljb_error(LJ_ERR_RUNTIME, "%s: error %d in compiled code (node %%%d, %s%s)", ljg_ops[n->op].name,
+              err->code, err->node, lj_dtype_name(n->dtype), shape);
     break;
   }
   return LJ_ERR_RUNTIME;
@@ -139,10 +139,9 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
   return st;
 }
 
-lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out) {
+lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                        ljr_buffer **out) {
   ljr_runtime *rt = ljr_get();
-  ljg_graph *g = &d->scratch_graph;
-  ljg_collect(&d->trace, n, roots, g, &d->scratch_binds);
   ljr_sample(LJR_M_TensorsGraphSize, g->n);
   ljb_hash key = ljg_graph_key(g, rt->env_seed);
   ljr_exec *e = ljr_cache_lookup(&d->cache, key, g);
@@ -154,5 +153,10 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_bu
     ljr_cache_insert(&d->cache, e);
   }
   ljr_count(LJR_C_SyncTensors, 1);
-  return run(d, e, d->scratch_binds.a, out);
+  return run(d, e, binds, out);
+}
+
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out) {
+  ljg_collect(&d->trace, n, roots, &d->scratch_graph, &d->scratch_binds);
+  return ljr_run_graph(d, &d->scratch_graph, d->scratch_binds.a, out);
 }

@@ -183,6 +183,10 @@ void ljr_device_free(struct lj_device *d);
  * or compiles its executable, binds parameters and runs it. out[i] receives a new reference
  * to root i's buffer. On error nothing is bound and the roots stay pending. */
 lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out);
+/* Runs a collected (or parsed) graph on d with its parameters bound to binds (buffers of d
+ * for DATA parameters, values for SCALAR ones); out[r] receives root r's buffer. */
+lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                        ljr_buffer **out);
 /* The graph key of the collected graph g on device d's runtime. */
 ljb_hash ljr_graph_key(const ljg_graph *g);
 /* Runs the passes and fusion on a copy of g (no LLVM) and returns the kernel count. */

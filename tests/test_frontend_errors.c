@@ -1,0 +1,244 @@
+/* test_frontend_errors.c — bad input never crashes: NULL operands (and their propagation
+ * through chains), bad dims, shapes that do not broadcast, tensors of different devices,
+ * wrong sizes, bad dtypes, bad configuration, and data-dependent errors in compiled code,
+ * reported at the sync with LJ_ERR_RUNTIME while the device stays usable. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(test_null_operands) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3), TU_ANY, 1);
+  lj_clear_error();
+  ck_assert(!lj_add(NULL, x));
+  tu_expect_error(LJ_ERR_ARG, "lj_add", "argument a is NULL", NULL);
+  ck_assert(!lj_matmul(x, NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_matmul", "argument b", NULL);
+  ck_assert(!lj_exp(NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_exp", NULL);
+  ck_assert(!lj_where(x, NULL, x));
+  tu_expect_error(LJ_ERR_ARG, "lj_where", NULL);
+  ck_assert_int_ne(lj_sync(NULL), LJ_OK);
+  tu_expect_error(LJ_ERR_ARG, "lj_sync", NULL);
+  ck_assert_int_ne(lj_tensor_to_host(x, NULL, 12), LJ_OK);
+  tu_expect_error(LJ_ERR_ARG, "lj_tensor_to_host", "dst", NULL);
+  ck_assert(isnan(lj_item(NULL)));
+  tu_expect_error(LJ_ERR_ARG, "lj_item", NULL);
+  ck_assert(!lj_tensor_from_host(NULL, LJ_F32, LJ_SHAPE(1), (float[]){1}));
+  tu_expect_error(LJ_ERR_ARG, "device", NULL);
+  ck_assert(!lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(2), NULL));
+  tu_expect_error(LJ_ERR_ARG, "data", NULL);
+  /* NULL-tolerant accessors */
+  ck_assert_int_eq(lj_tensor_ndim(NULL), -1);
+  ck_assert_int_eq(lj_tensor_numel(NULL), -1);
+  ck_assert(!lj_tensor_shape(NULL));
+  lj_tensor_release(NULL);
+  ck_assert(!lj_keep(NULL) && !lj_tensor_retain(NULL));
+  lj_tensor_release(x);
+}
+END_TEST
+
+START_TEST(test_first_error_survives_a_chain) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
+  lj_clear_error();
+  lj_tensor *y = lj_exp(lj_add(lj_reshape(x, LJ_SHAPE(5)), x));
+  ck_assert(!y);
+  ck_assert_int_eq(lj_last_status(), LJ_ERR_SHAPE);
+  ck_assert(strstr(lj_last_error(), "lj_reshape"));
+  /* a later success does not clear it; lj_clear_error does */
+  lj_tensor *z = lj_neg(x);
+  ck_assert(z);
+  ck_assert_int_eq(lj_last_status(), LJ_ERR_SHAPE);
+  lj_clear_error();
+  ck_assert_int_eq(lj_last_status(), LJ_OK);
+  ck_assert_str_eq(lj_last_error(), "");
+  ck_assert_str_eq(lj_status_str(LJ_ERR_RUNTIME), "LJ_ERR_RUNTIME");
+  lj_tensor_release(z);
+  lj_tensor_release(x);
+}
+END_TEST
+
+START_TEST(test_broadcast_message) {
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(4, 3), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 2);
+  ck_assert(!lj_add(a, b));
+  ck_assert_int_eq(lj_last_status(), LJ_ERR_SHAPE);
+  ck_assert_str_eq(lj_last_error(), "lj_add: shapes [4,3] and [2,3] are not broadcastable (dim 0: 4 vs 2)");
+  lj_clear_error();
+  ck_assert_int_ne(lj_assign(b, a), LJ_OK);
+  tu_expect_error(LJ_ERR_SHAPE, "lj_assign", NULL);
+  lj_tensor *c = tu_tensor(LJ_F32, LJ_SHAPE(3), TU_ANY, 3);
+  ck_assert_int_ne(lj_assign(c, a), LJ_OK);
+  tu_expect_error(LJ_ERR_SHAPE, "lj_assign", "[4,3]", "[3]", NULL);
+}
+END_TEST
+
+START_TEST(test_devices) {
+  lj_config cfg = lj_config_default();
+  cfg.num_devices = 2;
+  cfg.num_threads = 1;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  ck_assert_int_eq(lj_device_count(), 2);
+  lj_device *d0 = lj_device_get(0), *d1 = lj_device_get(1);
+  ck_assert_str_eq(lj_device_name(d1), "lj:1");
+  ck_assert_str_eq(lj_device_hw(d0), "CPU");
+  ck_assert(!lj_device_get(2));
+  tu_expect_error(LJ_ERR_DEVICE, "no device 2", NULL);
+  float v[3] = {1, 2, 3};
+  lj_tensor *a = lj_tensor_from_host(d0, LJ_F32, LJ_SHAPE(3), v);
+  lj_tensor *b = lj_tensor_from_host(d1, LJ_F32, LJ_SHAPE(3), v);
+  ck_assert(!lj_add(a, b));
+  ck_assert_str_eq(lj_last_error(), "lj_add: tensors are on different devices (lj:0 and lj:1)");
+  tu_expect_error(LJ_ERR_DEVICE, NULL);
+  ck_assert_int_eq(lj_assign(a, b), LJ_ERR_DEVICE);
+  lj_clear_error();
+  lj_tensor *ab[2] = {lj_neg(a), lj_neg(b)};
+  ck_assert_int_eq(lj_sync_tensors(2, ab), LJ_ERR_DEVICE);
+  lj_clear_error();
+  /* each device computes its own graphs */
+  ck_assert_int_eq(lj_sync(d1), LJ_OK);
+  ck_assert(!lj_tensor_is_pending(ab[1]) && lj_tensor_is_pending(ab[0]));
+  ck_assert_double_eq(lj_item(lj_sum(ab[1], 0, NULL, false)), -6);
+}
+END_TEST
+
+START_TEST(test_sizes_and_dtypes) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
+  float buf[6];
+  ck_assert_int_eq(lj_tensor_to_host(x, buf, 20), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "nbytes is 20", "24 bytes", "f32[2,3]", NULL);
+  ck_assert(isnan(lj_item(x)));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_item", "6 elements", NULL);
+  ck_assert(!lj_tensor_from_host(d, (lj_dtype)99, LJ_SHAPE(1), buf));
+  tu_expect_error(LJ_ERR_DTYPE, "99", NULL);
+  ck_assert(!lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2, -1), buf));
+  tu_expect_error(LJ_ERR_ARG, "negative", NULL);
+  ck_assert(!lj_tensor_from_host(d, LJ_F32, 9, (const int64_t[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, buf));
+  tu_expect_error(LJ_ERR_ARG, "ndim", NULL);
+  ck_assert(!lj_cast(x, (lj_dtype)-1));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_cast", NULL);
+  lj_tensor *i = tu_tensor(LJ_I32, LJ_SHAPE(2), TU_ANY, 2);
+  ck_assert(!lj_gelu(i, false));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_gelu", "i32", NULL);
+  ck_assert(!lj_mean(i, 0, NULL, false));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_mean", NULL);
+  lj_tensor *bl = tu_tensor(LJ_BOOL, LJ_SHAPE(2), TU_ANY, 3);
+  ck_assert(!lj_neg(bl));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_neg", "bool", NULL);
+  ck_assert(!lj_sub(bl, bl));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_sub", NULL);
+  ck_assert(!lj_where(x, x, x));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_where", "cond", NULL);
+  ck_assert(!lj_pow_scalar(i, -2));
+  tu_expect_error(LJ_ERR_ARG, "negative integer powers", NULL);
+  ck_assert(!lj_div_rounding(x, x, (lj_rounding)7));
+  tu_expect_error(LJ_ERR_ARG, "mode", NULL);
+}
+END_TEST
+
+START_TEST(test_config_errors) {
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = 0;
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "num_threads", "LJ_NUM_THREADS", NULL);
+  cfg = lj_config_default();
+  cfg.opt_level = 7;
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "opt_level", NULL);
+  ck_assert_int_eq(lj_init(NULL), LJ_OK);
+  ck_assert_int_eq(lj_init(NULL), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "already running", NULL);
+}
+END_TEST
+
+/* Integer division by zero is found by the compiled code and reported at the sync; the
+ * tensors stay pending, other work still runs, and dropping the bad tensor clears it. */
+START_TEST(test_runtime_division_by_zero) {
+  lj_device *d = lj_default_device();
+  int32_t a[4] = {7, -7, 8, 9}, b[4] = {2, 0, 3, 4};
+  lj_tensor *x = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), a);
+  lj_tensor *y = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), b);
+  lj_tensor *q = lj_floor_divide(x, y);
+  ck_assert_int_eq(lj_sync(d), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "div_floor", "integer division by zero", "i32[4]", NULL);
+  ck_assert(lj_tensor_is_pending(q));
+  int32_t out[4];
+  ck_assert_int_eq(lj_tensor_to_host(q, out, sizeof out), LJ_ERR_RUNTIME);
+  lj_clear_error();
+  lj_tensor_release(q);
+  lj_tensor *r = lj_remainder(x, lj_add_scalar(y, 1)); /* no zero now */
+  ck_assert_int_eq(lj_tensor_to_host(r, out, sizeof out), LJ_OK);
+  ck_assert_int_eq(out[0], 1);
+  ck_assert_int_eq(out[1], 0);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  /* also inside a fused chain and in a remainder by a scalar 0 */
+  lj_scope_begin();
+  lj_tensor *s = lj_keep(lj_add_scalar(lj_remainder_scalar(x, 0), 1));
+  lj_scope_end();
+  ck_assert_int_eq(lj_sync(d), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "remainder", NULL);
+  lj_tensor_release(s);
+  ck_assert_msg(lj_sync(d) == LJ_OK, "%s", lj_last_error());
+}
+END_TEST
+
+/* Random ops with random (often invalid) arguments: results or clean errors, never a crash. */
+START_TEST(test_fuzz_never_crashes) {
+  lj_device *d = lj_default_device();
+  uint64_t s = 0x1234567;
+  for (int it = 0; it < 300; it++) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    int ndim = (int)(s >> 60) % 4;
+    int64_t shape[3] = {1 + (int64_t)(s >> 40) % 3, (int64_t)(s >> 30) % 4, 1 + (int64_t)(s >> 20) % 2};
+    lj_dtype dt = tu_all_dtypes[(s >> 8) % LJ_NUM_DTYPES];
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(dt, ndim, shape, TU_ANY, (uint64_t)it);
+    lj_tensor *y = tu_tensor(tu_all_dtypes[(s >> 12) % LJ_NUM_DTYPES], ndim ? ndim - 1 : 0, shape + 1, TU_ANY, 3);
+    int dim = (int)((s >> 16) % 7) - 3;
+    lj_tensor *r = NULL;
+    switch ((s >> 24) % 10) {
+    case 0: r = lj_add(x, y); break;
+    case 1: r = lj_matmul(x, y); break;
+    case 2: r = lj_sum(x, 1, &dim, (s >> 3) & 1); break;
+    case 3: r = lj_transpose(x, dim, 0); break;
+    case 4: r = lj_cat(2, (lj_tensor *const[]){x, y}, dim); break;
+    case 5: r = lj_slice(x, dim, -2, 5, 1 + (int64_t)(s % 3)); break;
+    case 6: r = lj_argmax(x, dim, true); break;
+    case 7: r = lj_reshape(x, LJ_SHAPE(-1, 2)); break;
+    case 8: r = lj_where(lj_gt(x, y), x, y); break;
+    default: r = lj_floor_divide(x, lj_add_scalar(y, 100)); break;
+    }
+    if (r) {
+      lj_keep(r);
+    } else {
+      ck_assert_int_ne(lj_last_status(), LJ_OK);
+      ck_assert(strlen(lj_last_error()) > 0);
+    }
+    lj_clear_error();
+    lj_scope_end();
+    if (r) {
+      lj_status st = lj_sync(d);
+      ck_assert_msg(st == LJ_OK, "iteration %d: %s", it, lj_last_error());
+      lj_tensor_release(r);
+    }
+  }
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("frontend_errors");
+  TCase *tc = tu_tcase("errors");
+  tcase_add_test(tc, test_null_operands);
+  tcase_add_test(tc, test_first_error_survives_a_chain);
+  tcase_add_test(tc, test_broadcast_message);
+  tcase_add_test(tc, test_devices);
+  tcase_add_test(tc, test_sizes_and_dtypes);
+  tcase_add_test(tc, test_config_errors);
+  tcase_add_test(tc, test_runtime_division_by_zero);
+  tcase_add_test(tc, test_fuzz_never_crashes);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }

@@ -1,0 +1,99 @@
+/* test_runtime_cache.c — the executable cache, seen through counters: a training-like loop
+ * compiles once; new scalar values never recompile; a new shape compiles exactly one more
+ * graph and the old shape still hits; the LRU evicts beyond its capacity; 0, 1 and -1 are
+ * baked in unless LJ_NO_SPECIAL_SCALARS. */
+#include "test_util.h"
+
+static int64_t compiles(void) { return lj_counter_value("UncachedCompile"); }
+static int64_t hits(void) { return lj_counter_value("CachedCompile"); }
+
+/* One step: w = w * a + b (a, b scalars), synced. */
+static void step(lj_device *d, lj_tensor *w, double a, double b) {
+  lj_scope_begin();
+  lj_assign(w, lj_add_scalar(lj_mul_scalar(w, a), b));
+  lj_scope_end();
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+}
+
+START_TEST(test_loop_compiles_once) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 1);
+  step(d, w, 0.9, 0.1);
+  int64_t c0 = compiles(), h0 = hits();
+  for (int i = 0; i < 10; i++) step(d, w, 0.9, 0.1);
+  ck_assert_int_eq(compiles(), c0);
+  ck_assert_int_eq(hits(), h0 + 10);
+  /* a learning-rate schedule: new scalar values, same graph */
+  for (int i = 0; i < 10; i++) step(d, w, 0.5 + 0.01 * i, 0.25 / (i + 2));
+  ck_assert_int_eq(compiles(), c0);
+  ck_assert_int_eq(hits(), h0 + 20);
+  lj_tensor_release(w);
+}
+END_TEST
+
+START_TEST(test_new_shape_compiles_once_more) {
+  lj_device *d = lj_default_device();
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 1);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(8, 9), TU_ANY, 2);
+  step(d, a, 2, 3);
+  int64_t c0 = compiles();
+  step(d, b, 2, 3);
+  ck_assert_int_eq(compiles(), c0 + 1);
+  step(d, a, 4, 5);
+  step(d, b, 4, 5);
+  ck_assert_int_eq(compiles(), c0 + 1);
+  lj_tensor_release(a);
+  lj_tensor_release(b);
+}
+END_TEST
+
+START_TEST(test_lru_eviction) {
+  lj_config cfg = lj_config_default();
+  cfg.compilation_cache_size = 2;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  lj_device *d = lj_default_device();
+  lj_tensor *t[3];
+  for (int i = 0; i < 3; i++) t[i] = tu_tensor(LJ_F32, LJ_SHAPE(4, 4 + i), TU_ANY, i);
+  int64_t c0 = compiles(), e0 = lj_counter_value("CacheEvictions");
+  for (int i = 0; i < 3; i++) step(d, t[i], 2, 3);
+  ck_assert_int_eq(compiles(), c0 + 3);
+  ck_assert_int_eq(lj_counter_value("CacheEvictions"), e0 + 1);
+  step(d, t[2], 2, 3); /* most recent: still cached */
+  step(d, t[1], 2, 3);
+  ck_assert_int_eq(compiles(), c0 + 3);
+  step(d, t[0], 2, 3); /* evicted: compiles again */
+  ck_assert_int_eq(compiles(), c0 + 4);
+  for (int i = 0; i < 3; i++) lj_tensor_release(t[i]);
+}
+END_TEST
+
+START_TEST(test_special_scalars) {
+  for (int off = 0; off < 2; off++) {
+    lj_config cfg = lj_config_default();
+    cfg.no_special_scalars = off;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_device *d = lj_default_device();
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(5), TU_ANY, 1);
+    step(d, w, 1, 2);
+    int64_t c0 = compiles();
+    step(d, w, 3, 2);
+    /* with special scalars, w*1 was a different graph (the 1 is baked in, and simplified) */
+    ck_assert_int_eq(compiles(), c0 + (off ? 0 : 1));
+    lj_tensor_release(w);
+    lj_shutdown();
+  }
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("runtime_cache");
+  TCase *tc = tu_tcase("cache");
+  tcase_add_test(tc, test_loop_compiles_once);
+  tcase_add_test(tc, test_new_shape_compiles_once_more);
+  tcase_add_test(tc, test_lru_eviction);
+  tcase_add_test(tc, test_special_scalars);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }

@@ -1,0 +1,102 @@
+/* test_runtime_fusion.c — how many kernels fusion makes, asserted through the inspection
+ * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
+ * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
+ * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way. */
+#include "test_util.h"
+
+#include <stdlib.h>
+
+static lj_tensor *chain10(lj_tensor *x, lj_tensor *bias, lj_tensor *y) {
+  lj_tensor *t = lj_add(x, bias);                 /* broadcast */
+  t = lj_mul(t, lj_transpose(y, 0, 1));           /* transpose */
+  t = lj_tanh(t);
+  t = lj_mul_scalar(t, 1.5);
+  t = lj_add_scalar(t, 0.25);
+  t = lj_relu(t);
+  t = lj_exp(t);
+  t = lj_sub(t, x);
+  t = lj_sqrt(lj_abs(t));
+  return lj_neg(t);
+}
+
+START_TEST(test_chain_is_one_kernel) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(64, 48), TU_ANY, 1);
+  lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(48), TU_ANY, 2);
+  lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(48, 64), TU_ANY, 3);
+  lj_scope_begin();
+  lj_tensor *r = lj_keep(chain10(x, bias, y));
+  lj_scope_end();
+  ck_assert_int_eq(lj_graph_kernel_count(1, &r), 1);
+  int64_t k0 = lj_counter_value("CompiledKernels"), e0 = lj_counter_value("ExecutedKernels");
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert_int_eq(lj_counter_value("CompiledKernels") - k0, 1);
+  ck_assert_int_eq(lj_counter_value("ExecutedKernels") - e0, 1);
+  lj_tensor_release(r);
+}
+END_TEST
+
+START_TEST(test_kernel_counts) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(32, 40), TU_ANY, 1);
+  lj_tensor *v = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 2);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 16), TU_ANY, 3);
+  /* a reduction with its producers */
+  lj_tensor *s = lj_sum(lj_exp(lj_mul_scalar(x, 2)), 1, (const int[]){1}, false);
+  ck_assert_int_eq(lj_graph_kernel_count(1, &s), 1);
+  /* softmax: max, exp (used twice), sum, divide */
+  lj_tensor *m = lj_amax(x, 1, (const int[]){1}, true);
+  lj_tensor *e = lj_exp(lj_sub(x, m));
+  lj_tensor *sm = lj_div(e, lj_sum(e, 1, (const int[]){1}, true));
+  ck_assert_int_eq(lj_graph_kernel_count(1, &sm), 4);
+  /* a value two roots use is computed once: 3 kernels for y, y+1, y*2 */
+  lj_tensor *y = lj_exp(x);
+  lj_tensor *two[2] = {lj_add_scalar(y, 1), lj_mul_scalar(y, 2)};
+  ck_assert_int_eq(lj_graph_kernel_count(2, two), 3);
+  /* linear layer: matmul, then one kernel for bias + relu */
+  lj_tensor *lin = lj_relu(lj_add(lj_matmul(x, w), lj_slice(v, 0, 0, 16, 1)));
+  ck_assert_int_eq(lj_graph_kernel_count(1, &lin), 2);
+  /* an expensive value broadcast to a bigger shape is computed once, then read */
+  lj_tensor *bc = lj_add(x, lj_exp(v));
+  ck_assert_int_eq(lj_graph_kernel_count(1, &bc), 2);
+  /* a cheap broadcast leaf stays fused */
+  lj_tensor *cheap = lj_add(x, v);
+  ck_assert_int_eq(lj_graph_kernel_count(1, &cheap), 1);
+}
+END_TEST
+
+START_TEST(test_disable_fusion) {
+  double *vals[2];
+  int64_t n;
+  for (int off = 0; off < 2; off++) {
+    lj_config cfg = lj_config_default();
+    cfg.disable_fusion = off;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(16, 12), TU_ANY, 1);
+    lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 2);
+    lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(12, 16), TU_ANY, 3);
+    lj_tensor *r = chain10(x, bias, y);
+    int k = lj_graph_kernel_count(1, &r);
+    if (off)
+      ck_assert_int_ge(k, 12);
+    else
+      ck_assert_int_eq(k, 1);
+    vals[off] = tu_read(r, &n);
+    lj_shutdown();
+  }
+  for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(vals[0][i], vals[1][i], 1e-6);
+  free(vals[0]);
+  free(vals[1]);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("runtime_fusion");
+  TCase *tc = tu_tcase("fusion");
+  tcase_add_test(tc, test_chain_is_one_kernel);
+  tcase_add_test(tc, test_kernel_counts);
+  tcase_add_test(tc, test_disable_fusion);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
