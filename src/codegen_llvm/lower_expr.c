@@ -97,7 +97,7 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
   case LJG_OP_COS: return ljc_vm_cos(ir, a);
   case LJG_OP_TANH: return ljc_vm_tanh(ir, a);
   case LJG_OP_SIGMOID: return sigmoid(ir, a);
-  case LJG_OP_RELU: return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUGT, a, zero, ""), a, zero, "");
+  case LJG_OP_RELU: return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, zero, ""), zero, a, ""); /* keeps -0 and NaN */
   case LJG_OP_GELU: {
     /* x/2 (1 + erf(x/sqrt2)) written as x/2 erfc(-x/sqrt2): no cancellation for x < 0 */
     LLVMValueRef e = ljc_vm_erfc(ir, LLVMBuildFMul(b, a, ljc_fconst_like(a, -M_SQRT1_2), ""));
@@ -127,8 +127,14 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
   case LJG_OP_DIV_FLOOR: return float_div_floor(ir, a, bv);
   case LJG_OP_REMAINDER: return float_remainder(ir, a, bv);
   case LJG_OP_POW: return ljc_vm_pow(ir, a, bv);
-  case LJG_OP_MAXIMUM: return ljc_intrinsic2(ir, "maximum", a, bv);
-  case LJG_OP_MINIMUM: return ljc_intrinsic2(ir, "minimum", a, bv);
+  case LJG_OP_MAXIMUM:
+  case LJG_OP_MINIMUM: {
+    /* std::max / std::min (the first operand wins ties, -0 vs 0 too), NaN propagated */
+    LLVMValueRef less = op == LJG_OP_MAXIMUM ? LLVMBuildFCmp(b, LLVMRealOLT, a, bv, "")
+                                             : LLVMBuildFCmp(b, LLVMRealOLT, bv, a, "");
+    LLVMValueRef r = LLVMBuildSelect(b, less, bv, a, "");
+    return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, a, bv, ""), LLVMBuildFAdd(b, a, bv, ""), r, "");
+  }
   case LJG_OP_EQ: return LLVMBuildFCmp(b, LLVMRealOEQ, a, bv, "");
   case LJG_OP_NE: return LLVMBuildFCmp(b, LLVMRealUNE, a, bv, "");
   case LJG_OP_LT: return LLVMBuildFCmp(b, LLVMRealOLT, a, bv, "");

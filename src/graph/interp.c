@@ -57,8 +57,9 @@ static double f_remainder(double a, double b) {
   return m;
 }
 
-static double f_max(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a > b ? a : b); }
-static double f_min(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a < b ? a : b); }
+/* std::max / std::min with NaN propagated, as PyTorch's maximum and minimum */
+static double f_max(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a < b ? b : a); }
+static double f_min(double a, double b) { return isnan(a) || isnan(b) ? NAN : (b < a ? b : a); }
 
 /* Float unary and binary ops in double (dt: the operands' dtype). */
 static double float_op(int op, lj_dtype dt, double a, double b) {
@@ -75,7 +76,7 @@ static double float_op(int op, lj_dtype dt, double a, double b) {
   case LJG_OP_COS: return cos(a);
   case LJG_OP_TANH: return tanh(a);
   case LJG_OP_SIGMOID: return 1.0 / (1.0 + exp(-a));
-  case LJG_OP_RELU: return isnan(a) ? a : (a > 0 ? a : 0.0);
+  case LJG_OP_RELU: return a < 0 ? 0.0 : a;
   case LJG_OP_GELU: return 0.5 * a * erfc(-a * M_SQRT1_2);
   case LJG_OP_GELU_TANH: return a / (1.0 + exp(-2 * 0.7978845608028654 * (a + 0.044715 * a * a * a)));
   case LJG_OP_SILU: return a / (1.0 + exp(-a));
