@@ -27,7 +27,8 @@
  *       }
  *     }
  *     lj_tensor *total = lj_sum(w, 0, NULL, false);    // 0 dims: reduce over all of them
- *     printf("sum = %.4f, compiles = %lld, cache hits = %lld\n", lj_item(total),
+ *     double sum = lj_item(total);                      // a host read runs what it needs
+ *     printf("sum = %.4f, compiles = %lld, cache hits = %lld\n", sum,
  *            (long long)lj_counter_value("UncachedCompile"),
  *            (long long)lj_counter_value("CachedCompile"));
  *     lj_tensor_release(total);

@@ -43,7 +43,7 @@ void ljb_hash_bytes(ljb_hasher *h, const void *p, size_t n) {
     n -= 8;
   }
   uint64_t w = 0;
-  memcpy(&w, s, n);
+  if (n) memcpy(&w, s, n);
   ljb_hash_u64(h, w ^ ((uint64_t)n << 56));
 }
 

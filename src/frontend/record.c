@@ -124,12 +124,14 @@ ljg_node *ljf_cast(struct lj_device *d, ljg_node *n, lj_dtype dt) {
 }
 
 ljg_node *ljf_reshape_node(struct lj_device *d, ljg_node *n, int ndim, const int64_t *shape) {
-  if (n->ndim == ndim && memcmp(n->shape, shape, (size_t)ndim * sizeof *shape) == 0) return n;
+  if (n->ndim == ndim && (ndim == 0 || memcmp(n->shape, shape, (size_t)ndim * sizeof *shape) == 0))
+    return n;
   return ljg_node_make(&d->trace, LJG_OP_RESHAPE, n->dtype, ndim, shape, 1, &n, NULL);
 }
 
 ljg_node *ljf_expand_node(struct lj_device *d, ljg_node *n, int ndim, const int64_t *shape) {
-  if (n->ndim == ndim && memcmp(n->shape, shape, (size_t)ndim * sizeof *shape) == 0) return n;
+  if (n->ndim == ndim && (ndim == 0 || memcmp(n->shape, shape, (size_t)ndim * sizeof *shape) == 0))
+    return n;
   int64_t padded[LJ_MAX_DIMS];
   int lead = ndim - n->ndim;
   LJ_ASSERT(lead >= 0);

@@ -38,35 +38,45 @@ void ljg_graph_free(ljg_graph *g) {
     }                                                                                     \
   } while (0)
 
+/* A malloc'd copy of n elements of size sz (never NULL, even for 0). */
+static void *copy_array(const void *src, int n, size_t sz) {
+  void *p = ljb_xalloc((size_t)n * sz + 1);
+  if (n) memcpy(p, src, (size_t)n * sz);
+  return p;
+}
+
 ljg_graph *ljg_graph_clone(const ljg_graph *g) {
   ljg_graph *c = ljb_xcalloc(1, sizeof *c);
   c->n = c->cap = g->n;
-  c->nodes = ljb_xalloc((size_t)g->n * sizeof *g->nodes + 1);
-  memcpy(c->nodes, g->nodes, (size_t)g->n * sizeof *g->nodes);
+  c->nodes = copy_array(g->nodes, g->n, sizeof *g->nodes);
   c->nops = c->ops_cap = g->nops;
-  c->operands = ljb_xalloc((size_t)g->nops * sizeof *g->operands + 1);
-  memcpy(c->operands, g->operands, (size_t)g->nops * sizeof *g->operands);
+  c->operands = copy_array(g->operands, g->nops, sizeof *g->operands);
   c->nroots = c->roots_cap = g->nroots;
-  c->roots = ljb_xalloc((size_t)g->nroots * sizeof *g->roots + 1);
-  memcpy(c->roots, g->roots, (size_t)g->nroots * sizeof *g->roots);
+  c->roots = copy_array(g->roots, g->nroots, sizeof *g->roots);
   c->nparams = c->params_cap = g->nparams;
-  c->params = ljb_xalloc((size_t)g->nparams * sizeof *g->params + 1);
-  memcpy(c->params, g->params, (size_t)g->nparams * sizeof *g->params);
+  c->params = copy_array(g->params, g->nparams, sizeof *g->params);
   /* Call-site strings point into static storage or the trace; a clone keeps none. */
   for (int i = 0; i < c->n; i++) c->nodes[i].loc = NULL;
   return c;
 }
 
 int ljg_graph_add(ljg_graph *g, const ljg_gnode *proto, const int32_t *in) {
+  /* proto and in may point into g itself (a pass re-adding a node's operands): copy them
+   * before growing the arrays they live in */
+  ljg_gnode copy = *proto;
+  int32_t small[8];
+  int32_t *ops = copy.nin <= 8 ? small : ljb_xalloc((size_t)copy.nin * sizeof *ops);
+  if (copy.nin) memcpy(ops, in, (size_t)copy.nin * sizeof *ops);
   GROW(g->nodes, g->n, g->cap, 1);
-  GROW(g->operands, g->nops, g->ops_cap, proto->nin);
+  GROW(g->operands, g->nops, g->ops_cap, copy.nin);
   ljg_gnode *n = &g->nodes[g->n];
-  *n = *proto;
+  *n = copy;
   n->in0 = g->nops;
-  for (int i = 0; i < proto->nin; i++) {
-    LJ_ASSERT(in[i] >= 0 && in[i] < g->n);
-    g->operands[g->nops++] = in[i];
+  for (int i = 0; i < copy.nin; i++) {
+    LJ_ASSERT(ops[i] >= 0 && ops[i] < g->n);
+    g->operands[g->nops++] = ops[i];
   }
+  if (ops != small) free(ops);
   if (n->op == LJG_OP_DATA || n->op == LJG_OP_SCALAR) {
     if (n->param < 0) n->param = g->nparams;
     GROW(g->params, g->nparams, g->params_cap, 1);
@@ -197,7 +207,7 @@ static bool node_same(const ljg_graph *ga, const ljg_gnode *a, const ljg_graph *
       a->param != b->param)
     return false;
   if (memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) != 0) return false;
-  if (memcmp(ljg_in(ga, a), ljg_in(gb, b), (size_t)a->nin * sizeof(int32_t)) != 0) return false;
+  if (a->nin && memcmp(ljg_in(ga, a), ljg_in(gb, b), (size_t)a->nin * sizeof(int32_t)) != 0) return false;
   int64_t x[LJ_MAX_DIMS + 1], y[LJ_MAX_DIMS + 1];
   int nx = identity_attrs(a, x), ny = identity_attrs(b, y);
   return nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0;
@@ -209,7 +219,7 @@ int ljg_graph_first_difference(const ljg_graph *a, const ljg_graph *b) {
     if (!node_same(a, &a->nodes[i], b, &b->nodes[i])) return i;
   if (a->n != b->n) return n;
   if (a->nroots != b->nroots ||
-      memcmp(a->roots, b->roots, (size_t)a->nroots * sizeof *a->roots) != 0)
+      (a->nroots && memcmp(a->roots, b->roots, (size_t)a->nroots * sizeof *a->roots) != 0))
     return a->n;
   return -1;
 }

@@ -434,8 +434,9 @@ lj_status ljg_interpret(const ljg_graph *g, const void *const *inputs,
     for (int k = 0; k < n->nin && k < 3; k++) x[k] = vals[in[k]];
     switch (ljg_ops[n->op].kind) {
     case LJG_LEAF:
-      if (n->op == LJG_OP_DATA)
-        memcpy(out->data, inputs[n->param], (size_t)out->numel * lj_dtype_size(n->dtype));
+      if (n->op == LJG_OP_DATA) {
+        if (out->numel) memcpy(out->data, inputs[n->param], (size_t)out->numel * lj_dtype_size(n->dtype));
+      }
       else if (n->op == LJG_OP_SCALAR && ljg_dtype_is_float(n->dtype))
         ljg_store_f64(n->dtype, out->data, 0, scalars[n->param].f);
       else if (n->op == LJG_OP_SCALAR)

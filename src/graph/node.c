@@ -51,7 +51,7 @@ static ljb_hash node_hash(int op, int dt, int ndim, const int64_t *shape, int ni
 static bool node_equal(const ljg_node *n, int op, int dt, int ndim, const int64_t *shape, int nin,
                        ljg_node *const *in, const ljg_attr *attr, const void *data) {
   if (n->op != op || n->dtype != dt || n->ndim != ndim || n->nin != nin) return false;
-  if (memcmp(n->shape, shape, (size_t)ndim * sizeof *shape) != 0) return false;
+  if (ndim && memcmp(n->shape, shape, (size_t)ndim * sizeof *shape) != 0) return false;
   for (int i = 0; i < nin; i++)
     if (n->in[i] != in[i]) return false;
   if (memcmp(&n->attr, attr, sizeof *attr) != 0) return false;

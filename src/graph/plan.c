@@ -36,7 +36,7 @@ static int by_offset(const void *a, const void *b) {
 
 /* Sorts free ranges and merges neighbours. */
 static void coalesce(range *r, int *n) {
-  qsort(r, (size_t)*n, sizeof *r, by_offset);
+  if (*n > 1) qsort(r, (size_t)*n, sizeof *r, by_offset);
   int m = 0;
   for (int k = 0; k < *n; k++) {
     if (m > 0 && r[m - 1].off + r[m - 1].len == r[k].off)

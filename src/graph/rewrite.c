@@ -29,7 +29,7 @@ static bool gnode_same(const ljg_graph *g, const ljg_gnode *a, const ljg_gnode *
   return a->op == b->op && a->dtype == b->dtype && a->ndim == b->ndim && a->nin == b->nin &&
          memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0 &&
          memcmp(&a->attr, &b->attr, sizeof a->attr) == 0 &&
-         memcmp(ljg_in(g, a), bin, (size_t)a->nin * sizeof *bin) == 0;
+         (a->nin == 0 || memcmp(ljg_in(g, a), bin, (size_t)a->nin * sizeof *bin) == 0);
 }
 
 int ljg_rw_add(ljg_rewriter *rw, const ljg_gnode *proto, const int32_t *in) {
