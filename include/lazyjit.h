@@ -247,6 +247,7 @@ lj_status lj_assign(lj_tensor *dst, lj_tensor *src);
  * except the ones passed to lj_keep. Scopes nest.
  * ------------------------------------------------------------------------------------- */
 
+/** Opens a scope on this thread; scopes nest. */
 void lj_scope_begin(void);
 /** Releases the tensors the innermost scope owns. Without an open scope it does nothing. */
 void lj_scope_end(void);
@@ -263,42 +264,72 @@ lj_tensor *lj_keep(lj_tensor *t);
  * promote integer and bool inputs to f32. relu, gelu, silu, abs, neg, floor, ceil, round and
  * sign keep the dtype (floor/ceil/round are the identity on integers; round is half to
  * even). logical_not and isnan return bool. */
+/** -t. Not for bool (LJ_ERR_DTYPE). */
 lj_tensor *lj_neg(lj_tensor *t);
+/** |t|. Not for bool. */
 lj_tensor *lj_abs(lj_tensor *t);
+/** e^t. */
 lj_tensor *lj_exp(lj_tensor *t);
+/** Natural log (NaN below 0, -inf at 0). */
 lj_tensor *lj_log(lj_tensor *t);
+/** log(1 + t), accurate for small t. */
 lj_tensor *lj_log1p(lj_tensor *t);
+/** e^t - 1, accurate for small t. */
 lj_tensor *lj_expm1(lj_tensor *t);
+/** Square root. */
 lj_tensor *lj_sqrt(lj_tensor *t);
+/** 1 / sqrt(t). */
 lj_tensor *lj_rsqrt(lj_tensor *t);
+/** Sine (radians). */
 lj_tensor *lj_sin(lj_tensor *t);
+/** Cosine (radians). */
 lj_tensor *lj_cos(lj_tensor *t);
+/** Hyperbolic tangent. */
 lj_tensor *lj_tanh(lj_tensor *t);
+/** 1 / (1 + e^-t). */
 lj_tensor *lj_sigmoid(lj_tensor *t);
+/** max(t, 0), NaN kept. Not for bool. */
 lj_tensor *lj_relu(lj_tensor *t);
 /** GELU: x·Φ(x) exactly (erf) or, with tanh_approx, PyTorch's approximate='tanh' form. */
 lj_tensor *lj_gelu(lj_tensor *t, bool tanh_approx);
+/** t * sigmoid(t). Float dtypes only. */
 lj_tensor *lj_silu(lj_tensor *t);
+/** The error function. */
 lj_tensor *lj_erf(lj_tensor *t);
+/** Round down (the identity on integers). Not for bool. */
 lj_tensor *lj_floor(lj_tensor *t);
+/** Round up (the identity on integers). Not for bool. */
 lj_tensor *lj_ceil(lj_tensor *t);
+/** Round half to even (the identity on integers). Not for bool. */
 lj_tensor *lj_round(lj_tensor *t);
+/** -1, 0 or 1 (0 for NaN). */
 lj_tensor *lj_sign(lj_tensor *t);
+/** 1 / t. */
 lj_tensor *lj_reciprocal(lj_tensor *t);
+/** t == 0, as bool. */
 lj_tensor *lj_logical_not(lj_tensor *t);
+/** Whether each element is NaN (false for integers), as bool. */
 lj_tensor *lj_isnan(lj_tensor *t);
 
 /* Binary. div is true division (integers give f32). maximum/minimum propagate NaN.
  * remainder has the sign of the divisor (Python's %). pow on integers with a negative
  * exponent gives 0 except for bases 1 and -1, as PyTorch does. Integer division or remainder
  * by zero is reported as LJ_ERR_RUNTIME by the sync that runs it. */
+/** a + b (for two bools: a or b). */
 lj_tensor *lj_add(lj_tensor *a, lj_tensor *b);
+/** a - b. Not for two bools. */
 lj_tensor *lj_sub(lj_tensor *a, lj_tensor *b);
+/** a * b (for two bools: a and b). */
 lj_tensor *lj_mul(lj_tensor *a, lj_tensor *b);
+/** a / b, true division: integers give f32. */
 lj_tensor *lj_div(lj_tensor *a, lj_tensor *b);
+/** a ** b (C's pow for floats; exact for integers). Not for two bools. */
 lj_tensor *lj_pow(lj_tensor *a, lj_tensor *b);
+/** Elementwise max; NaN if either is NaN. */
 lj_tensor *lj_maximum(lj_tensor *a, lj_tensor *b);
+/** Elementwise min; NaN if either is NaN. */
 lj_tensor *lj_minimum(lj_tensor *a, lj_tensor *b);
+/** a - floor(a / b) * b: the sign of b (Python's %). Not for two bools. */
 lj_tensor *lj_remainder(lj_tensor *a, lj_tensor *b);
 
 /** Rounding modes of lj_div_rounding (torch.div's rounding_mode). */
@@ -307,37 +338,57 @@ typedef enum lj_rounding {
   LJ_ROUND_TRUNC, /**< toward zero; integers stay integers */
   LJ_ROUND_FLOOR  /**< toward -inf (floor_divide, Python's //) */
 } lj_rounding;
+/** torch.div(a, b, rounding_mode): see lj_rounding. LJ_ERR_ARG for a bad mode. */
 lj_tensor *lj_div_rounding(lj_tensor *a, lj_tensor *b, lj_rounding mode);
 /** lj_div_rounding(a, b, LJ_ROUND_FLOOR). */
 lj_tensor *lj_floor_divide(lj_tensor *a, lj_tensor *b);
 
 /* Comparisons and logic return bool. */
+/** a == b (false for NaN). */
 lj_tensor *lj_eq(lj_tensor *a, lj_tensor *b);
+/** a != b (true for NaN). */
 lj_tensor *lj_ne(lj_tensor *a, lj_tensor *b);
+/** a < b. */
 lj_tensor *lj_lt(lj_tensor *a, lj_tensor *b);
+/** a <= b. */
 lj_tensor *lj_le(lj_tensor *a, lj_tensor *b);
+/** a > b. */
 lj_tensor *lj_gt(lj_tensor *a, lj_tensor *b);
+/** a >= b. */
 lj_tensor *lj_ge(lj_tensor *a, lj_tensor *b);
+/** a != 0 and b != 0. */
 lj_tensor *lj_logical_and(lj_tensor *a, lj_tensor *b);
+/** a != 0 or b != 0. */
 lj_tensor *lj_logical_or(lj_tensor *a, lj_tensor *b);
 
 /* Scalar forms (PyTorch's Python-number overloads): the scalar is a graph parameter. */
+/** a + s. */
 lj_tensor *lj_add_scalar(lj_tensor *a, double s);
+/** a - s. */
 lj_tensor *lj_sub_scalar(lj_tensor *a, double s);
 /** s - a. */
 lj_tensor *lj_rsub_scalar(lj_tensor *a, double s);
+/** a * s. */
 lj_tensor *lj_mul_scalar(lj_tensor *a, double s);
+/** a / s (true division). */
 lj_tensor *lj_div_scalar(lj_tensor *a, double s);
 /** a ** s. Errors: LJ_ERR_ARG for an integer tensor and a negative integral s. */
 lj_tensor *lj_pow_scalar(lj_tensor *a, double s);
 /** s ** a (torch.pow(number, tensor)). */
 lj_tensor *lj_rpow_scalar(double s, lj_tensor *a);
+/** a % s, Python's sign rule. */
 lj_tensor *lj_remainder_scalar(lj_tensor *a, double s);
+/** a == s. */
 lj_tensor *lj_eq_scalar(lj_tensor *a, double s);
+/** a != s. */
 lj_tensor *lj_ne_scalar(lj_tensor *a, double s);
+/** a < s. */
 lj_tensor *lj_lt_scalar(lj_tensor *a, double s);
+/** a <= s. */
 lj_tensor *lj_le_scalar(lj_tensor *a, double s);
+/** a > s. */
 lj_tensor *lj_gt_scalar(lj_tensor *a, double s);
+/** a >= s. */
 lj_tensor *lj_ge_scalar(lj_tensor *a, double s);
 
 /** cond ? a : b elementwise; cond must be bool; the three broadcast; a and b promote. */
@@ -345,7 +396,9 @@ lj_tensor *lj_where(lj_tensor *cond, lj_tensor *a, lj_tensor *b);
 /** min(max(t, lo), hi) with NaN propagated (torch.clamp); lo > hi gives hi. lo and hi are
  *  scalar parameters and promote like Python numbers. */
 lj_tensor *lj_clamp(lj_tensor *t, double lo, double hi);
+/** max(t, lo), NaN propagated. */
 lj_tensor *lj_clamp_min(lj_tensor *t, double lo);
+/** min(t, hi), NaN propagated. */
 lj_tensor *lj_clamp_max(lj_tensor *t, double hi);
 /** t converted to dt. Float to integer truncates toward zero; NaN and values out of the
  *  target's range give what PyTorch gives on x86 (the minimum of int32/int64, narrower types
@@ -358,14 +411,19 @@ lj_tensor *lj_cast(lj_tensor *t, lj_dtype dt);
  * dtype; amax/amin propagate NaN and need a non-empty reduced extent.
  * ------------------------------------------------------------------------------------- */
 lj_tensor *lj_sum(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+/** Mean over dims (NaN over an empty extent). Float dtypes only. */
 lj_tensor *lj_mean(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+/** Product over dims. */
 lj_tensor *lj_prod(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+/** Maximum over dims. */
 lj_tensor *lj_amax(lj_tensor *t, int ndims, const int *dims, bool keepdim);
+/** Minimum over dims. */
 lj_tensor *lj_amin(lj_tensor *t, int ndims, const int *dims, bool keepdim);
 /** Index (i64) of the first maximum / minimum along dim; NaN counts as the maximum (and as
  *  the minimum for argmin), as in PyTorch. Errors: LJ_ERR_DTYPE for bool, LJ_ERR_SHAPE for an
  *  empty dim. */
 lj_tensor *lj_argmax(lj_tensor *t, int dim, bool keepdim);
+/** See lj_argmax. */
 lj_tensor *lj_argmin(lj_tensor *t, int dim, bool keepdim);
 
 /* ---------------------------------------------------------------------------------------
@@ -379,6 +437,7 @@ lj_tensor *lj_argmin(lj_tensor *t, int dim, bool keepdim);
 lj_tensor *lj_reshape(lj_tensor *t, int ndim, const int64_t *shape);
 /** Dimensions reordered: result dim i is t's dim perm[i]. ndim must equal t's. */
 lj_tensor *lj_permute(lj_tensor *t, int ndim, const int *perm);
+/** t with dims dim0 and dim1 swapped. */
 lj_tensor *lj_transpose(lj_tensor *t, int dim0, int dim1);
 /** Broadcast to shape (new leading dims allowed; -1 keeps a size; only size-1 dims grow). */
 lj_tensor *lj_expand(lj_tensor *t, int ndim, const int64_t *shape);

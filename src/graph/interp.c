@@ -150,26 +150,15 @@ static int64_t int_op(int op, int64_t a, int64_t b, bool *divzero) {
   }
 }
 
-static bool compare(int op, double a, double b) {
+/* A comparison's result from how its operands order: less, equal, or unordered (NaN). */
+static bool from_order(int op, bool less, bool equal, bool unordered) {
   switch (op) {
-  case LJG_OP_EQ: return a == b;
-  case LJG_OP_NE: return a != b;
-  case LJG_OP_LT: return a < b;
-  case LJG_OP_LE: return a <= b;
-  case LJG_OP_GT: return a > b;
-  case LJG_OP_GE: return a >= b;
-  default: LJ_ASSERT(!"not a comparison");
-  }
-}
-
-static bool compare_i(int op, int64_t a, int64_t b) {
-  switch (op) {
-  case LJG_OP_EQ: return a == b;
-  case LJG_OP_NE: return a != b;
-  case LJG_OP_LT: return a < b;
-  case LJG_OP_LE: return a <= b;
-  case LJG_OP_GT: return a > b;
-  case LJG_OP_GE: return a >= b;
+  case LJG_OP_EQ: return equal;
+  case LJG_OP_NE: return !equal;
+  case LJG_OP_LT: return less;
+  case LJG_OP_LE: return less || equal;
+  case LJG_OP_GT: return !less && !equal && !unordered;
+  case LJG_OP_GE: return !less && !unordered;
   default: LJ_ASSERT(!"not a comparison");
   }
 }
@@ -213,8 +202,14 @@ static lj_status run_elemwise(const ljg_gnode *n, const ival *x, int nin, ival *
     case LJG_OP_LE:
     case LJG_OP_GT:
     case LJG_OP_GE: {
-      bool r = fl ? compare(op, ljg_load_f64(odt, x[0].data, i), ljg_load_f64(odt, x[1].data, i))
-                  : compare_i(op, ljg_load_i64(odt, x[0].data, i), ljg_load_i64(odt, x[1].data, i));
+      bool r;
+      if (fl) {
+        double a = ljg_load_f64(odt, x[0].data, i), b = ljg_load_f64(odt, x[1].data, i);
+        r = from_order(op, a < b, a == b, isnan(a) || isnan(b));
+      } else {
+        int64_t a = ljg_load_i64(odt, x[0].data, i), b = ljg_load_i64(odt, x[1].data, i);
+        r = from_order(op, a < b, a == b, false);
+      }
       ljg_store_i64(LJ_BOOL, out->data, i, r);
       break;
     }
