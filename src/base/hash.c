@@ -21,10 +21,11 @@ void ljb_hasher_init(ljb_hasher *h, uint64_t seed) {
   h->b = 0x6a09e667f3bcc909ULL + rotl(seed, 29);
 }
 
+/* One multiply per lane per word; the lanes see the word differently (xor vs add, other
+ * constants and rotations), and the finalizer mixes them into each other. */
 void ljb_hash_u64(ljb_hasher *h, uint64_t x) {
-  h->a = rotl((h->a ^ x) * 0x87c37b91114253d5ULL, 31) * 0x4cf5ad432745937fULL;
-  h->b = rotl(h->b + x * 0x9e3779b97f4a7c15ULL, 27) * 5 + 0x52dce729;
-  h->b ^= h->a >> 17;
+  h->a = rotl((h->a ^ x) * 0x87c37b91114253d5ULL, 31);
+  h->b = rotl((h->b + x) * 0x4cf5ad432745937fULL, 27) ^ h->a;
 }
 
 void ljb_hash_f64(ljb_hasher *h, double x) {

@@ -4,8 +4,10 @@
  *       loads the slot pointers it uses and calls
  *   internal void <name>_k<i>_body(ptr noalias align 64 s0, ..., i64 begin, i64 end, ptr err)
  *
- * so every buffer the loops touch is a noalias argument (LLVM then vectorizes and hoists
- * freely). The body runs each loop nest: loops over the kept dims (the first one over the
+ * where the buffers the kernel writes are noalias arguments: LLVM then knows no load can see
+ * a store, so it vectorizes and hoists freely. (Read-only inputs may alias each other, which
+ * is harmless; marking them too would give graphs with hundreds of scalar parameters
+ * quadratic alias-analysis time.) The body runs each loop nest: loops over the kept dims (the first one over the
  * task range [begin, end)), and for reductions an inner set of loops carrying the
  * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
  * vectorize. Matmul kernels compute one output row per task: zero it, then for each k add
@@ -313,11 +315,12 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-static void mark_slots(const ljg_kernel *k, bool *used) {
+/* used[s]: 1 when the kernel reads slot s, 2 when it writes it. */
+static void mark_slots(const ljg_kernel *k, uint8_t *used) {
   for (int e = 0; e < k->nexprs; e++)
-    if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_SCALAR) used[k->exprs[e].slot] = true;
-  for (int s = 0; s < k->nnests; s++) used[k->nests[s].out_slot] = true;
-  if (k->kind == LJG_K_MATMUL) used[k->mm_out_slot] = true;
+    if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_SCALAR) used[k->exprs[e].slot] = 1;
+  for (int s = 0; s < k->nnests; s++) used[k->nests[s].out_slot] = 2;
+  if (k->kind == LJG_K_MATMUL) used[k->mm_out_slot] = 2;
 }
 
 /* After the loops: report the first division-by-zero flag that is set. */
@@ -350,10 +353,10 @@ static void emit_error_checks(ljc_kctx *kc, LLVMValueRef err) {
 static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *name) {
   const ljg_kernel *k = &p->kernels[ki];
   LLVMBuilderRef b = ir->b;
-  bool *used = ljb_xcalloc((size_t)p->nslots + 1, sizeof *used);
+  uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, sizeof *used);
   mark_slots(k, used);
   int nused = 0;
-  for (int s = 0; s < p->nslots; s++) nused += used[s];
+  for (int s = 0; s < p->nslots; s++) nused += used[s] != 0;
   /* the body, every slot a noalias argument */
   LLVMTypeRef *ptypes = ljb_xalloc(((size_t)nused + 3) * sizeof *ptypes);
   for (int i = 0; i < nused; i++) ptypes[i] = ir->ptr;
@@ -372,7 +375,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   for (int s = 0, a = 0; s < p->nslots; s++) {
     if (!used[s]) continue;
     kc.slot_ptr[s] = LLVMGetParam(body, (unsigned)a);
-    ljc_add_param_attr(ir, body, (unsigned)a, "noalias", 0);
+    if (used[s] == 2) ljc_add_param_attr(ir, body, (unsigned)a, "noalias", 0);
     ljc_add_param_attr(ir, body, (unsigned)a, "align", p->slots[s].kind == LJG_SLOT_SCALAR ? 8 : 64);
     a++;
   }

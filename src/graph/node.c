@@ -37,14 +37,28 @@ void ljg_trace_free(ljg_trace *t) {
   memset(t, 0, sizeof *t);
 }
 
+/* Number of attribute words of op that can differ between nodes (the rest stay zero). */
+static int attr_words(int op, int ndim) {
+  switch (ljg_ops[op].attrs) {
+  case LJG_A_VALUE: return 2; /* a[0] keeps scalars apart, a[1] an integer scalar's value */
+  case LJG_A_PERM: return ndim;
+  case LJG_A_SLICE: return 3;
+  case LJG_A_DIMS:
+  case LJG_A_DIM: return 1;
+  case LJG_A_NONE: return 0;
+  }
+  return LJ_MAX_DIMS;
+}
+
 static ljb_hash node_hash(int op, int dt, int ndim, const int64_t *shape, int nin,
                           ljg_node *const *in, const ljg_attr *attr, const void *data) {
   ljb_hasher h;
   ljb_hasher_init(&h, (uint64_t)op << 16 | (uint64_t)dt << 8 | (uint64_t)ndim);
   for (int i = 0; i < ndim; i++) ljb_hash_u64(&h, (uint64_t)shape[i]);
   for (int i = 0; i < nin; i++) ljb_hash_u64(&h, in[i]->id);
-  ljb_hash_bytes(&h, attr, sizeof *attr);
-  ljb_hash_u64(&h, (uint64_t)(uintptr_t)data);
+  for (int i = 0, n = attr_words(op, ndim); i < n; i++) ljb_hash_u64(&h, (uint64_t)attr->a[i]);
+  if (ljg_ops[op].attrs == LJG_A_VALUE) ljb_hash_f64(&h, attr->f);
+  if (data) ljb_hash_u64(&h, (uint64_t)(uintptr_t)data);
   return ljb_hasher_final(&h);
 }
 
