@@ -10,9 +10,11 @@
  * quadratic alias-analysis time.) The body runs each loop nest: loops over the kept dims (the first one over the
  * task range [begin, end)), and for reductions an inner set of loops carrying the
  * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
- * vectorize. Matmul kernels compute one output row per task: zero it, then for each k add
- * a[k] times row k of B (the inner loop over n is contiguous and vectorizes). Division-by-
- * zero flags are checked after the loops and reported through err. */
+ * vectorize. Matmul kernels compute one output row per task: when B is contiguous along n,
+ * zero the row and add a[k] times row k of B for each k (the inner loop over n vectorizes);
+ * when B is contiguous along k (a transposed weight), each output is a dot product over k
+ * (a vectorized reduction). Division-by-zero flags are checked after the loops and
+ * reported through err. */
 #include "codegen_llvm/ir.h"
 
 #include <math.h>
@@ -277,39 +279,71 @@ static LLVMValueRef mm_load(ljc_kctx *kc, int e, LLVMValueRef i0, LLVMValueRef i
   return ljc_from_storage(ir, LLVMBuildLoad2(ir->b, st, ptr, ""), x->dtype);
 }
 
+/* C[row, :] += a[k] * B[k, :] for each k: for B contiguous along n. */
+static void matmul_axpy(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValueRef row, LLVMTypeRef t) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  bool isfloat = ljg_dtype_is_float(k->mm_dtype);
+  loop z;
+  loop_begin(ir, &z, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
+  LLVMBuildStore(b, isfloat ? ljc_const_f(t, 0) : ljc_const_i(t, 0), LLVMBuildInBoundsGEP2(b, t, row, &z.iv, 1, ""));
+  loop_end(ir, &z, NULL, NULL);
+  if (k->mm_k == 0) return;
+  loop kk;
+  loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 0, NULL);
+  LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv);
+  loop n;
+  loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
+  LLVMValueRef bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
+  LLVMValueRef cp = LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, "");
+  LLVMValueRef c = LLVMBuildLoad2(b, t, cp, "");
+  c = isfloat ? ljc_fmuladd(ir, a, bv, c) : LLVMBuildAdd(b, c, LLVMBuildMul(b, a, bv, ""), "");
+  LLVMBuildStore(b, c, cp);
+  loop_end(ir, &n, NULL, NULL);
+  loop_end(ir, &kk, NULL, NULL);
+}
+
+/* C[row, n] = A[row, :] . B[:, n] for each n: for B contiguous along k. */
+static void matmul_dot(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValueRef row, LLVMTypeRef t) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  bool isfloat = ljg_dtype_is_float(k->mm_dtype);
+  LLVMValueRef zero = isfloat ? ljc_const_f(t, 0) : ljc_const_i(t, 0);
+  loop n;
+  loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
+  LLVMValueRef acc = zero;
+  if (k->mm_k > 0) {
+    loop kk;
+    loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 1, &zero);
+    LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv), bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
+    LLVMValueRef next = isfloat ? reassoc(ljc_fmuladd(ir, a, bv, kk.acc[0]))
+                                : LLVMBuildAdd(b, kk.acc[0], LLVMBuildMul(b, a, bv, ""), "");
+    loop_end(ir, &kk, &next, &acc);
+  }
+  LLVMBuildStore(b, acc, LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, ""));
+  loop_end(ir, &n, NULL, NULL);
+}
+
 static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
+  if (k->mm_n == 0) return;
   LLVMTypeRef t = ljc_compute_type(ir, k->mm_dtype);
-  bool isfloat = ljg_dtype_is_float(k->mm_dtype);
-  LLVMValueRef zero = isfloat ? ljc_const_f(t, 0) : ljc_const_i(t, 0);
+  const ljg_view1 *bview = ljg_view_top(&k->views[k->exprs[k->mm_bm].view]);
+  bool dot = bview->stride[2] != 1 && bview->stride[1] == 1;
   loop rows;
   loop_begin(ir, &rows, begin, end, true, 0, NULL);
   LLVMValueRef bi = LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef mi = LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef rowoff = LLVMBuildNSWMul(b, rows.iv, ljc_i64(ir, k->mm_n), "");
   LLVMValueRef row = LLVMBuildInBoundsGEP2(b, t, kc->slot_ptr[k->mm_out_slot], &rowoff, 1, "");
-  if (k->mm_n > 0) {
-    loop z;
-    loop_begin(ir, &z, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
-    LLVMBuildStore(b, zero, LLVMBuildInBoundsGEP2(b, t, row, &z.iv, 1, ""));
-    loop_end(ir, &z, NULL, NULL);
-  }
-  if (k->mm_n > 0 && k->mm_k > 0) {
-    loop kk;
-    loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 0, NULL);
-    LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv);
-    loop n;
-    loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
-    LLVMValueRef bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
-    LLVMValueRef cp = LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, "");
-    LLVMValueRef c = LLVMBuildLoad2(b, t, cp, "");
-    c = isfloat ? ljc_fmuladd(ir, a, bv, c) : LLVMBuildAdd(b, c, LLVMBuildMul(b, a, bv, ""), "");
-    LLVMBuildStore(b, c, cp);
-    loop_end(ir, &n, NULL, NULL);
-    loop_end(ir, &kk, NULL, NULL);
-  }
+  if (dot)
+    matmul_dot(kc, bi, mi, row, t);
+  else
+    matmul_axpy(kc, bi, mi, row, t);
   loop_end(ir, &rows, NULL, NULL);
 }
 
