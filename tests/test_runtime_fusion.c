@@ -4,6 +4,9 @@
  * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way. */
 #include "test_util.h"
 
+#include "frontend/frontend.h"
+#include "graph/graph.h"
+
 #include <stdlib.h>
 
 static lj_tensor *chain10(lj_tensor *x, lj_tensor *bias, lj_tensor *y) {
@@ -33,6 +36,36 @@ START_TEST(test_chain_is_one_kernel) {
   ck_assert_int_eq(lj_counter_value("CompiledKernels") - k0, 1);
   ck_assert_int_eq(lj_counter_value("ExecutedKernels") - e0, 1);
   lj_tensor_release(r);
+}
+END_TEST
+
+/* The fused program of an elementwise op over contiguous 4-D tensors is one kernel whose
+ * loops collapsed into one; a row reduction keeps [rows, cols] with the reduced dim last. */
+START_TEST(test_loop_normalization) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 4, 5), TU_ANY, 1);
+  lj_tensor *r[2] = {lj_exp(lj_mul(x, x)), lj_sum(lj_transpose(x, 0, 3), 2, (const int[]){0, 2}, false)};
+  for (int k = 0; k < 2; k++) {
+    ljg_node *n = ljf_node(r[k]);
+    ljg_graph g;
+    ljg_graph_init(&g);
+    ljg_collect(&r[k]->dev->trace, 1, &n, &g, NULL);
+    ljg_optimize(&g);
+    ljg_program *p = ljg_fuse(&g, NULL);
+    char *text = ljg_program_text(p, &g);
+    ck_assert_int_eq(p->nkernels, 1);
+    const ljg_nest *nest = &p->kernels[0].nests[0];
+    if (k == 0) {
+      ck_assert_msg(nest->ndim == 1 && nest->shape[0] == 120, "%s", text);
+    } else {
+      /* transposed [5,4,3,2] summed over dims 0 and 2: kept (4, 2) first, reduced (5, 3) last */
+      ck_assert_msg(nest->rop == LJG_OP_SUM && nest->ndim >= 2 && (nest->rmask >> (nest->ndim - 1) & 1) &&
+                        !(nest->rmask & 1),
+                    "%s", text);
+    }
+    free(text);
+    ljg_program_free(p);
+    ljg_graph_free(&g);
+  }
 }
 END_TEST
 
@@ -93,6 +126,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("runtime_fusion");
   TCase *tc = tu_tcase("fusion");
   tcase_add_test(tc, test_chain_is_one_kernel);
+  tcase_add_test(tc, test_loop_normalization);
   tcase_add_test(tc, test_kernel_counts);
   tcase_add_test(tc, test_disable_fusion);
   suite_add_tcase(s, tc);

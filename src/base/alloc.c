@@ -28,17 +28,6 @@ void *ljb_xrealloc(void *p, size_t n) {
   return q;
 }
 
-char *ljb_xstrdup(const char *s) {
-  size_t n = strlen(s) + 1;
-  return memcpy(ljb_xalloc(n), s, n);
-}
-
-void *ljb_alloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) ljb_error(LJ_ERR_OOM, "out of memory allocating %zu bytes", n);
-  return p;
-}
-
 static void str_grow(ljb_str *b, size_t extra) {
   if (b->n + extra + 1 <= b->cap) return;
   size_t cap = b->cap ? b->cap : 256;

@@ -24,19 +24,16 @@ _Noreturn void ljb_assert_fail(const char *cond, const char *file, int line);
  * only reports when no error is pending, so a chain of ops keeps the first error. */
 void ljb_error(lj_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ljb_verror(lj_status s, const char *fmt, va_list ap);
-bool ljb_error_pending(void);
 void ljb_null_arg(const char *op, const char *arg);
 /* Formats a shape as "[2,3]" into buf (at least 24*LJ_MAX_DIMS bytes). Returns buf. */
 #define LJB_SHAPE_STR_MAX (24 * LJ_MAX_DIMS + 4)
 char *ljb_shape_str(char *buf, int ndim, const int64_t *shape);
 
-/* alloc.c: allocation that never returns NULL silently. ljb_xalloc aborts on OOM (used for
- * small internal structures); ljb_alloc returns NULL and sets LJ_ERR_OOM. */
+/* alloc.c: allocation for internal structures: aborts on out-of-memory (device buffers, the
+ * large allocations, report LJ_ERR_OOM instead). */
 void *ljb_xalloc(size_t n);
 void *ljb_xcalloc(size_t n, size_t size);
 void *ljb_xrealloc(void *p, size_t n);
-char *ljb_xstrdup(const char *s);
-void *ljb_alloc(size_t n);
 
 /* Growable array of T: { T *a; int n, cap; }. */
 #define LJB_VEC(T)                                                                        \

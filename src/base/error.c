@@ -20,8 +20,6 @@ void ljb_error(lj_status s, const char *fmt, ...) {
   va_end(ap);
 }
 
-bool ljb_error_pending(void) { return tl_status != LJ_OK; }
-
 void ljb_null_arg(const char *op, const char *arg) {
   if (tl_status == LJ_OK) ljb_error(LJ_ERR_ARG, "%s: argument %s is NULL", op, arg);
 }

@@ -8,26 +8,25 @@
 typedef struct dtype_info {
   const char *name;
   uint8_t size, bits;
-  bool is_float, is_int, is_signed;
+  bool is_float, is_signed;
 } dtype_info;
 
 static const dtype_info dtypes[] = {
-    [LJ_F32] = {"f32", 4, 32, true, false, true},
-    [LJ_F64] = {"f64", 8, 64, true, false, true},
-    [LJ_BF16] = {"bf16", 2, 16, true, false, true},
-    [LJ_F16] = {"f16", 2, 16, true, false, true},
-    [LJ_I8] = {"i8", 1, 8, false, true, true},
-    [LJ_U8] = {"u8", 1, 8, false, true, false},
-    [LJ_I32] = {"i32", 4, 32, false, true, true},
-    [LJ_I64] = {"i64", 8, 64, false, true, true},
-    [LJ_BOOL] = {"bool", 1, 1, false, false, false},
-    [LJ_I16] = {"i16", 2, 16, false, true, true},
+    [LJ_F32] = {"f32", 4, 32, true, true},
+    [LJ_F64] = {"f64", 8, 64, true, true},
+    [LJ_BF16] = {"bf16", 2, 16, true, true},
+    [LJ_F16] = {"f16", 2, 16, true, true},
+    [LJ_I8] = {"i8", 1, 8, false, true},
+    [LJ_U8] = {"u8", 1, 8, false, false},
+    [LJ_I32] = {"i32", 4, 32, false, true},
+    [LJ_I64] = {"i64", 8, 64, false, true},
+    [LJ_BOOL] = {"bool", 1, 1, false, false},
+    [LJ_I16] = {"i16", 2, 16, false, true},
 };
 _Static_assert(LJ_COUNT_OF(dtypes) == LJ_NUM_DTYPES, "dtype table out of date");
 
 bool ljg_dtype_valid(int dt) { return dt >= 0 && dt < LJ_NUM_DTYPES; }
 bool ljg_dtype_is_float(lj_dtype dt) { return dtypes[dt].is_float; }
-bool ljg_dtype_is_int(lj_dtype dt) { return dtypes[dt].is_int; }
 bool ljg_dtype_is_signed(lj_dtype dt) { return dtypes[dt].is_signed; }
 int ljg_dtype_bits(lj_dtype dt) { return dtypes[dt].bits; }
 

@@ -50,7 +50,6 @@ int ljg_op_by_name(const char *name);
 
 /* dtype.c: facts about dtypes and the host conversions of 16-bit floats. */
 bool ljg_dtype_is_float(lj_dtype dt);
-bool ljg_dtype_is_int(lj_dtype dt); /* integer, not bool */
 bool ljg_dtype_is_signed(lj_dtype dt);
 bool ljg_dtype_valid(int dt);
 int ljg_dtype_bits(lj_dtype dt);
@@ -131,7 +130,6 @@ ljg_node *ljg_node_data(ljg_trace *t, struct ljr_buffer *b, lj_dtype dt, int ndi
 ljg_node *ljg_node_scalar(ljg_trace *t, lj_dtype dt, double f, int64_t i);
 /* Records that n's value is in buffer b (takes a reference). */
 void ljg_node_set_data(ljg_trace *t, ljg_node *n, struct ljr_buffer *b);
-int64_t ljg_node_numel(const ljg_node *n);
 
 /* ---- canonical graphs (collect.c) ------------------------------------------------------ */
 

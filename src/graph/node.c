@@ -146,4 +146,3 @@ void ljg_node_set_data(ljg_trace *t, ljg_node *n, ljr_buffer *b) {
   ljb_vec_push(&t->held, n);
 }
 
-int64_t ljg_node_numel(const ljg_node *n) { return ljg_numel(n->ndim, n->shape); }
