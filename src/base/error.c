@@ -47,11 +47,16 @@ void lj_clear_error(void) {
   tl_msg[0] = 0;
 }
 
+#define STATUS(s) [s] = #s
+static const char *const status_names[] = {
+    STATUS(LJ_OK),          STATUS(LJ_ERR_ARG),     STATUS(LJ_ERR_SHAPE),
+    STATUS(LJ_ERR_DTYPE),   STATUS(LJ_ERR_DEVICE),  STATUS(LJ_ERR_OOM),
+    STATUS(LJ_ERR_IO),      STATUS(LJ_ERR_COMPILE), STATUS(LJ_ERR_RUNTIME),
+    STATUS(LJ_ERR_UNSUPPORTED), STATUS(LJ_ERR_DISTRIBUTED),
+};
+#undef STATUS
+
 const char *lj_status_str(lj_status s) {
-  static const char *const names[] = {
-      "LJ_OK",          "LJ_ERR_ARG",     "LJ_ERR_SHAPE",   "LJ_ERR_DTYPE",
-      "LJ_ERR_DEVICE",  "LJ_ERR_OOM",     "LJ_ERR_IO",      "LJ_ERR_COMPILE",
-      "LJ_ERR_RUNTIME", "LJ_ERR_UNSUPPORTED", "LJ_ERR_DISTRIBUTED"};
-  if ((unsigned)s < LJ_COUNT_OF(names)) return names[s];
-  return "LJ_ERR_UNKNOWN";
+  if ((unsigned)s < LJ_COUNT_OF(status_names) && status_names[s]) return status_names[s];
+  return "unknown status";
 }
