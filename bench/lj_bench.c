@@ -194,7 +194,7 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < sizeof workloads / sizeof *workloads; k++) {
     const workload *w = &workloads[k];
     if (filter && !strstr(w->name, filter)) continue;
-    result r;
+    result r = {0};
     if (run_one(w, d, runs, &r)) {
       status = 1;
       continue;
