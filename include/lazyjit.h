@@ -461,6 +461,142 @@ lj_tensor *lj_cat(int n, lj_tensor *const *ts, int dim);
 lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b);
 
 /* ---------------------------------------------------------------------------------------
+ * Neural-network ops (PyTorch semantics, differentiable). Arrays of 2 ints give (height,
+ * width); NULL means the default (stride 1 for conv and the kernel size for pooling, padding
+ * 0, dilation 1). Inputs are batched: [N, C, H, W] for 2-D ops. Errors name the op and the
+ * shapes: LJ_ERR_SHAPE for mismatched channels or a window that does not fit, LJ_ERR_DTYPE.
+ * ------------------------------------------------------------------------------------- */
+
+/** 2-D convolution (cross-correlation, as torch.nn.functional.conv2d): x [N, C, H, W],
+ *  w [O, C/groups, KH, KW], b [O] or NULL. */
+lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[2], const int padding[2],
+                     const int dilation[2], int groups);
+/** Max over each window (padding counts as -inf; the gradient goes to the first maximum).
+ *  padding must be at most half the kernel. */
+lj_tensor *lj_max_pool2d(lj_tensor *x, const int kernel[2], const int stride[2], const int padding[2]);
+/** Mean over each window, padding counted in the divisor (count_include_pad=True). */
+lj_tensor *lj_avg_pool2d(lj_tensor *x, const int kernel[2], const int stride[2], const int padding[2]);
+/** exp(x) / sum(exp(x)) along dim, computed stably. Float dtypes. */
+lj_tensor *lj_softmax(lj_tensor *x, int dim);
+/** x - log(sum(exp(x))) along dim, computed stably. Float dtypes. */
+lj_tensor *lj_log_softmax(lj_tensor *x, int dim);
+
+/** How a loss reduces its per-element values. */
+typedef enum lj_reduction { LJ_REDUCE_MEAN, LJ_REDUCE_SUM, LJ_REDUCE_NONE } lj_reduction;
+/** Negative log likelihood: logp [N, C, ...] (or [C]) of log-probabilities, target [N, ...]
+ *  of i64 class indices (LJ_ERR_DTYPE otherwise). A class index outside [0, C) is reported by
+ *  the sync that runs it as LJ_ERR_RUNTIME naming the index and C. */
+lj_tensor *lj_nll_loss(lj_tensor *logp, lj_tensor *target, lj_reduction r);
+/** nll_loss(log_softmax(logits, class dim), target). */
+lj_tensor *lj_cross_entropy(lj_tensor *logits, lj_tensor *target, lj_reduction r);
+/** (a - b)^2, broadcast, reduced. */
+lj_tensor *lj_mse_loss(lj_tensor *a, lj_tensor *b, lj_reduction r);
+/** x @ w^T + b for w [out, in] (b [out] or NULL), as torch.nn.functional.linear. */
+lj_tensor *lj_linear(lj_tensor *x, lj_tensor *w, lj_tensor *b);
+/** Zeroes each element with probability p (from the device RNG) and scales the rest by
+ *  1/(1-p) when train; the identity otherwise. p is a scalar parameter. */
+lj_tensor *lj_dropout(lj_tensor *x, double p, bool train);
+/** Rows of weight [V, D] picked by index (i64, any shape): shape [*index, D]. */
+lj_tensor *lj_embedding(lj_tensor *weight, lj_tensor *index);
+/** Entries of x along dim picked by index (1-D i64). */
+lj_tensor *lj_index_select(lj_tensor *x, int dim, lj_tensor *index);
+/** torch.gather: out[i][j] = x[index[i][j]][j] for dim 0 (and so on); index is i64 with x's
+ *  rank and no larger than x off dim. Out-of-range indices are runtime errors at the sync. */
+lj_tensor *lj_gather(lj_tensor *x, int dim, lj_tensor *index);
+/** A copy of x with src added at index along dim (torch.Tensor.scatter_add); src has index's
+ *  shape and x's dtype. */
+lj_tensor *lj_scatter_add(lj_tensor *x, int dim, lj_tensor *index, lj_tensor *src);
+/** i64 one-hot encoding with a new last dim of num_classes; an index outside
+ *  [0, num_classes) is a runtime error at the sync. */
+lj_tensor *lj_one_hot(lj_tensor *index, int64_t num_classes);
+/** Layer normalization over the last ndims dims, with optional elementwise weight and bias
+ *  of those dims' shape. */
+lj_tensor *lj_layer_norm(lj_tensor *x, int ndims, lj_tensor *w, lj_tensor *b, double eps);
+/** Batch normalization over all dims but 1 (channels). training: normalizes with the batch's
+ *  statistics and, when running_mean/running_var are given, updates them in place with
+ *  momentum (unbiased variance), without gradient; otherwise normalizes with the running
+ *  statistics. w and b are per-channel, or NULL. */
+lj_tensor *lj_batch_norm(lj_tensor *x, lj_tensor *running_mean, lj_tensor *running_var, lj_tensor *w,
+                         lj_tensor *b, bool training, double momentum, double eps);
+/** Constant padding as torch.nn.functional.pad: npads values (left, right) per dim starting
+ *  from the last dim; negative values crop. value is a scalar parameter. */
+lj_tensor *lj_pad(lj_tensor *x, int npads, const int64_t *pads, double value);
+
+/* ---------------------------------------------------------------------------------------
+ * Autograd. The backward pass is recorded like any other ops: lj_backward adds the gradient
+ * computation to the pending graph, so forward, backward and the optimizer update of a
+ * training step compile into one executable at the next sync.
+ * ------------------------------------------------------------------------------------- */
+
+/** Marks t as a leaf that lj_backward computes a gradient for (on) or stops doing so (off).
+ *  Errors: LJ_ERR_DTYPE for a non-float tensor. */
+lj_status lj_tensor_set_requires_grad(lj_tensor *t, bool on);
+/** Whether t requires grad (false for NULL). */
+bool lj_tensor_requires_grad(const lj_tensor *t);
+/** Adds d(loss)/d(t) to the grad of every live tensor t that requires grad and that the loss
+ *  depends on (a tensor's grad starts as NULL; each call accumulates, like PyTorch). The
+ *  gradient is recorded lazily. Errors: LJ_ERR_ARG (NULL), LJ_ERR_DTYPE (non-float loss),
+ *  LJ_ERR_SHAPE (a loss with more than one element). */
+lj_status lj_backward(lj_tensor *loss);
+/** t's accumulated gradient, borrowed (valid until the next lj_backward, zero_grad or t's
+ *  release); NULL when it has none. */
+lj_tensor *lj_tensor_grad(const lj_tensor *t);
+/** Drops t's gradient (it becomes NULL, as PyTorch's zero_grad(set_to_none=True)). */
+void lj_tensor_zero_grad(lj_tensor *t);
+/** t's value with gradients stopped: lj_backward treats it as a constant. New reference. */
+lj_tensor *lj_detach(lj_tensor *t);
+
+/* ---------------------------------------------------------------------------------------
+ * Optimizers: each step records PyTorch's update rule as lazy ops and rebinds parameters
+ * and state with lj_assign; hyper-parameters are scalar parameters, so changing the learning
+ * rate never recompiles. Parameters without a gradient are skipped.
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct lj_optim lj_optim;
+/** torch.optim.SGD's options (PyTorch's defaults are all 0 / false but lr). */
+typedef struct lj_sgd_options {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+} lj_sgd_options;
+/** torch.optim.Adam's options; decoupled_weight_decay makes it AdamW. */
+typedef struct lj_adam_options {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay;
+} lj_adam_options;
+/** PyTorch's Adam defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay. */
+lj_adam_options lj_adam_defaults(void);
+/** An SGD optimizer over params (retained; released by lj_optim_free). Errors: LJ_ERR_ARG for
+ *  a negative or non-finite hyper-parameter or nesterov without momentum, LJ_ERR_DTYPE for a
+ *  non-float parameter, LJ_ERR_DEVICE for parameters on different devices. */
+lj_optim *lj_optim_sgd(int n, lj_tensor *const *params, lj_sgd_options o);
+/** An Adam (or AdamW) optimizer over params; errors as lj_optim_sgd (betas in [0, 1)). */
+lj_optim *lj_optim_adam(int n, lj_tensor *const *params, lj_adam_options o);
+/** Records one update of every parameter that has a gradient. */
+lj_status lj_optim_step(lj_optim *o);
+/** lj_optim_step and, with barrier, lj_sync of the parameters' device (xm.optimizer_step). */
+lj_status lj_optimizer_step(lj_optim *o, bool barrier);
+/** Drops every parameter's gradient. */
+void lj_optim_zero_grad(lj_optim *o);
+/** Sets the learning rate used from the next step on. LJ_ERR_ARG when negative. */
+lj_status lj_optim_set_lr(lj_optim *o, double lr);
+/** Frees o, its state and its parameter references. NULL is fine. */
+void lj_optim_free(lj_optim *o);
+/** Scales the n parameters' gradients so their joint L2 norm is at most max_norm
+ *  (torch.nn.utils.clip_grad_norm_) without reading anything back to the host; returns the
+ *  norm before clipping (0-d f32, new reference). */
+lj_tensor *lj_clip_grad_norm(int n, lj_tensor *const *params, double max_norm);
+
+/** New parameters of a Linear layer, initialized like PyTorch's: w [out, in] and, when bias,
+ *  b [out], both U(-1/sqrt(in), 1/sqrt(in)) from the device RNG, requiring grad. New
+ *  references (owned by the caller or the innermost scope); *b is NULL without bias. */
+lj_status lj_nn_linear_init(lj_device *d, lj_dtype dt, int64_t in, int64_t out, bool bias, lj_tensor **w,
+                            lj_tensor **b);
+/** New parameters of a Conv2d layer initialized like PyTorch's: w [out, in/groups, kh, kw],
+ *  b [out], U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = in/groups * kh * kw. */
+lj_status lj_nn_conv2d_init(lj_device *d, lj_dtype dt, int64_t in_channels, int64_t out_channels,
+                            const int kernel[2], int groups, bool bias, lj_tensor **w, lj_tensor **b);
+
+/* ---------------------------------------------------------------------------------------
  * Barriers
  * ------------------------------------------------------------------------------------- */
 

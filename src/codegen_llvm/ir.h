@@ -72,19 +72,31 @@ typedef struct ljc_point {
   int ndim;
   LLVMValueRef idx[LJ_MAX_DIMS]; /* i64 loop indices */
 } ljc_point;
+/* A data-dependent check a kernel makes: an i8 flag set when it fails, and the offending
+ * value (index checks), both allocas reported after the loops. */
+typedef struct ljc_check {
+  LLVMValueRef flag, badval;
+  int32_t code, node;
+  int64_t bound;
+} ljc_check;
+
 typedef struct ljc_kctx {
   ljc_ir *ir;
   const ljg_kernel *k;
   LLVMValueRef *slot_ptr; /* pointer value per program slot (NULL if unused) */
   LLVMValueRef *vals;     /* per expression, the value at the current point */
-  LLVMValueRef *flags;    /* per expression, the i8 alloca of its division-by-zero flag */
+  int *expr_check;        /* per expression, its check in checks[] or -1 */
+  ljc_check *checks;
+  int nchecks;
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
 /* Emits the expressions `root` depends on (and root) at point p into kc->vals. */
 void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root);
-/* Whether expression e is an integer division that must check for a zero divisor. */
-bool ljc_expr_divides(const ljg_kernel *k, int e);
+/* The check expression e needs (LJG_KERR_DIV_ZERO, LJG_KERR_INDEX) or LJG_KERR_NONE. */
+int ljc_expr_check(const ljg_kernel *k, int e);
+/* Records a failed check: sets its flag where `bad` and remembers value (may be NULL). */
+void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
 
 /* lower.c: defines `<name>_k<i>` for every kernel of p. */
 void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name);

@@ -174,6 +174,7 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
 typedef struct nest_gen {
   ljc_kctx *kc;
   const ljg_nest *nest;
+  int check;          /* scatter nests: their index check */
   ljc_point pt;
   int nkept;          /* leading dims that are not reduced */
   bool split;         /* dim 0 runs over the task range */
@@ -209,11 +210,33 @@ static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *ou
 
 static void store_point(nest_gen *g, LLVMValueRef v) {
   ljc_ir *ir = g->kc->ir;
+  LLVMBuilderRef b = ir->b;
   const ljg_nest *nest = g->nest;
+  const ljg_view *view = &g->kc->k->views[nest->out_view];
   LLVMTypeRef st = ljc_storage_type(ir, nest->out_dtype);
-  LLVMValueRef off = ljc_view_offset(ir, &g->kc->k->views[nest->out_view], &g->pt);
-  LLVMValueRef p = LLVMBuildInBoundsGEP2(ir->b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
-  LLVMBuildStore(ir->b, ljc_to_storage(ir, v, nest->out_dtype), p);
+  if (nest->scatter_index < 0) {
+    LLVMValueRef off = ljc_view_offset(ir, view, &g->pt);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
+    LLVMBuildStore(b, ljc_to_storage(ir, v, nest->out_dtype), p);
+    return;
+  }
+  /* scatter-add: out[point with dim = index] += v, a bad index adding nothing */
+  ljc_emit_exprs(g->kc, &g->pt, nest->scatter_index);
+  LLVMValueRef index = g->kc->vals[nest->scatter_index];
+  int64_t bound = ljg_view_top(view)->shape[nest->scatter_dim];
+  LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
+                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, bound), ""), "");
+  ljc_fail_where(g->kc, g->check, bad, index);
+  ljc_point q = g->pt;
+  q.idx[nest->scatter_dim] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
+  LLVMValueRef off = ljc_view_offset(ir, view, &q);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
+  LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
+  bool isfloat = ljg_dtype_is_float(nest->out_dtype);
+  LLVMValueRef zero = isfloat ? ljc_const_f(LLVMTypeOf(v), 0) : ljc_const_i(LLVMTypeOf(v), 0);
+  v = LLVMBuildSelect(b, bad, zero, v, "");
+  LLVMValueRef sum = isfloat ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, "");
+  LLVMBuildStore(b, ljc_to_storage(ir, ljc_round_to(ir, sum, nest->out_dtype), nest->out_dtype), p);
 }
 
 static void emit_point(nest_gen *g) {
@@ -253,10 +276,11 @@ static void emit_kept(nest_gen *g, int d) {
   loop_end(ir, &L, NULL, NULL);
 }
 
-static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, LLVMValueRef begin, LLVMValueRef end) {
+static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   nest_gen g = {0};
   g.kc = kc;
   g.nest = nest;
+  g.check = check;
   g.pt.ndim = nest->ndim;
   g.nkept = nest->ndim - __builtin_popcount(nest->rmask);
   g.split = kc->k->task_dim == 0;
@@ -347,38 +371,229 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   loop_end(ir, &rows, NULL, NULL);
 }
 
+/* ---- windows (im2col, col2im) -------------------------------------------------------------- */
+
+/* ceil(a / b) for b > 0 and any a, clamped to [0, hi] */
+static LLVMValueRef ceil_div_clamp(ljc_ir *ir, LLVMValueRef a, int64_t b, int64_t hi) {
+  LLVMBuilderRef bl = ir->b;
+  LLVMValueRef q = LLVMBuildSDiv(bl, a, ljc_i64(ir, b), ""), r = LLVMBuildSRem(bl, a, ljc_i64(ir, b), "");
+  q = LLVMBuildAdd(bl, q, LLVMBuildZExt(bl, LLVMBuildICmp(bl, LLVMIntSGT, r, ljc_i64(ir, 0), ""), ir->i64, ""), "");
+  q = ljc_intrinsic2(ir, "smax", q, ljc_i64(ir, 0));
+  return ljc_intrinsic2(ir, "smin", q, ljc_i64(ir, hi));
+}
+
+/* Runs body(ctx, iv) for iv in [lo, hi) (runtime bounds). */
+static void for_range(ljc_ir *ir, LLVMValueRef lo, LLVMValueRef hi, void (*body)(void *, LLVMValueRef), void *ctx) {
+  loop L;
+  loop_begin(ir, &L, lo, hi, true, 0, NULL);
+  body(ctx, L.iv);
+  loop_end(ir, &L, NULL, NULL);
+}
+
+typedef struct window_gen {
+  ljc_kctx *kc;
+  LLVMValueRef n, c, kh, kw, oh, ih, row; /* row: im2col's output row; col2im's output plane */
+  LLVMTypeRef st;
+  LLVMValueRef fill;                      /* storage-typed */
+} window_gen;
+
+static LLVMValueRef window_src(window_gen *w, LLVMValueRef i1, LLVMValueRef i2) {
+  const ljg_kernel *k = w->kc->k;
+  const ljg_kexpr *src = &k->exprs[k->mm_a];
+  ljc_point p = {src->view >= 0 ? ljg_view_top(&k->views[src->view])->ndim : 0, {0}};
+  if (k->win_op == LJG_OP_IM2COL) {
+    p.idx[0] = w->n, p.idx[1] = w->c, p.idx[2] = i1, p.idx[3] = i2;
+  } else {
+    p.idx[0] = w->n, p.idx[1] = i1, p.idx[2] = i2;
+  }
+  LLVMValueRef off = ljc_view_offset(w->kc->ir, &k->views[src->view], &p);
+  return LLVMBuildInBoundsGEP2(w->kc->ir->b, w->st, w->kc->slot_ptr[src->slot], &off, 1, "");
+}
+
+static void fill_one(void *ctx, LLVMValueRef ow) {
+  window_gen *w = ctx;
+  LLVMBuildStore(w->kc->ir->b, w->fill, LLVMBuildInBoundsGEP2(w->kc->ir->b, w->st, w->row, &ow, 1, ""));
+}
+
+/* the input column of output column ow */
+static LLVMValueRef window_iw(window_gen *w, LLVMValueRef ow) {
+  ljc_ir *ir = w->kc->ir;
+  const int64_t *a = w->kc->k->win;
+  LLVMValueRef iw = LLVMBuildNSWMul(ir->b, ow, ljc_i64(ir, a[3]), "");
+  iw = LLVMBuildNSWAdd(ir->b, iw, LLVMBuildNSWMul(ir->b, w->kw, ljc_i64(ir, a[7]), ""), "");
+  return LLVMBuildNSWSub(ir->b, iw, ljc_i64(ir, a[5]), "");
+}
+
+static void copy_one(void *ctx, LLVMValueRef ow) {
+  window_gen *w = ctx;
+  LLVMBuilderRef b = w->kc->ir->b;
+  LLVMValueRef v = LLVMBuildLoad2(b, w->st, window_src(w, w->ih, window_iw(w, ow)), "");
+  LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, w->st, w->row, &ow, 1, ""));
+}
+
+static void add_one(void *ctx, LLVMValueRef ow) {
+  window_gen *w = ctx;
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  lj_dtype dt = (lj_dtype)k->mm_dtype;
+  /* cols[n, (c*KH + kh)*KW + kw, oh*OW + ow] into out[n, c, ih, iw] */
+  LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->c, ljc_i64(ir, k->win[0]), ""), w->kh, "");
+  r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, r, ljc_i64(ir, k->win[1]), ""), w->kw, "");
+  LLVMValueRef col = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->oh, ljc_i64(ir, k->win_ow), ""), ow, "");
+  LLVMValueRef v = ljc_from_storage(ir, LLVMBuildLoad2(b, w->st, window_src(w, r, col), ""), dt);
+  LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->ih, ljc_i64(ir, k->win_img[3]), ""), window_iw(w, ow), "");
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(b, w->st, w->row, &at, 1, "");
+  LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, w->st, p, ""), dt);
+  LLVMValueRef sum = ljg_dtype_is_float(dt) ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, "");
+  LLVMBuildStore(b, ljc_to_storage(ir, sum, dt), p);
+}
+
+/* One (n, c) plane per task. im2col: each output row (kh, kw, oh) is padding where the input
+ * row is outside the image, else padding, a strided copy of the valid columns, padding.
+ * col2im: zero the plane, then add each window's valid columns back. */
+static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  const int64_t *a = k->win;
+  int64_t C = k->win_img[1], H = k->win_img[2], W = k->win_img[3], OH = k->win_oh, OW = k->win_ow;
+  bool to_cols = k->win_op == LJG_OP_IM2COL;
+  window_gen w = {0};
+  w.kc = kc;
+  w.st = ljc_storage_type(ir, (lj_dtype)k->mm_dtype);
+  LLVMTypeRef ct = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
+  LLVMValueRef fill = ljg_dtype_is_float((lj_dtype)k->mm_dtype) ? ljc_const_f(ct, to_cols ? k->win_fill : 0)
+                                                                 : ljc_const_i(ct, 0);
+  w.fill = ljc_to_storage(ir, fill, (lj_dtype)k->mm_dtype);
+  loop tasks;
+  loop_begin(ir, &tasks, begin, end, true, 0, NULL);
+  w.n = LLVMBuildUDiv(b, tasks.iv, ljc_i64(ir, C), "");
+  w.c = LLVMBuildURem(b, tasks.iv, ljc_i64(ir, C), "");
+  int64_t plane = to_cols ? a[0] * a[1] * OH * OW : H * W;
+  LLVMValueRef base = LLVMBuildNSWMul(b, tasks.iv, ljc_i64(ir, plane), "");
+  LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->mm_out_slot], &base, 1, "");
+  if (!to_cols) {
+    w.row = out;
+    for_range(ir, ljc_i64(ir, 0), ljc_i64(ir, H * W), fill_one, &w);
+  }
+  loop kh, kw, oh;
+  loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, a[0]), false, 0, NULL);
+  w.kh = kh.iv;
+  loop_begin(ir, &kw, ljc_i64(ir, 0), ljc_i64(ir, a[1]), false, 0, NULL);
+  w.kw = kw.iv;
+  loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
+  w.oh = oh.iv;
+  w.ih = LLVMBuildNSWSub(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, a[2]), ""),
+                                             LLVMBuildNSWMul(b, kh.iv, ljc_i64(ir, a[6]), ""), ""),
+                         ljc_i64(ir, a[4]), "");
+  LLVMValueRef inside = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, w.ih, ljc_i64(ir, 0), ""),
+                                     LLVMBuildICmp(b, LLVMIntSLT, w.ih, ljc_i64(ir, H), ""), "");
+  /* valid output columns: 0 <= ow*sw + kw*dw - pw < W */
+  LLVMValueRef shift = LLVMBuildNSWSub(b, ljc_i64(ir, a[5]), LLVMBuildNSWMul(b, kw.iv, ljc_i64(ir, a[7]), ""), "");
+  LLVMValueRef lo = ceil_div_clamp(ir, shift, a[3], OW);
+  LLVMValueRef hi = ceil_div_clamp(ir, LLVMBuildNSWAdd(b, shift, ljc_i64(ir, W), ""), a[3], OW);
+  hi = ljc_intrinsic2(ir, "smax", hi, lo);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.inside");
+  LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.outside");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.done");
+  if (to_cols) {
+    LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, kh.iv, ljc_i64(ir, a[1]), ""), kw.iv, ""),
+                                                        ljc_i64(ir, OH), ""), oh.iv, "");
+    LLVMValueRef rowoff = LLVMBuildNSWMul(b, r, ljc_i64(ir, OW), "");
+    w.row = LLVMBuildInBoundsGEP2(b, w.st, out, &rowoff, 1, "");
+  }
+  LLVMBuildCondBr(b, inside, yes, no);
+  LLVMPositionBuilderAtEnd(b, yes);
+  if (to_cols) {
+    for_range(ir, ljc_i64(ir, 0), lo, fill_one, &w);
+    for_range(ir, lo, hi, copy_one, &w);
+    for_range(ir, hi, ljc_i64(ir, OW), fill_one, &w);
+  } else {
+    for_range(ir, lo, hi, add_one, &w);
+  }
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, no);
+  if (to_cols) for_range(ir, ljc_i64(ir, 0), ljc_i64(ir, OW), fill_one, &w);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+  loop_end(ir, &oh, NULL, NULL);
+  loop_end(ir, &kw, NULL, NULL);
+  loop_end(ir, &kh, NULL, NULL);
+  loop_end(ir, &tasks, NULL, NULL);
+}
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 /* used[s]: 1 when the kernel reads slot s, 2 when it writes it. */
 static void mark_slots(const ljg_kernel *k, uint8_t *used) {
   for (int e = 0; e < k->nexprs; e++)
-    if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_SCALAR) used[k->exprs[e].slot] = 1;
+    if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_SCALAR || k->exprs[e].kind == LJG_X_BUFFER)
+      used[k->exprs[e].slot] = 1;
   for (int s = 0; s < k->nnests; s++) used[k->nests[s].out_slot] = 2;
-  if (k->kind == LJG_K_MATMUL) used[k->mm_out_slot] = 2;
+  if (k->kind != LJG_K_LOOPS) used[k->mm_out_slot] = 2;
 }
 
-/* After the loops: report the first division-by-zero flag that is set. */
+/* The checks a kernel makes, with their allocas, created in the entry block. */
+static void create_checks(ljc_kctx *kc, int *nest_check) {
+  ljc_ir *ir = kc->ir;
+  const ljg_kernel *k = kc->k;
+  int max = k->nexprs + k->nnests + 1;
+  kc->checks = ljb_xcalloc((size_t)max, sizeof *kc->checks);
+  kc->expr_check = ljb_xalloc((size_t)max * sizeof *kc->expr_check);
+  for (int e = 0; e < k->nexprs + 1; e++) kc->expr_check[e] = -1;
+  for (int e = 0; e < k->nexprs + k->nnests; e++) {
+    int code;
+    const ljg_nest *nest = e >= k->nexprs ? &k->nests[e - k->nexprs] : NULL;
+    if (nest) {
+      nest_check[e - k->nexprs] = -1;
+      if (nest->scatter_index < 0) continue;
+      code = LJG_KERR_INDEX;
+    } else if ((code = ljc_expr_check(k, e)) == LJG_KERR_NONE) {
+      continue;
+    }
+    ljc_check *c = &kc->checks[kc->nchecks];
+    c->code = code;
+    c->node = nest ? k->node : k->exprs[e].node;
+    c->bound = nest ? ljg_view_top(&k->views[nest->out_view])->shape[nest->scatter_dim] : (int64_t)k->exprs[e].value;
+    c->flag = LLVMBuildAlloca(ir->b, ir->i8, "check.flag");
+    LLVMBuildStore(ir->b, ljc_const_i(ir->i8, 0), c->flag);
+    if (code == LJG_KERR_INDEX) {
+      c->badval = LLVMBuildAlloca(ir->b, ir->i64, "check.value");
+      LLVMBuildStore(ir->b, ljc_i64(ir, 0), c->badval);
+    }
+    if (nest)
+      nest_check[e - k->nexprs] = kc->nchecks++;
+    else
+      kc->expr_check[e] = kc->nchecks++;
+  }
+}
+
+/* After the loops: the first failed check is reported through err (one per launch). */
 static void emit_error_checks(ljc_kctx *kc, LLVMValueRef err) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
-  const ljg_kernel *k = kc->k;
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  for (int e = 0; e < k->nexprs; e++) {
-    if (!kc->flags[e]) continue;
-    LLVMBasicBlockRef report = LLVMAppendBasicBlockInContext(ir->ctx, fn, "div0");
-    LLVMBasicBlockRef record = LLVMAppendBasicBlockInContext(ir->ctx, fn, "div0.record");
-    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(ir->ctx, fn, "div0.next");
-    LLVMValueRef v = LLVMBuildLoad2(b, ir->i8, kc->flags[e], "");
+  for (int i = 0; i < kc->nchecks; i++) {
+    const ljc_check *c = &kc->checks[i];
+    LLVMBasicBlockRef report = LLVMAppendBasicBlockInContext(ir->ctx, fn, "check.failed");
+    LLVMBasicBlockRef record = LLVMAppendBasicBlockInContext(ir->ctx, fn, "check.record");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(ir->ctx, fn, "check.next");
+    LLVMValueRef v = LLVMBuildLoad2(b, ir->i8, c->flag, "");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, v, ljc_const_i(ir->i8, 0), ""), report, next);
     LLVMPositionBuilderAtEnd(b, report);
-    LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, err, ljc_const_i(ir->i32, 0),
-                                            ljc_const_i(ir->i32, LJG_KERR_DIV_ZERO),
+    LLVMValueRef x = LLVMBuildAtomicCmpXchg(b, err, ljc_const_i(ir->i32, 0), ljc_const_i(ir->i32, c->code),
                                             LLVMAtomicOrderingSequentiallyConsistent,
                                             LLVMAtomicOrderingSequentiallyConsistent, 0);
     LLVMBuildCondBr(b, LLVMBuildExtractValue(b, x, 1, ""), record, next);
     LLVMPositionBuilderAtEnd(b, record);
-    LLVMValueRef four = ljc_i64(ir, 4);
-    LLVMBuildStore(b, ljc_const_i(ir->i32, k->exprs[e].node), LLVMBuildInBoundsGEP2(b, ir->i8, err, &four, 1, ""));
+    /* ljg_kerr: {i32 code, i32 node, i64 value, i64 bound} */
+    LLVMValueRef off[3] = {ljc_i64(ir, 4), ljc_i64(ir, 8), ljc_i64(ir, 16)};
+    LLVMBuildStore(b, ljc_const_i(ir->i32, c->node), LLVMBuildInBoundsGEP2(b, ir->i8, err, &off[0], 1, ""));
+    LLVMValueRef bad = c->badval ? LLVMBuildLoad2(b, ir->i64, c->badval, "") : ljc_i64(ir, 0);
+    LLVMBuildStore(b, bad, LLVMBuildInBoundsGEP2(b, ir->i8, err, &off[1], 1, ""));
+    LLVMBuildStore(b, ljc_i64(ir, c->bound), LLVMBuildInBoundsGEP2(b, ir->i8, err, &off[2], 1, ""));
     LLVMBuildBr(b, next);
     LLVMPositionBuilderAtEnd(b, next);
   }
@@ -404,8 +619,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMSetLinkage(body, LLVMInternalLinkage);
   ljc_add_fn_attr(ir, body, "nounwind");
   ljc_kctx kc = {ir, k, ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
-                 ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)),
-                 ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef))};
+                 ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)), NULL, NULL, 0};
   for (int s = 0, a = 0; s < p->nslots; s++) {
     if (!used[s]) continue;
     kc.slot_ptr[s] = LLVMGetParam(body, (unsigned)a);
@@ -416,14 +630,14 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMValueRef begin = LLVMGetParam(body, (unsigned)nused), end = LLVMGetParam(body, (unsigned)nused + 1);
   LLVMValueRef err = LLVMGetParam(body, (unsigned)nused + 2);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, body, "entry"));
-  for (int e = 0; e < k->nexprs; e++)
-    if (ljc_expr_divides(k, e)) {
-      kc.flags[e] = LLVMBuildAlloca(b, ir->i8, "div0.flag");
-      LLVMBuildStore(b, ljc_const_i(ir->i8, 0), kc.flags[e]);
-    }
-  if (k->kind == LJG_K_MATMUL) emit_matmul(&kc, begin, end);
+  int *nest_check = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *nest_check);
+  create_checks(&kc, nest_check);
+  if (k->kind == LJG_K_MATMUL)
+    emit_matmul(&kc, begin, end);
+  else if (k->kind == LJG_K_WINDOW)
+    emit_window(&kc, begin, end);
   else
-    for (int s = 0; s < k->nnests; s++) emit_nest(&kc, &k->nests[s], begin, end);
+    for (int s = 0; s < k->nnests; s++) emit_nest(&kc, &k->nests[s], nest_check[s], begin, end);
   emit_error_checks(&kc, err);
   LLVMBuildRetVoid(b);
   /* the entry point: loads the slot pointers and calls the body */
@@ -450,7 +664,9 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(used);
   free(kc.slot_ptr);
   free(kc.vals);
-  free(kc.flags);
+  free(kc.checks);
+  free(kc.expr_check);
+  free(nest_check);
 }
 
 void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name) {

@@ -262,24 +262,56 @@ static LLVMValueRef emit_op(ljc_kctx *kc, int e) {
   } else if (odt == LJ_BOOL) {
     r = bool_op(ir, x->op, a[0], a[1]);
   } else {
+    if (x->op == LJG_OP_INDEX_CHECK) {
+      LLVMValueRef bad = LLVMBuildOr(ir->b, LLVMBuildICmp(ir->b, LLVMIntSLT, a[0], ljc_i64(ir, 0), ""),
+                                     LLVMBuildICmp(ir->b, LLVMIntSGE, a[0], ljc_i64(ir, (int64_t)x->value), ""), "");
+      ljc_fail_where(kc, kc->expr_check[e], bad, a[0]);
+      return a[0];
+    }
     LLVMValueRef zero = NULL;
     r = int_op(ir, x->op, a[0], a[1], ljg_dtype_is_signed(odt), &zero);
-    if (zero) {
-      LJ_ASSERT(kc->flags && kc->flags[e]);
-      LLVMValueRef old = LLVMBuildLoad2(ir->b, ir->i8, kc->flags[e], "");
-      LLVMValueRef upd = LLVMBuildOr(ir->b, old, LLVMBuildZExt(ir->b, zero, ir->i8, ""), "");
-      LLVMBuildStore(ir->b, upd, kc->flags[e]);
-    }
+    if (zero) ljc_fail_where(kc, kc->expr_check[e], zero, NULL);
   }
   return ljc_round_to(ir, r, x->dtype);
 }
 
-bool ljc_expr_divides(const ljg_kernel *k, int e) {
+int ljc_expr_check(const ljg_kernel *k, int e) {
   const ljg_kexpr *x = &k->exprs[e];
-  if (x->kind != LJG_X_OP) return false;
-  if (x->op != LJG_OP_DIV_TRUNC && x->op != LJG_OP_DIV_FLOOR && x->op != LJG_OP_REMAINDER) return false;
+  if (x->kind == LJG_X_GATHER) return LJG_KERR_INDEX;
+  if (x->kind != LJG_X_OP) return LJG_KERR_NONE;
+  if (x->op == LJG_OP_INDEX_CHECK) return LJG_KERR_INDEX;
+  if (x->op != LJG_OP_DIV_TRUNC && x->op != LJG_OP_DIV_FLOOR && x->op != LJG_OP_REMAINDER) return LJG_KERR_NONE;
   lj_dtype odt = k->exprs[x->in[0]].dtype;
-  return !ljg_dtype_is_float(odt) && odt != LJ_BOOL;
+  return !ljg_dtype_is_float(odt) && odt != LJ_BOOL ? LJG_KERR_DIV_ZERO : LJG_KERR_NONE;
+}
+
+void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value) {
+  ljc_ir *ir = kc->ir;
+  const ljc_check *c = &kc->checks[check];
+  LLVMValueRef old = LLVMBuildLoad2(ir->b, ir->i8, c->flag, "");
+  LLVMBuildStore(ir->b, LLVMBuildOr(ir->b, old, LLVMBuildZExt(ir->b, bad, ir->i8, ""), ""), c->flag);
+  if (c->badval && value) {
+    LLVMValueRef prev = LLVMBuildLoad2(ir->b, ir->i64, c->badval, "");
+    LLVMBuildStore(ir->b, LLVMBuildSelect(ir->b, bad, value, prev, ""), c->badval);
+  }
+}
+
+/* x[point with dim replaced by the index value], the index checked against the dim's size
+ * (a bad index reads element 0 and is reported after the loops). */
+static LLVMValueRef emit_gather(ljc_kctx *kc, int e, const ljc_point *p) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kexpr *x = &kc->k->exprs[e], *buf = &kc->k->exprs[x->in[1]];
+  LLVMValueRef index = kc->vals[x->in[0]];
+  LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
+                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, (int64_t)x->value), ""), "");
+  ljc_fail_where(kc, kc->expr_check[e], bad, index);
+  ljc_point q = *p;
+  q.idx[x->aux] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
+  LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[buf->view], &q);
+  LLVMTypeRef st = ljc_storage_type(ir, buf->dtype);
+  LLVMValueRef ptr = LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[buf->slot], &off, 1, "");
+  return ljc_from_storage(ir, LLVMBuildLoad2(b, st, ptr, ""), buf->dtype);
 }
 
 static LLVMValueRef load_slot(ljc_kctx *kc, int32_t slot, lj_dtype dt, LLVMValueRef off) {
@@ -314,6 +346,8 @@ void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root) {
       break;
     }
     case LJG_X_OP: v = emit_op(kc, e); break;
+    case LJG_X_BUFFER: break; /* read by GATHER only */
+    case LJG_X_GATHER: v = emit_gather(kc, e, p); break;
     }
     kc->vals[e] = v;
   }

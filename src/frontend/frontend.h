@@ -22,12 +22,16 @@ struct lj_tensor {
   struct lj_tensor *prev, *next; /* the device's live tensors, by id */
   int scope_level;           /* index of the owning scope on its thread's stack, or -1 */
   int scope_index;
+  bool requires_grad;        /* a leaf of autograd: lj_backward fills grad */
+  struct lj_tensor *grad;    /* owned; NULL when none */
 };
 
 /* tensor.c */
 /* A new tensor on d for node n (pending, or data when n already has a buffer); registered in
  * the innermost scope. */
 lj_tensor *ljf_tensor_from_node(struct lj_device *d, ljg_node *n);
+/* The same, owned by the caller only (never by a scope): gradients, optimizer state. */
+lj_tensor *ljf_tensor_unscoped(struct lj_device *d, ljg_node *n);
 /* A new data tensor holding a reference to buf. */
 lj_tensor *ljf_tensor_from_buffer(struct lj_device *d, lj_dtype dt, int ndim,
                                   const int64_t *shape, ljr_buffer *buf);

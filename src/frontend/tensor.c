@@ -55,7 +55,7 @@ lj_tensor *lj_keep(lj_tensor *t) {
 
 /* ---- lifecycle ------------------------------------------------------------------------- */
 
-static lj_tensor *tensor_new(struct lj_device *d, lj_dtype dt, int ndim, const int64_t *shape) {
+static lj_tensor *tensor_new(struct lj_device *d, lj_dtype dt, int ndim, const int64_t *shape, bool scoped) {
   lj_tensor *t = ljb_xcalloc(1, sizeof *t);
   atomic_init(&t->refs, 1);
   t->id = ++d->next_tensor_id;
@@ -68,7 +68,7 @@ static lj_tensor *tensor_new(struct lj_device *d, lj_dtype dt, int ndim, const i
   else d->live_head = t;
   d->live_tail = t;
   t->scope_level = t->scope_index = -1;
-  if (tl_scopes.n) scope_add(t, tl_scopes.n - 1);
+  if (scoped && tl_scopes.n) scope_add(t, tl_scopes.n - 1);
   return t;
 }
 
@@ -80,25 +80,30 @@ static void tensor_free(lj_tensor *t) {
   else d->live_tail = t->prev;
   scope_remove(t);
   ljr_buffer_release(t->buf);
+  lj_tensor_release(t->grad);
   free(t);
 }
 
-lj_tensor *ljf_tensor_from_node(struct lj_device *d, ljg_node *n) {
-  lj_tensor *t = tensor_new(d, n->dtype, n->ndim, n->shape);
+static lj_tensor *from_node(struct lj_device *d, ljg_node *n, bool scoped) {
+  lj_tensor *t = tensor_new(d, n->dtype, n->ndim, n->shape, scoped);
   t->node = n;
   t->epoch = d->trace.epoch;
   if (n->data) t->buf = ljr_buffer_retain(n->data);
   return t;
 }
 
+lj_tensor *ljf_tensor_from_node(struct lj_device *d, ljg_node *n) { return from_node(d, n, true); }
+lj_tensor *ljf_tensor_unscoped(struct lj_device *d, ljg_node *n) { return from_node(d, n, false); }
+
 lj_tensor *ljf_tensor_from_buffer(struct lj_device *d, lj_dtype dt, int ndim,
                                   const int64_t *shape, ljr_buffer *buf) {
-  lj_tensor *t = tensor_new(d, dt, ndim, shape);
+  lj_tensor *t = tensor_new(d, dt, ndim, shape, true);
   t->buf = ljr_buffer_retain(buf);
   return t;
 }
 
 void ljf_tensors_free_all(struct lj_device *d) {
+  for (lj_tensor *t = d->live_head; t; t = t->next) t->grad = NULL; /* freed as list members */
   while (d->live_head) tensor_free(d->live_head);
 }
 

@@ -159,7 +159,7 @@ void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
 }
 
 /* The attribute words that are part of a node's identity. */
-static int identity_attrs(const ljg_gnode *n, int64_t out[LJ_MAX_DIMS + 1]) {
+static int identity_attrs(const ljg_gnode *n, int64_t out[LJ_MAX_DIMS + 2]) {
   switch (ljg_ops[n->op].attrs) {
   case LJG_A_VALUE:
     if (n->op == LJG_OP_SCALAR) return 0;
@@ -173,8 +173,13 @@ static int identity_attrs(const ljg_gnode *n, int64_t out[LJ_MAX_DIMS + 1]) {
     return 3;
   case LJG_A_DIMS:
   case LJG_A_DIM:
+  case LJG_A_BOUND:
     out[0] = n->attr.a[0];
     return 1;
+  case LJG_A_WINDOW:
+    memcpy(out, n->attr.a, 8 * sizeof(int64_t));
+    memcpy(&out[8], &n->attr.f, sizeof(double));
+    return 9;
   case LJG_A_NONE: return 0;
   }
   return 0;
@@ -192,7 +197,7 @@ ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed) {
     for (int d = 0; d < n->ndim; d++) ljb_hash_u64(&h, (uint64_t)n->shape[d]);
     const int32_t *in = ljg_in(g, n);
     for (int k = 0; k < n->nin; k++) ljb_hash_u64(&h, (uint64_t)in[k]);
-    int64_t a[LJ_MAX_DIMS + 1];
+    int64_t a[LJ_MAX_DIMS + 2];
     int na = identity_attrs(n, a);
     for (int k = 0; k < na; k++) ljb_hash_u64(&h, (uint64_t)a[k]);
   }
@@ -208,7 +213,7 @@ static bool node_same(const ljg_graph *ga, const ljg_gnode *a, const ljg_graph *
     return false;
   if (memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) != 0) return false;
   if (a->nin && memcmp(ljg_in(ga, a), ljg_in(gb, b), (size_t)a->nin * sizeof(int32_t)) != 0) return false;
-  int64_t x[LJ_MAX_DIMS + 1], y[LJ_MAX_DIMS + 1];
+  int64_t x[LJ_MAX_DIMS + 2], y[LJ_MAX_DIMS + 2];
   int nx = identity_attrs(a, x), ny = identity_attrs(b, y);
   return nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0;
 }

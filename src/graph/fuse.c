@@ -1,19 +1,21 @@
 /* fuse.c — fusion: from an optimized graph to kernels over buffer slots.
  *
  * 1. Decide which nodes are realized (computed into a buffer by a kernel of their own):
- *    roots, reductions, cat, matmul, and elementwise nodes used more than once (counting uses
- *    through views). A root that is a reshape of another node shares that node's buffer
- *    (storage is contiguous and immutable), so it costs no copy. Matmul operands must be buffers read through one strided view, so their
- *    producers are realized too; so is an expensive expression that an expand would
- *    recompute for every broadcast element. Everything else is fused into its consumers.
- *    With LJ_DISABLE_FUSION every non-leaf node is realized: one kernel per op.
+ *    roots, reductions, cat, matmul, windows (im2col/col2im), gather/scatter, and elementwise
+ *    nodes used more than once (counting uses through views). A root that is a reshape of
+ *    another node shares that node's buffer (storage is contiguous and immutable), so it costs
+ *    no copy. Matmul, window and gather operands must be buffers read through one strided
+ *    view, so their producers are realized too; so is an expensive expression that an expand
+ *    would recompute for every broadcast element. Everything else is fused into its
+ *    consumers. With LJ_DISABLE_FUSION every non-leaf node is realized: one kernel per op.
  * 2. Build each realized node's kernel: walk down from it, turning fused nodes into kernel
  *    expressions. View ops are not computed: they are collected along the walk and applied,
  *    bottom-up, to the view of the buffer (or index) they reach (view.c), so a transpose or a
  *    broadcast becomes strides in a load. A (node, view path) pair is built once per kernel.
  * 3. Normalize each single-nest kernel's loops: reduced dims last, size-1 dims dropped, and
  *    neighbouring dims merged when every access is contiguous across them — an elementwise
- *    kernel over contiguous buffers becomes a single loop, whatever the rank.
+ *    kernel over contiguous buffers becomes a single loop, whatever the rank. (Gather and
+ *    scatter kernels keep their dims: the indexed dim must stay a loop of its own.)
  * The buffer plan (plan.c) then places intermediates in the scratch arena. */
 #include "graph/graph.h"
 
@@ -174,6 +176,7 @@ static int32_t build(fuser *f, int32_t i, int32_t path, bool root) {
     case LJG_ELEMWISE:
       x.kind = LJG_X_OP;
       x.nin = (int8_t)n->nin;
+      if (n->op == LJG_OP_INDEX_CHECK) x.value = (double)n->attr.a[0];
       for (int k = 0; k < n->nin; k++) x.in[k] = build(f, in[k], path, false);
       break;
     case LJG_VIEW: {
@@ -233,18 +236,19 @@ static void decide(fuser *f) {
       continue;
     }
     f->realized[i] = f->is_root[i] || k == LJG_REDUCE || k == LJG_CAT || k == LJG_MATMUL ||
+                     k == LJG_WINDOW || k == LJG_INDEX ||
                      ((k == LJG_ELEMWISE || k == LJG_INDEXED) && f->eff[i] > 1);
   }
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
-    if (n->op == LJG_OP_MATMUL) {
-      for (int k = 0; k < 2; k++) {
-        int32_t src = strip_views(g, in[k]);
-        if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
-        if (chain_levels(g, in[k], src) > 1) f->realized[in[k]] = true;
-      }
-    } else if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion)) {
+    int nbuf = n->op == LJG_OP_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
+    for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
+      int32_t src = strip_views(g, in[k]);
+      if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
+      if (chain_levels(g, in[k], src) > 1) f->realized[in[k]] = true;
+    }
+    if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion)) {
       int32_t src = strip_views(g, in[0]);
       ljg_kind k = ljg_ops[g->nodes[src].op].kind;
       int64_t sn = ljg_gnumel(&g->nodes[src]);
@@ -376,7 +380,16 @@ static ljg_nest nest_for(const ljg_gnode *space, int32_t value, int32_t out_slot
   nest.out_slot = out_slot;
   nest.out_dtype = dt;
   nest.rcount = 1;
+  nest.scatter_index = -1;
   return nest;
+}
+
+/* A BUFFER expression for a buffer operand: the slot and view of its LOAD. */
+static int32_t buffer_expr(fuser *f, int32_t i) {
+  ljg_kexpr x = f->exprs.a[build(f, i, 0, false)];
+  LJ_ASSERT(x.kind == LJG_X_LOAD);
+  x.kind = LJG_X_BUFFER;
+  return push_expr(f, &x);
 }
 
 static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
@@ -388,7 +401,64 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
   k->node = i;
   k->task_dim = -1;
   k->ntasks = 1;
+  bool keep_dims = false;
   switch (ljg_ops[n->op].kind) {
+  case LJG_WINDOW: {
+    bool to_cols = n->op == LJG_OP_IM2COL;
+    const ljg_gnode *img = to_cols ? &g->nodes[in[0]] : n;
+    k->kind = LJG_K_WINDOW;
+    k->win_op = (int16_t)n->op;
+    k->mm_a = build(f, in[0], 0, false);
+    k->mm_out_slot = f->oslot[i];
+    k->mm_dtype = n->dtype;
+    memcpy(k->win, n->attr.a, sizeof k->win);
+    k->win_fill = n->attr.f;
+    memcpy(k->win_img, img->shape, sizeof k->win_img);
+    ljg_window_out(n->attr.a, img->shape[2], img->shape[3], &k->win_oh, &k->win_ow);
+    k->ntasks = img->shape[0] * img->shape[1];
+    k->work = (double)ljg_gnumel(to_cols ? n : &g->nodes[in[0]]);
+    break;
+  }
+  case LJG_INDEX: {
+    int dim = (int)n->attr.a[0];
+    const ljg_gnode *index = &g->nodes[in[1]];
+    keep_dims = true;
+    if (n->op == LJG_OP_GATHER) {
+      ljg_kexpr x = {0};
+      x.kind = LJG_X_GATHER;
+      x.dtype = n->dtype;
+      x.op = n->op;
+      x.node = i;
+      x.aux = dim;
+      x.nin = 2;
+      x.in[0] = build(f, in[1], 0, false);
+      x.in[1] = buffer_expr(f, in[0]);
+      x.value = (double)g->nodes[in[0]].shape[dim];
+      ljg_nest nest = nest_for(n, push_expr(f, &x), f->oslot[i], n->dtype);
+      ljg_view v;
+      ljg_view_contiguous(&v, n->ndim, n->shape);
+      nest.out_view = add_view(f, &v);
+      ljb_vec_push(&f->nests, nest);
+      break;
+    }
+    /* scatter_add: copy the base, then add src at the indexed places */
+    ljg_view v;
+    ljg_view_contiguous(&v, n->ndim, n->shape);
+    int32_t out_view = add_view(f, &v);
+    ljg_nest copy = nest_for(n, build(f, in[0], 0, false), f->oslot[i], n->dtype);
+    copy.out_view = out_view;
+    ljb_vec_push(&f->nests, copy);
+    ljg_nest add = nest_for(index, build(f, in[2], 0, false), f->oslot[i], n->dtype);
+    add.out_view = out_view;
+    add.scatter_index = build(f, in[1], 0, false);
+    add.scatter_dim = dim;
+    ljb_vec_push(&f->nests, add);
+    if (dim != 0 && n->ndim > 0 && index->shape[0] == n->shape[0]) {
+      k->task_dim = 0;
+      k->ntasks = n->shape[0];
+    }
+    break;
+  }
   case LJG_REDUCE: {
     const ljg_gnode *x = &g->nodes[in[0]];
     ljg_nest nest = nest_for(x, build(f, in[0], 0, false), f->oslot[i], n->dtype);
@@ -450,7 +520,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
   }
   if (k->kind == LJG_K_LOOPS && f->nests.n == 1 && f->overflow < 0) {
     ljg_nest *nest = &f->nests.a[0];
-    normalize(f, nest);
+    if (!keep_dims) normalize(f, nest);
     if (nest->ndim > 0 && !(nest->rmask & 1)) {
       k->task_dim = 0;
       k->ntasks = nest->shape[0];
@@ -575,6 +645,11 @@ static void print_expr(ljb_str *b, const ljg_kernel *k, int e) {
     ljb_str_printf(b, "%s", ljg_ops[x->op].name);
     for (int i = 0; i < x->nin; i++) ljb_str_printf(b, "%se%d", i ? ", " : " ", x->in[i]);
     break;
+  case LJG_X_BUFFER:
+    ljb_str_printf(b, "buffer slot%d ", x->slot);
+    print_view(b, &k->views[x->view]);
+    break;
+  case LJG_X_GATHER: ljb_str_printf(b, "gather e%d at e%d along dim %d", x->in[1], x->in[0], x->aux); break;
   }
   ljb_str_printf(b, "  ; %%%d\n", x->node);
 }
@@ -593,10 +668,15 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
   }
   for (int i = 0; i < p->nkernels; i++) {
     const ljg_kernel *k = &p->kernels[i];
-    ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks\n", i,
-                   k->kind == LJG_K_MATMUL ? "matmul" : "loops", k->node,
+    static const char *const kinds[] = {"loops", "matmul", "window"};
+    ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks\n", i, kinds[k->kind], k->node,
                    ljg_ops[g->nodes[k->node].op].name, k->ntasks);
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);
+    if (k->kind == LJG_K_WINDOW)
+      ljb_str_printf(&b, "  %s of e%d, window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64
+                     ") pad (%" PRId64 ",%" PRId64 ") dilation (%" PRId64 ",%" PRId64 ") -> slot%d\n",
+                     ljg_ops[k->win_op].name, k->mm_a, k->win[0], k->win[1], k->win[2], k->win[3],
+                     k->win[4], k->win[5], k->win[6], k->win[7], k->mm_out_slot);
     if (k->kind == LJG_K_MATMUL) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
                      "-> slot%d: e%d * e%d\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
@@ -608,6 +688,8 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       ljb_str_printf(&b, "  nest %s", ljb_shape_str(shape, nest->ndim, nest->shape));
       if (nest->rop >= 0)
         ljb_str_printf(&b, " %s over mask 0x%x", ljg_ops[nest->rop].name, nest->rmask);
+      if (nest->scatter_index >= 0)
+        ljb_str_printf(&b, " scatter-add at e%d along dim %d", nest->scatter_index, nest->scatter_dim);
       ljb_str_printf(&b, ": e%d -> slot%d ", nest->value, nest->out_slot);
       print_view(&b, &k->views[nest->out_view]);
       ljb_str_puts(&b, "\n");

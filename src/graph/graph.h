@@ -24,7 +24,9 @@ typedef enum ljg_kind {
   LJG_VIEW,     /* a re-indexing of its operand */
   LJG_REDUCE,
   LJG_CAT,
-  LJG_MATMUL
+  LJG_MATMUL,
+  LJG_WINDOW,   /* im2col / col2im */
+  LJG_INDEX     /* gather / scatter_add */
 } ljg_kind;
 
 /* Which attribute fields an op uses (printed, parsed, hashed). */
@@ -34,7 +36,9 @@ typedef enum ljg_attrs {
   LJG_A_PERM,  /* a[0..ndim): the permutation */
   LJG_A_SLICE, /* a[0] dim, a[1] start, a[2] step */
   LJG_A_DIMS,  /* a[0]: bit mask of reduced dims */
-  LJG_A_DIM    /* a[0]: dim */
+  LJG_A_DIM,   /* a[0]: dim */
+  LJG_A_BOUND, /* a[0]: exclusive upper bound */
+  LJG_A_WINDOW /* a[0..7]: kh, kw, sh, sw, ph, pw, dh, dw; f: padding value */
 } ljg_attrs;
 
 typedef struct ljg_opinfo {
@@ -195,6 +199,9 @@ int ljg_graph_first_difference(const ljg_graph *a, const ljg_graph *b);
 /* Structural checks: operand arity, dtypes and shapes consistent with each op. Returns false
  * and sets LJ_ERR_ARG with the node when not (the parser and passes use it). */
 bool ljg_graph_verify(const ljg_graph *g);
+/* The output size of a window (attrs a[0..7]) over an h x w image; false if the attributes
+ * are invalid or the window does not fit. */
+bool ljg_window_out(const int64_t *a, int64_t h, int64_t w, int64_t *oh, int64_t *ow);
 
 /* ---- passes (rewrite.c, pass_*.c, passes.c) ------------------------------------------- */
 
@@ -282,7 +289,9 @@ typedef enum ljg_xkind {
   LJG_X_SCALAR, /* scalar slot */
   LJG_X_CONST,  /* value */
   LJG_X_INDEX,  /* IOTA/RAND_*: a function of view(point) = the leaf's own linear index */
-  LJG_X_OP      /* elementwise op of in[0..nin) */
+  LJG_X_OP,     /* elementwise op of in[0..nin) */
+  LJG_X_BUFFER, /* a buffer operand (slot, view) read by GATHER, not by itself */
+  LJG_X_GATHER  /* BUFFER in[1] at the point with dim aux replaced by the value of in[0] */
 } ljg_xkind;
 
 typedef struct ljg_kexpr {
@@ -294,6 +303,7 @@ typedef struct ljg_kexpr {
   int32_t slot;
   int32_t view;
   int32_t node;  /* graph node, for messages */
+  int32_t aux;   /* GATHER: the dim; INDEX_CHECK: unused (bound in value) */
   double value;
 } ljg_kexpr;
 
@@ -310,13 +320,17 @@ typedef struct ljg_nest {
   int32_t out_view;   /* index in the kernel's views; reduced dims have stride 0 */
   uint8_t out_dtype;
   int64_t rcount;     /* number of reduced points (MEAN divides by it) */
+  int32_t scatter_index; /* >= 0: scatter-add at the point with dim scatter_dim replaced by
+                            the value of this expression (the out view covers the whole output) */
+  int32_t scatter_dim;
 } ljg_nest;
 
-typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL } ljg_kkind;
+typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
 
 /* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
  * first nest dim that is not reduced (the task dim) across threads; MATMUL kernels compute
- * C[b,m,:] = A[b,m,:] · B[b,:,:] for one (b, m) row per task. */
+ * C[b,m,:] = A[b,m,:] · B[b,:,:] for one (b, m) row per task; WINDOW kernels run im2col or
+ * col2im for one (n, c) image plane per task. */
 typedef struct ljg_kernel {
   ljg_kkind kind;
   int32_t node;       /* the graph node it computes */
@@ -334,6 +348,12 @@ typedef struct ljg_kernel {
   int32_t mm_a, mm_bm;  /* kexpr LOADs of A and B (their views give the strides) */
   int32_t mm_out_slot;
   uint8_t mm_dtype;
+  /* WINDOW: the source LOAD is mm_a, the output slot mm_out_slot, the dtype mm_dtype */
+  int16_t win_op;         /* LJG_OP_IM2COL or LJG_OP_COL2IM */
+  int64_t win[8];         /* kh, kw, sh, sw, ph, pw, dh, dw */
+  double win_fill;
+  int64_t win_img[4];     /* N, C, H, W */
+  int64_t win_oh, win_ow;
 } ljg_kernel;
 
 /* Buffer slots an executable binds at run time. */
@@ -354,7 +374,7 @@ typedef struct ljg_slot {
 } ljg_slot;
 
 /* Data-dependent errors found by compiled code, reported at the sync. */
-typedef enum ljg_kerr_code { LJG_KERR_NONE, LJG_KERR_DIV_ZERO } ljg_kerr_code;
+typedef enum ljg_kerr_code { LJG_KERR_NONE, LJG_KERR_DIV_ZERO, LJG_KERR_INDEX } ljg_kerr_code;
 typedef struct ljg_kerr {
   int32_t code;
   int32_t node;

@@ -163,6 +163,14 @@ static bool from_order(int op, bool less, bool equal, bool unordered) {
   }
 }
 
+static void copy_elem(lj_dtype dt, void *dst, int64_t di, const void *src, int64_t si);
+
+static lj_status index_error(const char *op, int64_t value, int64_t bound, int node) {
+  ljb_error(LJ_ERR_RUNTIME, "%s: index %lld is out of range [0, %lld) (node %%%d)", op, (long long)value,
+            (long long)bound, node);
+  return LJ_ERR_RUNTIME;
+}
+
 static lj_status run_elemwise(const ljg_gnode *n, const ival *x, int nin, ival *out, int node) {
   int op = n->op;
   lj_dtype odt = nin ? x[nin == 3 ? 1 : 0].dt : n->dtype;
@@ -170,6 +178,13 @@ static lj_status run_elemwise(const ljg_gnode *n, const ival *x, int nin, ival *
   bool divzero = false;
   for (int64_t i = 0; i < out->numel; i++) {
     switch (op) {
+    case LJG_OP_STOP_GRADIENT: copy_elem(odt, out->data, i, x[0].data, i); break;
+    case LJG_OP_INDEX_CHECK: {
+      int64_t v = ljg_load_i64(odt, x[0].data, i);
+      if (v < 0 || v >= n->attr.a[0]) return index_error("index_check", v, n->attr.a[0], node);
+      ljg_store_i64(odt, out->data, i, v);
+      break;
+    }
     case LJG_OP_CAST:
       if (fl)
         ljg_store_f64(n->dtype, out->data, i, ljg_load_f64(odt, x[0].data, i));
@@ -309,6 +324,75 @@ static void run_matmul(const ljg_gnode *n, const ival *a, const ival *b, int64_t
         else
           ljg_store_i64(n->dtype, out->data, o, (int64_t)iacc);
       }
+}
+
+/* ---- windows and indexing --------------------------------------------------------------------- */
+
+/* im2col (to_cols) or col2im between img [N,C,H,W] and cols [N, C*KH*KW, OH*OW]. */
+static void run_window(const ljg_gnode *n, const ljg_gnode *img, const ival *src, ival *out, bool to_cols) {
+  const int64_t *a = n->attr.a;
+  int64_t N = img->shape[0], C = img->shape[1], H = img->shape[2], W = img->shape[3], oh_n, ow_n;
+  ljg_window_out(a, H, W, &oh_n, &ow_n);
+  double *acc = to_cols ? NULL : ljb_xcalloc((size_t)out->numel + 1, sizeof *acc);
+  int64_t r = 0;
+  for (int64_t b = 0; b < N; b++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t kh = 0; kh < a[0]; kh++)
+        for (int64_t kw = 0; kw < a[1]; kw++)
+          for (int64_t oh = 0; oh < oh_n; oh++)
+            for (int64_t ow = 0; ow < ow_n; ow++, r++) {
+              int64_t ih = oh * a[2] + kh * a[6] - a[4], iw = ow * a[3] + kw * a[7] - a[5];
+              bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;
+              int64_t pix = ((b * C + c) * H + ih) * W + iw;
+              if (to_cols) {
+                if (inside)
+                  copy_elem(n->dtype, out->data, r, src->data, pix);
+                else
+                  ljg_store_f64(n->dtype, out->data, r, n->attr.f);
+              } else if (inside) {
+                acc[pix] += ljg_load_f64(n->dtype, src->data, r);
+              }
+            }
+  if (!to_cols) {
+    for (int64_t i = 0; i < out->numel; i++) ljg_store_f64(n->dtype, out->data, i, acc[i]);
+    free(acc);
+  }
+}
+
+/* gather (x, index) or scatter_add (base, index, src) along dim. */
+static lj_status run_index(const ljg_graph *g, const ljg_gnode *n, const ival *vals, ival *out, int node) {
+  const int32_t *in = ljg_in(g, n);
+  const ljg_gnode *x = &g->nodes[in[0]], *ix = &g->nodes[in[1]];
+  int dim = (int)n->attr.a[0];
+  int64_t xst[LJ_MAX_DIMS], idx[LJ_MAX_DIMS];
+  strides_of(x->ndim, x->shape, xst);
+  bool gather = n->op == LJG_OP_GATHER;
+  double *acc = NULL;
+  if (!gather) {
+    acc = ljb_xalloc(((size_t)out->numel + 1) * sizeof *acc);
+    for (int64_t i = 0; i < out->numel; i++) acc[i] = ljg_load_f64(n->dtype, vals[in[0]].data, i);
+  }
+  lj_status st = LJ_OK;
+  for (int64_t i = 0, m = ljg_gnumel(ix); i < m && st == LJ_OK; i++) {
+    unravel(i, ix->ndim, ix->shape, idx);
+    int64_t k = ljg_load_i64(LJ_I64, vals[in[1]].data, i);
+    if (k < 0 || k >= x->shape[dim]) {
+      st = index_error(ljg_ops[n->op].name, k, x->shape[dim], node);
+      break;
+    }
+    idx[dim] = k;
+    int64_t off = 0;
+    for (int d = 0; d < x->ndim; d++) off += idx[d] * xst[d];
+    if (gather)
+      copy_elem(n->dtype, out->data, i, vals[in[0]].data, off);
+    else
+      acc[off] += ljg_load_f64(n->dtype, vals[in[2]].data, i);
+  }
+  if (!gather) {
+    for (int64_t i = 0; i < out->numel; i++) ljg_store_f64(n->dtype, out->data, i, acc[i]);
+    free(acc);
+  }
+  return st;
 }
 
 /* ---- reductions -------------------------------------------------------------------------- */
@@ -453,6 +537,13 @@ lj_status ljg_interpret(const ljg_graph *g, const void *const *inputs,
     case LJG_REDUCE: run_reduce(n, &g->nodes[in[0]], &x[0], out); break;
     case LJG_CAT: run_cat(g, n, vals, out); break;
     case LJG_MATMUL: run_matmul(n, &x[0], &x[1], g->nodes[in[0]].shape[2], out); break;
+    case LJG_WINDOW: {
+      bool to_cols = n->op == LJG_OP_IM2COL;
+      const ljg_gnode *xn = &g->nodes[in[0]];
+      run_window(n, to_cols ? xn : n, &x[0], out, to_cols);
+      break;
+    }
+    case LJG_INDEX: st = run_index(g, n, vals, out, i); break;
     }
   }
   if (st == LJ_OK)

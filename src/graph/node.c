@@ -44,7 +44,9 @@ static int attr_words(int op, int ndim) {
   case LJG_A_PERM: return ndim;
   case LJG_A_SLICE: return 3;
   case LJG_A_DIMS:
-  case LJG_A_DIM: return 1;
+  case LJG_A_DIM:
+  case LJG_A_BOUND: return 1;
+  case LJG_A_WINDOW: return 8;
   case LJG_A_NONE: return 0;
   }
   return LJ_MAX_DIMS;
@@ -57,7 +59,7 @@ static ljb_hash node_hash(int op, int dt, int ndim, const int64_t *shape, int ni
   for (int i = 0; i < ndim; i++) ljb_hash_u64(&h, (uint64_t)shape[i]);
   for (int i = 0; i < nin; i++) ljb_hash_u64(&h, in[i]->id);
   for (int i = 0, n = attr_words(op, ndim); i < n; i++) ljb_hash_u64(&h, (uint64_t)attr->a[i]);
-  if (ljg_ops[op].attrs == LJG_A_VALUE) ljb_hash_f64(&h, attr->f);
+  if (ljg_ops[op].attrs == LJG_A_VALUE || ljg_ops[op].attrs == LJG_A_WINDOW) ljb_hash_f64(&h, attr->f);
   if (data) ljb_hash_u64(&h, (uint64_t)(uintptr_t)data);
   return ljb_hasher_final(&h);
 }

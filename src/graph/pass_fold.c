@@ -53,6 +53,7 @@ static int fold(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   if (n->ndim == 0) return idx;
   ljg_gnode r = {0};
   r.op = LJG_OP_RESHAPE;
+  r.nin = 1;
   r.dtype = n->dtype;
   r.ndim = n->ndim;
   for (int d = 0; d < n->ndim; d++) r.shape[d] = 1;

@@ -1,7 +1,7 @@
 /* pass_simplify.c — algebraic identities and view folding.
  * Requires: a verified graph. Guarantees: the same values at every root, with identity
  * views (reshape to the same shape, identity permute, full slice, expand to the same shape,
- * cast to the same dtype) removed, chains of reshapes / permutes / expands merged, double
+ * cast to the same dtype) and stop_gradient removed, chains of reshapes / permutes / expands merged, double
  * negation removed, and x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
  * to x. */
 #include "graph/graph.h"
@@ -52,6 +52,7 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   case LJG_OP_CAST:
     if (x->dtype == n->dtype) return in[0];
     break;
+  case LJG_OP_STOP_GRADIENT: return in[0]; /* only autograd reads it */
   case LJG_OP_NEG:
     if (x->op == LJG_OP_NEG) return ljg_in(g, x)[0];
     break;

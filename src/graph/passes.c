@@ -2,14 +2,19 @@
  * passes: a pass that breaks the graph is an internal error caught where it happens. */
 #include "graph/graph.h"
 
-static void verified(ljg_graph *g, void (*pass)(ljg_graph *)) {
+#include <stdio.h>
+
+static void verified(ljg_graph *g, void (*pass)(ljg_graph *), const char *name) {
   pass(g);
-  LJ_ASSERT(ljg_graph_verify(g));
+  if (!ljg_graph_verify(g)) {
+    fprintf(stderr, "lazyjit: internal error: the %s pass produced an invalid graph: %s\n", name, lj_last_error());
+    LJ_ASSERT(!"graph pass broke the graph");
+  }
 }
 
 void ljg_optimize(ljg_graph *g) {
-  verified(g, ljg_pass_simplify);
-  verified(g, ljg_pass_fold);
-  verified(g, ljg_pass_simplify);
-  verified(g, ljg_pass_dce);
+  verified(g, ljg_pass_simplify, "simplify");
+  verified(g, ljg_pass_fold, "fold");
+  verified(g, ljg_pass_simplify, "simplify");
+  verified(g, ljg_pass_dce, "dce");
 }

@@ -16,7 +16,7 @@ static int64_t align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
 
 static void kernel_reads(const ljg_kernel *k, void (*fn)(void *, int32_t), void *ctx) {
   for (int e = 0; e < k->nexprs; e++)
-    if (k->exprs[e].kind == LJG_X_LOAD) fn(ctx, k->exprs[e].slot);
+    if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_BUFFER) fn(ctx, k->exprs[e].slot);
 }
 
 typedef struct last_use_ctx {
@@ -48,7 +48,7 @@ static void coalesce(range *r, int *n) {
 }
 
 static int32_t kernel_output(const ljg_kernel *k) {
-  return k->kind == LJG_K_MATMUL ? k->mm_out_slot : k->nests[0].out_slot;
+  return k->kind == LJG_K_LOOPS ? k->nests[0].out_slot : k->mm_out_slot;
 }
 
 void ljg_plan(ljg_program *p) {

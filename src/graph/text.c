@@ -9,7 +9,8 @@
  *   }
  *
  * Attributes follow the operands as name=value: perm=(1,0), dim=1, start=0, step=2,
- * dims=(0,2), value=<%.17g>, ROOT=<root index or (list)>, location=<to the end of line>. */
+ * dims=(0,2), bound=10, window=(kh,kw,sh,sw,ph,pw,dh,dw), fill=<%.17g>, value=<%.17g>,
+ * ROOT=<root index or (list)>, location=<to the end of line>. */
 #include "graph/graph.h"
 
 #include <ctype.h>
@@ -51,6 +52,12 @@ static void print_attrs(ljb_str *b, const ljg_gnode *n, const ljg_binding *binds
     break;
   }
   case LJG_A_DIM: ljb_str_printf(b, ", dim=%" PRId64, n->attr.a[0]); break;
+  case LJG_A_BOUND: ljb_str_printf(b, ", bound=%" PRId64, n->attr.a[0]); break;
+  case LJG_A_WINDOW:
+    ljb_str_puts(b, ", window=");
+    print_ilist(b, n->attr.a, 8);
+    ljb_str_printf(b, ", fill=%.17g", n->attr.f);
+    break;
   case LJG_A_NONE: break;
   }
 }
@@ -212,6 +219,12 @@ static bool parse_attr(parser *ps, ljg_gnode *n, root_vec *roots,
     if (parse_ilist(ps, n->attr.a, LJ_MAX_DIMS) != n->ndim) return perr(ps, "bad perm");
   } else if (strcmp(key, "dim") == 0) {
     if (!parse_int(ps, &n->attr.a[0])) return false;
+  } else if (strcmp(key, "bound") == 0) {
+    if (!parse_int(ps, &n->attr.a[0])) return false;
+  } else if (strcmp(key, "window") == 0) {
+    if (parse_ilist(ps, n->attr.a, 8) != 8) return perr(ps, "window needs 8 values");
+  } else if (strcmp(key, "fill") == 0) {
+    if (!parse_double(ps, &n->attr.f)) return false;
   } else if (strcmp(key, "start") == 0) {
     if (!parse_int(ps, &n->attr.a[1])) return false;
   } else if (strcmp(key, "step") == 0) {

@@ -33,6 +33,8 @@ static bool check_elemwise(const ljg_graph *g, int i) {
   if (n->op == LJG_OP_WHERE && g->nodes[in[0]].dtype != LJ_BOOL)
     return fail(g, i, "condition is not bool");
   if (n->op == LJG_OP_CAST) return true;
+  if (n->op == LJG_OP_INDEX_CHECK && (odt != LJ_I64 || n->attr.a[0] < 0))
+    return fail(g, i, "index_check needs i64 and a bound >= 0");
   if (is_compare(n->op)) return n->dtype == LJ_BOOL ? true : fail(g, i, "result is not bool");
   if (n->dtype != odt) return fail(g, i, "result dtype differs from operands");
   if (n->op == LJG_OP_DIV && !ljg_dtype_is_float(odt)) return fail(g, i, "div needs floats");
@@ -105,6 +107,45 @@ static bool check_reduce(const ljg_graph *g, int i) {
   }
 }
 
+bool ljg_window_out(const int64_t *a, int64_t h, int64_t w, int64_t *oh, int64_t *ow) {
+  for (int k = 0; k < 8; k++)
+    if (k >= 4 && k < 6 ? a[k] < 0 : a[k] < 1) return false;
+  *oh = (h + 2 * a[4] - a[6] * (a[0] - 1) - 1) / a[2] + 1;
+  *ow = (w + 2 * a[5] - a[7] * (a[1] - 1) - 1) / a[3] + 1;
+  return h + 2 * a[4] - a[6] * (a[0] - 1) - 1 >= 0 && w + 2 * a[5] - a[7] * (a[1] - 1) - 1 >= 0;
+}
+
+static bool check_window(const ljg_graph *g, int i) {
+  const ljg_gnode *n = &g->nodes[i];
+  const ljg_gnode *x = &g->nodes[ljg_in(g, n)[0]];
+  const ljg_gnode *img = n->op == LJG_OP_IM2COL ? x : n, *cols = n->op == LJG_OP_IM2COL ? n : x;
+  int64_t oh, ow, k = n->attr.a[0] * n->attr.a[1];
+  if (x->dtype != n->dtype || img->ndim != 4 || cols->ndim != 3) return fail(g, i, "ranks or dtypes");
+  if (!ljg_window_out(n->attr.a, img->shape[2], img->shape[3], &oh, &ow)) return fail(g, i, "bad window");
+  if (cols->shape[0] != img->shape[0] || cols->shape[1] != img->shape[1] * k || cols->shape[2] != oh * ow)
+    return fail(g, i, "window shapes do not match");
+  return true;
+}
+
+static bool check_index(const ljg_graph *g, int i) {
+  const ljg_gnode *n = &g->nodes[i];
+  const int32_t *in = ljg_in(g, n);
+  const ljg_gnode *x = &g->nodes[in[0]], *idx = &g->nodes[in[1]];
+  int64_t dim = n->attr.a[0];
+  if (dim < 0 || dim >= x->ndim || idx->ndim != x->ndim || idx->dtype != LJ_I64) return fail(g, i, "bad dim or index");
+  if (n->dtype != x->dtype) return fail(g, i, "dtype differs from the operand");
+  if (n->op == LJG_OP_GATHER) {
+    if (n->ndim != idx->ndim || memcmp(n->shape, idx->shape, (size_t)n->ndim * sizeof *n->shape) != 0)
+      return fail(g, i, "result shape is not the index shape");
+  } else {
+    const ljg_gnode *src = &g->nodes[in[2]];
+    if (!same_shape(n, x) || !same_shape(src, idx) || src->dtype != n->dtype) return fail(g, i, "src and index");
+  }
+  for (int d = 0; d < x->ndim; d++)
+    if (d != dim && idx->shape[d] > x->shape[d]) return fail(g, i, "index larger than the operand off dim");
+  return true;
+}
+
 static bool check_node(const ljg_graph *g, int i) {
   const ljg_gnode *n = &g->nodes[i];
   if (n->op >= LJG_NUM_OPS) return fail(g, i, "unknown op");
@@ -144,6 +185,8 @@ static bool check_node(const ljg_graph *g, int i) {
     }
     return total == n->shape[dim] ? true : fail(g, i, "sizes do not add up");
   }
+  case LJG_WINDOW: return check_window(g, i);
+  case LJG_INDEX: return check_index(g, i);
   case LJG_MATMUL: {
     const ljg_gnode *a = &g->nodes[in[0]], *b = &g->nodes[in[1]];
     if (a->ndim != 3 || b->ndim != 3 || n->ndim != 3) return fail(g, i, "operands must be 3-D");

@@ -80,6 +80,11 @@ static lj_status runtime_error(const ljr_exec *e, const ljg_kerr *err) {
     ljb_error(LJ_ERR_RUNTIME, "%s: integer division by zero (node %%%d, %s%s)", ljg_ops[n->op].name,
               err->node, lj_dtype_name(n->dtype), shape);
     break;
+  case LJG_KERR_INDEX:
+    ljb_error(LJ_ERR_RUNTIME, "%s: index %lld is out of range [0, %lld) (node %%%d, %s%s)",
+              ljg_ops[n->op].name, (long long)err->value, (long long)err->bound, err->node,
+              lj_dtype_name(n->dtype), shape);
+    break;
   default:
     ljb_error(LJ_ERR_RUNTIME, "%s: error %d in compiled code (node %%%d, %s%s)", ljg_ops[n->op].name,
               err->code, err->node, lj_dtype_name(n->dtype), shape);
