@@ -583,7 +583,8 @@ lj_status lj_optim_set_lr(lj_optim *o, double lr);
 void lj_optim_free(lj_optim *o);
 /** Scales the n parameters' gradients so their joint L2 norm is at most max_norm
  *  (torch.nn.utils.clip_grad_norm_) without reading anything back to the host; returns the
- *  norm before clipping (0-d f32, new reference). */
+ *  norm before clipping (0-d, new reference): f64 when any gradient is f64, else f32 (f16 and
+ *  bf16 gradients are squared and summed in f32). */
 lj_tensor *lj_clip_grad_norm(int n, lj_tensor *const *params, double max_norm);
 
 /** New parameters of a Linear layer, initialized like PyTorch's: w [out, in] and, when bias,

@@ -187,15 +187,19 @@ lj_tensor *lj_clip_grad_norm(int n, lj_tensor *const *params, double max_norm) {
   if (!check_nonneg(name, "max_norm", max_norm)) return NULL;
   for (int i = 0; i < n; i++)
     if (!ljf_arg(name, "params[i]", params[i])) return NULL;
+  lj_dtype acc = LJ_F32; /* f16/bf16 gradients accumulate in f32, f64 ones in f64 */
+  for (int i = 0; i < n; i++)
+    if (params[i]->grad && params[i]->grad->dtype == LJ_F64) acc = LJ_F64;
   lj_scope_begin();
   lj_tensor *total = NULL;
   for (int i = 0; i < n; i++) {
     lj_tensor *g = params[i]->grad;
     if (!g) continue;
-    lj_tensor *sq = lj_sum(lj_cast(lj_mul(g, g), LJ_F32), 0, NULL, false);
+    lj_tensor *g_acc = lj_cast(g, acc);
+    lj_tensor *sq = lj_sum(lj_mul(g_acc, g_acc), 0, NULL, false);
     total = total ? lj_add(total, sq) : sq;
   }
-  if (!total) total = lj_zeros(params[0]->dev, LJ_F32, LJ_SCALAR_SHAPE);
+  if (!total) total = lj_zeros(params[0]->dev, acc, LJ_SCALAR_SHAPE);
   total = lj_sqrt(total);
   /* coef = max_norm / (total + 1e-6), at most 1: no host read, as the seed documents advise */
   lj_tensor *coef = lj_clamp_max(lj_mul_scalar(lj_reciprocal(lj_add_scalar(total, 1e-6)), max_norm), 1);
