@@ -1,0 +1,192 @@
+/* test_graph_passes.c — each graph pass on IR text: the graph after the pass must print
+ * exactly as expected (constant folding through reshapes and expands, algebraic identities
+ * and view folding, dead-code elimination with renumbering), the pipeline reaches a fixed
+ * point (optimizing its output changes nothing), and what must stay (x + 0 on floats, integer division by zero, parameters, roots)
+ * stays. */
+#include "test_util.h"
+
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*pass_fn)(ljg_graph *g);
+
+typedef struct pass_case {
+  const char *name;
+  pass_fn pass;
+  const char *in, *want;
+} pass_case;
+
+static const pass_case cases[] = {
+    {"fold: constants through reshape and expand", ljg_pass_fold,
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[] constant(), value=1\n"
+     "  %2 = f32[1,1] reshape(%1)\n"
+     "  %3 = f32[4,3] expand(%2)\n"
+     "  %4 = f32[] constant(), value=2.5\n"
+     "  %5 = f32[1,1] reshape(%4)\n"
+     "  %6 = f32[4,3] expand(%5)\n"
+     "  %7 = f32[4,3] add(%3, %6)\n"
+     "  %8 = f32[4,3] log(%7)\n"
+     "  %9 = f32[4,3] mul(%0, %8), ROOT=0\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[] constant(), value=1\n"
+     "  %2 = f32[1,1] reshape(%1)\n"
+     "  %3 = f32[4,3] expand(%2)\n"
+     "  %4 = f32[] constant(), value=2.5\n"
+     "  %5 = f32[1,1] reshape(%4)\n"
+     "  %6 = f32[4,3] expand(%5)\n"
+     "  %7 = f32[] constant(), value=3.5\n"
+     "  %8 = f32[1,1] reshape(%7)\n"
+     "  %9 = f32[4,3] expand(%8)\n"
+     "  %10 = f32[] constant(), value=1.2527629137039185\n"
+     "  %11 = f32[1,1] reshape(%10)\n"
+     "  %12 = f32[4,3] expand(%11)\n"
+     "  %13 = f32[4,3] mul(%0, %12), ROOT=0\n"
+     "}\n"},
+    {"fold: not through parameters; integer division by zero stays", ljg_pass_fold,
+     "IR {\n"
+     "  %0 = f32[] scalar(), param=0, value=2\n"
+     "  %1 = f32[] constant(), value=3\n"
+     "  %2 = f32[] add(%0, %1), ROOT=0\n"
+     "  %3 = i32[] constant(), value=7\n"
+     "  %4 = i32[] constant(), value=0\n"
+     "  %5 = i32[] div_trunc(%3, %4), ROOT=1\n"
+     "  %6 = i32[] constant(), value=-2\n"
+     "  %7 = i32[] div_floor(%3, %6), ROOT=2\n"
+     "  %8 = i32[] remainder(%3, %6), ROOT=3\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[] scalar(), param=0, value=2\n"
+     "  %1 = f32[] constant(), value=3\n"
+     "  %2 = f32[] add(%0, %1), ROOT=0\n"
+     "  %3 = i32[] constant(), value=7\n"
+     "  %4 = i32[] constant(), value=0\n"
+     "  %5 = i32[] div_trunc(%3, %4), ROOT=1\n"
+     "  %6 = i32[] constant(), value=-2\n"
+     "  %7 = i32[] constant(), value=-4, ROOT=2\n"
+     "  %8 = i32[] constant(), value=-1, ROOT=3\n"
+     "}\n"},
+    {"simplify: identities", ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[] constant(), value=1\n"
+     "  %2 = f32[1,1] reshape(%1)\n"
+     "  %3 = f32[4,3] expand(%2)\n"
+     "  %4 = f32[4,3] mul(%0, %3)\n"
+     "  %5 = f32[4,3] neg(%4)\n"
+     "  %6 = f32[4,3] neg(%5)\n"
+     "  %7 = f32[4,3] stop_gradient(%6)\n"
+     "  %8 = f32[4,3] cast(%7)\n"
+     "  %9 = f32[] constant(), value=0\n"
+     "  %10 = f32[1,1] reshape(%9)\n"
+     "  %11 = f32[4,3] expand(%10)\n"
+     "  %12 = f32[4,3] sub(%8, %11), ROOT=0\n"
+     "  %13 = f32[4,3] add(%8, %11), ROOT=1\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0, ROOT=0\n"
+     "  %1 = f32[] constant(), value=1\n"
+     "  %2 = f32[1,1] reshape(%1)\n"
+     "  %3 = f32[4,3] expand(%2)\n"
+     "  %4 = f32[4,3] neg(%0)\n"
+     "  %5 = f32[] constant(), value=0\n"
+     "  %6 = f32[1,1] reshape(%5)\n"
+     "  %7 = f32[4,3] expand(%6)\n"
+     "  %8 = f32[4,3] add(%0, %7), ROOT=1\n"
+     "}\n"},
+    {"simplify: view chains", ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[12] reshape(%0)\n"
+     "  %2 = f32[2,6] reshape(%1)\n"
+     "  %3 = f32[3,4] permute(%0), perm=(1,0)\n"
+     "  %4 = f32[4,3] permute(%3), perm=(1,0)\n"
+     "  %5 = f32[2,6] reshape(%2), ROOT=0\n"
+     "  %6 = f32[4,3] add(%4, %0), ROOT=1\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[12] reshape(%0)\n"
+     "  %2 = f32[2,6] reshape(%0), ROOT=0\n"
+     "  %3 = f32[3,4] permute(%0), perm=(1,0)\n"
+     "  %4 = f32[4,3] add(%0, %0), ROOT=1\n"
+     "}\n"},
+    {"dce: unused nodes dropped, parameters kept, renumbered", ljg_pass_dce,
+     "IR {\n"
+     "  %0 = f32[4] data(), param=0\n"
+     "  %1 = f32[4] exp(%0)\n"
+     "  %2 = f32[4] data(), param=1\n"
+     "  %3 = f32[4] log(%2)\n"
+     "  %4 = f32[4] neg(%0), ROOT=0\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4] data(), param=0\n"
+     "  %1 = f32[4] data(), param=1\n"
+     "  %2 = f32[4] neg(%0), ROOT=0\n"
+     "}\n"},
+    {"pipeline: a fixed point", ljg_optimize,
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[] constant(), value=1\n"
+     "  %2 = f32[1,1] reshape(%1)\n"
+     "  %3 = f32[4,3] expand(%2)\n"
+     "  %4 = f32[4,3] add(%3, %3)\n"
+     "  %5 = f32[4,3] div(%4, %4)\n"
+     "  %6 = f32[4,3] mul(%0, %5)\n"
+     "  %7 = f32[4,3] exp(%0)\n"
+     "  %8 = f32[4,3] neg(%6), ROOT=0\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,3] data(), param=0\n"
+     "  %1 = f32[4,3] neg(%0), ROOT=0\n"
+     "}\n"},
+};
+
+static char *run_pass(const char *name, const char *in, pass_fn pass) {
+  ljg_graph g;
+  ljg_graph_init(&g);
+  ljg_binding *vals = NULL;
+  ck_assert_msg(ljg_graph_parse(in, &g, &vals), "%s: %s", name, lj_last_error());
+  pass(&g);
+  ck_assert_msg(ljg_graph_verify(&g), "%s: %s", name, lj_last_error());
+  char *text = ljg_graph_text(&g, vals);
+  free(vals);
+  ljg_graph_free(&g);
+  return text;
+}
+
+START_TEST(test_pass_output) {
+  const pass_case *c = &cases[_i];
+  char *got = run_pass(c->name, c->in, c->pass);
+  ck_assert_msg(strcmp(got, c->want) == 0, "%s: got\n%s\nwant\n%s", c->name, got, c->want);
+  free(got);
+}
+END_TEST
+
+/* The pipeline reaches a fixed point: optimizing its output changes nothing. */
+START_TEST(test_pipeline_is_idempotent) {
+  const pass_case *c = &cases[_i];
+  char *once = run_pass(c->name, c->in, ljg_optimize);
+  char *twice = run_pass(c->name, once, ljg_optimize);
+  ck_assert_msg(strcmp(once, twice) == 0, "%s: once\n%s\ntwice\n%s", c->name, once, twice);
+  free(once);
+  free(twice);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("graph_passes");
+  TCase *tc = tu_tcase("passes");
+  int n = (int)(sizeof cases / sizeof cases[0]);
+  tcase_add_loop_test(tc, test_pass_output, 0, n);
+  tcase_add_loop_test(tc, test_pipeline_is_idempotent, 0, n);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
