@@ -598,6 +598,67 @@ lj_status lj_nn_conv2d_init(lj_device *d, lj_dtype dt, int64_t in_channels, int6
                             const int kernel[2], int groups, bool bias, lj_tensor **w, lj_tensor **b);
 
 /* ---------------------------------------------------------------------------------------
+ * Data: datasets read from IDX files and a device loader (like PyTorch/XLA's
+ * MpDeviceLoader): a background thread shuffles, converts and normalizes the next batches
+ * and stages them into device buffers while the current step runs.
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct lj_dataset lj_dataset;
+/** Reads a labelled dataset from two IDX files ((Fashion-)MNIST's format, gzip'd or not):
+ *  samples [N, ...] of any IDX element type and labels [N] of an integer type. Returns a new
+ *  dataset owned by the caller (lj_dataset_free). Errors: LJ_ERR_ARG (NULL path), LJ_ERR_IO
+ *  (a file is missing, unreadable, not IDX, corrupt or truncated; the message names the
+ *  file), LJ_ERR_SHAPE (labels not 1-d or sample and label counts differ), LJ_ERR_DTYPE
+ *  (float labels), LJ_ERR_OOM. */
+lj_dataset *lj_dataset_load_idx(const char *samples_path, const char *labels_path);
+/** Number of samples (0 for NULL). */
+int64_t lj_dataset_size(const lj_dataset *ds);
+/** The shape of one sample as the loader delivers it (IDX images [N, H, W] gain a channel:
+ *  [1, H, W], as torchvision's ToTensor); returns its rank, writes shape[0..rank). */
+int lj_dataset_sample_shape(const lj_dataset *ds, int64_t shape[LJ_MAX_DIMS]);
+/** The label of sample i. Errors: LJ_ERR_ARG (i out of range; returns -1). */
+int64_t lj_dataset_label(const lj_dataset *ds, int64_t i);
+/** Samples [start, start + count) of ds as a new dataset sharing its storage (freed
+ *  independently). Errors: LJ_ERR_ARG (NULL, or the range is not within ds). */
+lj_dataset *lj_dataset_subset(const lj_dataset *ds, int64_t start, int64_t count);
+/** Frees ds. NULL is fine. Loaders made from it keep working. */
+void lj_dataset_free(lj_dataset *ds);
+
+/** Options of a device loader. */
+typedef struct lj_loader_options {
+  int64_t batch_size;  /**< samples per batch (default 64) */
+  bool shuffle;        /**< a new permutation each epoch (default true) */
+  uint64_t seed;       /**< shuffle seed: epoch e's order depends only on (seed, e) (default 0) */
+  bool drop_last;      /**< drop the last partial batch (default false: keep it) */
+  double mean, std;    /**< normalization (x - mean) / std after scaling u8 samples to [0, 1]
+                            (defaults 0 and 1) */
+  int prefetch;        /**< batches staged ahead on the device, K (default 2) */
+  int barrier_every;   /**< lj_sync the device every N batches handed out, before handing out
+                            the next one, as MpDeviceLoader's mark_step (default 0: never) */
+} lj_loader_options;
+/** The defaults listed above. */
+lj_loader_options lj_loader_defaults(void);
+
+typedef struct lj_loader lj_loader;
+/** A loader of ds's batches onto d; starts its background thread at once. ds may be freed
+ *  afterwards (the loader shares its storage). Free it with lj_loader_free (lj_shutdown stops
+ *  its thread and drops staged batches; the handle is then only good for lj_loader_free).
+ *  o NULL: lj_loader_defaults(). Errors: LJ_ERR_ARG (NULL ds or d; batch_size < 1, prefetch
+ *  not in [1, 64], barrier_every < 0, std not finite and > 0, or drop_last with fewer samples
+ *  than a batch). */
+lj_loader *lj_loader_new(const lj_dataset *ds, lj_device *d, const lj_loader_options *o);
+/** The next batch of the current epoch: *x f32 [B, sample shape...] and *y i64 [B], device
+ *  data, new references (owned by the caller or the innermost scope). Returns false at the
+ *  end of the epoch with *x and *y NULL and the status LJ_OK; the next call starts the next
+ *  epoch. Also false on an error (lj_last_status() says which: LJ_ERR_OOM from staging, or
+ *  the barrier's error). */
+bool lj_loader_next(lj_loader *l, lj_tensor **x, lj_tensor **y);
+/** Batches per epoch. */
+int64_t lj_loader_batches(const lj_loader *l);
+/** Stops the loader's thread and frees it with its staged batches. NULL is fine. */
+void lj_loader_free(lj_loader *l);
+
+/* ---------------------------------------------------------------------------------------
  * Barriers
  * ------------------------------------------------------------------------------------- */
 

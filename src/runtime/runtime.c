@@ -66,6 +66,7 @@ void lj_shutdown(void) {
   pthread_mutex_lock(&g_init_lock);
   ljr_runtime *rt = atomic_load(&g_runtime);
   if (rt) {
+    ljr_loaders_stop();
     for (int i = 0; i < rt->ndevices; i++) ljr_device_free(&rt->devices[i]);
     free(rt->devices);
     ljc_session_free(rt->cg);

@@ -157,6 +157,51 @@ struct lj_device {
   ljr_buffer *scratch_arena;
 };
 
+/* ---- dataset.c and loader.c: IDX datasets and the device loader ----------------------- */
+
+/* IDX element types (the third magic byte). */
+typedef enum ljr_idx_type {
+  LJR_IDX_U8 = 0x08,
+  LJR_IDX_I8 = 0x09,
+  LJR_IDX_I16 = 0x0B,
+  LJR_IDX_I32 = 0x0C,
+  LJR_IDX_F32 = 0x0D,
+  LJR_IDX_F64 = 0x0E
+} ljr_idx_type;
+
+/* One IDX array in host byte order. */
+typedef struct ljr_idx {
+  ljr_idx_type type;
+  int ndim;
+  int64_t dims[LJ_MAX_DIMS];
+  size_t elem_size;
+  void *data;
+} ljr_idx;
+
+/* A dataset's samples and labels, shared (refcounted) by datasets and loaders. */
+typedef struct ljr_dataset_storage {
+  atomic_int refs;
+  ljr_idx samples, labels;
+  int sample_ndim;                  /* the delivered sample shape (channel added to images) */
+  int64_t sample_shape[LJ_MAX_DIMS];
+  int64_t sample_numel;
+} ljr_dataset_storage;
+
+struct lj_dataset {
+  ljr_dataset_storage *s;
+  int64_t start, count;
+};
+
+void ljr_dataset_storage_release(ljr_dataset_storage *s);
+/* Sample i (an absolute index) converted to f32: u8 scaled to [0, 1], then (x - mean) / std. */
+void ljr_dataset_sample_f32(const ljr_dataset_storage *s, int64_t i, double mean, double std, float *out);
+/* Label i (absolute) as an integer. */
+int64_t ljr_dataset_label(const ljr_dataset_storage *s, int64_t i);
+
+/* Stops every loader's thread and drops its staged buffers (lj_shutdown, before the devices
+ * go). */
+void ljr_loaders_stop(void);
+
 /* ---- runtime.c ----------------------------------------------------------------------- */
 
 typedef struct ljr_runtime {
