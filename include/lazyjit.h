@@ -679,6 +679,10 @@ lj_status lj_wait(lj_device *d);
 /** The metrics report: every metric with samples and every counter with a nonzero value.
  *  malloc'd; the caller frees it. */
 char *lj_metrics_report(void);
+/** The short report (PyTorch/XLA's short_metrics_report): CompileTime, ExecuteTime and the
+ *  transfer times, and the CachedCompile, UncachedCompile and MarkStep counters, in the same
+ *  layout. malloc'd; the caller frees it. */
+char *lj_metrics_short_report(void);
 /** A counter's value, e.g. "UncachedCompile"; 0 when never counted or unknown. */
 int64_t lj_counter_value(const char *name);
 /** A metric's number of samples and their sum (seconds for times, bytes for sizes).

@@ -1,6 +1,7 @@
 /* test_runtime_metrics.c — the metrics report: parsed back, every counter's Value and every
  * metric's TotalSamples match lj_counter_value / lj_metric_data; times are printed in
- * PyTorch/XLA's 000ms000.000us form; transfer metrics count the bytes moved; clearing works. */
+ * PyTorch/XLA's 000ms000.000us form; transfer metrics count the bytes moved; clearing works;
+ * the short report keeps only its metrics and counters. */
 #include "test_util.h"
 
 #include <regex.h>
@@ -93,11 +94,34 @@ START_TEST(test_report_layout) {
 }
 END_TEST
 
+/* The short report is the full one restricted to its metrics and counters, line for line. */
+START_TEST(test_short_report) {
+  lj_metrics_clear();
+  run_some_steps();
+  char *full = lj_metrics_report(), *brief = lj_metrics_short_report();
+  ck_assert(strstr(brief, "Metric: CompileTime\n"));
+  ck_assert(strstr(brief, "Metric: ExecuteTime\n"));
+  ck_assert(strstr(brief, "Metric: TransferFromDeviceTime\n"));
+  ck_assert(strstr(brief, "Counter: MarkStep\n  Value: 5\n"));
+  ck_assert(!strstr(brief, "InboundData") && !strstr(brief, "SyncTensors"));
+  ck_assert(strstr(full, "InboundData") && strstr(full, "SyncTensors"));
+  /* each block of the short report appears in the full one */
+  for (char *at = brief; (at = strstr(at, "Counter: ")); at++) {
+    char block[128];
+    ck_assert(sscanf(at, "%127[^\n]", block) == 1);
+    ck_assert_msg(strstr(full, block), "%s not in the full report", block);
+  }
+  free(full);
+  free(brief);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_metrics");
   TCase *tc = tu_tcase("metrics");
   tcase_add_test(tc, test_report_matches_counters);
   tcase_add_test(tc, test_report_layout);
+  tcase_add_test(tc, test_short_report);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Installs what lazyjit needs to build and test, from Debian 12's archive.
+# Installs what lazyjit needs to build, test and run its main job from Debian 12's archive:
+# the toolchain, LLVM 19, Check, zlib, and Fashion-MNIST (the training test and the demo use
+# it). LJ_WITH_TORCH=1 adds PyTorch, which only regenerating the test fixtures needs.
 # Idempotent: installs only the packages that are missing. Needs root (or sudo).
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config llvm-19-dev check zlib1g-dev libffi-dev)
+pkgs=(build-essential cmake pkg-config llvm-19-dev check zlib1g-dev libffi-dev dataset-fashion-mnist)
 if [ "${LJ_WITH_TORCH:-0}" = 1 ]; then
   pkgs+=(python3-torch python3-numpy)
-fi
-if [ "${LJ_WITH_DATASET:-0}" = 1 ]; then
-  pkgs+=(dataset-fashion-mnist)
 fi
 
 missing=()

@@ -139,13 +139,26 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-char *lj_metrics_report(void) {
+/* The short report's metrics and counters, as PyTorch/XLA's short_metrics_report. */
+static const char *const short_metrics[] = {"CompileTime", "ExecuteTime", "TransferToDeviceTime",
+                                            "TransferFromDeviceTime"};
+static const char *const short_counters[] = {"CachedCompile", "UncachedCompile", "MarkStep"};
+
+static bool listed(const char *name, const char *const *names, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(names[i], name) == 0) return true;
+  return false;
+}
+
+/* Every metric and nonzero counter, or only the short report's. */
+static char *report(bool only_short) {
   static const int pct[] = {1, 5, 10, 20, 50, 80, 90, 95, 99};
   ljb_str b = {0};
   pthread_mutex_lock(&metrics_lock);
   for (int i = 0; i < LJR_NUM_METRICS; i++) {
     const metric *s = &metrics[i];
     if (!s->samples) continue;
+    if (only_short && !listed(metric_info[i].name, short_metrics, LJ_COUNT_OF(short_metrics))) continue;
     unit u = metric_info[i].unit;
     double span = (double)(s->last_ns - s->first_ns) * 1e-9;
     ljb_str_printf(&b, "Metric: %s\n  TotalSamples: %lld\n  Accumulator: ", metric_info[i].name,
@@ -169,7 +182,12 @@ char *lj_metrics_report(void) {
   pthread_mutex_unlock(&metrics_lock);
   for (int i = 0; i < LJR_NUM_COUNTERS; i++) {
     int64_t v = atomic_load(&counters[i]);
+    if (only_short && !listed(counter_names[i], short_counters, LJ_COUNT_OF(short_counters))) continue;
     if (v) ljb_str_printf(&b, "Counter: %s\n  Value: %lld\n", counter_names[i], (long long)v);
   }
   return ljb_str_take(&b);
 }
+
+char *lj_metrics_report(void) { return report(false); }
+
+char *lj_metrics_short_report(void) { return report(true); }

@@ -1,0 +1,164 @@
+/* test_nn_torch.c — the neural-network ops against PyTorch: replays tests/data/nn_fixtures.txt
+ * (written by gen_nn_fixtures.py from torch.nn.functional's results) — convolutions, pooling,
+ * softmax, losses, linear, indexing ops, normalization (with batch_norm's running
+ * statistics) and padding; checks dropout's statistics and its eval identity; and checks
+ * the bad inputs: wrong target dtype, a class index out of range (reported by the sync with
+ * the index), mismatched conv channels, windows that do not fit. */
+#include "test_util.h"
+#include "torch_fixture.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tf_case *fixtures;
+static int nfixtures;
+
+static const int *pair(const tf_case *c, int at, int *buf) {
+  buf[0] = (int)c->scalars[at];
+  buf[1] = (int)c->scalars[at + 1];
+  return buf;
+}
+
+/* Runs c's op; fills out[0..) and returns how many outputs it has. */
+static int apply(const tf_case *c, lj_tensor **in, lj_tensor **out) {
+  const char *op = c->op;
+  const double *s = c->scalars;
+  int a[2], b[2], d[2];
+  if (strcmp(op, "conv2d") == 0)
+    out[0] = lj_conv2d(in[0], in[1], c->nin > 2 ? in[2] : NULL, pair(c, 0, a), pair(c, 2, b), pair(c, 4, d), (int)s[6]);
+  else if (strcmp(op, "max_pool2d") == 0)
+    out[0] = lj_max_pool2d(in[0], pair(c, 0, a), pair(c, 2, b), pair(c, 4, d));
+  else if (strcmp(op, "avg_pool2d") == 0)
+    out[0] = lj_avg_pool2d(in[0], pair(c, 0, a), pair(c, 2, b), pair(c, 4, d));
+  else if (strcmp(op, "softmax") == 0)
+    out[0] = lj_softmax(in[0], (int)s[0]);
+  else if (strcmp(op, "log_softmax") == 0)
+    out[0] = lj_log_softmax(in[0], (int)s[0]);
+  else if (strcmp(op, "nll_loss") == 0)
+    out[0] = lj_nll_loss(in[0], in[1], (lj_reduction)s[0]);
+  else if (strcmp(op, "cross_entropy") == 0)
+    out[0] = lj_cross_entropy(in[0], in[1], (lj_reduction)s[0]);
+  else if (strcmp(op, "mse_loss") == 0)
+    out[0] = lj_mse_loss(in[0], in[1], (lj_reduction)s[0]);
+  else if (strcmp(op, "linear") == 0)
+    out[0] = lj_linear(in[0], in[1], c->nin > 2 ? in[2] : NULL);
+  else if (strcmp(op, "embedding") == 0)
+    out[0] = lj_embedding(in[0], in[1]);
+  else if (strcmp(op, "index_select") == 0)
+    out[0] = lj_index_select(in[0], (int)s[0], in[1]);
+  else if (strcmp(op, "gather") == 0)
+    out[0] = lj_gather(in[0], (int)s[0], in[1]);
+  else if (strcmp(op, "scatter_add") == 0)
+    out[0] = lj_scatter_add(in[0], (int)s[0], in[1], in[2]);
+  else if (strcmp(op, "one_hot") == 0)
+    out[0] = lj_one_hot(in[0], (int64_t)s[0]);
+  else if (strcmp(op, "layer_norm") == 0)
+    out[0] = lj_layer_norm(in[0], (int)s[0], c->nin > 1 ? in[1] : NULL, c->nin > 2 ? in[2] : NULL, s[1]);
+  else if (strcmp(op, "batch_norm_train") == 0 || strcmp(op, "batch_norm_eval") == 0) {
+    bool train = strcmp(op, "batch_norm_train") == 0;
+    out[0] = lj_batch_norm(in[0], in[1], in[2], in[3], in[4], train, s[0], s[1]);
+    if (!train) return 1;
+    out[1] = in[1]; /* updated in place */
+    out[2] = in[2];
+    return 3;
+  } else if (strcmp(op, "pad") == 0) {
+    int64_t pads[6];
+    for (int k = 1; k < c->nscalars; k++) pads[k - 1] = (int64_t)s[k];
+    out[0] = lj_pad(in[0], c->nscalars - 1, pads, s[0]);
+  } else
+    ck_abort_msg("fixture %s: unknown op %s", c->name, op);
+  return 1;
+}
+
+START_TEST(test_fixture) {
+  const tf_case *c = &fixtures[_i];
+  lj_tensor *in[TF_MAX_IN], *out[TF_MAX_OUT];
+  for (int k = 0; k < c->nin; k++) in[k] = tf_upload(&c->in[k]);
+  int nout = apply(c, in, out);
+  ck_assert_int_eq(nout, c->nout);
+  if (nout > 1) ck_assert_int_eq(lj_sync_tensors(1, out), LJ_OK); /* runs the in-place updates */
+  for (int k = 0; k < nout; k++) tf_check(c, k, out[k]);
+}
+END_TEST
+
+/* Dropout: in training about p of the elements are zero and the rest are x / (1 - p); a new
+ * mask each call (the RNG offset advances); in evaluation the identity. */
+START_TEST(test_dropout) {
+  lj_device *d = lj_default_device();
+  enum { N = 20000 };
+  lj_tensor *x = lj_full(d, LJ_F32, LJ_SHAPE(N), 2.0);
+  double p = 0.3;
+  lj_tensor *y1 = lj_dropout(x, p, true), *y2 = lj_dropout(x, p, true), *e = lj_dropout(x, p, false);
+  int64_t n;
+  double *v1 = tu_read(y1, &n), *v2 = tu_read(y2, &n), *ve = tu_read(e, &n);
+  int zeros = 0, differ = 0;
+  for (int i = 0; i < N; i++) {
+    ck_assert_msg(v1[i] == 0 || fabs(v1[i] - 2 / (1 - p)) < 1e-6, "element %d is %g", i, v1[i]);
+    zeros += v1[i] == 0;
+    differ += (v1[i] == 0) != (v2[i] == 0);
+    ck_assert(ve[i] == 2);
+  }
+  /* binomial(N, p): sd = sqrt(N p (1-p)) ~ 65; allow 5 sd */
+  ck_assert_msg(abs(zeros - (int)(N * p)) < 5 * 65, "%d zeros of %d", zeros, N);
+  ck_assert_msg(differ > N / 4, "two calls share their mask (%d differ)", differ);
+  free(v1);
+  free(v2);
+  free(ve);
+}
+END_TEST
+
+START_TEST(test_bad_inputs) {
+  lj_device *d = lj_default_device();
+  lj_tensor *logp = lj_log_softmax(tu_tensor(LJ_F32, LJ_SHAPE(3, 10), TU_ANY, 1), 1);
+  lj_tensor *t32 = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(3), (int32_t[]){1, 2, 3});
+  ck_assert_ptr_null(lj_nll_loss(logp, t32, LJ_REDUCE_MEAN));
+  tu_expect_error(LJ_ERR_DTYPE, "nll_loss", "target", "i32", "i64", NULL);
+  ck_assert_ptr_null(lj_cross_entropy(logp, lj_full(d, LJ_F32, LJ_SHAPE(3), 1), LJ_REDUCE_MEAN));
+  tu_expect_error(LJ_ERR_DTYPE, "target", "f32", NULL);
+  /* a class index out of range: the op records, the sync reports the index and the bound */
+  lj_tensor *bad = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3), (int64_t[]){1, 12, 3});
+  lj_tensor *loss = lj_nll_loss(logp, bad, LJ_REDUCE_MEAN);
+  ck_assert(loss);
+  ck_assert_int_eq(lj_sync_tensors(1, &loss), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "12", "[0, 10)", NULL);
+  lj_tensor *neg = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(2), (int64_t[]){-1, 0});
+  lj_tensor *oh = lj_one_hot(neg, 4);
+  ck_assert(oh);
+  ck_assert(isnan(lj_item(lj_sum(lj_cast(oh, LJ_F32), 0, NULL, false))));
+  tu_expect_error(LJ_ERR_RUNTIME, "-1", "[0, 4)", NULL);
+  /* conv: channels and groups */
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(1, 3, 8, 8), TU_ANY, 2);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 2, 3, 3), TU_ANY, 3);
+  ck_assert_ptr_null(lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1));
+  tu_expect_error(LJ_ERR_SHAPE, "conv2d", "[1,3,8,8]", "[4,2,3,3]", NULL);
+  ck_assert_ptr_null(lj_conv2d(x, w, NULL, NULL, NULL, NULL, 2));
+  tu_expect_error(LJ_ERR_SHAPE, "conv2d", "groups", NULL);
+  lj_tensor *big = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 9, 9), TU_ANY, 4);
+  ck_assert_ptr_null(lj_conv2d(x, big, NULL, NULL, NULL, NULL, 1));
+  tu_expect_error(LJ_ERR_SHAPE, "conv2d", NULL);
+  ck_assert_ptr_null(lj_max_pool2d(x, (const int[]){3, 3}, NULL, (const int[]){2, 2}));
+  tu_expect_error(LJ_ERR_ARG, "max_pool2d", "padding 2", "kernel size 3", NULL);
+  ck_assert_ptr_null(lj_conv2d(tu_tensor(LJ_F32, LJ_SHAPE(3, 8, 8), TU_ANY, 5), w, NULL, NULL, NULL, NULL, 1));
+  tu_expect_error(LJ_ERR_SHAPE, "conv2d", NULL);
+  ck_assert_ptr_null(lj_one_hot(t32, 4));
+  tu_expect_error(LJ_ERR_DTYPE, "one_hot", NULL);
+  ck_assert_ptr_null(lj_dropout(x, 1.5, true));
+  tu_expect_error(LJ_ERR_ARG, "dropout", "1.5", NULL);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("nn_torch");
+  TCase *tc = tu_tcase("torch");
+  tcase_add_loop_test(tc, test_fixture, 0, nfixtures);
+  tcase_add_test(tc, test_dropout);
+  tcase_add_test(tc, test_bad_inputs);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  fixtures = tf_load("nn_fixtures.txt", &nfixtures);
+  return tu_run(suite());
+}
