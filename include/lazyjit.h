@@ -633,8 +633,9 @@ typedef struct lj_loader_options {
   double mean, std;    /**< normalization (x - mean) / std after scaling u8 samples to [0, 1]
                             (defaults 0 and 1) */
   int prefetch;        /**< batches staged ahead on the device, K (default 2) */
-  int barrier_every;   /**< lj_sync the device every N batches handed out, before handing out
-                            the next one, as MpDeviceLoader's mark_step (default 0: never) */
+  int barrier_every;   /**< lj_sync the device after every N batches of an epoch (before
+                            handing out the next one) and at the end of each epoch, as
+                            MpDeviceLoader's mark_step (default 0: never) */
 } lj_loader_options;
 /** The defaults listed above. */
 lj_loader_options lj_loader_defaults(void);
@@ -651,7 +652,7 @@ lj_loader *lj_loader_new(const lj_dataset *ds, lj_device *d, const lj_loader_opt
  *  data, new references (owned by the caller or the innermost scope). Returns false at the
  *  end of the epoch with *x and *y NULL and the status LJ_OK; the next call starts the next
  *  epoch. Also false on an error (lj_last_status() says which: LJ_ERR_OOM from staging, or
- *  the barrier's error). */
+ *  the barrier's error, e.g. LJ_ERR_RUNTIME). */
 bool lj_loader_next(lj_loader *l, lj_tensor **x, lj_tensor **y);
 /** Batches per epoch. */
 int64_t lj_loader_batches(const lj_loader *l);

@@ -315,11 +315,61 @@ START_TEST(test_accumulation_and_detach) {
 }
 END_TEST
 
+/* x's gradient of sum(f(x)) (and *gy's for two-operand f); checked against want. */
+static void expect_grad(const char *what, lj_tensor *(*f)(lj_tensor *, lj_tensor *), int ndim, const int64_t *shape,
+                        const float *x0, const float *y0, const float *want_x, const float *want_y) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, ndim, shape, x0);
+  lj_tensor *y = y0 ? lj_tensor_from_host(d, LJ_F32, ndim, shape, y0) : NULL;
+  lj_tensor_set_requires_grad(x, true);
+  if (y) lj_tensor_set_requires_grad(y, true);
+  lj_scope_begin();
+  lj_tensor *loss = lj_keep(lj_sum(f(x, y), 0, NULL, false));
+  lj_scope_end();
+  ck_assert_int_eq(lj_backward(loss), LJ_OK);
+  for (int k = 0; k < (y ? 2 : 1); k++) {
+    int64_t n;
+    double *g = tu_read(lj_tensor_grad(k ? y : x), &n);
+    const float *want = k ? want_y : want_x;
+    for (int64_t i = 0; i < n; i++)
+      ck_assert_msg(g[i] == want[i], "%s: d/d%s[%lld] is %g, PyTorch %g", what, k ? "y" : "x", (long long)i, g[i],
+                    (double)want[i]);
+    free(g);
+  }
+  lj_tensor_release(loss);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+}
+
+static lj_tensor *g_clamp(lj_tensor *x, lj_tensor *y) { return lj_clamp(x, 0, 1); }
+static lj_tensor *g_relu(lj_tensor *x, lj_tensor *y) { return lj_relu(x); }
+static lj_tensor *g_abs(lj_tensor *x, lj_tensor *y) { return lj_abs(x); }
+static lj_tensor *g_maximum(lj_tensor *x, lj_tensor *y) { return lj_maximum(x, y); }
+static lj_tensor *g_amax(lj_tensor *x, lj_tensor *y) { return lj_amax(x, 1, (const int[]){1}, false); }
+static lj_tensor *g_max_pool(lj_tensor *x, lj_tensor *y) { return lj_max_pool2d(x, (const int[]){2, 2}, NULL, NULL); }
+
+/* Where a function is not differentiable, the gradient is PyTorch's (values from PyTorch
+ * 1.13): clamp passes it at the bounds, relu and abs give 0 at 0, maximum splits ties,
+ * amax spreads over the maxima, max_pool2d picks the first maximum. */
+START_TEST(test_nondifferentiable_points) {
+  expect_grad("clamp", g_clamp, LJ_SHAPE(5), (float[]){0, 0.5f, 1, 2, -1}, NULL, (float[]){1, 1, 1, 0, 0}, NULL);
+  expect_grad("relu", g_relu, LJ_SHAPE(3), (float[]){0, -0.0f, 1}, NULL, (float[]){0, 0, 1}, NULL);
+  expect_grad("abs", g_abs, LJ_SHAPE(2), (float[]){0, 1}, NULL, (float[]){0, 1}, NULL);
+  expect_grad("maximum", g_maximum, LJ_SHAPE(3), (float[]){1, 2, 3}, (float[]){1, 1, 4}, (float[]){0.5f, 1, 0},
+              (float[]){0.5f, 0, 1});
+  expect_grad("amax", g_amax, LJ_SHAPE(2, 3), (float[]){3, 1, 3, 0, 2, 1}, NULL, (float[]){0.5f, 0, 0.5f, 0, 1, 0},
+              NULL);
+  expect_grad("max_pool2d", g_max_pool, LJ_SHAPE(1, 1, 2, 2), (float[]){1, 1, 0, 1}, NULL, (float[]){1, 0, 0, 0},
+              NULL);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("autograd_gradcheck");
   TCase *tc = tu_tcase("gradcheck");
   tcase_add_loop_test(tc, test_gradcheck, 0, (int)(sizeof cases / sizeof *cases));
   tcase_add_test(tc, test_accumulation_and_detach);
+  tcase_add_test(tc, test_nondifferentiable_points);
   suite_add_tcase(s, tc);
   return s;
 }

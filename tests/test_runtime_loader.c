@@ -224,8 +224,9 @@ START_TEST(test_drop_last) {
 }
 END_TEST
 
-/* With barrier_every 2, the loader syncs before handing out batches 3, 5, ...: a pending
- * tensor made after batch 2 is device data once batch 3 arrives. */
+/* With barrier_every 2, the loader syncs before handing out batches 3, 5, ... of an epoch and
+ * at its end: a pending tensor made after batch 2 is device data once batch 3 arrives. The
+ * count starts over each epoch. */
 START_TEST(test_barrier_every) {
   lj_dataset *ds = load("");
   lj_loader_options o = lj_loader_defaults();
@@ -234,13 +235,19 @@ START_TEST(test_barrier_every) {
   lj_loader *l = lj_loader_new(ds, lj_default_device(), &o);
   lj_tensor *x, *y;
   int64_t syncs0 = lj_counter_value("SyncTensors");
-  for (int b = 0; b < 5; b++) {
-    ck_assert(lj_loader_next(l, &x, &y));
-    lj_tensor *s = lj_sum(x, 0, NULL, false); /* pending until a barrier */
-    ck_assert_int_eq(lj_counter_value("SyncTensors") - syncs0, b / 2);
-    lj_tensor_release(x);
-    lj_tensor_release(y);
-    if (b % 2 == 0) lj_tensor_release(s); /* others stay alive: the barrier runs them */
+  for (int epoch = 0; epoch < 2; epoch++) {
+    lj_tensor *s = NULL;
+    for (int b = 0; b < 5; b++) {
+      ck_assert(lj_loader_next(l, &x, &y));
+      ck_assert_int_eq(lj_counter_value("SyncTensors") - syncs0, 3 * epoch + b / 2);
+      s = lj_sum(x, 0, NULL, false); /* pending until a barrier */
+      lj_tensor_release(x);
+      lj_tensor_release(y);
+      if (b % 2 == 0 && b < 4) lj_tensor_release(s); /* the others stay alive: a barrier runs them */
+    }
+    ck_assert(!lj_loader_next(l, &x, &y)); /* the end: runs what batch 5 left */
+    ck_assert_int_eq(lj_counter_value("SyncTensors") - syncs0, 3 * epoch + 3);
+    lj_tensor_release(s);
   }
   lj_loader_free(l);
   lj_dataset_free(ds);

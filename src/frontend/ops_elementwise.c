@@ -194,7 +194,15 @@ lj_tensor *lj_where(lj_tensor *cond, lj_tensor *a, lj_tensor *b) {
   return ljf_tensor_from_node(d, ljg_node_make(&d->trace, LJG_OP_WHERE, dt, n2, s2, 3, in, NULL));
 }
 
-/* max(t, lo) and/or min(., hi), each bound a scalar parameter. */
+/* A clamp of x to a bound (a scalar parameter): where(x <cmp> bound, bound, x). NaN stays
+ * NaN, and x equal to the bound keeps its gradient, as PyTorch's clamp. */
+static ljg_node *clamp_to(struct lj_device *d, ljg_node *x, ljg_op cmp, lj_dtype dt, double bound) {
+  ljg_node *b = ljf_expand_node(d, ljf_scalar(d, dt, bound), x->ndim, x->shape);
+  ljg_node *beyond = ljf_elemwise(d, cmp, LJ_BOOL, 2, (ljg_node *[]){x, b});
+  return ljf_elemwise(d, LJG_OP_WHERE, dt, 3, (ljg_node *[]){beyond, b, x});
+}
+
+/* The lower bound first, then the upper: with lo > hi every element becomes hi (PyTorch). */
 static lj_tensor *clamp(const char *name, lj_tensor *t, const double *lo, const double *hi) {
   if (!ljf_arg(name, "t", t)) return NULL;
   ljf_typed ts[3] = {ljf_typed_tensor(t)};
@@ -208,14 +216,8 @@ static lj_tensor *clamp(const char *name, lj_tensor *t, const double *lo, const 
   }
   struct lj_device *d = t->dev;
   ljg_node *x = ljf_cast(d, ljf_node(t), dt);
-  if (lo) {
-    ljg_node *in[2] = {x, ljf_expand_node(d, ljf_scalar(d, dt, *lo), t->ndim, t->shape)};
-    x = ljf_elemwise(d, LJG_OP_MAXIMUM, dt, 2, in);
-  }
-  if (hi) {
-    ljg_node *in[2] = {x, ljf_expand_node(d, ljf_scalar(d, dt, *hi), t->ndim, t->shape)};
-    x = ljf_elemwise(d, LJG_OP_MINIMUM, dt, 2, in);
-  }
+  if (lo) x = clamp_to(d, x, LJG_OP_LT, dt, *lo);
+  if (hi) x = clamp_to(d, x, LJG_OP_GT, dt, *hi);
   return ljf_tensor_from_node(d, x);
 }
 

@@ -1,7 +1,8 @@
 /* loader.c — the device loader (PyTorch/XLA's MpDeviceLoader): a background thread walks the
  * epochs' (seeded) sample orders, converts and normalizes each batch on the host and stages
  * it into fresh device buffers, keeping up to `prefetch` batches ready in a ring; the caller
- * wraps a staged batch into tensors and, every `barrier_every` batches, syncs the device.
+ * wraps a staged batch into tensors and, every `barrier_every` batches of an epoch and at its
+ * end, syncs the device.
  * The ring also carries an end-of-epoch marker after each epoch's last batch. */
 #include "frontend/frontend.h"
 #include "runtime/runtime.h"
@@ -33,7 +34,7 @@ struct lj_loader {
   bool running;         /* the thread exists (joined when it stops) */
   pthread_t thread;
   /* the consumer's side */
-  int64_t handed_out;   /* batches handed out so far (for barrier_every) */
+  int64_t handed_out;   /* batches handed out this epoch (for barrier_every) */
   staged failed;        /* the producer's error, once seen: it stopped, so it stays */
   struct lj_loader *next_live;
 };
@@ -250,7 +251,11 @@ bool lj_loader_next(lj_loader *l, lj_tensor **x, lj_tensor **y) {
     ljb_error(b.st, "%s", b.msg);
     return false;
   }
-  if (!b.x) return false; /* the end of the epoch */
+  if (!b.x) { /* the end of the epoch: run what the last batches left pending */
+    l->handed_out = 0;
+    if (l->o.barrier_every > 0) lj_sync(l->dev);
+    return false;
+  }
   const ljr_dataset_storage *s = l->data;
   int64_t shape[LJ_MAX_DIMS + 1] = {b.n};
   memcpy(shape + 1, s->sample_shape, (size_t)s->sample_ndim * sizeof *shape);
