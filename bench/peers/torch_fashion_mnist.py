@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""The main job in PyTorch eager, for comparison with examples/fashion_mnist.c: the same
+MNISTNet, default initialization, normalization, SGD (lr 0.01, momentum 0.5), batch 64, a
+fresh shuffle per epoch, 2 epochs; prints training time, images per second and test accuracy.
+
+Run with Debian's python3-torch, fairly configured:
+  env -u OPENBLAS_CORETYPE ATEN_CPU_CAPABILITY=avx2 OMP_WAIT_POLICY=PASSIVE \
+      /usr/bin/python3 bench/peers/torch_fashion_mnist.py [--threads N] [--data DIR]
+(ATEN_CPU_CAPABILITY=avx512 where the CPU exposes AVX-512.)
+"""
+import argparse
+import gzip
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def load(data, split):
+    with gzip.open(f"{data}/{split}-images-idx3-ubyte.gz") as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(f"{data}/{split}-labels-idx1-ubyte.gz") as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    return (torch.tensor(x, dtype=torch.float32) / 255 - MEAN) / STD, torch.tensor(y, dtype=torch.int64)
+
+
+class MNISTNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(3136, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2(x), 2))
+        x = F.relu(self.fc1(x.view(-1, 3136)))
+        return F.log_softmax(self.fc2(x), 1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    a = ap.parse_args()
+    torch.manual_seed(a.seed)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    xtr, ytr = load(a.data, "train")
+    xte, yte = load(a.data, "t10k")
+    model = MNISTNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    total = 0.0
+    for epoch in range(1, a.epochs + 1):
+        t0 = time.time()
+        perm = torch.randperm(len(xtr))
+        model.train()
+        for i in range(0, len(xtr), 64):
+            idx = perm[i:i + 64]
+            opt.zero_grad()
+            F.nll_loss(model(xtr[idx]), ytr[idx]).backward()
+            opt.step()
+        t = time.time() - t0
+        total += t
+        model.eval()
+        with torch.no_grad():
+            acc = (model(xte).argmax(1) == yte).float().mean().item()
+        print(f"epoch {epoch}: {t:.1f} s, {len(xtr) / t:.0f} img/s; test accuracy {100 * acc:.2f}%", flush=True)
+    print(f"trained {a.epochs} epochs in {total:.1f} s ({a.epochs * len(xtr) / total:.0f} img/s)")
+
+
+if __name__ == "__main__":
+    main()
