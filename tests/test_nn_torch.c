@@ -143,6 +143,13 @@ START_TEST(test_bad_inputs) {
   tu_expect_error(LJ_ERR_SHAPE, "conv2d", NULL);
   ck_assert_ptr_null(lj_one_hot(t32, 4));
   tu_expect_error(LJ_ERR_DTYPE, "one_hot", NULL);
+  lj_tensor *x34 = tu_tensor(LJ_F32, LJ_SHAPE(3, 4), TU_ANY, 6);
+  lj_tensor *i25 = lj_zeros(d, LJ_I64, LJ_SHAPE(2, 5));
+  ck_assert_ptr_null(lj_gather(x34, 0, i25));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_gather", "index [2,5]", "x [3,4]", "dim 0", NULL);
+  lj_tensor *i24 = lj_zeros(d, LJ_I64, LJ_SHAPE(2, 4));
+  ck_assert_ptr_null(lj_scatter_add(x34, 0, i24, tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 7)));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_scatter_add", "src [2,3]", "index's shape", NULL);
   ck_assert_ptr_null(lj_dropout(x, 1.5, true));
   tu_expect_error(LJ_ERR_ARG, "dropout", "1.5", NULL);
 }

@@ -265,6 +265,21 @@ lj_tensor *lj_dropout(lj_tensor *x, double p, bool train) {
 
 /* ---- indexing --------------------------------------------------------------------------- */
 
+/* gather / scatter_add: index has x's rank and fits x in every dim but d; src (if given)
+ * has index's shape. */
+static bool index_fits(const char *name, const lj_tensor *x, const lj_tensor *index, const lj_tensor *src, int d) {
+  bool ok = index->ndim == x->ndim && x->ndim > 0 && (!src || src->ndim == index->ndim);
+  for (int i = 0; ok && i < x->ndim; i++)
+    ok = (i == d || index->shape[i] <= x->shape[i]) && (!src || src->shape[i] == index->shape[i]);
+  if (ok) return true;
+  char xs[LJB_SHAPE_STR_MAX], is[LJB_SHAPE_STR_MAX], ss[LJB_SHAPE_STR_MAX] = "";
+  if (src) ljb_shape_str(ss, src->ndim, src->shape);
+  ljb_error(LJ_ERR_SHAPE, "%s: index %s%s%s does not fit x %s off dim %d%s", name,
+            ljb_shape_str(is, index->ndim, index->shape), src ? " with src " : "", ss,
+            ljb_shape_str(xs, x->ndim, x->shape), d, src ? " (src must have index's shape)" : "");
+  return false;
+}
+
 lj_tensor *lj_gather(lj_tensor *x, int dim, lj_tensor *index) {
   static const char *name = "lj_gather";
   if (!ljf_arg(name, "x", x) || !ljf_arg(name, "index", index)) return NULL;
@@ -275,14 +290,7 @@ lj_tensor *lj_gather(lj_tensor *x, int dim, lj_tensor *index) {
     ljb_error(LJ_ERR_DTYPE, "%s: index must be i64, not %s", name, lj_dtype_name(index->dtype));
     return NULL;
   }
-  bool ok = index->ndim == x->ndim && x->ndim > 0;
-  for (int i = 0; ok && i < x->ndim; i++) ok = i == d || index->shape[i] <= x->shape[i];
-  if (!ok) {
-    char xs[LJB_SHAPE_STR_MAX], is[LJB_SHAPE_STR_MAX];
-    ljb_error(LJ_ERR_SHAPE, "%s: index %s does not fit x %s off dim %d", name,
-              ljb_shape_str(is, index->ndim, index->shape), ljb_shape_str(xs, x->ndim, x->shape), d);
-    return NULL;
-  }
+  if (!index_fits(name, x, index, NULL, d)) return NULL;
   ljg_attr a = {0};
   a.a[0] = d;
   ljg_node *in[2] = {ljf_node(x), ljf_node(index)};
@@ -300,14 +308,7 @@ lj_tensor *lj_scatter_add(lj_tensor *x, int dim, lj_tensor *index, lj_tensor *sr
               lj_dtype_name(index->dtype), lj_dtype_name(x->dtype));
     return NULL;
   }
-  bool ok = index->ndim == x->ndim && src->ndim == x->ndim && x->ndim > 0;
-  for (int i = 0; ok && i < x->ndim; i++) ok = src->shape[i] == index->shape[i] && (i == d || index->shape[i] <= x->shape[i]);
-  if (!ok) {
-    char xs[LJB_SHAPE_STR_MAX], is[LJB_SHAPE_STR_MAX];
-    ljb_error(LJ_ERR_SHAPE, "%s: index %s (and src) do not fit x %s off dim %d", name,
-              ljb_shape_str(is, index->ndim, index->shape), ljb_shape_str(xs, x->ndim, x->shape), d);
-    return NULL;
-  }
+  if (!index_fits(name, x, index, src, d)) return NULL;
   ljg_attr a = {0};
   a.a[0] = d;
   ljg_node *in[3] = {ljf_node(x), ljf_node(index), ljf_node(src)};
