@@ -3,7 +3,8 @@
  * softmax, losses, linear, indexing ops, normalization (with batch_norm's running
  * statistics) and padding; checks dropout's statistics and its eval identity; and checks
  * the bad inputs: wrong target dtype, a class index out of range (reported by the sync with
- * the index), mismatched conv channels, windows that do not fit. */
+ * the index), mismatched conv channels, windows that do not fit; and PyTorch's default
+ * initialization of Linear and Conv2d parameters. */
 #include "test_util.h"
 #include "torch_fixture.h"
 
@@ -155,12 +156,60 @@ START_TEST(test_bad_inputs) {
 }
 END_TEST
 
+/* Checks that t has shape, requires grad, and looks like U(-bound, bound): every value
+ * inside, mean ~ 0 and variance ~ bound^2 / 3 within 5 standard errors. */
+static void expect_uniform(lj_tensor *t, int ndim, const int64_t *shape, double bound) {
+  ck_assert(t && lj_tensor_requires_grad(t));
+  ck_assert_int_eq(lj_tensor_ndim(t), ndim);
+  for (int i = 0; i < ndim; i++) ck_assert_int_eq(lj_tensor_shape(t)[i], shape[i]);
+  int64_t n;
+  double *v = tu_read(t, &n), sum = 0, sq = 0;
+  for (int64_t i = 0; i < n; i++) {
+    ck_assert_msg(fabs(v[i]) <= bound, "%g outside +-%g", v[i], bound);
+    sum += v[i];
+    sq += v[i] * v[i];
+  }
+  double var = bound * bound / 3, mean = sum / (double)n;
+  ck_assert_msg(fabs(mean) < 5 * sqrt(var / (double)n), "mean %g", mean);
+  ck_assert_msg(fabs(sq / (double)n - var) < 5 * sqrt(var * var * 0.8 / (double)n), "variance %g, want %g",
+                sq / (double)n, var);
+  free(v);
+}
+
+/* PyTorch's defaults: Linear and Conv2d weights and biases are U(+-1/sqrt(fan_in)), with
+ * fan_in = in / groups * kh * kw for a convolution; the same seed repeats them. */
+START_TEST(test_default_init) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w, *b, *w2, *b2;
+  lj_manual_seed(d, 5);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 50, 400, true, &w, &b), LJ_OK);
+  expect_uniform(w, LJ_SHAPE(400, 50), 1 / sqrt(50.0));
+  expect_uniform(b, LJ_SHAPE(400), 1 / sqrt(50.0));
+  lj_manual_seed(d, 5);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 50, 400, true, &w2, &b2), LJ_OK);
+  float x1[4], x2[4];
+  ck_assert_int_eq(lj_tensor_to_host(lj_slice(lj_reshape(w, LJ_SHAPE(-1)), 0, 0, 4, 1), x1, sizeof x1), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(lj_slice(lj_reshape(w2, LJ_SHAPE(-1)), 0, 0, 4, 1), x2, sizeof x2), LJ_OK);
+  ck_assert(memcmp(x1, x2, sizeof x1) == 0);
+  ck_assert_int_eq(lj_nn_conv2d_init(d, LJ_F64, 12, 63, (const int[]){3, 2}, 3, false, &w, &b), LJ_OK);
+  ck_assert_ptr_null(b);
+  expect_uniform(w, LJ_SHAPE(63, 4, 3, 2), 1 / sqrt(24.0));
+  ck_assert_int_eq(lj_nn_conv2d_init(d, LJ_F32, 12, 64, (const int[]){3, 3}, 5, true, &w, &b), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_nn_conv2d_init", "groups 5", NULL);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_I32, 3, 4, true, &w, &b), LJ_ERR_DTYPE);
+  tu_expect_error(LJ_ERR_DTYPE, "lj_nn_linear_init", "float", NULL);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 0, 4, true, &w, &b), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_nn_linear_init", "positive", NULL);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("nn_torch");
   TCase *tc = tu_tcase("torch");
   tcase_add_loop_test(tc, test_fixture, 0, nfixtures);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_default_init);
   suite_add_tcase(s, tc);
   return s;
 }
