@@ -579,7 +579,8 @@ lj_status lj_optimizer_step(lj_optim *o, bool barrier);
 void lj_optim_zero_grad(lj_optim *o);
 /** Sets the learning rate used from the next step on. LJ_ERR_ARG when negative. */
 lj_status lj_optim_set_lr(lj_optim *o, double lr);
-/** Frees o, its state and its parameter references. NULL is fine. */
+/** Frees o, its state and its parameter references. NULL is fine. Like tensors, an optimizer
+ *  does not outlive lj_shutdown: free it before. */
 void lj_optim_free(lj_optim *o);
 /** Scales the n parameters' gradients so their joint L2 norm is at most max_norm
  *  (torch.nn.utils.clip_grad_norm_) without reading anything back to the host; returns the
