@@ -205,6 +205,7 @@ START_TEST(test_shuffle_is_seeded_permutation) {
 }
 END_TEST
 
+/* The last partial batch dropped; an empty dataset. */
 START_TEST(test_drop_last) {
   lj_dataset *ds = load("");
   lj_loader_options o = lj_loader_defaults();
@@ -220,6 +221,16 @@ START_TEST(test_drop_last) {
   o.batch_size = 11;
   ck_assert_ptr_null(lj_loader_new(ds, lj_default_device(), &o));
   tu_expect_error(LJ_ERR_ARG, "lj_loader_new", "drop_last", "10 samples", "11", NULL);
+  /* an empty dataset: every epoch ends at once */
+  lj_dataset *none = lj_dataset_subset(ds, 4, 0);
+  l = lj_loader_new(none, lj_default_device(), NULL);
+  ck_assert_int_eq(lj_loader_batches(l), 0);
+  for (int e = 0; e < 3; e++) {
+    epoch_labels(l, labels, &nb);
+    ck_assert_int_eq(nb, 0);
+  }
+  lj_loader_free(l);
+  lj_dataset_free(none);
   lj_dataset_free(ds);
 }
 END_TEST

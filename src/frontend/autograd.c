@@ -71,28 +71,6 @@ static ljg_node *reduce(struct lj_device *d, ljg_op op, ljg_node *x, uint64_t ma
   return ljg_node_make(&d->trace, op, x->dtype, x->ndim, shape, 1, &x, &a);
 }
 
-static ljg_node *permute(struct lj_device *d, ljg_node *x, const int64_t *perm) {
-  ljg_attr a = {0};
-  int64_t shape[LJ_MAX_DIMS];
-  for (int i = 0; i < x->ndim; i++) {
-    a.a[i] = perm[i];
-    shape[i] = x->shape[perm[i]];
-  }
-  return ljg_node_make(&d->trace, LJG_OP_PERMUTE, x->dtype, x->ndim, shape, 1, &x, &a);
-}
-
-static ljg_node *slice(struct lj_device *d, ljg_node *x, int dim, int64_t start, int64_t len) {
-  if (start == 0 && len == x->shape[dim]) return x;
-  int64_t shape[LJ_MAX_DIMS];
-  memcpy(shape, x->shape, sizeof shape);
-  shape[dim] = len;
-  ljg_attr a = {0};
-  a.a[0] = dim;
-  a.a[1] = len ? start : 0;
-  a.a[2] = 1;
-  return ljg_node_make(&d->trace, LJG_OP_SLICE, x->dtype, x->ndim, shape, 1, &x, &a);
-}
-
 /* Concatenates the non-empty parts along dim. */
 static ljg_node *cat(struct lj_device *d, int n, ljg_node **parts, int dim) {
   ljg_node *keep[8];
@@ -141,7 +119,7 @@ static ljg_node *unslice(struct lj_device *d, const ljg_node *x, const ljg_node 
     memcpy(flat, g->shape, sizeof flat);
     flat[dim] = len * step;
     span = len * step < size - start ? len * step : size - start;
-    body = slice(d, ljf_reshape_node(d, wide, g->ndim, flat), dim, 0, span);
+    body = ljf_slice_node(d, ljf_reshape_node(d, wide, g->ndim, flat), dim, 0, span, 1);
   }
   ljg_node *parts[3] = {zeros_along(d, body, dim, start), body, zeros_along(d, body, dim, size - start - span)};
   return cat(d, 3, parts, dim);
@@ -280,7 +258,7 @@ static void vjp(struct lj_device *d, ljg_node *n, ljg_node *g, ljg_node **gin) {
   case LJG_OP_PERMUTE: {
     int64_t inv[LJ_MAX_DIMS];
     for (int i = 0; i < n->ndim; i++) inv[n->attr.a[i]] = i;
-    gin[0] = permute(d, g, inv);
+    gin[0] = ljf_permute_node(d, g, inv);
     break;
   }
   case LJG_OP_EXPAND: {
@@ -295,7 +273,7 @@ static void vjp(struct lj_device *d, ljg_node *n, ljg_node *g, ljg_node **gin) {
     int dim = (int)n->attr.a[0];
     int64_t off = 0;
     for (int k = 0; k < n->nin; k++) {
-      gin[k] = slice(d, g, dim, off, n->in[k]->shape[dim]);
+      gin[k] = ljf_slice_node(d, g, dim, off, n->in[k]->shape[dim], 1);
       off += n->in[k]->shape[dim];
     }
     break;
@@ -319,8 +297,8 @@ static void vjp(struct lj_device *d, ljg_node *n, ljg_node *g, ljg_node **gin) {
   }
   case LJG_OP_MATMUL: {
     static const int64_t swap[3] = {0, 2, 1};
-    gin[0] = matmul(d, g, permute(d, y, swap));
-    gin[1] = matmul(d, permute(d, x, swap), g);
+    gin[0] = matmul(d, g, ljf_permute_node(d, y, swap));
+    gin[1] = matmul(d, ljf_permute_node(d, x, swap), g);
     break;
   }
   case LJG_OP_IM2COL: {

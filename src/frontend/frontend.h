@@ -76,6 +76,10 @@ ljg_node *ljf_cast(struct lj_device *d, ljg_node *n, lj_dtype dt);
 ljg_node *ljf_reshape_node(struct lj_device *d, ljg_node *n, int ndim, const int64_t *shape);
 /* Broadcasts n to shape (prepending size-1 dims as needed). */
 ljg_node *ljf_expand_node(struct lj_device *d, ljg_node *n, int ndim, const int64_t *shape);
+/* n with its dims permuted (perm[i]: the source dim of dim i; in range, no repeats). */
+ljg_node *ljf_permute_node(struct lj_device *d, ljg_node *n, const int64_t *perm);
+/* Elements start, start + step, ... (len of them) of n along dim (in range). */
+ljg_node *ljf_slice_node(struct lj_device *d, ljg_node *n, int dim, int64_t start, int64_t len, int64_t step);
 /* A 0-d node of value v in dtype dt: a constant when v is 0, 1 or -1 (unless
  * LJ_NO_SPECIAL_SCALARS), otherwise a fresh scalar parameter. */
 ljg_node *ljf_scalar(struct lj_device *d, lj_dtype dt, double v);

@@ -56,10 +56,8 @@ lj_tensor *lj_permute(lj_tensor *t, int ndim, const int *perm) {
     ljb_error(LJ_ERR_ARG, "%s: %d dims given for a %d-d tensor", name, ndim, t->ndim);
     return NULL;
   }
-  ljg_attr a = {0};
-  int64_t shape[LJ_MAX_DIMS];
+  int64_t p[LJ_MAX_DIMS];
   unsigned seen = 0;
-  bool identity = true;
   for (int i = 0; i < ndim; i++) {
     int d;
     if (!ljf_dim(name, ndim, perm[i], &d)) return NULL;
@@ -68,14 +66,22 @@ lj_tensor *lj_permute(lj_tensor *t, int ndim, const int *perm) {
       return NULL;
     }
     seen |= 1u << d;
-    a.a[i] = d;
-    shape[i] = t->shape[d];
-    identity &= d == i;
+    p[i] = d;
   }
-  ljg_node *x = ljf_node(t);
-  if (identity) return view_result(t, x);
-  struct lj_device *dev = t->dev;
-  return view_result(t, ljg_node_make(&dev->trace, LJG_OP_PERMUTE, t->dtype, ndim, shape, 1, &x, &a));
+  return view_result(t, ljf_permute_node(t->dev, ljf_node(t), p));
+}
+
+ljg_node *ljf_permute_node(struct lj_device *d, ljg_node *x, const int64_t *perm) {
+  ljg_attr a = {0};
+  int64_t shape[LJ_MAX_DIMS];
+  bool identity = true;
+  for (int i = 0; i < x->ndim; i++) {
+    a.a[i] = perm[i];
+    shape[i] = x->shape[perm[i]];
+    identity &= perm[i] == i;
+  }
+  if (identity) return x;
+  return ljg_node_make(&d->trace, LJG_OP_PERMUTE, x->dtype, x->ndim, shape, 1, &x, &a);
 }
 
 lj_tensor *lj_transpose(lj_tensor *t, int dim0, int dim1) {
@@ -194,17 +200,19 @@ lj_tensor *lj_slice(lj_tensor *t, int dim, int64_t start, int64_t end, int64_t s
   start = start < 0 ? 0 : start > size ? size : start;
   end = end < start ? start : end > size ? size : end;
   int64_t len = (end - start + step - 1) / step;
+  return view_result(t, ljf_slice_node(t->dev, ljf_node(t), d, start, len, step));
+}
+
+ljg_node *ljf_slice_node(struct lj_device *d, ljg_node *x, int dim, int64_t start, int64_t len, int64_t step) {
+  if (len == x->shape[dim]) return x; /* in range, so the whole dim */
   int64_t shape[LJ_MAX_DIMS];
-  memcpy(shape, t->shape, sizeof shape);
-  shape[d] = len;
+  memcpy(shape, x->shape, sizeof shape);
+  shape[dim] = len;
   ljg_attr a = {0};
-  a.a[0] = d;
+  a.a[0] = dim;
   a.a[1] = len ? start : 0;
   a.a[2] = step;
-  ljg_node *x = ljf_node(t);
-  struct lj_device *dev = t->dev;
-  if (len == size) return view_result(t, x);
-  return view_result(t, ljg_node_make(&dev->trace, LJG_OP_SLICE, t->dtype, t->ndim, shape, 1, &x, &a));
+  return ljg_node_make(&d->trace, LJG_OP_SLICE, x->dtype, x->ndim, shape, 1, &x, &a);
 }
 
 lj_tensor *lj_cat(int n, lj_tensor *const *ts, int dim) {

@@ -58,6 +58,7 @@ static void to_host_order(ljr_idx *a, size_t n) {
 
 static bool read_idx(const char *path, ljr_idx *a) {
   memset(a, 0, sizeof *a);
+  errno = 0;
   gzFile f = gzopen(path, "rb");
   if (!f) {
     ljb_error(LJ_ERR_IO, "%s: cannot open '%s': %s", op, path, errno ? strerror(errno) : "out of memory");

@@ -128,8 +128,8 @@ static void *producer(void *arg) {
   lj_loader *l = arg;
   const ljr_dataset_storage *s = l->data;
   int64_t bs = l->o.batch_size;
-  int64_t *order = malloc((size_t)l->count * sizeof *order);
-  float *hx = malloc((size_t)(bs * s->sample_numel) * sizeof *hx + 1);
+  int64_t *order = malloc((size_t)(l->count + 1) * sizeof *order);
+  float *hx = malloc((size_t)(bs * s->sample_numel + 1) * sizeof *hx);
   int64_t *hy = malloc((size_t)bs * sizeof *hy);
   if (!order || !hx || !hy) {
     staged err = {.st = LJ_ERR_OOM};
