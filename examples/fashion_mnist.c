@@ -86,13 +86,19 @@ static bool parse_options(int argc, char **argv, options *o) {
     default: usage(stderr); return false;
     }
   }
-  if (optind < argc || o->epochs < 1 || o->batch_size < 1 || o->threads < 0 || o->limit < 0 || o->log_interval < 1 ||
-      (strcmp(o->model, "cnn") != 0 && strcmp(o->model, "mlp") != 0)) {
-    fprintf(stderr, "fashion_mnist: invalid arguments\n");
+  const char *bad = optind < argc                                                   ? "unexpected argument"
+                    : o->epochs < 1                                                   ? "--epochs must be >= 1"
+                    : o->batch_size < 1                                               ? "--batch-size must be >= 1"
+                    : o->threads < 0                                                  ? "--threads must be >= 0"
+                    : o->limit < 0                                                    ? "--limit must be >= 0"
+                    : o->log_interval < 1                                             ? "--log-interval must be >= 1"
+                    : strcmp(o->model, "cnn") != 0 && strcmp(o->model, "mlp") != 0 ? "--model must be cnn or mlp"
+                                                                                      : NULL;
+  if (bad) {
+    fprintf(stderr, "fashion_mnist: %s\n", bad);
     usage(stderr);
-    return false;
   }
-  return true;
+  return !bad;
 }
 
 static lj_dataset *load_split(const char *dir, const char *split) {
@@ -166,7 +172,7 @@ static void progress_clear(void) {
 typedef struct history {
   double *step_x, *step_loss; /* loss averaged over each log interval, x in epochs */
   int nsteps, cap;
-  double acc_x[1024], acc[1024];
+  double *acc_x, *acc; /* test accuracy (%) after each epoch */
   int nacc;
 } history;
 
@@ -327,7 +333,8 @@ int main(int argc, char **argv) {
   }
   printf("lazyjit on %s (%s, %d threads): %s on %lld training images, batch %lld, %d epochs\n", lj_device_name(d),
          lj_device_hw(d), cfg.num_threads, o.model, (long long)n_train, (long long)o.batch_size, o.epochs);
-  history h = {0};
+  history h = {.acc_x = calloc((size_t)o.epochs, sizeof(double)), .acc = calloc((size_t)o.epochs, sizeof(double))};
+  if (!h.acc_x || !h.acc) abort();
   double t_start = now_s(), train_s = 0, accuracy = 0;
   int rc = 0;
   for (int epoch = 1; epoch <= o.epochs && rc == 0; epoch++) {
@@ -360,6 +367,8 @@ int main(int argc, char **argv) {
   }
   free(h.step_x);
   free(h.step_loss);
+  free(h.acc_x);
+  free(h.acc);
   lj_optim_free(opt);
   lj_loader_free(train_loader);
   lj_loader_free(test_loader);
