@@ -1,6 +1,7 @@
 /* test_ops_matmul.c — torch.matmul semantics against the interpreter: 1-D·1-D, 2-D·1-D,
  * 1-D·2-D, 2-D·2-D, batched with broadcast batch dims, transposed and sliced operands, fused
- * producers and consumers, every non-bool dtype, empty dims; and the errors. */
+ * producers and consumers, every non-bool dtype, empty dims, the register-blocked kernels'
+ * tile edges; and the errors. */
 #include "test_util.h"
 
 static double tol(lj_dtype dt) {
@@ -64,6 +65,42 @@ START_TEST(test_matmul_fused_and_large) {
 }
 END_TEST
 
+/* The register-blocked f32/f64 kernels around their tile edges: rows 1, 6, 7, 13 (tiles of
+ * 6 and 3 rows and single rows), columns 1, 8, 17, 33 (vector and column tiles, masked
+ * partial vectors), k of 1, 9, 257 and 600 (blocks of k); with B contiguous along n, with B
+ * transposed (dot products over k), with A transposed, batched with B broadcast, and big
+ * enough to be split across threads inside a tile. */
+START_TEST(test_matmul_tiles) {
+  static const int64_t Ms[] = {1, 6, 7, 13}, Ns[] = {1, 8, 17, 33}, Ks[] = {1, 9, 257, 600};
+  for (int di = 0; di < 2; di++) {
+    lj_dtype dt = di ? LJ_F64 : LJ_F32;
+    for (int layout = 0; layout < 3; layout++) {
+      lj_tensor *ts[64];
+      int n = 0;
+      for (int mi = 0; mi < 4; mi++)
+        for (int ni = 0; ni < 4; ni++)
+          for (int ki = 0; ki < 4; ki++) {
+            int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
+            uint64_t seed = (uint64_t)(100 * layout + 16 * mi + 4 * ni + ki);
+            lj_tensor *a = layout == 2 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1)
+                                       : tu_tensor(dt, LJ_SHAPE(M, K), TU_ANY, seed);
+            lj_tensor *b = layout == 1 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
+                                       : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
+            ts[n++] = lj_matmul(a, b);
+            lj_tensor_release(a);
+            lj_tensor_release(b);
+          }
+      tu_check_interp_tol(n, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11); /* f32: sums of 600 products */
+      for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    }
+    lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 37, 300), TU_ANY, 900);
+    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(300, 45), TU_ANY, 901), *wt = tu_tensor(dt, LJ_SHAPE(45, 300), TU_ANY, 902);
+    lj_tensor *ts[2] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1))};
+    tu_check_interp_tol(2, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+  }
+}
+END_TEST
+
 START_TEST(test_matmul_errors) {
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
   lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(4, 5), TU_ANY, 2);
@@ -86,6 +123,7 @@ static Suite *suite(void) {
   TCase *tc = tu_tcase("matmul");
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
+  tcase_add_test(tc, test_matmul_tiles);
   tcase_add_test(tc, test_matmul_errors);
   suite_add_tcase(s, tc);
   return s;

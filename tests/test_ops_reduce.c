@@ -1,6 +1,7 @@
 /* test_ops_reduce.c — sum, mean, prod, amax, amin, argmax, argmin against the reference
  * interpreter: every dtype, dim lists, keepdim, negative dims, empty and size-1 dims, 0-d
- * tensors, reductions over non-contiguous inputs and over fused producers, NaN handling;
+ * tensors, reductions over non-contiguous inputs and over fused producers, NaN handling,
+ * reductions over leading dims (column order);
  * and the dtype and shape errors PyTorch gives. */
 #include "test_util.h"
 
@@ -150,6 +151,41 @@ START_TEST(test_large_rows) {
 }
 END_TEST
 
+/* Reductions over leading dims, whose values are contiguous along the kept dim (the code
+ * runs them in column order, in blocks of the kept dim): every op and dtype class, kept dims
+ * longer than a block and split across threads, NaN and ties in arg-reductions, and windows
+ * reduced as max-pooling does. */
+START_TEST(test_column_reductions) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 5000), TU_SPECIAL, 11);
+  lj_tensor *y = tu_tensor(LJ_F64, LJ_SHAPE(2, 9, 3000), TU_ANY, 12);
+  lj_tensor *w = tu_tensor(LJ_BF16, LJ_SHAPE(5, 64), TU_UNIT, 13);
+  lj_tensor *i = tu_tensor(LJ_I32, LJ_SHAPE(6, 300), TU_ANY, 14);
+  lj_tensor *t = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(3, 4),
+                                     (float[]){1, NAN, 0, 2, 1, 5, NAN, 2, 0, 5, 1, -1});
+  lj_tensor *ts[16];
+  int n = 0;
+  ts[n++] = lj_sum(x, 1, (const int[]){0}, false);
+  ts[n++] = lj_amax(x, 1, (const int[]){0}, true);
+  ts[n++] = lj_argmax(x, 0, false);
+  ts[n++] = lj_argmin(y, 1, true);
+  ts[n++] = lj_mean(y, 2, (const int[]){0, 1}, false);
+  ts[n++] = lj_prod(lj_add_scalar(lj_mul_scalar(y, 0.01), 1), 1, (const int[]){1}, false);
+  ts[n++] = lj_sum(w, 1, (const int[]){0}, false);
+  ts[n++] = lj_amin(i, 1, (const int[]){0}, false);
+  ts[n++] = lj_sum(i, 1, (const int[]){0}, false);
+  ts[n++] = lj_argmax(t, 0, false);
+  ts[n++] = lj_argmin(t, 0, false);
+  ts[n++] = lj_amax(t, 1, (const int[]){0}, false);
+  /* max-pool's shape: windows of 4 laid out in rows of 196 */
+  ts[n++] = lj_argmax(lj_reshape(y, LJ_SHAPE(2, 3, 3, 3000)), 2, false);
+  tu_check_interp_tol(n, ts, 1e-5, 1e-5);
+  int64_t got[4];
+  ck_assert_int_eq(lj_tensor_to_host(ts[9], got, sizeof got), LJ_OK);
+  ck_assert(got[0] == 0 && got[1] == 0 && got[2] == 1 && got[3] == 0); /* NaN wins, ties go first */
+  for (int k = 0; k < n; k++) lj_tensor_release(ts[k]);
+}
+END_TEST
+
 START_TEST(test_reduce_errors) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 0), TU_ANY, 1);
   ck_assert(lj_amax(x, 1, (const int[]){1}, false) == NULL);
@@ -173,6 +209,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_arg_reductions);
   tcase_add_test(tc, test_arg_ties_and_nan);
   tcase_add_test(tc, test_large_rows);
+  tcase_add_test(tc, test_column_reductions);
   tcase_add_test(tc, test_reduce_errors);
   suite_add_tcase(s, tc);
   return s;

@@ -1,6 +1,7 @@
 /* ir.c — emission helpers: LLVM types for dtypes, conversions between storage and compute
  * types (bf16 by bit arithmetic with round-to-nearest-even, f16 through LLVM's half),
- * PyTorch's casts, constants, intrinsic calls and attributes. */
+ * PyTorch's casts, constants, intrinsic calls, attributes, and loops carrying values in
+ * phis. */
 #include "codegen_llvm/ir.h"
 
 #include <stdio.h>
@@ -21,6 +22,12 @@ void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod) {
   ir->f64 = LLVMDoubleTypeInContext(ctx);
   ir->ptr = LLVMPointerTypeInContext(ctx, 0);
   ir->void_ = LLVMVoidTypeInContext(ctx);
+}
+
+int ljc_vector_bytes(const char *features) {
+  if (!features || !*features) return 32;
+  if (strstr(features, "+avx512f")) return 64;
+  return strstr(features, "+avx") ? 32 : 16;
 }
 
 void ljc_ir_dispose(ljc_ir *ir) { LLVMDisposeBuilder(ir->b); }
@@ -149,14 +156,19 @@ LLVMValueRef ljc_cast(ljc_ir *ir, LLVMValueRef v, lj_dtype from, lj_dtype to) {
   return fsigned ? LLVMBuildSExt(b, v, tt, "") : LLVMBuildZExt(b, v, tt, "");
 }
 
-LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args) {
+LLVMValueRef ljc_intrinsic_over(ljc_ir *ir, const char *name, int ntypes, LLVMTypeRef *types, int n,
+                                LLVMValueRef *args) {
   char full[64];
   snprintf(full, sizeof full, "llvm.%s", name);
   unsigned id = LLVMLookupIntrinsicID(full, strlen(full));
   LJ_ASSERT(id != 0);
-  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(ir->mod, id, &t, 1);
-  LLVMTypeRef fty = LLVMIntrinsicGetType(ir->ctx, id, &t, 1);
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(ir->mod, id, types, (size_t)ntypes);
+  LLVMTypeRef fty = LLVMIntrinsicGetType(ir->ctx, id, types, (size_t)ntypes);
   return LLVMBuildCall2(ir->b, fty, fn, args, (unsigned)n, "");
+}
+
+LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args) {
+  return ljc_intrinsic_over(ir, name, 1, &t, n, args);
 }
 
 LLVMValueRef ljc_intrinsic1(ljc_ir *ir, const char *name, LLVMValueRef x) {
@@ -181,4 +193,59 @@ void ljc_add_fn_attr(ljc_ir *ir, LLVMValueRef fn, const char *name) {
 void ljc_add_param_attr(ljc_ir *ir, LLVMValueRef fn, unsigned param, const char *name, uint64_t v) {
   unsigned kind = LLVMGetEnumAttributeKindForName(name, strlen(name));
   LLVMAddAttributeAtIndex(fn, param + 1, LLVMCreateEnumAttribute(ir->ctx, kind, v));
+}
+
+/* ---- loops ----------------------------------------------------------------------------- */
+
+void ljc_loop_begin_step(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, int64_t step, bool guard,
+                         int nacc, LLVMValueRef *acc_in) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LJ_ASSERT(nacc <= LJC_LOOP_ACC && step > 0);
+  memset(L, 0, sizeof *L);
+  L->pre = LLVMGetInsertBlock(b);
+  L->header = LLVMAppendBasicBlockInContext(ir->ctx, fn, "loop");
+  L->exit = LLVMAppendBasicBlockInContext(ir->ctx, fn, "loop.exit");
+  L->hi = hi;
+  L->step = step;
+  L->guarded = guard;
+  L->nacc = nacc;
+  if (guard)
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, lo, hi, ""), L->header, L->exit);
+  else
+    LLVMBuildBr(b, L->header);
+  LLVMPositionBuilderAtEnd(b, L->header);
+  L->iv = LLVMBuildPhi(b, ir->i64, "i");
+  LLVMAddIncoming(L->iv, &lo, &L->pre, 1);
+  for (int a = 0; a < nacc; a++) {
+    L->acc_in[a] = acc_in[a];
+    L->acc[a] = LLVMBuildPhi(b, LLVMTypeOf(acc_in[a]), "acc");
+    LLVMAddIncoming(L->acc[a], &acc_in[a], &L->pre, 1);
+  }
+}
+
+void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, bool guard, int nacc,
+                    LLVMValueRef *acc_in) {
+  ljc_loop_begin_step(ir, L, lo, hi, 1, guard, nacc, acc_in);
+}
+
+void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out) {
+  LLVMBuilderRef b = ir->b;
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+  LLVMValueRef next = LLVMBuildNSWAdd(b, L->iv, ljc_i64(ir, L->step), "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, L->hi, ""), L->header, L->exit);
+  LLVMAddIncoming(L->iv, &next, &latch, 1);
+  for (int a = 0; a < L->nacc; a++) LLVMAddIncoming(L->acc[a], &acc_next[a], &latch, 1);
+  LLVMPositionBuilderAtEnd(b, L->exit);
+  for (int a = 0; a < L->nacc; a++) {
+    if (!L->guarded) {
+      acc_out[a] = acc_next[a];
+      continue;
+    }
+    LLVMValueRef phi = LLVMBuildPhi(b, LLVMTypeOf(acc_next[a]), "");
+    LLVMValueRef in[2] = {L->acc_in[a], acc_next[a]};
+    LLVMBasicBlockRef from[2] = {L->pre, latch};
+    LLVMAddIncoming(phi, in, from, 2);
+    acc_out[a] = phi;
+  }
 }

@@ -16,10 +16,14 @@ typedef struct ljc_ir {
   LLVMModuleRef mod;
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
+  int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
 } ljc_ir;
 
 /* ir.c */
 void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod);
+/* The vector register width a target feature string implies: 64 bytes with AVX-512F, 32 with
+ * AVX (or when the features are not given: code for a named CPU), else 16. */
+int ljc_vector_bytes(const char *features);
 void ljc_ir_dispose(ljc_ir *ir);
 /* Storage type of a dtype in memory (bf16 as i16, bool as i8) and the type values are
  * computed in (bf16/f16 in f32, bool as i1). */
@@ -38,6 +42,9 @@ LLVMValueRef ljc_const_i(LLVMTypeRef t, int64_t v);
 LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v);
 /* Calls llvm.<name> overloaded on type t with n arguments. */
 LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args);
+/* The same for an intrinsic overloaded on several types (e.g. masked.load: vector, pointer). */
+LLVMValueRef ljc_intrinsic_over(ljc_ir *ir, const char *name, int ntypes, LLVMTypeRef *types, int n,
+                                LLVMValueRef *args);
 LLVMValueRef ljc_intrinsic1(ljc_ir *ir, const char *name, LLVMValueRef x);
 LLVMValueRef ljc_intrinsic2(ljc_ir *ir, const char *name, LLVMValueRef x, LLVMValueRef y);
 /* a*b + c, fused where the target allows (llvm.fmuladd). */
@@ -47,6 +54,25 @@ bool ljc_is_f64(LLVMValueRef x);
 LLVMValueRef ljc_fconst_like(LLVMValueRef x, double v);
 void ljc_add_fn_attr(ljc_ir *ir, LLVMValueRef fn, const char *name);
 void ljc_add_param_attr(ljc_ir *ir, LLVMValueRef fn, unsigned param, const char *name, uint64_t v);
+
+/* Loops over an i64 induction variable carrying up to LJC_LOOP_ACC values in phis. */
+enum { LJC_LOOP_ACC = 32 };
+typedef struct ljc_loop {
+  LLVMBasicBlockRef pre, header, exit;
+  LLVMValueRef iv, hi;
+  int64_t step;
+  bool guarded;
+  int nacc;
+  LLVMValueRef acc[LJC_LOOP_ACC], acc_in[LJC_LOOP_ACC];
+} ljc_loop;
+/* Opens a loop for iv = lo, lo + step, ... while iv < hi (step > 0; (hi - lo) a multiple of
+ * step), carrying nacc values (L->acc inside); guarded when it may run 0 times. */
+void ljc_loop_begin_step(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, int64_t step, bool guard,
+                         int nacc, LLVMValueRef *acc_in);
+void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, bool guard, int nacc,
+                    LLVMValueRef *acc_in);
+/* Closes the loop with the carried values' next values; acc_out receives them after it. */
+void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out);
 
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */
@@ -97,6 +123,10 @@ void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root);
 int ljc_expr_check(const ljg_kernel *k, int e);
 /* Records a failed check: sets its flag where `bad` and remembers value (may be NULL). */
 void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
+
+/* gemm.c: a register-blocked matmul kernel body for f32/f64 operands whose layout allows it
+ * (B contiguous along n, or A and B contiguous along k); false, emitting nothing, otherwise. */
+bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
 /* lower.c: defines `<name>_k<i>` for every kernel of p. */
 void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name);

@@ -10,7 +10,8 @@
  * quadratic alias-analysis time.) The body runs each loop nest: loops over the kept dims (the first one over the
  * task range [begin, end)), and for reductions an inner set of loops carrying the
  * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
- * vectorize. Matmul kernels compute one output row per task: when B is contiguous along n,
+ * vectorize. Matmul kernels of f32/f64 with suitable layouts are gemm.c's register-blocked
+ * code; the others compute one output row per task: when B is contiguous along n,
  * zero the row and add a[k] times row k of B for each k (the inner loop over n vectorizes);
  * when B is contiguous along k (a transposed weight), each output is a dot product over k
  * (a vectorized reduction). Division-by-zero flags are checked after the loops and
@@ -21,64 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- loops ------------------------------------------------------------------------------- */
-
-typedef struct loop {
-  LLVMBasicBlockRef pre, header, exit;
-  LLVMValueRef iv, hi;
-  bool guarded;
-  int nacc;
-  LLVMValueRef acc[2], acc_in[2];
-} loop;
-
-/* Opens a loop for iv in [lo, hi) carrying nacc values; guarded when it may run 0 times. */
-static void loop_begin(ljc_ir *ir, loop *L, LLVMValueRef lo, LLVMValueRef hi, bool guard, int nacc,
-                       LLVMValueRef *acc_in) {
-  LLVMBuilderRef b = ir->b;
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  memset(L, 0, sizeof *L);
-  L->pre = LLVMGetInsertBlock(b);
-  L->header = LLVMAppendBasicBlockInContext(ir->ctx, fn, "loop");
-  L->exit = LLVMAppendBasicBlockInContext(ir->ctx, fn, "loop.exit");
-  L->hi = hi;
-  L->guarded = guard;
-  L->nacc = nacc;
-  if (guard)
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, lo, hi, ""), L->header, L->exit);
-  else
-    LLVMBuildBr(b, L->header);
-  LLVMPositionBuilderAtEnd(b, L->header);
-  L->iv = LLVMBuildPhi(b, ir->i64, "i");
-  LLVMAddIncoming(L->iv, &lo, &L->pre, 1);
-  for (int a = 0; a < nacc; a++) {
-    L->acc_in[a] = acc_in[a];
-    L->acc[a] = LLVMBuildPhi(b, LLVMTypeOf(acc_in[a]), "acc");
-    LLVMAddIncoming(L->acc[a], &acc_in[a], &L->pre, 1);
-  }
-}
-
-/* Closes the loop; acc_out receives the carried values after it. */
-static void loop_end(ljc_ir *ir, loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out) {
-  LLVMBuilderRef b = ir->b;
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-  LLVMValueRef next = LLVMBuildNSWAdd(b, L->iv, ljc_i64(ir, 1), "");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, L->hi, ""), L->header, L->exit);
-  LLVMAddIncoming(L->iv, &next, &latch, 1);
-  for (int a = 0; a < L->nacc; a++) LLVMAddIncoming(L->acc[a], &acc_next[a], &latch, 1);
-  LLVMPositionBuilderAtEnd(b, L->exit);
-  for (int a = 0; a < L->nacc; a++) {
-    if (!L->guarded) {
-      acc_out[a] = acc_next[a];
-      continue;
-    }
-    LLVMValueRef phi = LLVMBuildPhi(b, LLVMTypeOf(acc_next[a]), "");
-    LLVMValueRef in[2] = {L->acc_in[a], acc_next[a]};
-    LLVMBasicBlockRef from[2] = {L->pre, latch};
-    LLVMAddIncoming(phi, in, from, 2);
-    acc_out[a] = phi;
-  }
-}
 
 /* ---- reductions ----------------------------------------------------------------------------- */
 
@@ -178,6 +121,7 @@ typedef struct nest_gen {
   ljc_point pt;
   int nkept;          /* leading dims that are not reduced */
   bool split;         /* dim 0 runs over the task range */
+  bool columns;       /* reduce with the last kept dim innermost (emit_columns) */
   LLVMValueRef begin, end;
   reduction red;
 } nest_gen;
@@ -200,12 +144,12 @@ static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *ou
     for (int a = 0; a < nacc; a++) out[a] = acc[a];
     return;
   }
-  loop L;
-  loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[d]), false, nacc, acc);
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[d]), false, nacc, acc);
   g->pt.idx[d] = L.iv;
   LLVMValueRef next[2];
   emit_reduced(g, d + 1, L.acc, next);
-  loop_end(ir, &L, next, out);
+  ljc_loop_end(ir, &L, next, out);
 }
 
 static void store_point(nest_gen *g, LLVMValueRef v) {
@@ -239,6 +183,17 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
   LLVMBuildStore(b, ljc_to_storage(ir, ljc_round_to(ir, sum, nest->out_dtype), nest->out_dtype), p);
 }
 
+/* What a reduction stores, from its final accumulators. */
+static LLVMValueRef reduction_result(nest_gen *g, LLVMValueRef *acc) {
+  switch (g->nest->rop) {
+  case LJG_OP_MEAN:
+    return LLVMBuildFDiv(g->kc->ir->b, acc[0], ljc_const_f(LLVMTypeOf(acc[0]), (double)g->nest->rcount), "");
+  case LJG_OP_ARGMAX:
+  case LJG_OP_ARGMIN: return acc[1];
+  default: return acc[0];
+  }
+}
+
 static void emit_point(nest_gen *g) {
   ljc_ir *ir = g->kc->ir;
   const ljg_nest *nest = g->nest;
@@ -249,14 +204,110 @@ static void emit_point(nest_gen *g) {
   LLVMValueRef acc[2], out[2];
   reduction_init(ir, &g->red, acc);
   emit_reduced(g, g->nkept, acc, out);
-  LLVMValueRef v = out[0];
-  switch (nest->rop) {
-  case LJG_OP_MEAN: v = LLVMBuildFDiv(ir->b, v, ljc_const_f(LLVMTypeOf(v), (double)nest->rcount), ""); break;
-  case LJG_OP_ARGMAX:
-  case LJG_OP_ARGMIN: v = out[1]; break;
-  default: break;
+  store_point(g, reduction_result(g, out));
+}
+
+/* Column order: the values are contiguous along the last kept dim and not along the last
+ * reduced one (a reduction over a leading dim, or over windows laid out in rows), so the
+ * reduced dims run outside a loop over the last kept dim that combines into accumulators in
+ * a stack array; the loop vectorizes, and each output still combines its values in the same
+ * order as the plain nest does. Decided by the loads the value reads; a long kept dim goes
+ * in blocks of COLUMN_BLOCK. */
+enum { COLUMN_BLOCK = 2048 };
+
+static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
+  if (seen[e]) return;
+  seen[e] = 1;
+  const ljg_kexpr *x = &k->exprs[e];
+  if (x->kind == LJG_X_LOAD) {
+    const ljg_view1 *v = ljg_view_top(&k->views[x->view]);
+    if (v->stride[r] == 1 || v->stride[j] == 0) (*row)++;
+    else if (v->stride[j] == 1) (*col)++;
+    return;
   }
-  store_point(g, v);
+  for (int i = 0; i < x->nin; i++) count_strides(k, x->in[i], j, r, col, row, seen);
+}
+
+static bool column_order(const ljg_kernel *k, const ljg_nest *nest, int nkept) {
+  if (nest->rop < 0 || nkept == 0 || nkept == nest->ndim) return false;
+  int j = nkept - 1;
+  if (nest->shape[j] < 4) return false;
+  int col = 0, row = 0;
+  uint8_t *seen = ljb_xcalloc((size_t)k->nexprs + 1, 1);
+  count_strides(k, nest->value, j, nest->ndim - 1, &col, &row, seen);
+  free(seen);
+  return col > row;
+}
+
+/* An array of n values of type t in the function's entry block. */
+static LLVMValueRef entry_array(ljc_ir *ir, LLVMTypeRef t, int64_t n) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(ir->b));
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
+  LLVMBuilderRef eb = LLVMCreateBuilderInContext(ir->ctx);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first)
+    LLVMPositionBuilderBefore(eb, first);
+  else
+    LLVMPositionBuilderAtEnd(eb, entry);
+  LLVMValueRef a = LLVMBuildAlloca(eb, LLVMArrayType2(t, (uint64_t)n), "acc");
+  LLVMSetAlignment(a, 64);
+  LLVMDisposeBuilder(eb);
+  return a;
+}
+
+/* acc[a] + (iv - base) */
+static LLVMValueRef acc_at(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef arr, LLVMValueRef iv, LLVMValueRef base) {
+  LLVMValueRef i = LLVMBuildNSWSub(ir->b, iv, base, "");
+  return LLVMBuildInBoundsGEP2(ir->b, t, arr, &i, 1, "");
+}
+
+static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, bool guard) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_nest *nest = g->nest;
+  int nacc = reduction_nacc(&g->red);
+  int64_t block = nest->shape[j] < COLUMN_BLOCK ? nest->shape[j] : COLUMN_BLOCK;
+  LLVMTypeRef at[2] = {g->red.acc_t, ir->i64};
+  LLVMValueRef arr[2], init[2];
+  for (int a = 0; a < nacc; a++) arr[a] = entry_array(ir, at[a], block);
+  reduction_init(ir, &g->red, init);
+  /* blocks [j0, j1) of the range */
+  ljc_loop B;
+  LLVMValueRef span = LLVMBuildNSWSub(b, hi, lo, "");
+  LLVMValueRef nblocks = LLVMBuildSDiv(b, LLVMBuildNSWAdd(b, span, ljc_i64(ir, block - 1), ""), ljc_i64(ir, block), "");
+  ljc_loop_begin(ir, &B, ljc_i64(ir, 0), nblocks, guard, 0, NULL);
+  LLVMValueRef j0 = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, B.iv, ljc_i64(ir, block), ""), "");
+  LLVMValueRef j1 = ljc_intrinsic2(ir, "smin", LLVMBuildNSWAdd(b, j0, ljc_i64(ir, block), ""), hi);
+  lo = j0, hi = j1;
+  /* acc[j] = init */
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
+  for (int a = 0; a < nacc; a++) LLVMBuildStore(b, init[a], acc_at(ir, at[a], arr[a], L.iv, j0));
+  ljc_loop_end(ir, &L, NULL, NULL);
+  /* for the reduced points: acc[j] = combine(acc[j], value) */
+  ljc_loop R[LJ_MAX_DIMS];
+  for (int d = g->nkept; d < nest->ndim; d++) {
+    ljc_loop_begin(ir, &R[d], ljc_i64(ir, 0), ljc_i64(ir, nest->shape[d]), nest->shape[d] == 0, 0, NULL);
+    g->pt.idx[d] = R[d].iv;
+  }
+  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
+  g->pt.idx[j] = L.iv;
+  LLVMValueRef p[2], acc[2], out[2];
+  for (int a = 0; a < nacc; a++) {
+    p[a] = acc_at(ir, at[a], arr[a], L.iv, j0);
+    acc[a] = LLVMBuildLoad2(b, at[a], p[a], "");
+  }
+  reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[nest->ndim - 1], out);
+  for (int a = 0; a < nacc; a++) LLVMBuildStore(b, out[a], p[a]);
+  ljc_loop_end(ir, &L, NULL, NULL);
+  for (int d = nest->ndim - 1; d >= g->nkept; d--) ljc_loop_end(ir, &R[d], NULL, NULL);
+  /* out[j] = the result */
+  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
+  g->pt.idx[j] = L.iv;
+  for (int a = 0; a < nacc; a++) acc[a] = LLVMBuildLoad2(b, at[a], acc_at(ir, at[a], arr[a], L.iv, j0), "");
+  store_point(g, reduction_result(g, acc));
+  ljc_loop_end(ir, &L, NULL, NULL);
+  ljc_loop_end(ir, &B, NULL, NULL);
 }
 
 static void emit_kept(nest_gen *g, int d) {
@@ -267,13 +318,17 @@ static void emit_kept(nest_gen *g, int d) {
   }
   bool task = d == 0 && g->split;
   if (!task && g->nest->shape[d] == 0) return;
-  loop L;
   LLVMValueRef lo = task ? g->begin : ljc_i64(ir, 0);
   LLVMValueRef hi = task ? g->end : ljc_i64(ir, g->nest->shape[d]);
-  loop_begin(ir, &L, lo, hi, task, 0, NULL);
+  if (g->columns && d == g->nkept - 1) {
+    emit_columns(g, d, lo, hi, task);
+    return;
+  }
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, task, 0, NULL);
   g->pt.idx[d] = L.iv;
   emit_kept(g, d + 1);
-  loop_end(ir, &L, NULL, NULL);
+  ljc_loop_end(ir, &L, NULL, NULL);
 }
 
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
@@ -287,6 +342,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   g.begin = begin;
   g.end = end;
   if (nest->rop >= 0) g.red = reduction_of(kc->ir, nest->rop, kc->k->exprs[nest->value].dtype);
+  g.columns = column_order(kc->k, nest, g.nkept);
   for (int d = g.nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
   emit_kept(&g, 0);
 }
@@ -309,23 +365,23 @@ static void matmul_axpy(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValu
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
   bool isfloat = ljg_dtype_is_float(k->mm_dtype);
-  loop z;
-  loop_begin(ir, &z, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
+  ljc_loop z;
+  ljc_loop_begin(ir, &z, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
   LLVMBuildStore(b, isfloat ? ljc_const_f(t, 0) : ljc_const_i(t, 0), LLVMBuildInBoundsGEP2(b, t, row, &z.iv, 1, ""));
-  loop_end(ir, &z, NULL, NULL);
+  ljc_loop_end(ir, &z, NULL, NULL);
   if (k->mm_k == 0) return;
-  loop kk;
-  loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 0, NULL);
+  ljc_loop kk;
+  ljc_loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 0, NULL);
   LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv);
-  loop n;
-  loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
+  ljc_loop n;
+  ljc_loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
   LLVMValueRef bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
   LLVMValueRef cp = LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, "");
   LLVMValueRef c = LLVMBuildLoad2(b, t, cp, "");
   c = isfloat ? ljc_fmuladd(ir, a, bv, c) : LLVMBuildAdd(b, c, LLVMBuildMul(b, a, bv, ""), "");
   LLVMBuildStore(b, c, cp);
-  loop_end(ir, &n, NULL, NULL);
-  loop_end(ir, &kk, NULL, NULL);
+  ljc_loop_end(ir, &n, NULL, NULL);
+  ljc_loop_end(ir, &kk, NULL, NULL);
 }
 
 /* C[row, n] = A[row, :] . B[:, n] for each n: for B contiguous along k. */
@@ -335,31 +391,31 @@ static void matmul_dot(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValue
   const ljg_kernel *k = kc->k;
   bool isfloat = ljg_dtype_is_float(k->mm_dtype);
   LLVMValueRef zero = isfloat ? ljc_const_f(t, 0) : ljc_const_i(t, 0);
-  loop n;
-  loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
+  ljc_loop n;
+  ljc_loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
   LLVMValueRef acc = zero;
   if (k->mm_k > 0) {
-    loop kk;
-    loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 1, &zero);
+    ljc_loop kk;
+    ljc_loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 1, &zero);
     LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv), bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
     LLVMValueRef next = isfloat ? reassoc(ljc_fmuladd(ir, a, bv, kk.acc[0]))
                                 : LLVMBuildAdd(b, kk.acc[0], LLVMBuildMul(b, a, bv, ""), "");
-    loop_end(ir, &kk, &next, &acc);
+    ljc_loop_end(ir, &kk, &next, &acc);
   }
   LLVMBuildStore(b, acc, LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, ""));
-  loop_end(ir, &n, NULL, NULL);
+  ljc_loop_end(ir, &n, NULL, NULL);
 }
 
 static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  if (k->mm_n == 0) return;
+  if (k->mm_n == 0 || ljc_emit_gemm(kc, begin, end)) return;
   LLVMTypeRef t = ljc_compute_type(ir, k->mm_dtype);
   const ljg_view1 *bview = ljg_view_top(&k->views[k->exprs[k->mm_bm].view]);
   bool dot = bview->stride[2] != 1 && bview->stride[1] == 1;
-  loop rows;
-  loop_begin(ir, &rows, begin, end, true, 0, NULL);
+  ljc_loop rows;
+  ljc_loop_begin(ir, &rows, begin, end, true, 0, NULL);
   LLVMValueRef bi = LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef mi = LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef rowoff = LLVMBuildNSWMul(b, rows.iv, ljc_i64(ir, k->mm_n), "");
@@ -368,7 +424,7 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
     matmul_dot(kc, bi, mi, row, t);
   else
     matmul_axpy(kc, bi, mi, row, t);
-  loop_end(ir, &rows, NULL, NULL);
+  ljc_loop_end(ir, &rows, NULL, NULL);
 }
 
 /* ---- windows (im2col, col2im) -------------------------------------------------------------- */
@@ -384,10 +440,10 @@ static LLVMValueRef ceil_div_clamp(ljc_ir *ir, LLVMValueRef a, int64_t b, int64_
 
 /* Runs body(ctx, iv) for iv in [lo, hi) (runtime bounds). */
 static void for_range(ljc_ir *ir, LLVMValueRef lo, LLVMValueRef hi, void (*body)(void *, LLVMValueRef), void *ctx) {
-  loop L;
-  loop_begin(ir, &L, lo, hi, true, 0, NULL);
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, true, 0, NULL);
   body(ctx, L.iv);
-  loop_end(ir, &L, NULL, NULL);
+  ljc_loop_end(ir, &L, NULL, NULL);
 }
 
 typedef struct window_gen {
@@ -466,8 +522,8 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef fill = ljg_dtype_is_float((lj_dtype)k->mm_dtype) ? ljc_const_f(ct, to_cols ? k->win_fill : 0)
                                                                  : ljc_const_i(ct, 0);
   w.fill = ljc_to_storage(ir, fill, (lj_dtype)k->mm_dtype);
-  loop tasks;
-  loop_begin(ir, &tasks, begin, end, true, 0, NULL);
+  ljc_loop tasks;
+  ljc_loop_begin(ir, &tasks, begin, end, true, 0, NULL);
   w.n = LLVMBuildUDiv(b, tasks.iv, ljc_i64(ir, C), "");
   w.c = LLVMBuildURem(b, tasks.iv, ljc_i64(ir, C), "");
   int64_t plane = to_cols ? a[0] * a[1] * OH * OW : H * W;
@@ -477,12 +533,12 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
     w.row = out;
     for_range(ir, ljc_i64(ir, 0), ljc_i64(ir, H * W), fill_one, &w);
   }
-  loop kh, kw, oh;
-  loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, a[0]), false, 0, NULL);
+  ljc_loop kh, kw, oh;
+  ljc_loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, a[0]), false, 0, NULL);
   w.kh = kh.iv;
-  loop_begin(ir, &kw, ljc_i64(ir, 0), ljc_i64(ir, a[1]), false, 0, NULL);
+  ljc_loop_begin(ir, &kw, ljc_i64(ir, 0), ljc_i64(ir, a[1]), false, 0, NULL);
   w.kw = kw.iv;
-  loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
+  ljc_loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
   w.oh = oh.iv;
   w.ih = LLVMBuildNSWSub(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, a[2]), ""),
                                              LLVMBuildNSWMul(b, kh.iv, ljc_i64(ir, a[6]), ""), ""),
@@ -518,10 +574,10 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   if (to_cols) for_range(ir, ljc_i64(ir, 0), ljc_i64(ir, OW), fill_one, &w);
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, done);
-  loop_end(ir, &oh, NULL, NULL);
-  loop_end(ir, &kw, NULL, NULL);
-  loop_end(ir, &kh, NULL, NULL);
-  loop_end(ir, &tasks, NULL, NULL);
+  ljc_loop_end(ir, &oh, NULL, NULL);
+  ljc_loop_end(ir, &kw, NULL, NULL);
+  ljc_loop_end(ir, &kh, NULL, NULL);
+  ljc_loop_end(ir, &tasks, NULL, NULL);
 }
 
 /* ---- kernels ------------------------------------------------------------------------------- */

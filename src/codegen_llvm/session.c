@@ -108,6 +108,7 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, const ljg_program *p, co
   LLVMDisposeTargetData(td);
   ljc_ir ir;
   ljc_ir_init(&ir, ctx, mod);
+  ir.vec_bytes = ljc_vector_bytes(s->features);
   ljc_lower_program(&ir, p, name);
   ljc_ir_dispose(&ir);
   LLVMMemoryBufferRef obj = NULL;
