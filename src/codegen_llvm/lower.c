@@ -487,22 +487,106 @@ static void copy_one(void *ctx, LLVMValueRef ow) {
   LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, w->st, w->row, &ow, 1, ""));
 }
 
+/* row[lo, hi) = the fill, or (copy) the source row a vector at a time, the last vector
+ * overlapping the one before it (LLVM would mask the short rows' tails, which costs more
+ * than the row on AMD CPUs); a span shorter than a vector, or a strided source, element by
+ * element. */
+static void emit_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi, bool copy) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
+  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->mm_dtype);
+  int vw = ir->vec_bytes / (int)esize;
+  if (vw < 2 || (copy && (k->win[3] != 1 || sv->n != 1 || ljg_view_top(sv)->stride[3] != 1))) {
+    for_range(ir, lo, hi, copy ? copy_one : fill_one, w);
+    return;
+  }
+  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)vw);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef vec = LLVMAppendBasicBlockInContext(ir->ctx, fn, "span.vectors");
+  LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(ir->ctx, fn, "span.elements");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "span.done");
+  LLVMValueRef len = LLVMBuildNSWSub(b, hi, lo, "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSGE, len, ljc_i64(ir, vw), ""), vec, one);
+  LLVMPositionBuilderAtEnd(b, vec);
+  LLVMValueRef fillv = NULL;
+  if (!copy) {
+    LLVMValueRef one_lane = LLVMBuildInsertElement(b, LLVMGetUndef(vt), w->fill, ljc_const_i(ir->i32, 0), "");
+    fillv = LLVMBuildShuffleVector(b, one_lane, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(ir->i32, (unsigned)vw)), "");
+  }
+  ljc_loop q;
+  ljc_loop_begin(ir, &q, ljc_i64(ir, 0), LLVMBuildUDiv(b, len, ljc_i64(ir, vw), ""), false, 0, NULL);
+  for (int last = 0; last < 2; last++) {
+    LLVMValueRef ow = last ? LLVMBuildNSWSub(b, hi, ljc_i64(ir, vw), "")
+                           : LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, vw), ""), "");
+    LLVMValueRef v = fillv;
+    if (copy) {
+      v = LLVMBuildLoad2(b, vt, window_src(w, w->ih, window_iw(w, ow)), "");
+      LLVMSetAlignment(v, esize);
+    }
+    LLVMSetAlignment(LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, w->st, w->row, &ow, 1, "")), esize);
+    if (!last) ljc_loop_end(ir, &q, NULL, NULL);
+  }
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, one);
+  for_range(ir, lo, hi, copy ? copy_one : fill_one, w);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+}
+
+/* col2im: pointers to cols[n, (c*KH + kh)*KW + kw, oh*OW + ow] and to out[n, c, ih, iw]. */
+static void add_ptrs(window_gen *w, LLVMValueRef ow, LLVMValueRef *src, LLVMValueRef *dst) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->c, ljc_i64(ir, k->win[0]), ""), w->kh, "");
+  r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, r, ljc_i64(ir, k->win[1]), ""), w->kw, "");
+  LLVMValueRef col = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->oh, ljc_i64(ir, k->win_ow), ""), ow, "");
+  *src = window_src(w, r, col);
+  LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->ih, ljc_i64(ir, k->win_img[3]), ""), window_iw(w, ow), "");
+  *dst = LLVMBuildInBoundsGEP2(b, w->st, w->row, &at, 1, "");
+}
+
 static void add_one(void *ctx, LLVMValueRef ow) {
   window_gen *w = ctx;
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
-  const ljg_kernel *k = w->kc->k;
-  lj_dtype dt = (lj_dtype)k->mm_dtype;
-  /* cols[n, (c*KH + kh)*KW + kw, oh*OW + ow] into out[n, c, ih, iw] */
-  LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->c, ljc_i64(ir, k->win[0]), ""), w->kh, "");
-  r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, r, ljc_i64(ir, k->win[1]), ""), w->kw, "");
-  LLVMValueRef col = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->oh, ljc_i64(ir, k->win_ow), ""), ow, "");
-  LLVMValueRef v = ljc_from_storage(ir, LLVMBuildLoad2(b, w->st, window_src(w, r, col), ""), dt);
-  LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->ih, ljc_i64(ir, k->win_img[3]), ""), window_iw(w, ow), "");
-  LLVMValueRef p = LLVMBuildInBoundsGEP2(b, w->st, w->row, &at, 1, "");
+  lj_dtype dt = (lj_dtype)w->kc->k->mm_dtype;
+  LLVMValueRef src, p;
+  add_ptrs(w, ow, &src, &p);
+  LLVMValueRef v = ljc_from_storage(ir, LLVMBuildLoad2(b, w->st, src, ""), dt);
   LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, w->st, p, ""), dt);
   LLVMValueRef sum = ljg_dtype_is_float(dt) ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, "");
   LLVMBuildStore(b, ljc_to_storage(ir, sum, dt), p);
+}
+
+/* col2im's adds over [lo, hi): f32/f64 with a stride of 1 a vector at a time, the rest (and
+ * other cases) element by element. */
+static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
+  lj_dtype dt = (lj_dtype)k->mm_dtype;
+  if ((dt != LJ_F32 && dt != LJ_F64) || k->win[3] != 1 || sv->n != 1 || ljg_view_top(sv)->stride[2] != 1) {
+    for_range(ir, lo, hi, add_one, w);
+    return;
+  }
+  unsigned esize = (unsigned)lj_dtype_size(dt);
+  int vw = ir->vec_bytes / (int)esize;
+  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)vw);
+  LLVMValueRef nvec = LLVMBuildSDiv(b, LLVMBuildNSWSub(b, hi, lo, ""), ljc_i64(ir, vw), "");
+  ljc_loop q;
+  ljc_loop_begin(ir, &q, ljc_i64(ir, 0), nvec, true, 0, NULL);
+  LLVMValueRef src, p, ow = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, vw), ""), "");
+  add_ptrs(w, ow, &src, &p);
+  LLVMValueRef v = LLVMBuildLoad2(b, vt, src, ""), old = LLVMBuildLoad2(b, vt, p, "");
+  LLVMSetAlignment(v, esize);
+  LLVMSetAlignment(old, esize);
+  LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, old, v, ""), p), esize);
+  ljc_loop_end(ir, &q, NULL, NULL);
+  for_range(ir, LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, nvec, ljc_i64(ir, vw), ""), ""), hi, add_one, w);
 }
 
 /* One (n, c) plane per task. im2col: each output row (kh, kw, oh) is padding where the input
@@ -531,7 +615,7 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->mm_out_slot], &base, 1, "");
   if (!to_cols) {
     w.row = out;
-    for_range(ir, ljc_i64(ir, 0), ljc_i64(ir, H * W), fill_one, &w);
+    emit_span(&w, ljc_i64(ir, 0), ljc_i64(ir, H * W), false);
   }
   ljc_loop kh, kw, oh;
   ljc_loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, a[0]), false, 0, NULL);
@@ -564,14 +648,14 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMPositionBuilderAtEnd(b, yes);
   if (to_cols) {
     for_range(ir, ljc_i64(ir, 0), lo, fill_one, &w);
-    for_range(ir, lo, hi, copy_one, &w);
+    emit_span(&w, lo, hi, true);
     for_range(ir, hi, ljc_i64(ir, OW), fill_one, &w);
   } else {
-    for_range(ir, lo, hi, add_one, &w);
+    emit_add_span(&w, lo, hi);
   }
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, no);
-  if (to_cols) for_range(ir, ljc_i64(ir, 0), ljc_i64(ir, OW), fill_one, &w);
+  if (to_cols) emit_span(&w, ljc_i64(ir, 0), ljc_i64(ir, OW), false);
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, done);
   ljc_loop_end(ir, &oh, NULL, NULL);
