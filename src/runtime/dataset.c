@@ -184,34 +184,29 @@ int64_t lj_dataset_label(const lj_dataset *ds, int64_t i) {
   return ljr_dataset_label(ds->s, ds->start + i);
 }
 
-void ljr_dataset_sample_f32(const ljr_dataset_storage *s, int64_t i, double mean, double std, float *out) {
+void ljr_dataset_samples_f32(const ljr_dataset_storage *s, const int64_t *idx, int64_t count, double mean,
+                             double std, float *out) {
   const ljr_idx *x = &s->samples;
   int64_t n = s->sample_numel;
-  const char *p = (const char *)x->data + (size_t)(i * n) * x->elem_size;
   double inv = 1 / std;
-  switch (x->type) {
-  case LJR_IDX_U8: {
-    /* a table: (v / 255 - mean) / std for each byte value */
-    float table[256];
+  float table[256]; /* u8: (v / 255 - mean) / std for each byte value */
+  if (x->type == LJR_IDX_U8)
     for (int v = 0; v < 256; v++) table[v] = (float)((v / 255.0 - mean) * inv);
-    for (int64_t k = 0; k < n; k++) out[k] = table[((const uint8_t *)p)[k]];
-    break;
-  }
-  case LJR_IDX_I8:
-    for (int64_t k = 0; k < n; k++) out[k] = (float)((((const int8_t *)p)[k] - mean) * inv);
-    break;
-  case LJR_IDX_I16:
-    for (int64_t k = 0; k < n; k++) out[k] = (float)((((const int16_t *)p)[k] - mean) * inv);
-    break;
-  case LJR_IDX_I32:
-    for (int64_t k = 0; k < n; k++) out[k] = (float)((((const int32_t *)p)[k] - mean) * inv);
-    break;
-  case LJR_IDX_F32:
-    for (int64_t k = 0; k < n; k++) out[k] = (float)((((const float *)p)[k] - mean) * inv);
-    break;
-  case LJR_IDX_F64:
-    for (int64_t k = 0; k < n; k++) out[k] = (float)((((const double *)p)[k] - mean) * inv);
-    break;
+  for (int64_t i = 0; i < count; i++, out += n) {
+    const void *p = (const char *)x->data + (size_t)(idx[i] * n) * x->elem_size;
+#define CONVERT(T) \
+  for (int64_t k = 0; k < n; k++) out[k] = (float)((((const T *)p)[k] - mean) * inv)
+    switch (x->type) {
+    case LJR_IDX_U8:
+      for (int64_t k = 0; k < n; k++) out[k] = table[((const uint8_t *)p)[k]];
+      break;
+    case LJR_IDX_I8: CONVERT(int8_t); break;
+    case LJR_IDX_I16: CONVERT(int16_t); break;
+    case LJR_IDX_I32: CONVERT(int32_t); break;
+    case LJR_IDX_F32: CONVERT(float); break;
+    case LJR_IDX_F64: CONVERT(double); break;
+    }
+#undef CONVERT
   }
 }
 

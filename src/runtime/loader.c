@@ -82,11 +82,10 @@ static void epoch_order(const lj_loader *l, uint64_t epoch, int64_t *order) {
 static staged stage_batch(lj_loader *l, const int64_t *order, int64_t n, float *hx, int64_t *hy) {
   staged b = {.n = n};
   const ljr_dataset_storage *s = l->data;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t k = l->start + order[i];
-    ljr_dataset_sample_f32(s, k, l->o.mean, l->o.std, hx + i * s->sample_numel);
-    hy[i] = ljr_dataset_label(s, k);
-  }
+  int64_t *at = hy; /* the absolute indices first, the labels then */
+  for (int64_t i = 0; i < n; i++) at[i] = l->start + order[i];
+  ljr_dataset_samples_f32(s, at, n, l->o.mean, l->o.std, hx);
+  for (int64_t i = 0; i < n; i++) hy[i] = ljr_dataset_label(s, at[i]);
   size_t xbytes = (size_t)(n * s->sample_numel) * sizeof(float), ybytes = (size_t)n * sizeof(int64_t);
   uint64_t t0 = ljb_now_ns();
   b.x = ljr_buffer_new(l->dev, xbytes);

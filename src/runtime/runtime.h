@@ -193,8 +193,10 @@ struct lj_dataset {
 };
 
 void ljr_dataset_storage_release(ljr_dataset_storage *s);
-/* Sample i (an absolute index) converted to f32: u8 scaled to [0, 1], then (x - mean) / std. */
-void ljr_dataset_sample_f32(const ljr_dataset_storage *s, int64_t i, double mean, double std, float *out);
+/* Samples idx[0..count) (absolute indices) converted to f32 one after another into out: u8
+ * scaled to [0, 1], then (x - mean) / std. */
+void ljr_dataset_samples_f32(const ljr_dataset_storage *s, const int64_t *idx, int64_t count, double mean,
+                             double std, float *out);
 /* Label i (absolute) as an integer. */
 int64_t ljr_dataset_label(const ljr_dataset_storage *s, int64_t i);
 
