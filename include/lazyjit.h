@@ -112,6 +112,9 @@ typedef struct lj_config {
                                    (default 1024; at least 1) */
   bool disable_fusion;        /**< LJ_DISABLE_FUSION: every op becomes its own kernel */
   bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too */
+  bool sync_tensors_opbyop;   /**< LJ_SYNC_TENSORS_OPBYOP: a sync runs every op of its graph
+                                   as an executable of its own (eager execution through the
+                                   same compiler; each one-op graph is cached) */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

@@ -122,6 +122,46 @@ START_TEST(test_disable_fusion) {
 }
 END_TEST
 
+/* LJ_SYNC_TENSORS_OPBYOP: every op its own cached executable with one kernel; the values are
+ * the fused program's; a second step compiles nothing. */
+START_TEST(test_sync_opbyop) {
+  double *vals[2] = {NULL, NULL};
+  int64_t n = 0;
+  for (int opbyop = 0; opbyop < 2; opbyop++) {
+    lj_config cfg = lj_config_default();
+    cfg.sync_tensors_opbyop = opbyop;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(16, 12), TU_ANY, 1);
+    lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 2);
+    lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(12, 16), TU_ANY, 3);
+    for (int step = 0; step < 2; step++) {
+      int64_t s0 = lj_counter_value("SyncTensors"), e0 = lj_counter_value("ExecutedKernels");
+      int64_t c0 = lj_counter_value("UncachedCompile");
+      lj_tensor *r = chain10(x, bias, y);
+      double *v = tu_read(r, &n);
+      free(vals[opbyop]);
+      vals[opbyop] = v;
+      int64_t syncs = lj_counter_value("SyncTensors") - s0;
+      int64_t kernels = lj_counter_value("ExecutedKernels") - e0;
+      if (opbyop) { /* at most one kernel per executable (a view of a parameter needs none) */
+        ck_assert_int_ge(kernels, 12);
+        ck_assert_int_le(kernels, syncs);
+      } else {
+        ck_assert_int_eq(kernels, 1);
+        ck_assert_int_eq(syncs, 1);
+      }
+      if (step == 1) ck_assert_int_eq(lj_counter_value("UncachedCompile"), c0);
+      if (step == 0) tu_check_interp(1, &r, 1e-5);
+      lj_tensor_release(r);
+    }
+    lj_shutdown();
+  }
+  for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(vals[0][i], vals[1][i], 1e-6);
+  free(vals[0]);
+  free(vals[1]);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_fusion");
   TCase *tc = tu_tcase("fusion");
@@ -129,6 +169,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_loop_normalization);
   tcase_add_test(tc, test_kernel_counts);
   tcase_add_test(tc, test_disable_fusion);
+  tcase_add_test(tc, test_sync_opbyop);
   suite_add_tcase(s, tc);
   return s;
 }

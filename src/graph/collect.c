@@ -87,6 +87,11 @@ int ljg_graph_add(ljg_graph *g, const ljg_gnode *proto, const int32_t *in) {
   return g->n++;
 }
 
+void ljg_graph_add_root(ljg_graph *g, int32_t node) {
+  GROW(g->roots, g->nroots, g->roots_cap, 1);
+  g->roots[g->nroots++] = node;
+}
+
 static bool is_param(const ljg_node *n) {
   return n->op == LJG_OP_DATA || n->op == LJG_OP_SCALAR || n->data != NULL;
 }
@@ -152,8 +157,7 @@ void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
         if (child->walk != stamp) ljb_vec_push(&stack, ((frame){child, 0}));
       }
     }
-    GROW(g->roots, g->nroots, g->roots_cap, 1);
-    g->roots[g->nroots++] = root->index;
+    ljg_graph_add_root(g, root->index);
   }
   ljb_vec_free(&stack);
 }

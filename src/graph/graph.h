@@ -183,6 +183,8 @@ void ljg_graph_clear(ljg_graph *g);
 ljg_graph *ljg_graph_clone(const ljg_graph *g);
 /* Appends a node (operands copied); returns its index. */
 int ljg_graph_add(ljg_graph *g, const ljg_gnode *proto, const int32_t *in);
+/* Appends node `node` to g's roots. */
+void ljg_graph_add_root(ljg_graph *g, int32_t node);
 /* Collects the graph that computes roots[0..n) into g (cleared first), walking operands in
  * order; data nodes and nodes with a computed buffer become DATA parameters, scalar nodes
  * SCALAR parameters, in first-use order. binds (may be NULL) receives one binding per

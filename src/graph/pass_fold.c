@@ -24,9 +24,7 @@ static bool evaluate(const ljg_graph *g, const ljg_gnode *n, const int32_t *in, 
   ljg_gnode m = *n;
   m.ndim = 0;
   int root = ljg_graph_add(&t, &m, tin);
-  t.roots = ljb_xalloc(sizeof *t.roots);
-  t.roots[0] = root;
-  t.nroots = t.roots_cap = 1;
+  ljg_graph_add_root(&t, root);
   unsigned char buf[8] = {0};
   void *outs[1] = {buf};
   lj_status saved = lj_last_status();

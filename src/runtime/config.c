@@ -27,6 +27,7 @@ static const env_var env_vars[] = {
     {"LJ_COMPILATION_CACHE_SIZE", NULL, ENV_INT, FIELD(compilation_cache_size)},
     {"LJ_DISABLE_FUSION", NULL, ENV_BOOL, FIELD(disable_fusion)},
     {"LJ_NO_SPECIAL_SCALARS", NULL, ENV_BOOL, FIELD(no_special_scalars)},
+    {"LJ_SYNC_TENSORS_OPBYOP", "XLA_SYNC_TENSORS_OPBYOP", ENV_BOOL, FIELD(sync_tensors_opbyop)},
 };
 
 static int online_cpus(void) {

@@ -144,8 +144,9 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
   return st;
 }
 
-lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
-                        ljr_buffer **out) {
+/* Runs g as one executable (compiled on a cache miss). */
+static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                           ljr_buffer **out) {
   ljr_runtime *rt = ljr_get();
   ljr_sample(LJR_M_TensorsGraphSize, g->n);
   ljb_hash key = ljg_graph_key(g, rt->env_seed);
@@ -159,6 +160,78 @@ lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_bindi
   }
   ljr_count(LJR_C_SyncTensors, 1);
   return run(d, e, binds, out);
+}
+
+/* Adds operand src of g to the one-op graph `one` as a parameter (once), bound to its value:
+ * a scalar keeps its node and binding, anything else becomes a DATA node on val[src]. */
+static int32_t op_operand(ljg_graph *one, ljg_binding_vec *b, const ljg_graph *g,
+                          const ljg_binding *binds, ljr_buffer **val, int32_t *map, int32_t src) {
+  if (map[src] >= 0) return map[src];
+  const ljg_gnode *n = &g->nodes[src];
+  ljg_gnode p = *n;
+  p.nin = 0;
+  p.param = -1;
+  ljg_binding v = {0};
+  if (n->op == LJG_OP_SCALAR) {
+    v = binds[n->param];
+  } else {
+    p.op = LJG_OP_DATA;
+    memset(&p.attr, 0, sizeof p.attr);
+    v.buf = val[src];
+  }
+  ljb_vec_push(b, v);
+  return map[src] = ljg_graph_add(one, &p, NULL);
+}
+
+/* Op-by-op execution (LJ_SYNC_TENSORS_OPBYOP): every node of g runs as a graph of its own,
+ * its operands bound as parameters, each such graph compiled once and cached like any other.
+ * Eager execution through the same compiler: for debugging and for measuring what fusion
+ * saves. */
+static lj_status run_op_by_op(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                              ljr_buffer **out) {
+  ljr_buffer **val = ljb_xcalloc((size_t)g->n + 1, sizeof *val);
+  int32_t *map = ljb_xalloc(((size_t)g->n + 1) * sizeof *map);
+  for (int i = 0; i < g->n; i++) map[i] = -1;
+  int32_t *in = ljb_xalloc(((size_t)g->nops + 1) * sizeof *in);
+  bool *is_root = ljb_xcalloc((size_t)g->n + 1, sizeof *is_root);
+  for (int r = 0; r < g->nroots; r++) is_root[g->roots[r]] = true;
+  ljg_graph one;
+  ljg_graph_init(&one);
+  ljg_binding_vec b = {0};
+  lj_status st = LJ_OK;
+  for (int i = 0; i < g->n && st == LJ_OK; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    if (n->op == LJG_OP_DATA) {
+      val[i] = ljr_buffer_retain(binds[n->param].buf);
+      continue;
+    }
+    if (n->op == LJG_OP_SCALAR && !is_root[i]) continue;
+    ljg_graph_clear(&one);
+    b.n = 0;
+    const int32_t *gin = ljg_in(g, n);
+    for (int k = 0; k < n->nin; k++) in[k] = op_operand(&one, &b, g, binds, val, map, gin[k]);
+    ljg_graph_add_root(&one, n->op == LJG_OP_SCALAR ? op_operand(&one, &b, g, binds, val, map, i)
+                                                    : ljg_graph_add(&one, n, in));
+    st = run_fused(d, &one, b.a, &val[i]);
+    for (int k = 0; k < n->nin; k++) map[gin[k]] = -1;
+    map[i] = -1;
+  }
+  if (st == LJ_OK)
+    for (int r = 0; r < g->nroots; r++) out[r] = ljr_buffer_retain(val[g->roots[r]]);
+  for (int i = 0; i < g->n; i++) ljr_buffer_release(val[i]);
+  ljg_graph_free(&one);
+  ljb_vec_free(&b);
+  free(val);
+  free(map);
+  free(in);
+  free(is_root);
+  return st;
+}
+
+lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                        ljr_buffer **out) {
+  if (ljr_get()->cfg.pub.sync_tensors_opbyop) return run_op_by_op(d, g, binds, out);
+  return run_fused(d, g, binds, out);
 }
 
 lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out) {
