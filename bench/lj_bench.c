@@ -1,87 +1,37 @@
 #define _POSIX_C_SOURCE 200809L
-/* lj_bench.c — lj-bench: named workloads timed through the public API. For each: the cold
- * compile time of its graph, the wall time of a cached sync, the kernels' run time (median
- * and minimum of the runs after warm-up, from the ExecuteTime metric) and the throughput.
+/* lj_bench.c — lj-bench: times the named workloads of workloads.c through the public API.
  *
- *   lj-bench [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--list]
+ * Each workload runs in a fresh runtime: one cold step (its compile time is the CompileTime
+ * metric), then N timed steps. A step is recorded (trace µs), synced, and split into the
+ * kernels' run time (ExecuteTime) and the rest of the sync (collection, hashing, cache
+ * lookup, buffer binding, dispatch: sync µs). Then the same workload runs again with
+ * LJ_SYNC_TENSORS_OPBYOP, every op an executable of its own, for its wall time per step.
+ *
+ *   lj-bench [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop] [--list]
  */
-#include <lazyjit.h>
+#include "workloads.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-typedef struct workload workload;
-/* Records the workload's graph on d from its inputs; returns the result (one tensor). */
-typedef lj_tensor *(*build_fn)(const workload *w, lj_device *d, lj_tensor **in);
+typedef struct options {
+  const char *filter, *json;
+  int threads, runs;
+  bool opbyop;
+} options;
 
-struct workload {
-  const char *name;
-  const char *what;
-  int ninputs;
-  int64_t shapes[3][3]; /* per input: ndim, sizes (up to 2) */
-  build_fn build;
-  double bytes;         /* bytes moved per run (0: use flops) */
-  double flops;
-};
-
-static lj_tensor *relu_chain(const workload *w, lj_device *d, lj_tensor **in) {
-  /* relu(x * w + b) * 0.5 */
-  return lj_mul_scalar(lj_relu(lj_add(lj_mul(in[0], in[1]), in[2])), 0.5);
-}
-
-static lj_tensor *gelu_tanh(const workload *w, lj_device *d, lj_tensor **in) { return lj_gelu(in[0], true); }
-static lj_tensor *sigmoid(const workload *w, lj_device *d, lj_tensor **in) { return lj_sigmoid(in[0]); }
-
-static lj_tensor *softmax(const workload *w, lj_device *d, lj_tensor **in) {
-  lj_tensor *x = in[0];
-  lj_tensor *e = lj_exp(lj_sub(x, lj_amax(x, 1, (const int[]){1}, true)));
-  return lj_div(e, lj_sum(e, 1, (const int[]){1}, true));
-}
-
-static lj_tensor *log_softmax(const workload *w, lj_device *d, lj_tensor **in) {
-  lj_tensor *x = in[0];
-  lj_tensor *s = lj_sub(x, lj_amax(x, 1, (const int[]){1}, true));
-  return lj_sub(s, lj_log(lj_sum(lj_exp(s), 1, (const int[]){1}, true)));
-}
-
-static lj_tensor *row_sum(const workload *w, lj_device *d, lj_tensor **in) {
-  return lj_sum(in[0], 1, (const int[]){1}, false);
-}
-
-static lj_tensor *matmul(const workload *w, lj_device *d, lj_tensor **in) { return lj_matmul(in[0], in[1]); }
-
-static lj_tensor *linear_relu(const workload *w, lj_device *d, lj_tensor **in) {
-  return lj_relu(lj_add(lj_matmul(in[0], lj_transpose(in[1], 0, 1)), in[2]));
-}
-
-/* A chain of 500 cheap elementwise ops on 16 elements: what a cached sync costs. */
-static lj_tensor *graph500(const workload *w, lj_device *d, lj_tensor **in) {
-  lj_tensor *x = in[0];
-  for (int i = 0; i < 250; i++) x = lj_mul_scalar(lj_add_scalar(x, 0.5 + i), 0.999);
-  return x;
-}
-
-#define M1 (1 << 20)
-#define M16 (1 << 24)
-static const workload workloads[] = {
-    {"relu_chain_1M", "relu(x*w+b)*0.5, f32", 3, {{1, M1}, {1, M1}, {1, M1}}, relu_chain, 4.0 * M1 * 4, 0},
-    {"relu_chain_16M", "relu(x*w+b)*0.5, f32", 3, {{1, M16}, {1, M16}, {1, M16}}, relu_chain, 4.0 * M16 * 4, 0},
-    {"gelu_tanh_1M", "gelu (tanh form), f32", 1, {{1, M1}}, gelu_tanh, 2.0 * M1 * 4, 0},
-    {"sigmoid_1M", "sigmoid, f32", 1, {{1, M1}}, sigmoid, 2.0 * M1 * 4, 0},
-    {"softmax_4096x1024", "softmax over rows", 1, {{2, 4096, 1024}}, softmax, 2.0 * 4096 * 1024 * 4, 0},
-    {"log_softmax_4096x1024", "log_softmax over rows", 1, {{2, 4096, 1024}}, log_softmax, 2.0 * 4096 * 1024 * 4, 0},
-    {"row_sum_4096x1024", "sum over rows", 1, {{2, 4096, 1024}}, row_sum, 4096.0 * 1024 * 4, 0},
-    {"sgemm_64", "64^3 matmul", 2, {{2, 64, 64}, {2, 64, 64}}, matmul, 0, 2.0 * 64 * 64 * 64},
-    {"sgemm_256", "256^3 matmul", 2, {{2, 256, 256}, {2, 256, 256}}, matmul, 0, 2.0 * 256 * 256 * 256},
-    {"sgemm_512", "512^3 matmul", 2, {{2, 512, 512}, {2, 512, 512}}, matmul, 0, 2.0 * 512 * 512 * 512},
-    {"sgemm_1024", "1024^3 matmul", 2, {{2, 1024, 1024}, {2, 1024, 1024}}, matmul, 0, 2.0 * 1024 * 1024 * 1024},
-    {"mlp_layer_128x784x512", "relu(x W^T + b), MLP first layer", 3, {{2, 128, 784}, {2, 512, 784}, {1, 512}},
-     linear_relu, 0, 2.0 * 128 * 784 * 512},
-    {"graph500_cached_sync", "500-node graph, cached sync overhead", 1, {{1, 16}}, graph500, 0, 0},
-};
+typedef struct result {
+  double compile_ms;        /* the cold step's CompileTime */
+  int kernels;              /* kernels the cold step compiled */
+  double trace_us, sync_us; /* medians: recording a step; sync time outside the kernels */
+  double run_ms, run_min_ms;  /* the kernels' time: median and minimum */
+  double step_ms;           /* wall time of a whole step (trace + sync), median */
+  double rate;              /* GB/s or GFLOP/s at the minimum run time */
+  const char *unit;
+  double opbyop_ms;         /* wall time per step op by op, median (0: not run) */
+} result;
 
 static double now(void) {
   struct timespec t;
@@ -100,117 +50,170 @@ static int cmp(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-typedef struct result {
-  double compile_ms, sync_us, run_ms, run_min_ms, rate;
-  const char *unit;
-} result;
-
-static lj_tensor *random_input(lj_device *d, const int64_t *spec) {
-  lj_tensor *r = lj_rand(d, LJ_F32, (int)spec[0], spec + 1);
-  lj_sync_tensors(1, &r);
-  return r;
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp);
+  return v[n / 2];
 }
 
-static int run_one(const workload *w, lj_device *d, int runs, result *res) {
-  lj_tensor *in[3];
-  for (int i = 0; i < w->ninputs; i++) in[i] = random_input(d, w->shapes[i]);
-  double *sync_t = calloc((size_t)runs, sizeof *sync_t), *exec_t = calloc((size_t)runs, sizeof *exec_t);
-  for (int r = -1; r < runs; r++) {
-    lj_scope_begin();
-    lj_tensor *out = lj_keep(w->build(w, d, in));
-    lj_scope_end();
-    if (!out) {
-      fprintf(stderr, "%s: %s\n", w->name, lj_last_error());
-      return 1;
-    }
-    double c0 = metric("CompileTime"), e0 = metric("ExecuteTime"), t0 = now();
-    if (lj_sync(d) != LJ_OK) {
-      fprintf(stderr, "%s: %s\n", w->name, lj_last_error());
-      return 1;
-    }
-    double t = now() - t0, e = metric("ExecuteTime") - e0;
-    if (r < 0) {
-      res->compile_ms = (metric("CompileTime") - c0) * 1e3;
+static bool start(const options *o, bool opbyop) {
+  lj_config cfg = lj_config_default();
+  if (o->threads > 0) cfg.num_threads = o->threads;
+  cfg.sync_tensors_opbyop = opbyop;
+  return lj_init(&cfg) == LJ_OK;
+}
+
+/* Timings of one step. */
+typedef struct sample {
+  double trace, sync, exec, compile;
+} sample;
+
+static bool step(const workload *w, bench_state *s, sample *t) {
+  for (int i = 0; i < s->nout; i++) lj_tensor_release(s->out[i]);
+  s->nout = 0;
+  memset(s->out, 0, sizeof s->out);
+  lj_clear_error();
+  double c0 = metric("CompileTime"), e0 = metric("ExecuteTime"), t0 = now();
+  lj_scope_begin();
+  w->step(w, s);
+  lj_scope_end();
+  double t1 = now();
+  if (lj_last_status() != LJ_OK || lj_sync(s->d) != LJ_OK) return false;
+  double t2 = now();
+  t->trace = t1 - t0;
+  t->exec = metric("ExecuteTime") - e0;
+  t->sync = t2 - t1 - t->exec;
+  t->compile = metric("CompileTime") - c0;
+  return true;
+}
+
+/* Runs w once cold and `runs` times timed in a fresh runtime; fills r (or just
+ * r->opbyop_ms in op-by-op mode). */
+static bool measure(const options *o, const workload *w, bool opbyop, int runs, result *r) {
+  if (!start(o, opbyop)) return false;
+  bench_state s = {.d = lj_default_device()};
+  sample t;
+  bool ok = w->setup(w, &s);
+  double k0 = (double)lj_counter_value("CompiledKernels");
+  ok = ok && step(w, &s, &t);
+  if (ok && !opbyop) {
+    r->compile_ms = t.compile * 1e3;
+    r->kernels = (int)((double)lj_counter_value("CompiledKernels") - k0);
+  }
+  double *v[4];
+  for (int k = 0; k < 4; k++) v[k] = calloc((size_t)runs, sizeof(double));
+  for (int i = 0; ok && i < runs; i++) {
+    ok = step(w, &s, &t);
+    v[0][i] = t.trace;
+    v[1][i] = t.sync;
+    v[2][i] = t.exec;
+    v[3][i] = t.trace + t.sync + t.exec;
+  }
+  if (ok && opbyop) {
+    r->opbyop_ms = median(v[3], runs) * 1e3;
+  } else if (ok) {
+    r->trace_us = median(v[0], runs) * 1e6;
+    r->sync_us = median(v[1], runs) * 1e6;
+    r->run_ms = median(v[2], runs) * 1e3;
+    r->run_min_ms = v[2][0] * 1e3;
+    r->step_ms = median(v[3], runs) * 1e3;
+    double best = v[2][0] > 0 ? v[2][0] : 1e-9;
+    r->unit = w->bytes > 0 ? "GB/s" : w->flops > 0 ? "GFLOP/s" : "";
+    r->rate = (w->bytes > 0 ? w->bytes : w->flops) / best * 1e-9;
+  }
+  if (!ok) fprintf(stderr, "lj-bench: %s%s: %s\n", w->name, opbyop ? " (op by op)" : "", lj_last_error());
+  for (int k = 0; k < 4; k++) free(v[k]);
+  bench_state_clear(&s);
+  lj_shutdown();
+  return ok;
+}
+
+static void usage(FILE *f, const char *argv0) {
+  fprintf(f,
+          "usage: %s [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop] [--list]\n"
+          "  --filter SUBSTR  only the workloads whose name contains SUBSTR\n"
+          "  --threads N      threads per device (default: LJ_NUM_THREADS or the online CPUs)\n"
+          "  --runs N         timed steps after the cold one (default 20; op by op a quarter)\n"
+          "  --json FILE      also write the results as JSON\n"
+          "  --no-opbyop      skip the op-by-op runs\n"
+          "  --list           list the workloads\n",
+          argv0);
+}
+
+static bool parse(int argc, char **argv, options *o) {
+  *o = (options){.runs = 20, .opbyop = true};
+  for (int i = 1; i < argc; i++) {
+    bool more = i + 1 < argc;
+    if (!strcmp(argv[i], "--filter") && more) o->filter = argv[++i];
+    else if (!strcmp(argv[i], "--threads") && more) o->threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--runs") && more) o->runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--json") && more) o->json = argv[++i];
+    else if (!strcmp(argv[i], "--no-opbyop")) o->opbyop = false;
+    else if (!strcmp(argv[i], "--list")) {
+      for (int k = 0; k < bench_nworkloads; k++) printf("%-22s %s\n", bench_workloads[k].name, bench_workloads[k].what);
+      exit(0);
+    } else if (!strcmp(argv[i], "--help")) {
+      usage(stdout, argv[0]);
+      exit(0);
     } else {
-      sync_t[r] = t - e;
-      exec_t[r] = e;
+      usage(stderr, argv[0]);
+      return false;
     }
-    lj_tensor_release(out);
   }
-  qsort(sync_t, (size_t)runs, sizeof *sync_t, cmp);
-  qsort(exec_t, (size_t)runs, sizeof *exec_t, cmp);
-  res->sync_us = sync_t[runs / 2] * 1e6;
-  res->run_ms = exec_t[runs / 2] * 1e3;
-  res->run_min_ms = exec_t[0] * 1e3;
-  res->rate = 0;
-  res->unit = "";
-  if (w->bytes > 0) {
-    res->rate = w->bytes / exec_t[0] * 1e-9;
-    res->unit = "GB/s";
-  } else if (w->flops > 0) {
-    res->rate = w->flops / exec_t[0] * 1e-9;
-    res->unit = "GFLOP/s";
-  }
-  free(sync_t);
-  free(exec_t);
-  for (int i = 0; i < w->ninputs; i++) lj_tensor_release(in[i]);
-  return 0;
+  if (o->runs < 1) o->runs = 1;
+  return true;
+}
+
+static void json_result(FILE *f, const workload *w, const result *r, bool first) {
+  fprintf(f,
+          "%s\n  {\"name\": \"%s\", \"compile_ms\": %.3f, \"kernels\": %d, \"trace_us\": %.2f, "
+          "\"sync_us\": %.2f, \"run_ms\": %.4f, \"run_min_ms\": %.4f, \"step_ms\": %.4f, \"rate\": %.3f, "
+          "\"unit\": \"%s\", \"opbyop_ms\": %.4f}",
+          first ? "" : ",", w->name, r->compile_ms, r->kernels, r->trace_us, r->sync_us, r->run_ms, r->run_min_ms,
+          r->step_ms, r->rate, r->unit, r->opbyop_ms);
 }
 
 int main(int argc, char **argv) {
-  const char *filter = NULL, *json = NULL;
-  int threads = 0, runs = 20;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--filter") && i + 1 < argc) filter = argv[++i];
-    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
-    else if (!strcmp(argv[i], "--list")) {
-      for (size_t k = 0; k < sizeof workloads / sizeof *workloads; k++)
-        printf("%-24s %s\n", workloads[k].name, workloads[k].what);
-      return 0;
-    } else {
-      fprintf(stderr, "usage: %s [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--list]\n", argv[0]);
-      return 2;
-    }
-  }
-  if (runs < 1) runs = 1;
-  lj_config cfg = lj_config_default();
-  if (threads > 0) cfg.num_threads = threads;
-  if (lj_init(&cfg) != LJ_OK) {
+  options o;
+  if (!parse(argc, argv, &o)) return 2;
+  if (!start(&o, false)) {
     fprintf(stderr, "lj-bench: %s\n", lj_last_error());
     return 1;
   }
-  lj_device *d = lj_default_device();
-  FILE *jf = json ? fopen(json, "w") : NULL;
-  if (json && !jf) {
-    perror(json);
+  int threads = lj_config_default().num_threads;
+  if (o.threads > 0) threads = o.threads;
+  lj_shutdown();
+  FILE *jf = o.json ? fopen(o.json, "w") : NULL;
+  if (o.json && !jf) {
+    perror(o.json);
     return 1;
   }
-  printf("lj-bench: %d thread(s), %d runs after warm-up\n", cfg.num_threads, runs);
-  printf("%-24s %11s %10s %10s %10s %12s\n", "workload", "compile ms", "sync us", "run ms", "min ms", "rate");
-  if (jf) fprintf(jf, "{\"threads\": %d, \"runs\": %d, \"results\": [", cfg.num_threads, runs);
-  int first = 1, status = 0;
-  for (size_t k = 0; k < sizeof workloads / sizeof *workloads; k++) {
-    const workload *w = &workloads[k];
-    if (filter && !strstr(w->name, filter)) continue;
+  printf("lj-bench: %d thread(s), %d timed steps after a cold one (op by op: %d)\n", threads, o.runs,
+         o.opbyop ? (o.runs + 3) / 4 : 0);
+  printf("%-22s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "workload", "compile", "krn", "trace", "sync",
+         "run", "min", "step", "rate", "op-by-op");
+  printf("%-22s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "", "ms", "", "us", "us", "ms", "ms", "ms", "", "ms");
+  if (jf) fprintf(jf, "{\"threads\": %d, \"runs\": %d, \"results\": [", threads, o.runs);
+  int status = 0;
+  bool first = true;
+  for (int k = 0; k < bench_nworkloads; k++) {
+    const workload *w = &bench_workloads[k];
+    if (o.filter && !strstr(w->name, o.filter)) continue;
     result r = {0};
-    if (run_one(w, d, runs, &r)) {
+    if (!measure(&o, w, false, o.runs, &r) || (o.opbyop && !measure(&o, w, true, (o.runs + 3) / 4, &r))) {
       status = 1;
       continue;
     }
-    printf("%-24s %11.2f %10.1f %10.3f %10.3f %7.1f %s\n", w->name, r.compile_ms, r.sync_us, r.run_ms,
-           r.run_min_ms, r.rate, r.unit);
-    if (jf)
-      fprintf(jf, "%s\n  {\"name\": \"%s\", \"compile_ms\": %.3f, \"sync_us\": %.2f, \"run_ms\": %.4f, "
-                  "\"run_min_ms\": %.4f, \"rate\": %.3f, \"unit\": \"%s\"}",
-              first ? "" : ",", w->name, r.compile_ms, r.sync_us, r.run_ms, r.run_min_ms, r.rate, r.unit);
-    first = 0;
+    char rate[32] = "";
+    if (*r.unit) snprintf(rate, sizeof rate, "%.1f %s", r.rate, r.unit);
+    printf("%-22s %9.1f %4d %9.1f %8.1f %9.3f %9.3f %9.3f %14s %10.3f\n", w->name, r.compile_ms, r.kernels,
+           r.trace_us, r.sync_us, r.run_ms, r.run_min_ms, r.step_ms, rate, r.opbyop_ms);
+    fflush(stdout);
+    if (jf) json_result(jf, w, &r, first);
+    first = false;
   }
   if (jf) {
     fprintf(jf, "\n]}\n");
     fclose(jf);
   }
-  lj_shutdown();
   return status;
 }

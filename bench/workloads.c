@@ -1,0 +1,230 @@
+/* workloads.c — the workloads lj-bench times, written as a user would write them with the
+ * public API: elementwise chains, softmax, reductions, matmuls, MNISTNet's conv layers
+ * forward and backward, MLP and CNN training steps, and a 500-node graph for the cost of a
+ * cached sync. Sizes live in each workload's n[]; inputs are uniform random. */
+#include "workloads.h"
+
+#include <stddef.h>
+
+#define M1 ((int64_t)1 << 20)
+#define M16 ((int64_t)1 << 24)
+
+static const int pad1[2] = {1, 1}, pool2[2] = {2, 2};
+
+static lj_tensor *rand_f32(bench_state *s, int ndim, const int64_t *shape) {
+  lj_tensor *t = lj_rand(s->d, LJ_F32, ndim, shape);
+  return t && lj_sync_tensors(1, &t) == LJ_OK ? t : NULL;
+}
+
+/* Class labels in [0, classes) as i64. */
+static lj_tensor *rand_labels(bench_state *s, int64_t batch, int64_t classes) {
+  lj_scope_begin();
+  lj_tensor *u = lj_rand(s->d, LJ_F32, LJ_SHAPE(batch));
+  lj_tensor *t = lj_keep(lj_cast(lj_floor(lj_mul_scalar(u, (double)classes - 0.5)), LJ_I64));
+  lj_scope_end();
+  return t && lj_sync_tensors(1, &t) == LJ_OK ? t : NULL;
+}
+
+static bool all_set(lj_tensor *const *ts, int n) {
+  for (int i = 0; i < n; i++)
+    if (!ts[i]) return false;
+  return true;
+}
+
+void bench_state_clear(bench_state *s) {
+  for (int i = 0; i < BENCH_MAX_TENSORS; i++) {
+    lj_tensor_release(s->in[i]);
+    lj_tensor_release(s->out[i]);
+    lj_tensor_release(s->p[i]);
+  }
+  lj_optim_free(s->opt);
+  lj_device *d = s->d;
+  *s = (bench_state){0};
+  s->d = d;
+}
+
+static void keep(bench_state *s, lj_tensor *t) { s->out[s->nout++] = lj_keep(t); }
+
+/* ---- setups ------------------------------------------------------------------------- */
+
+/* n[1] vectors of n[0] elements. */
+static bool setup_vectors(const workload *w, bench_state *s) {
+  for (int i = 0; i < w->n[1]; i++) s->in[i] = rand_f32(s, LJ_SHAPE(w->n[0]));
+  return all_set(s->in, (int)w->n[1]);
+}
+
+/* One [n[0], n[1]] matrix. */
+static bool setup_matrix(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
+  return s->in[0] != NULL;
+}
+
+/* A [M, K] and B [K, N] with n = {M, N, K}. */
+static bool setup_matmul(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[2]));
+  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[2], w->n[1]));
+  return all_set(s->in, 2);
+}
+
+/* x [B, K], weight [N, K], bias [N] with n = {B, N, K}. */
+static bool setup_linear(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[2]));
+  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[1], w->n[2]));
+  s->in[2] = rand_f32(s, LJ_SHAPE(w->n[1]));
+  return all_set(s->in, 3);
+}
+
+/* A 3x3 conv layer with n = {B, Cin, Cout, H}: x [B, Cin, H, H], weight and bias as
+ * parameters (PyTorch's init), and the gradient flowing into the pooled output. */
+static bool setup_conv(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], cin = w->n[1], cout = w->n[2], h = w->n[3];
+  s->in[0] = rand_f32(s, LJ_SHAPE(b, cin, h, h));
+  s->in[1] = rand_f32(s, LJ_SHAPE(b, cout, h / 2, h / 2));
+  s->np = 2;
+  if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){3, 3}, 1, true, &s->p[0], &s->p[1]) != LJ_OK)
+    return false;
+  /* the first layer's input is the data; the second's needs its gradient */
+  if (cin > 1 && lj_tensor_set_requires_grad(s->in[0], true) != LJ_OK) return false;
+  return all_set(s->in, 2);
+}
+
+static bool setup_sgd(bench_state *s) {
+  s->opt = lj_optim_sgd(s->np, s->p, (lj_sgd_options){.lr = 0.01, .momentum = 0.5});
+  return s->opt != NULL;
+}
+
+/* The MLP 784-512-512-10 with SGD; n[0] is the batch. */
+static bool setup_mlp(const workload *w, bench_state *s) {
+  static const int64_t sizes[] = {784, 512, 512, 10};
+  s->np = 6;
+  for (int l = 0; l < 3; l++)
+    if (lj_nn_linear_init(s->d, LJ_F32, sizes[l], sizes[l + 1], true, &s->p[2 * l], &s->p[2 * l + 1]) != LJ_OK)
+      return false;
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], 784));
+  s->in[1] = rand_labels(s, w->n[0], 10);
+  return all_set(s->in, 2) && setup_sgd(s);
+}
+
+/* MNISTNet (examples/fashion_mnist.c) with SGD; n[0] is the batch. */
+static bool setup_cnn(const workload *w, bench_state *s) {
+  static const int k3[2] = {3, 3};
+  s->np = 8;
+  if (lj_nn_conv2d_init(s->d, LJ_F32, 1, 32, k3, 1, true, &s->p[0], &s->p[1]) != LJ_OK ||
+      lj_nn_conv2d_init(s->d, LJ_F32, 32, 64, k3, 1, true, &s->p[2], &s->p[3]) != LJ_OK ||
+      lj_nn_linear_init(s->d, LJ_F32, 3136, 128, true, &s->p[4], &s->p[5]) != LJ_OK ||
+      lj_nn_linear_init(s->d, LJ_F32, 128, 10, true, &s->p[6], &s->p[7]) != LJ_OK)
+    return false;
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], 1, 28, 28));
+  s->in[1] = rand_labels(s, w->n[0], 10);
+  return all_set(s->in, 2) && setup_sgd(s);
+}
+
+/* ---- steps -------------------------------------------------------------------------- */
+
+static void relu_chain(const workload *w, bench_state *s) {
+  keep(s, lj_mul_scalar(lj_relu(lj_add(lj_mul(s->in[0], s->in[1]), s->in[2])), 0.5));
+}
+
+static void gelu_tanh(const workload *w, bench_state *s) { keep(s, lj_gelu(s->in[0], true)); }
+static void sigmoid(const workload *w, bench_state *s) { keep(s, lj_sigmoid(s->in[0])); }
+static void softmax(const workload *w, bench_state *s) { keep(s, lj_softmax(s->in[0], 1)); }
+static void log_softmax(const workload *w, bench_state *s) { keep(s, lj_log_softmax(s->in[0], 1)); }
+static void row_sum(const workload *w, bench_state *s) { keep(s, lj_sum(s->in[0], 1, (const int[]){1}, false)); }
+static void matmul(const workload *w, bench_state *s) { keep(s, lj_matmul(s->in[0], s->in[1])); }
+
+static void linear_relu(const workload *w, bench_state *s) {
+  keep(s, lj_relu(lj_linear(s->in[0], s->in[1], s->in[2])));
+}
+
+/* 500 cheap elementwise ops on 16 elements: what a cached sync costs. */
+static void graph500(const workload *w, bench_state *s) {
+  lj_tensor *x = s->in[0];
+  for (int i = 0; i < 250; i++) x = lj_mul_scalar(lj_add_scalar(x, 0.5 + i), 0.999);
+  keep(s, x);
+}
+
+static lj_tensor *conv_layer(lj_tensor *x, lj_tensor *w, lj_tensor *b) {
+  return lj_relu(lj_max_pool2d(lj_conv2d(x, w, b, NULL, pad1, NULL, 1), pool2, NULL, NULL));
+}
+
+static void conv_forward(const workload *w, bench_state *s) { keep(s, conv_layer(s->in[0], s->p[0], s->p[1])); }
+
+/* The layer's backward for an upstream gradient g: d(sum(layer(x) * g)) by weight, bias and,
+ * for the second layer, the input. The gradients are the live results the sync computes. */
+static void conv_backward(const workload *w, bench_state *s) {
+  lj_tensor_zero_grad(s->p[0]);
+  lj_tensor_zero_grad(s->p[1]);
+  lj_tensor_zero_grad(s->in[0]);
+  lj_backward(lj_sum(lj_mul(conv_layer(s->in[0], s->p[0], s->p[1]), s->in[1]), 0, NULL, false));
+}
+
+/* nll(log_softmax) on the model's logits, backward, and an SGD step (no barrier). */
+static void train(bench_state *s, lj_tensor *logits) {
+  lj_tensor *loss = lj_nll_loss(lj_log_softmax(logits, 1), s->in[1], LJ_REDUCE_MEAN);
+  lj_backward(loss);
+  lj_optimizer_step(s->opt, false);
+  keep(s, loss);
+}
+
+static void mlp_step(const workload *w, bench_state *s) {
+  lj_tensor *const *p = s->p;
+  lj_optim_zero_grad(s->opt);
+  lj_tensor *h = lj_relu(lj_linear(s->in[0], p[0], p[1]));
+  h = lj_relu(lj_linear(h, p[2], p[3]));
+  train(s, lj_linear(h, p[4], p[5]));
+}
+
+static void cnn_step(const workload *w, bench_state *s) {
+  lj_tensor *const *p = s->p;
+  lj_optim_zero_grad(s->opt);
+  lj_tensor *h = conv_layer(s->in[0], p[0], p[1]);
+  h = conv_layer(h, p[2], p[3]);
+  h = lj_relu(lj_linear(lj_reshape(h, LJ_SHAPE(-1, 3136)), p[4], p[5]));
+  train(s, lj_linear(h, p[6], p[7]));
+}
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+#define CONV_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin) * 9)
+#define MLP_FLOPS(b) (6.0 * (b) * (784 * 512 + 512 * 512 + 512 * 10))
+#define CNN_FLOPS(b)                                                                                    \
+  (3.0 * (CONV_FLOPS(b, 1, 32, 28) + CONV_FLOPS(b, 32, 64, 14) + 2.0 * (b) * (3136 * 128 + 128 * 10)) - \
+   CONV_FLOPS(b, 1, 32, 28))
+
+const workload bench_workloads[] = {
+    {"relu_chain_1M", "relu(x*w+b)*0.5, f32", {M1, 3}, setup_vectors, relu_chain, 4.0 * M1 * 4, 0},
+    {"relu_chain_16M", "relu(x*w+b)*0.5, f32", {M16, 3}, setup_vectors, relu_chain, 4.0 * M16 * 4, 0},
+    {"gelu_tanh_1M", "gelu (tanh form), f32", {M1, 1}, setup_vectors, gelu_tanh, 2.0 * M1 * 4, 0},
+    {"gelu_tanh_16M", "gelu (tanh form), f32", {M16, 1}, setup_vectors, gelu_tanh, 2.0 * M16 * 4, 0},
+    {"sigmoid_1M", "sigmoid, f32", {M1, 1}, setup_vectors, sigmoid, 2.0 * M1 * 4, 0},
+    {"sigmoid_16M", "sigmoid, f32", {M16, 1}, setup_vectors, sigmoid, 2.0 * M16 * 4, 0},
+    {"softmax_4096x1024", "softmax over rows", {4096, 1024}, setup_matrix, softmax, 2.0 * 4096 * 1024 * 4, 0},
+    {"log_softmax_4096x1024", "log_softmax over rows", {4096, 1024}, setup_matrix, log_softmax,
+     2.0 * 4096 * 1024 * 4, 0},
+    {"row_sum_4096x1024", "sum over rows", {4096, 1024}, setup_matrix, row_sum, 4096.0 * 1024 * 4, 0},
+    {"sgemm_64", "64^3 matmul", {64, 64, 64}, setup_matmul, matmul, 0, 2.0 * 64 * 64 * 64},
+    {"sgemm_256", "256^3 matmul", {256, 256, 256}, setup_matmul, matmul, 0, 2.0 * 256 * 256 * 256},
+    {"sgemm_512", "512^3 matmul", {512, 512, 512}, setup_matmul, matmul, 0, 2.0 * 512 * 512 * 512},
+    {"sgemm_1024", "1024^3 matmul", {1024, 1024, 1024}, setup_matmul, matmul, 0, 2.0 * 1024 * 1024 * 1024},
+    {"sgemm_2048", "2048^3 matmul", {2048, 2048, 2048}, setup_matmul, matmul, 0, 2.0 * 2048 * 2048 * 2048},
+    {"mlp_layer1_b128", "relu(linear), 128x784 -> 512", {128, 512, 784}, setup_linear, linear_relu, 0,
+     2.0 * 128 * 784 * 512},
+    {"mlp_layer2_b128", "relu(linear), 128x512 -> 512", {128, 512, 512}, setup_linear, linear_relu, 0,
+     2.0 * 128 * 512 * 512},
+    {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,
+     CONV_FLOPS(64, 1, 32, 28)},
+    {"conv1_bwd_b64", "conv1 layer forward + weight/bias gradients", {64, 1, 32, 28}, setup_conv, conv_backward,
+     0, 2 * CONV_FLOPS(64, 1, 32, 28)},
+    {"conv2_fwd_b64", "relu(maxpool(conv 32->64 3x3)), 64x14x14", {64, 32, 64, 14}, setup_conv, conv_forward, 0,
+     CONV_FLOPS(64, 32, 64, 14)},
+    {"conv2_bwd_b64", "conv2 layer forward + input/weight/bias gradients", {64, 32, 64, 14}, setup_conv,
+     conv_backward, 0, 3 * CONV_FLOPS(64, 32, 64, 14)},
+    {"mlp_step_b64", "MLP 784-512-512-10 training step, SGD", {64}, setup_mlp, mlp_step, 0, MLP_FLOPS(64)},
+    {"mlp_step_b128", "MLP 784-512-512-10 training step, SGD", {128}, setup_mlp, mlp_step, 0, MLP_FLOPS(128)},
+    {"cnn_step_b64", "MNISTNet training step, SGD", {64}, setup_cnn, cnn_step, 0, CNN_FLOPS(64)},
+    {"cnn_step_b128", "MNISTNet training step, SGD", {128}, setup_cnn, cnn_step, 0, CNN_FLOPS(128)},
+    {"graph500", "500-node elementwise graph on 16 floats: cached sync cost", {16, 1}, setup_vectors, graph500,
+     0, 0},
+};
+
+const int bench_nworkloads = (int)(sizeof bench_workloads / sizeof *bench_workloads);
