@@ -1,0 +1,225 @@
+#!/usr/bin/python3
+"""lj-bench's workloads in PyTorch eager, side by side with lazyjit's in one run.
+
+Runs lj-bench (--lj, default build/bench/lj-bench) with --json, then the workloads of the
+same names in PyTorch, and prints per workload the wall time of a step in each, the ratio
+(PyTorch's time / lazyjit's: above 1 means lazyjit is faster) and both throughputs.
+
+PyTorch is tuned as fairly as this machine allows: the script re-executes itself with
+OPENBLAS_CORETYPE unset (a preset Haswell core type halves OpenBLAS matmuls on AVX-512
+machines), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=--threads and
+ATEN_CPU_CAPABILITY=avx512 where the CPU has AVX-512F, else avx2. Debian's PyTorch calls
+whatever libblas.so.3 points to: install libopenblas0-pthread, or its matmuls run the
+reference BLAS at a few GFLOP/s (`LJ_WITH_TORCH=1 tools/install-deps.sh` installs both).
+Run with Debian's python3-torch:
+
+  /usr/bin/python3 bench/peers/torch_bench.py [--threads N] [--runs N] [--filter S] [--json F]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def threads_arg():
+    """--threads N from the command line (the environment must be set before torch loads)."""
+    for i, a in enumerate(sys.argv[:-1]):
+        if a == "--threads":
+            return sys.argv[i + 1]
+    return str(os.cpu_count())
+
+
+def fair_env():
+    """The environment PyTorch should run in, or None when this one is already it."""
+    with open("/proc/cpuinfo") as f:
+        cap = "avx512" if " avx512f" in f.read() else "avx2"
+    want = {"ATEN_CPU_CAPABILITY": cap, "OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": threads_arg()}
+    if "OPENBLAS_CORETYPE" not in os.environ and all(os.environ.get(k) == v for k, v in want.items()):
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env.update(want)
+    return env
+
+
+env = fair_env()
+if env is not None:
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+import torch  # noqa: E402  (after the environment is set)
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+M1, M16 = 1 << 20, 1 << 24
+
+
+def rand(*shape, grad=False):
+    return torch.rand(*shape).requires_grad_(grad)
+
+
+def labels(b):
+    return torch.randint(0, 10, (b,))
+
+
+def conv_layer(x, conv):
+    return F.relu(F.max_pool2d(conv(x), 2))
+
+
+class MNISTNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
+        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
+        self.fc1 = nn.Linear(3136, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = conv_layer(conv_layer(x, self.conv1), self.conv2)
+        return self.fc2(F.relu(self.fc1(x.view(-1, 3136))))
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def training_step(model, x, y):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
+
+    def step():
+        opt.zero_grad()
+        F.nll_loss(F.log_softmax(model(x), 1), y).backward()
+        opt.step()
+    return step
+
+
+def conv_forward(b, cin, cout, h):
+    x, conv = rand(b, cin, h, h), nn.Conv2d(cin, cout, 3, padding=1)
+    return lambda: conv_layer(x, conv)
+
+
+def conv_backward(b, cin, cout, h):
+    x, g = rand(b, cin, h, h, grad=cin > 1), rand(b, cout, h // 2, h // 2)
+    conv = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def step():
+        conv.zero_grad(set_to_none=True)
+        x.grad = None
+        (conv_layer(x, conv) * g).sum().backward()
+    return step
+
+
+def graph500():
+    x = rand(16)
+
+    def step():
+        y = x
+        for i in range(250):
+            y = (y + (0.5 + i)) * 0.999
+        return y
+    return step
+
+
+def binary(f, n, k):
+    xs = [rand(n) for _ in range(k)]
+    return lambda: f(*xs)
+
+
+def matmul(m, n, k):
+    a, b = rand(m, k), rand(k, n)
+    return lambda: a @ b
+
+
+def linear_relu(b, n, k):
+    x, w, bias = rand(b, k), rand(n, k), rand(n)
+    return lambda: torch.relu(F.linear(x, w, bias))
+
+
+WORKLOADS = {
+    "relu_chain_1M": lambda: binary(lambda x, w, b: torch.relu(x * w + b) * 0.5, M1, 3),
+    "relu_chain_16M": lambda: binary(lambda x, w, b: torch.relu(x * w + b) * 0.5, M16, 3),
+    "gelu_tanh_1M": lambda: binary(lambda x: F.gelu(x, approximate="tanh"), M1, 1),
+    "gelu_tanh_16M": lambda: binary(lambda x: F.gelu(x, approximate="tanh"), M16, 1),
+    "sigmoid_1M": lambda: binary(torch.sigmoid, M1, 1),
+    "sigmoid_16M": lambda: binary(torch.sigmoid, M16, 1),
+    "softmax_4096x1024": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(4096, 1024)),
+    "log_softmax_4096x1024": lambda: (lambda x: lambda: torch.log_softmax(x, 1))(rand(4096, 1024)),
+    "row_sum_4096x1024": lambda: (lambda x: lambda: x.sum(1))(rand(4096, 1024)),
+    "sgemm_64": lambda: matmul(64, 64, 64),
+    "sgemm_256": lambda: matmul(256, 256, 256),
+    "sgemm_512": lambda: matmul(512, 512, 512),
+    "sgemm_1024": lambda: matmul(1024, 1024, 1024),
+    "sgemm_2048": lambda: matmul(2048, 2048, 2048),
+    "mlp_layer1_b128": lambda: linear_relu(128, 512, 784),
+    "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
+    "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
+    "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
+    "conv2_fwd_b64": lambda: conv_forward(64, 32, 64, 14),
+    "conv2_bwd_b64": lambda: conv_backward(64, 32, 64, 14),
+    "mlp_step_b64": lambda: training_step(mlp(), rand(64, 784), labels(64)),
+    "mlp_step_b128": lambda: training_step(mlp(), rand(128, 784), labels(128)),
+    "cnn_step_b64": lambda: training_step(MNISTNet(), rand(64, 1, 28, 28), labels(64)),
+    "cnn_step_b128": lambda: training_step(MNISTNet(), rand(128, 1, 28, 28), labels(128)),
+    "graph500": graph500,
+}
+
+
+def time_torch(make, runs):
+    """Median and minimum wall time of a step in ms, after two warm-up steps."""
+    step = make()
+    step()
+    step()
+    t = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        step()
+        t.append(time.perf_counter() - t0)
+    t.sort()
+    return 1e3 * t[len(t) // 2], 1e3 * t[0]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--filter", default="")
+    ap.add_argument("--lj", default=os.path.join(ROOT, "build", "bench", "lj-bench"), help="the lj-bench program")
+    ap.add_argument("--no-opbyop", action="store_true", help="passed to lj-bench")
+    ap.add_argument("--json", help="write both sides' results here")
+    a = ap.parse_args()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [a.lj, "--threads", str(a.threads), "--runs", str(a.runs), "--json", f.name]
+        cmd += ["--filter", a.filter] if a.filter else []
+        cmd += ["--no-opbyop"] if a.no_opbyop else []
+        subprocess.run(cmd, check=True)
+        ours = json.load(open(f.name))["results"]
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    print(f"\nPyTorch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+          f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']}, {a.runs} steps after 2 warm-up steps")
+    head = f"{'workload':22} {'lazyjit ms':>11} {'PyTorch ms':>11} {'ratio':>7} {'lazyjit rate':>15} {'PyTorch rate':>15}"
+    print(head)
+    both = []
+    for r in ours:
+        if r["name"] not in WORKLOADS:
+            continue
+        med, best = time_torch(WORKLOADS[r["name"]], a.runs)
+        # lazyjit's rate is at its fastest kernels' time; PyTorch's at its fastest step
+        scale = r["rate"] * r["run_min_ms"]
+        their_rate = f"{scale / best:.1f} {r['unit']}" if r["unit"] else ""
+        ours_rate = f"{r['rate']:.1f} {r['unit']}" if r["unit"] else ""
+        print(f"{r['name']:22} {r['step_ms']:11.3f} {med:11.3f} {med / r['step_ms']:6.2f}x {ours_rate:>15} "
+              f"{their_rate:>15}", flush=True)
+        both.append({"name": r["name"], "lazyjit": r, "torch_ms": med, "torch_min_ms": best,
+                     "ratio": med / r["step_ms"]})
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"threads": a.threads, "runs": a.runs, "torch": torch.__version__, "results": both}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
