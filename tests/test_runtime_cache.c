@@ -1,7 +1,9 @@
 /* test_runtime_cache.c — the executable cache, seen through counters: a training-like loop
  * compiles once; new scalar values never recompile; a new shape compiles exactly one more
  * graph and the old shape still hits; the LRU evicts beyond its capacity; 0, 1 and -1 are
- * baked in unless LJ_NO_SPECIAL_SCALARS. */
+ * baked in unless LJ_NO_SPECIAL_SCALARS; a sync seen before is found by its walk, which tells
+ * graphs of the same node types but different wiring (or a computed value used as data)
+ * apart. */
 #include "test_util.h"
 
 static int64_t compiles(void) { return lj_counter_value("UncachedCompile"); }
@@ -44,6 +46,43 @@ START_TEST(test_new_shape_compiles_once_more) {
   ck_assert_int_eq(compiles(), c0 + 1);
   lj_tensor_release(a);
   lj_tensor_release(b);
+}
+END_TEST
+
+/* sum(x*y + y*x) and sum(x*x + y*y) have the same nodes, differently wired; each runs twice
+ * (the second time from its walk) and must keep its own values. */
+static double wired(lj_tensor *x, lj_tensor *y, bool cross) {
+  lj_scope_begin();
+  lj_tensor *r = cross ? lj_add(lj_mul(x, y), lj_mul(y, x)) : lj_add(lj_mul(x, x), lj_mul(y, y));
+  lj_tensor *s = lj_keep(lj_sum(r, 0, NULL, false));
+  lj_scope_end();
+  double v = lj_item(s); /* nothing else pending: the trace starts afresh after it */
+  lj_tensor_release(s);
+  return v;
+}
+
+START_TEST(test_walk_tells_wiring_apart) {
+  float xv[4] = {1, 2, 3, 4}, yv[4] = {5, 6, 7, 8};
+  lj_device *d = lj_default_device();
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(4), xv);
+  lj_tensor *y = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(4), yv);
+  int64_t c0 = compiles(), h0 = hits();
+  for (int round = 0; round < 2; round++) {
+    ck_assert_double_eq(wired(x, y, true), 2 * (5 + 12 + 21 + 32));
+    ck_assert_double_eq(wired(x, y, false), 1 + 4 + 9 + 16 + 25 + 36 + 49 + 64);
+  }
+  ck_assert_int_eq(compiles(), c0 + 2);
+  ck_assert_int_eq(hits(), h0 + 2);
+  /* the same expression on a value computed earlier in the trace (a parameter then) and on
+   * one still pending (part of the graph): different graphs, right values either way */
+  lj_tensor *x2 = lj_mul_scalar(x, 2);
+  ck_assert_double_eq(wired(x2, y, false), 4 + 16 + 36 + 64 + 25 + 36 + 49 + 64);
+  ck_assert_int_eq(lj_sync_tensors(1, &x2), LJ_OK);
+  ck_assert_double_eq(wired(x2, y, false), 4 + 16 + 36 + 64 + 25 + 36 + 49 + 64);
+  ck_assert_double_eq(wired(x2, y, false), 4 + 16 + 36 + 64 + 25 + 36 + 49 + 64);
+  lj_tensor_release(x2);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
 }
 END_TEST
 
@@ -91,6 +130,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_loop_compiles_once);
   tcase_add_test(tc, test_new_shape_compiles_once_more);
   tcase_add_test(tc, test_lru_eviction);
+  tcase_add_test(tc, test_walk_tells_wiring_apart);
   tcase_add_test(tc, test_special_scalars);
   suite_add_tcase(s, tc);
   return s;

@@ -92,7 +92,14 @@ typedef struct ljb_hasher {
   uint64_t a, b;
 } ljb_hasher;
 void ljb_hasher_init(ljb_hasher *h, uint64_t seed);
-void ljb_hash_u64(ljb_hasher *h, uint64_t x);
+static inline uint64_t ljb_rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+/* One multiply per lane per word; the lanes see the word differently (xor vs add, other
+ * constants and rotations), and the finalizer mixes them into each other. Inline: a cached
+ * sync hashes a few words per graph node. */
+static inline void ljb_hash_u64(ljb_hasher *h, uint64_t x) {
+  h->a = ljb_rotl64((h->a ^ x) * 0x87c37b91114253d5ULL, 31);
+  h->b = ljb_rotl64((h->b + x) * 0x4cf5ad432745937fULL, 27) ^ h->a;
+}
 void ljb_hash_f64(ljb_hasher *h, double x);
 void ljb_hash_bytes(ljb_hasher *h, const void *p, size_t n);
 void ljb_hash_str(ljb_hasher *h, const char *s);

@@ -14,18 +14,9 @@ uint64_t ljb_mix64(uint64_t x) {
   return x;
 }
 
-static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-
 void ljb_hasher_init(ljb_hasher *h, uint64_t seed) {
   h->a = 0x9e3779b97f4a7c15ULL ^ seed;
-  h->b = 0x6a09e667f3bcc909ULL + rotl(seed, 29);
-}
-
-/* One multiply per lane per word; the lanes see the word differently (xor vs add, other
- * constants and rotations), and the finalizer mixes them into each other. */
-void ljb_hash_u64(ljb_hasher *h, uint64_t x) {
-  h->a = rotl((h->a ^ x) * 0x87c37b91114253d5ULL, 31);
-  h->b = rotl((h->b + x) * 0x4cf5ad432745937fULL, 27) ^ h->a;
+  h->b = 0x6a09e667f3bcc909ULL + ljb_rotl64(seed, 29);
 }
 
 void ljb_hash_f64(ljb_hasher *h, double x) {
@@ -52,7 +43,7 @@ void ljb_hash_str(ljb_hasher *h, const char *s) { ljb_hash_bytes(h, s, strlen(s)
 
 ljb_hash ljb_hasher_final(const ljb_hasher *h) {
   ljb_hash r;
-  r.lo = ljb_mix64(h->a ^ rotl(h->b, 17));
+  r.lo = ljb_mix64(h->a ^ ljb_rotl64(h->b, 17));
   r.hi = ljb_mix64(h->b + r.lo * 0x9e3779b97f4a7c15ULL);
   return r;
 }

@@ -3,9 +3,12 @@
  * A sync's roots are walked depth-first, operands in order; nodes are numbered in post-order,
  * so the same program produces the same node array every step. Data nodes (and nodes a sync
  * already computed) become DATA parameters and scalar nodes SCALAR parameters, in first-use
- * order; their buffers and values are bindings, outside the graph's identity. The key hashes
- * the node array (op, dtype, shape, attributes, operand indices) and the roots: equal keys
- * mean the same function of the parameters, confirmed by ljg_graph_equal on a cache hit. */
+ * order; their buffers and values are bindings, outside the graph's identity. The walk itself
+ * is kept (ljg_walk) with a walk key over the nodes' local hashes and operand indices: a sync
+ * seen before is recognized from it and confirmed node by node against the cached graph,
+ * without building a graph. The graph key hashes the node array (op, dtype, shape,
+ * attributes, operand indices) and the roots: equal keys mean the same function of the
+ * parameters, confirmed by ljg_graph_equal on a cache hit. */
 #include "graph/graph.h"
 
 #include <stdlib.h>
@@ -96,49 +99,48 @@ static bool is_param(const ljg_node *n) {
   return n->op == LJG_OP_DATA || n->op == LJG_OP_SCALAR || n->data != NULL;
 }
 
+/* The local hash a node has as a parameter: a scalar keeps its own (value-free), anything
+ * else is DATA of its type. */
+static uint64_t param_lhash(const ljg_node *n) {
+  if (n->op == LJG_OP_SCALAR || n->op == LJG_OP_DATA) return n->lhash;
+  return ljg_local_hash(LJG_OP_DATA, n->dtype, n->ndim, n->shape, &(ljg_attr){0});
+}
+
 typedef struct frame {
   ljg_node *node;
   int next;
 } frame;
 
-static int emit(ljg_graph *g, ljg_node *nd, uint64_t stamp, ljg_binding_vec *binds) {
-  ljg_gnode gn = {0};
-  int32_t in[64] = {0};
-  int32_t *inp = in;
-  gn.dtype = nd->dtype;
-  gn.ndim = nd->ndim;
-  memcpy(gn.shape, nd->shape, sizeof gn.shape);
-  gn.loc = nd->loc;
-  gn.param = -1;
-  if (is_param(nd)) {
-    ljg_binding b = {0};
-    if (nd->op == LJG_OP_SCALAR) {
-      gn.op = LJG_OP_SCALAR;
-      gn.attr.f = b.f = nd->attr.f;
-      gn.attr.a[1] = b.i = nd->attr.a[1];
-    } else {
-      gn.op = LJG_OP_DATA;
-      b.buf = nd->data;
-    }
-    if (binds) ljb_vec_push(binds, b);
-  } else {
-    gn.op = nd->op;
-    gn.attr = nd->attr;
-    gn.nin = nd->nin;
-    if (nd->nin > (int)LJ_COUNT_OF(in)) inp = ljb_xalloc((size_t)nd->nin * sizeof *inp);
-    for (int i = 0; i < nd->nin; i++) inp[i] = nd->in[i]->index;
-  }
-  int idx = ljg_graph_add(g, &gn, inp);
-  if (inp != in) free(inp);
+/* Numbers nd (post-order), records its binding if it is a parameter, and hashes it. */
+static void visit(ljg_walk *w, ljg_node *nd, uint64_t stamp, ljg_binding_vec *binds,
+                  ljb_hasher *h) {
   nd->walk = stamp;
-  nd->index = idx;
-  return idx;
+  nd->index = w->order.n;
+  ljb_vec_push(&w->order, nd);
+  if (is_param(nd)) {
+    ljb_hash_u64(h, param_lhash(nd));
+    if (binds) {
+      ljg_binding b = {0};
+      if (nd->op == LJG_OP_SCALAR) {
+        b.f = nd->attr.f;
+        b.i = nd->attr.a[1];
+      } else {
+        b.buf = nd->data;
+      }
+      ljb_vec_push(binds, b);
+    }
+    return;
+  }
+  ljb_hash_u64(h, nd->lhash ^ (uint64_t)nd->nin * 0x9e3779b97f4a7c15ULL);
+  for (int i = 0; i < nd->nin; i++) ljb_hash_u64(h, (uint64_t)nd->in[i]->index);
 }
 
-void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
-                 ljg_binding_vec *binds) {
-  ljg_graph_clear(g);
+void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_walk *w,
+                  ljg_binding_vec *binds) {
+  w->order.n = w->roots.n = 0;
   if (binds) binds->n = 0;
+  ljb_hasher h;
+  ljb_hasher_init(&h, (uint64_t)n);
   uint64_t stamp = ++t->walk;
   LJB_VEC(frame) stack = {0};
   for (int r = 0; r < n; r++) {
@@ -150,43 +152,127 @@ void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
         ljg_node *nd = f->node;
         if (is_param(nd) || f->next == nd->nin) {
           stack.n--;
-          if (nd->walk != stamp) emit(g, nd, stamp, binds);
+          if (nd->walk != stamp) visit(w, nd, stamp, binds, &h);
           continue;
         }
         ljg_node *child = nd->in[f->next++];
         if (child->walk != stamp) ljb_vec_push(&stack, ((frame){child, 0}));
       }
     }
-    ljg_graph_add_root(g, root->index);
+    ljb_vec_push(&w->roots, root->index);
+    ljb_hash_u64(&h, (uint64_t)root->index);
   }
   ljb_vec_free(&stack);
+  w->key = ljb_hasher_final(&h);
 }
 
-/* The attribute words that are part of a node's identity. */
-static int identity_attrs(const ljg_gnode *n, int64_t out[LJ_MAX_DIMS + 2]) {
-  switch (ljg_ops[n->op].attrs) {
+void ljg_walk_free(ljg_walk *w) {
+  ljb_vec_free(&w->order);
+  ljb_vec_free(&w->roots);
+}
+
+/* The graph node a walked trace node becomes (operands aside). */
+static ljg_gnode gnode_of(const ljg_node *nd) {
+  ljg_gnode gn = {0};
+  gn.dtype = nd->dtype;
+  gn.ndim = nd->ndim;
+  memcpy(gn.shape, nd->shape, sizeof gn.shape);
+  gn.loc = nd->loc;
+  gn.param = -1;
+  if (nd->op == LJG_OP_SCALAR) {
+    gn.op = LJG_OP_SCALAR;
+    gn.attr.f = nd->attr.f;
+    gn.attr.a[1] = nd->attr.a[1];
+  } else if (is_param(nd)) {
+    gn.op = LJG_OP_DATA;
+  } else {
+    gn.op = nd->op;
+    gn.attr = nd->attr;
+    gn.nin = nd->nin;
+  }
+  return gn;
+}
+
+void ljg_walk_graph(const ljg_walk *w, ljg_graph *g) {
+  ljg_graph_clear(g);
+  LJB_VEC(int32_t) in = {0};
+  for (int i = 0; i < w->order.n; i++) {
+    const ljg_node *nd = w->order.a[i];
+    ljg_gnode gn = gnode_of(nd);
+    in.n = 0;
+    for (int k = 0; k < gn.nin; k++) ljb_vec_push(&in, nd->in[k]->index);
+    ljg_graph_add(g, &gn, in.a);
+  }
+  for (int r = 0; r < w->roots.n; r++) ljg_graph_add_root(g, w->roots.a[r]);
+  ljb_vec_free(&in);
+}
+
+bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g) {
+  if (g->n != w->order.n || g->nroots != w->roots.n) return false;
+  for (int i = 0; i < g->n; i++) {
+    const ljg_node *nd = w->order.a[i];
+    const ljg_gnode *gn = &g->nodes[i];
+    bool param = is_param(nd);
+    int op = nd->op == LJG_OP_SCALAR ? LJG_OP_SCALAR : param ? LJG_OP_DATA : nd->op;
+    if (gn->op != op || gn->dtype != nd->dtype || gn->ndim != nd->ndim) return false;
+    for (int d = 0; d < nd->ndim; d++)
+      if (gn->shape[d] != nd->shape[d]) return false;
+    if (param) continue;
+    if (gn->nin != nd->nin) return false;
+    const int32_t *in = ljg_in(g, gn);
+    for (int k = 0; k < gn->nin; k++)
+      if (in[k] != nd->in[k]->index) return false;
+    if (ljg_ops[op].attrs == LJG_A_NONE) continue;
+    int64_t x[LJ_MAX_DIMS + 2], y[LJ_MAX_DIMS + 2];
+    int nx = ljg_identity_attrs(op, nd->ndim, &nd->attr, x);
+    if (nx != ljg_identity_attrs(op, gn->ndim, &gn->attr, y) || memcmp(x, y, (size_t)nx * sizeof *x) != 0)
+      return false;
+  }
+  return memcmp(g->roots, w->roots.a, (size_t)g->nroots * sizeof *g->roots) == 0;
+}
+
+void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
+                 ljg_binding_vec *binds) {
+  ljg_walk w = {0};
+  ljg_walk_run(t, n, roots, &w, binds);
+  ljg_walk_graph(&w, g);
+  ljg_walk_free(&w);
+}
+
+int ljg_identity_attrs(int op, int ndim, const ljg_attr *a, int64_t out[LJ_MAX_DIMS + 2]) {
+  switch (ljg_ops[op].attrs) {
   case LJG_A_VALUE:
-    if (n->op == LJG_OP_SCALAR) return 0;
-    memcpy(&out[0], &n->attr.f, sizeof(double));
+    if (op == LJG_OP_SCALAR) return 0;
+    memcpy(&out[0], &a->f, sizeof(double));
     return 1;
   case LJG_A_PERM:
-    memcpy(out, n->attr.a, (size_t)n->ndim * sizeof(int64_t));
-    return n->ndim;
+    memcpy(out, a->a, (size_t)ndim * sizeof(int64_t));
+    return ndim;
   case LJG_A_SLICE:
-    memcpy(out, n->attr.a, 3 * sizeof(int64_t));
+    memcpy(out, a->a, 3 * sizeof(int64_t));
     return 3;
   case LJG_A_DIMS:
   case LJG_A_DIM:
   case LJG_A_BOUND:
-    out[0] = n->attr.a[0];
+    out[0] = a->a[0];
     return 1;
   case LJG_A_WINDOW:
-    memcpy(out, n->attr.a, 8 * sizeof(int64_t));
-    memcpy(&out[8], &n->attr.f, sizeof(double));
+    memcpy(out, a->a, 8 * sizeof(int64_t));
+    memcpy(&out[8], &a->f, sizeof(double));
     return 9;
   case LJG_A_NONE: return 0;
   }
   return 0;
+}
+
+uint64_t ljg_local_hash(int op, int dt, int ndim, const int64_t *shape, const ljg_attr *attr) {
+  ljb_hasher h;
+  ljb_hasher_init(&h, (uint64_t)op << 16 | (uint64_t)dt << 8 | (uint64_t)ndim);
+  for (int d = 0; d < ndim; d++) ljb_hash_u64(&h, (uint64_t)shape[d]);
+  int64_t a[LJ_MAX_DIMS + 2];
+  int na = ljg_identity_attrs(op, ndim, attr, a);
+  for (int k = 0; k < na; k++) ljb_hash_u64(&h, (uint64_t)a[k]);
+  return ljb_hasher_final(&h).lo;
 }
 
 ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed) {
@@ -202,7 +288,7 @@ ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed) {
     const int32_t *in = ljg_in(g, n);
     for (int k = 0; k < n->nin; k++) ljb_hash_u64(&h, (uint64_t)in[k]);
     int64_t a[LJ_MAX_DIMS + 2];
-    int na = identity_attrs(n, a);
+    int na = ljg_identity_attrs(n->op, n->ndim, &n->attr, a);
     for (int k = 0; k < na; k++) ljb_hash_u64(&h, (uint64_t)a[k]);
   }
   ljb_hash_u64(&h, (uint64_t)g->nroots);
@@ -218,7 +304,8 @@ static bool node_same(const ljg_graph *ga, const ljg_gnode *a, const ljg_graph *
   if (memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) != 0) return false;
   if (a->nin && memcmp(ljg_in(ga, a), ljg_in(gb, b), (size_t)a->nin * sizeof(int32_t)) != 0) return false;
   int64_t x[LJ_MAX_DIMS + 2], y[LJ_MAX_DIMS + 2];
-  int nx = identity_attrs(a, x), ny = identity_attrs(b, y);
+  int nx = ljg_identity_attrs(a->op, a->ndim, &a->attr, x);
+  int ny = ljg_identity_attrs(b->op, b->ndim, &b->attr, y);
   return nx == ny && memcmp(x, y, (size_t)nx * sizeof *x) == 0;
 }
 

@@ -103,6 +103,7 @@ typedef struct ljg_node {
   struct ljr_buffer *data;
   const char *loc;          /* user call site (LJ_IR_DEBUG), arena string or NULL */
   struct ljg_node *chain;   /* next node in the same hash-cons bucket */
+  uint64_t lhash;           /* local description: op, dtype, shape, identity attributes */
   uint64_t walk;            /* collect.c: walk stamp */
   int32_t index;            /* collect.c: canonical index during a walk */
 } ljg_node;
@@ -191,6 +192,30 @@ void ljg_graph_add_root(ljg_graph *g, int32_t node);
  * parameter. */
 void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
                  ljg_binding_vec *binds);
+
+/* The walk ljg_collect makes, kept: the trace nodes below the roots in canonical post-order,
+ * the roots' indices, and the walk key, a hash of each node's local description
+ * (ljg_node.lhash, or its type for a parameter) and operand indices. Equal walk keys collect
+ * equal graphs up to hash collisions, which ljg_walk_matches rules out: a sync seen before
+ * finds its executable without building its graph. */
+typedef struct ljg_walk {
+  LJB_VEC(ljg_node *) order;
+  LJB_VEC(int32_t) roots;
+  ljb_hash key;
+} ljg_walk;
+void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_walk *w,
+                  ljg_binding_vec *binds);
+void ljg_walk_free(ljg_walk *w);
+/* The walk's graph, into g (cleared first). */
+void ljg_walk_graph(const ljg_walk *w, ljg_graph *g);
+/* Whether the walk's graph equals g, compared node by node without building it; valid until
+ * the next walk of the trace. */
+bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g);
+/* The attribute words that are part of a node's identity (scalar values are not). */
+int ljg_identity_attrs(int op, int ndim, const ljg_attr *a, int64_t out[LJ_MAX_DIMS + 2]);
+/* A node's local hash (ljg_node.lhash): op, dtype, shape and identity attributes. */
+uint64_t ljg_local_hash(int op, int dt, int ndim, const int64_t *shape, const ljg_attr *attr);
+
 /* The graph key: env seed + every node's op, dtype, shape, attributes and operand indices +
  * the roots. Two graphs have the same key exactly when they compute the same function of
  * their parameters (up to hash collisions, which ljg_graph_equal rules out). */

@@ -116,6 +116,7 @@ static ljg_node *intern(ljg_trace *t, int op, lj_dtype dt, int ndim, const int64
   }
   if (ndim) memcpy(n->shape, shape, (size_t)ndim * sizeof *shape);
   n->attr = *attr;
+  n->lhash = ljg_local_hash(op, dt, ndim, shape, attr);
   n->index = -1;
   n->chain = t->table[b];
   t->table[b] = n;

@@ -1,6 +1,7 @@
-/* cache.c — the per-device executable cache: a hash table by graph key with an LRU list.
- * A lookup is confirmed by comparing the stored graph with the collected one, so a key
- * collision can only cost a compile, never run the wrong code. */
+/* cache.c — the per-device executable cache: a hash table by graph key with an LRU list,
+ * and a second index by walk key (what a sync computes before building its graph). Every
+ * lookup is confirmed by comparing the stored graph with the collected one (or the walk), so
+ * a key collision can only cost a compile, never run the wrong code. */
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
 
@@ -25,6 +26,7 @@ void ljr_cache_init(ljr_cache *c, int capacity) {
   c->nbuckets = 64;
   while (c->nbuckets < 2 * capacity && c->nbuckets < (1 << 16)) c->nbuckets *= 2;
   c->buckets = ljb_xcalloc((size_t)c->nbuckets, sizeof *c->buckets);
+  c->walk_buckets = ljb_xcalloc((size_t)c->nbuckets, sizeof *c->walk_buckets);
 }
 
 void ljr_cache_free(ljr_cache *c) {
@@ -35,6 +37,7 @@ void ljr_cache_free(ljr_cache *c) {
     e = next;
   }
   free(c->buckets);
+  free(c->walk_buckets);
   memset(c, 0, sizeof *c);
 }
 
@@ -58,22 +61,52 @@ static ljr_exec **bucket(ljr_cache *c, ljb_hash key) {
   return &c->buckets[key.lo & (uint64_t)(c->nbuckets - 1)];
 }
 
+static ljr_exec **walk_bucket(ljr_cache *c, ljb_hash key) {
+  return &c->walk_buckets[key.lo & (uint64_t)(c->nbuckets - 1)];
+}
+
+static ljr_exec *touch(ljr_cache *c, ljr_exec *e) {
+  if (c->lru_head != e) {
+    lru_unlink(c, e);
+    lru_push_front(c, e);
+  }
+  return e;
+}
+
 ljr_exec *ljr_cache_lookup(ljr_cache *c, ljb_hash key, const ljg_graph *g) {
   for (ljr_exec *e = *bucket(c, key); e; e = e->bucket_next)
-    if (ljb_hash_eq(e->key, key) && ljg_graph_equal(e->graph, g)) {
-      if (c->lru_head != e) {
-        lru_unlink(c, e);
-        lru_push_front(c, e);
-      }
-      return e;
-    }
+    if (ljb_hash_eq(e->key, key) && ljg_graph_equal(e->graph, g)) return touch(c, e);
   return NULL;
+}
+
+ljr_exec *ljr_cache_lookup_walk(ljr_cache *c, ljb_hash walk_key) {
+  for (ljr_exec *e = *walk_bucket(c, walk_key); e; e = e->walk_next)
+    if (ljb_hash_eq(e->walk_key, walk_key)) return touch(c, e);
+  return NULL;
+}
+
+static void walk_unlink(ljr_cache *c, ljr_exec *e) {
+  if (!e->has_walk) return;
+  ljr_exec **p = walk_bucket(c, e->walk_key);
+  while (*p != e) p = &(*p)->walk_next;
+  *p = e->walk_next;
+  e->has_walk = false;
+}
+
+void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, ljb_hash walk_key) {
+  walk_unlink(c, e);
+  ljr_exec **b = walk_bucket(c, walk_key);
+  e->walk_key = walk_key;
+  e->has_walk = true;
+  e->walk_next = *b;
+  *b = e;
 }
 
 static void remove_entry(ljr_cache *c, ljr_exec *e) {
   ljr_exec **p = bucket(c, e->key);
   while (*p != e) p = &(*p)->bucket_next;
   *p = e->bucket_next;
+  walk_unlink(c, e);
   lru_unlink(c, e);
   c->count--;
 }

@@ -87,6 +87,7 @@ void ljr_device_free(struct lj_device *d) {
   ljf_tensors_free_all(d);
   ljg_trace_free(&d->trace);
   ljr_cache_free(&d->cache);
+  ljg_walk_free(&d->scratch_walk);
   ljg_graph_free(&d->scratch_graph);
   ljb_vec_free(&d->scratch_binds);
   ljb_vec_free(&d->scratch_slots);

@@ -5,8 +5,9 @@
  *   (parameter buffers, scalar values, fresh output buffers, the scratch arena) → run the
  *   kernels on the device → hand out each root's buffer.
  *
- * Steady state (a training step seen before) costs the collection, one hash, one graph
- * comparison and the kernels: no allocation but the outputs, which come from the pool. */
+ * Steady state (a training step seen before) costs a walk of the trace (one hash step per
+ * node and operand), a node-by-node comparison with the cached graph and the kernels: no
+ * graph is built, nothing is allocated but the outputs, which come from the pool. */
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
 
@@ -144,20 +145,26 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
   return st;
 }
 
-/* Runs g as one executable (compiled on a cache miss). */
-static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
-                           ljr_buffer **out) {
+/* g's executable: from the cache, or compiled and inserted; NULL with the error set. */
+static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
   ljr_runtime *rt = ljr_get();
   ljr_sample(LJR_M_TensorsGraphSize, g->n);
   ljb_hash key = ljg_graph_key(g, rt->env_seed);
   ljr_exec *e = ljr_cache_lookup(&d->cache, key, g);
   if (e) {
     ljr_count(LJR_C_CachedCompile, 1);
-  } else {
-    e = compile(rt, g, key);
-    if (!e) return lj_last_status();
-    ljr_cache_insert(&d->cache, e);
+    return e;
   }
+  e = compile(rt, g, key);
+  if (e) ljr_cache_insert(&d->cache, e);
+  return e;
+}
+
+/* Runs g as one executable (compiled on a cache miss). */
+static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                           ljr_buffer **out) {
+  ljr_exec *e = find_or_compile(d, g);
+  if (!e) return lj_last_status();
   ljr_count(LJR_C_SyncTensors, 1);
   return run(d, e, binds, out);
 }
@@ -234,7 +241,28 @@ lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_bindi
   return run_fused(d, g, binds, out);
 }
 
+/* A sync: walk the trace below the roots; a walk seen before runs its executable without
+ * building the graph (the walk is compared with the executable's graph node by node);
+ * otherwise the graph is built, looked up by its key or compiled, and the walk key recorded
+ * for the next time. */
 lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out) {
-  ljg_collect(&d->trace, n, roots, &d->scratch_graph, &d->scratch_binds);
-  return ljr_run_graph(d, &d->scratch_graph, d->scratch_binds.a, out);
+  ljg_walk *w = &d->scratch_walk;
+  ljg_walk_run(&d->trace, n, roots, w, &d->scratch_binds);
+  ljg_graph *g = &d->scratch_graph;
+  if (ljr_get()->cfg.pub.sync_tensors_opbyop) {
+    ljg_walk_graph(w, g);
+    return run_op_by_op(d, g, d->scratch_binds.a, out);
+  }
+  ljr_exec *e = ljr_cache_lookup_walk(&d->cache, w->key);
+  if (e && ljg_walk_matches(w, e->graph)) {
+    ljr_sample(LJR_M_TensorsGraphSize, e->graph->n);
+    ljr_count(LJR_C_CachedCompile, 1);
+  } else {
+    ljg_walk_graph(w, g);
+    e = find_or_compile(d, g);
+    if (!e) return lj_last_status();
+    ljr_cache_set_walk(&d->cache, e, w->key);
+  }
+  ljr_count(LJR_C_SyncTensors, 1);
+  return run(d, e, d->scratch_binds.a, out);
 }

@@ -100,14 +100,17 @@ typedef struct ljr_exec {
   ljg_program *prog;
   struct ljc_program *code;
   ljg_kernel_fn *fns;      /* one per kernel */
-  struct ljr_exec *lru_prev, *lru_next, *bucket_next;
+  ljb_hash walk_key;       /* the walk key of the last sync that ran it (has_walk) */
+  bool has_walk;
+  struct ljr_exec *lru_prev, *lru_next, *bucket_next, *walk_next;
 } ljr_exec;
 
 void ljr_exec_free(ljr_exec *e);
 
 typedef struct ljr_cache {
   int capacity, count;
-  ljr_exec **buckets;
+  ljr_exec **buckets;      /* by graph key */
+  ljr_exec **walk_buckets; /* by walk key */
   int nbuckets;
   ljr_exec *lru_head, *lru_tail; /* head: most recently used */
 } ljr_cache;
@@ -115,6 +118,11 @@ void ljr_cache_init(ljr_cache *c, int capacity);
 void ljr_cache_free(ljr_cache *c);
 /* The executable for key whose graph equals g (moved to the front), or NULL. */
 ljr_exec *ljr_cache_lookup(ljr_cache *c, ljb_hash key, const ljg_graph *g);
+/* The executable last run by a sync with this walk key, or NULL (the caller confirms it
+ * with ljg_walk_matches); marks it most recently used. */
+ljr_exec *ljr_cache_lookup_walk(ljr_cache *c, ljb_hash walk_key);
+/* Makes walk_key find e (replacing e's previous walk key). */
+void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, ljb_hash walk_key);
 /* Inserts e (owned by the cache from now), evicting the least recently used beyond
  * capacity. */
 void ljr_cache_insert(ljr_cache *c, ljr_exec *e);
@@ -149,6 +157,7 @@ struct lj_device {
   struct lj_tensor *live_head, *live_tail;
   uint64_t next_tensor_id;
   /* executor.c: reusable per-sync storage */
+  ljg_walk scratch_walk;
   ljg_graph scratch_graph;
   ljg_binding_vec scratch_binds;
   LJB_VEC(void *) scratch_slots;
