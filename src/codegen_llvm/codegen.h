@@ -9,9 +9,10 @@
 /* A JIT session: the target machine for the host CPU (or an override) and one LLJIT. */
 typedef struct ljc_session ljc_session;
 
-/* A session for `cpu` (NULL: the host CPU and its features) at LLVM opt level 0..3.
- * NULL with LJ_ERR_COMPILE and LLVM's message if the target cannot be set up. */
-ljc_session *ljc_session_new(const char *cpu, int opt_level);
+/* A session for `cpu` (NULL: the host CPU and its features) at LLVM opt level 0..3 that
+ * compiles the kernels of a program on up to `threads` threads. NULL with LJ_ERR_COMPILE and
+ * LLVM's message if the target cannot be set up. */
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads);
 void ljc_session_free(ljc_session *s);
 /* What the generated code depends on besides the graph: LLVM version, target triple, CPU
  * name and features, opt level. Part of every graph key. Borrowed. */
@@ -20,9 +21,10 @@ const char *ljc_session_target(const ljc_session *s);
 /* The machine code of one program; freeing it removes its code from the JIT. */
 typedef struct ljc_program ljc_program;
 
-/* Compiles every kernel of p into one module (symbols prefixed by `name`, which must be
- * unique among the session's live programs) and stores kernel k's entry point in fns[k].
- * NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
+/* Compiles every kernel of p, each into a module and an object file of its own, on the
+ * session's threads (symbols prefixed by `name`, which must be unique among the session's
+ * live programs), and stores kernel k's entry point in fns[k]. NULL with LJ_ERR_COMPILE and
+ * LLVM's message on failure. */
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
                          ljg_kernel_fn *fns);
 void ljc_program_free(ljc_program *c);

@@ -129,7 +129,8 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
 /* lower.c: defines `<name>_k<i>` for every kernel of p. */
-void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name);
+/* Lowers kernel k of p into ir's module as the function `<name>_k<k>`. */
+void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name);
 
 /* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);

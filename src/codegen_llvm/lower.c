@@ -809,6 +809,6 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(nest_check);
 }
 
-void ljc_lower_program(ljc_ir *ir, const ljg_program *p, const char *name) {
-  for (int i = 0; i < p->nkernels; i++) emit_kernel(ir, p, i, name);
+void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name) {
+  emit_kernel(ir, p, k, name);
 }

@@ -1,9 +1,11 @@
-/* session.c — the JIT session and the compile driver. A session holds the target machine
- * (host CPU and features unless LJ_CPU says otherwise) and one ORC LLJIT whose main JITDylib
- * also resolves process symbols (memset, memcpy, fmod). A program is compiled by lowering
- * its kernels into a fresh module, optimizing it, emitting an object file with the session's
- * target machine, and adding that object to the JIT under its own resource tracker, so
- * freeing the program frees its code. Compiles are serialized by the session lock. */
+/* session.c — the JIT session and the compile driver. A session holds target machines (host
+ * CPU and features unless LJ_CPU says otherwise), one per compile thread, and one ORC LLJIT
+ * whose main JITDylib also resolves process symbols (memset, memcpy, fmod). A program is
+ * compiled kernel by kernel on the compile threads, each kernel lowered into a fresh context
+ * and module, optimized and emitted as an object file with that thread's target machine
+ * (LLVM contexts and target machines are not shared between threads); the objects are then
+ * added to the JIT under one resource tracker, so freeing the program frees its code.
+ * Compiles are serialized by the session lock. */
 #include "codegen_llvm/ir.h"
 
 #include <llvm-c/Analysis.h>
@@ -13,12 +15,17 @@
 #include <llvm-c/Target.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+enum { MAX_COMPILE_THREADS = 16 };
+
 struct ljc_session {
-  LLVMTargetMachineRef tm;
+  LLVMTargetMachineRef tm;                      /* the first compile thread's */
+  LLVMTargetMachineRef tms[MAX_COMPILE_THREADS]; /* one per compile thread (tms[0] == tm) */
+  int threads;
   LLVMOrcLLJITRef jit;
   LLVMOrcJITDylibRef jd;
   char *triple, *cpu, *features;
@@ -52,7 +59,7 @@ static LLVMTargetMachineRef make_tm(ljc_session *s) {
                                  LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
-ljc_session *ljc_session_new(const char *cpu, int opt_level) {
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   ljc_session *s = ljb_xcalloc(1, sizeof *s);
@@ -61,8 +68,11 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level) {
   s->triple = LLVMGetDefaultTargetTriple();
   s->cpu = cpu && *cpu ? LLVMCreateMessage(cpu) : LLVMGetHostCPUName();
   s->features = cpu && *cpu ? LLVMCreateMessage("") : LLVMGetHostCPUFeatures();
-  s->tm = make_tm(s);
-  LLVMTargetMachineRef jit_tm = s->tm ? make_tm(s) : NULL;
+  s->threads = threads < 1 ? 1 : threads > MAX_COMPILE_THREADS ? MAX_COMPILE_THREADS : threads;
+  for (int i = 0; i < s->threads; i++)
+    if (!(s->tms[i] = make_tm(s))) goto fail;
+  s->tm = s->tms[0];
+  LLVMTargetMachineRef jit_tm = make_tm(s);
   if (!jit_tm) goto fail;
   LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
@@ -88,7 +98,8 @@ fail:
 void ljc_session_free(ljc_session *s) {
   if (!s) return;
   if (s->jit) LLVMOrcDisposeLLJIT(s->jit);
-  if (s->tm) LLVMDisposeTargetMachine(s->tm);
+  for (int i = 0; i < s->threads; i++)
+    if (s->tms[i]) LLVMDisposeTargetMachine(s->tms[i]);
   LLVMDisposeMessage(s->triple);
   LLVMDisposeMessage(s->cpu);
   LLVMDisposeMessage(s->features);
@@ -98,27 +109,31 @@ void ljc_session_free(ljc_session *s) {
 
 const char *ljc_session_target(const ljc_session *s) { return s->target; }
 
-/* Lowers and optimizes p into an object file in memory; NULL with the error set. */
-static LLVMMemoryBufferRef build_object(ljc_session *s, const ljg_program *p, const char *name) {
+/* Lowers and optimizes kernel k of p into an object file in memory with tm; NULL with the
+ * error set. */
+static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
+                                        int k, const char *name) {
   LLVMContextRef ctx = LLVMContextCreate();
-  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(name, ctx);
+  char mname[112];
+  snprintf(mname, sizeof mname, "%s_k%d", name, k);
+  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(mname, ctx);
   LLVMSetTarget(mod, s->triple);
-  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(s->tm);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(mod, td);
   LLVMDisposeTargetData(td);
   ljc_ir ir;
   ljc_ir_init(&ir, ctx, mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
-  ljc_lower_program(&ir, p, name);
+  ljc_lower_kernel(&ir, p, k, name);
   ljc_ir_dispose(&ir);
   LLVMMemoryBufferRef obj = NULL;
   char *msg = NULL;
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     ljb_error(LJ_ERR_COMPILE, "lazyjit generated invalid LLVM IR (a bug): %s", msg);
-  } else if (ljc_optimize(mod, s->tm, s->opt_level)) {
+  } else if (ljc_optimize(mod, tm, s->opt_level)) {
     LLVMDisposeMessage(msg);
     msg = NULL;
-    if (LLVMTargetMachineEmitToMemoryBuffer(s->tm, mod, LLVMObjectFile, &msg, &obj))
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &obj))
       ljb_error(LJ_ERR_COMPILE, "LLVM code generation failed: %s", msg ? msg : "");
   }
   LLVMDisposeMessage(msg);
@@ -127,33 +142,95 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, const ljg_program *p, co
   return obj;
 }
 
+/* The kernels of one compile, shared by its threads: each takes the next kernel until none
+ * is left or one fails. */
+typedef struct compile_job {
+  ljc_session *s;
+  const ljg_program *p;
+  const char *name;
+  LLVMMemoryBufferRef *objs; /* one per kernel */
+  atomic_int next;
+  atomic_bool failed;
+  lj_status status;          /* the first failure (errors are per thread) */
+  char msg[512];
+  pthread_mutex_t lock;
+} compile_job;
+
+typedef struct compile_thread {
+  compile_job *job;
+  LLVMTargetMachineRef tm;
+} compile_thread;
+
+static void *compile_kernels(void *arg) {
+  const compile_thread *t = arg;
+  compile_job *j = t->job;
+  for (int k; !atomic_load(&j->failed) && (k = atomic_fetch_add(&j->next, 1)) < j->p->nkernels;) {
+    j->objs[k] = build_object(j->s, t->tm, j->p, k, j->name);
+    if (j->objs[k]) continue;
+    pthread_mutex_lock(&j->lock);
+    if (!atomic_exchange(&j->failed, true)) {
+      j->status = lj_last_status();
+      snprintf(j->msg, sizeof j->msg, "%s", lj_last_error());
+    }
+    pthread_mutex_unlock(&j->lock);
+  }
+  return NULL;
+}
+
+/* Builds every kernel's object on up to s->threads threads (the caller is one of them);
+ * false with the error set. */
+static bool build_objects(ljc_session *s, const ljg_program *p, const char *name, LLVMMemoryBufferRef *objs) {
+  compile_job j = {.s = s, .p = p, .name = name, .objs = objs};
+  pthread_mutex_init(&j.lock, NULL);
+  int n = p->nkernels < s->threads ? p->nkernels : s->threads;
+  compile_thread t[MAX_COMPILE_THREADS];
+  pthread_t tid[MAX_COMPILE_THREADS];
+  int started = 1;
+  for (int i = 0; i < n; i++) t[i] = (compile_thread){&j, s->tms[i]};
+  for (int i = 1; i < n; i++)
+    if (pthread_create(&tid[i], NULL, compile_kernels, &t[i]) == 0) started = i + 1;
+    else break;
+  compile_kernels(&t[0]);
+  for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
+  pthread_mutex_destroy(&j.lock);
+  if (j.failed) ljb_error(j.status, "%s", j.msg);
+  return !j.failed;
+}
+
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
                          ljg_kernel_fn *fns) {
   pthread_mutex_lock(&s->lock);
   ljc_program *c = NULL;
-  LLVMMemoryBufferRef obj = build_object(s, p, name);
-  if (!obj) goto done;
+  LLVMMemoryBufferRef *objs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *objs);
+  if (!build_objects(s, p, name, objs)) goto done;
   c = ljb_xcalloc(1, sizeof *c);
   c->session = s;
   c->rt = LLVMOrcJITDylibCreateResourceTracker(s->jd);
-  if (llvm_error(LLVMOrcLLJITAddObjectFileWithRT(s->jit, c->rt, obj), "cannot load compiled code")) {
+  for (int k = 0; k < p->nkernels; k++) {
+    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(s->jit, c->rt, objs[k]);
+    objs[k] = NULL; /* owned by the JIT now, even on error */
+    if (llvm_error(err, "cannot load compiled code")) goto fail;
+  }
+  for (int k = 0; k < p->nkernels; k++) {
+    char sym[96];
+    snprintf(sym, sizeof sym, "%s_k%d", name, k);
+    LLVMOrcExecutorAddress addr = 0;
+    if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel")) goto fail;
+    fns[k] = (ljg_kernel_fn)(uintptr_t)addr;
+  }
+  goto done;
+fail:
+  {
+    LLVMErrorRef err = LLVMOrcResourceTrackerRemove(c->rt);
+    if (err) LLVMConsumeError(err);
     LLVMOrcReleaseResourceTracker(c->rt);
     free(c);
     c = NULL;
-    goto done;
-  }
-  for (int i = 0; i < p->nkernels; i++) {
-    char sym[96];
-    snprintf(sym, sizeof sym, "%s_k%d", name, i);
-    LLVMOrcExecutorAddress addr = 0;
-    if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel")) {
-      pthread_mutex_unlock(&s->lock);
-      ljc_program_free(c);
-      return NULL;
-    }
-    fns[i] = (ljg_kernel_fn)(uintptr_t)addr;
   }
 done:
+  for (int k = 0; k < p->nkernels; k++)
+    if (objs[k]) LLVMDisposeMemoryBuffer(objs[k]);
+  free(objs);
   pthread_mutex_unlock(&s->lock);
   return c;
 }
