@@ -180,6 +180,7 @@ static void *compile_kernels(void *arg) {
 /* Builds every kernel's object on up to s->threads threads (the caller is one of them);
  * false with the error set. */
 static bool build_objects(ljc_session *s, const ljg_program *p, const char *name, LLVMMemoryBufferRef *objs) {
+  if (p->nkernels == 0) return true;
   compile_job j = {.s = s, .p = p, .name = name, .objs = objs};
   pthread_mutex_init(&j.lock, NULL);
   int n = p->nkernels < s->threads ? p->nkernels : s->threads;
