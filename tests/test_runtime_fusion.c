@@ -76,15 +76,23 @@ START_TEST(test_kernel_counts) {
   /* a reduction with its producers */
   lj_tensor *s = lj_sum(lj_exp(lj_mul_scalar(x, 2)), 1, (const int[]){1}, false);
   ck_assert_int_eq(lj_graph_kernel_count(1, &s), 1);
-  /* softmax: max, exp (used twice), sum, divide */
+  /* softmax: max, exp (used twice), sum, divide: four nests over the same rows, row-fused
+   * into one kernel */
   lj_tensor *m = lj_amax(x, 1, (const int[]){1}, true);
   lj_tensor *e = lj_exp(lj_sub(x, m));
   lj_tensor *sm = lj_div(e, lj_sum(e, 1, (const int[]){1}, true));
-  ck_assert_int_eq(lj_graph_kernel_count(1, &sm), 4);
-  /* a value two roots use is computed once: 3 kernels for y, y+1, y*2 */
+  ck_assert_int_eq(lj_graph_kernel_count(1, &sm), 1);
+  /* a value two roots use is computed once, into a buffer the other two nests read at the
+   * same rows: one row-fused kernel */
   lj_tensor *y = lj_exp(x);
   lj_tensor *two[2] = {lj_add_scalar(y, 1), lj_mul_scalar(y, 2)};
-  ck_assert_int_eq(lj_graph_kernel_count(2, two), 3);
+  ck_assert_int_eq(lj_graph_kernel_count(2, two), 1);
+  /* a consumer that reads other rows' maxima (x[i][j] - max of row j) cannot join: its
+   * rows would read maxima not computed yet */
+  lj_tensor *sq = tu_tensor(LJ_F32, LJ_SHAPE(33, 33), TU_ANY, 4);
+  lj_tensor *across = lj_sub(sq, lj_amax(sq, 1, (const int[]){1}, false));
+  ck_assert_int_eq(lj_graph_kernel_count(1, &across), 2);
+  tu_check_interp(1, &across, 0);
   /* linear layer: matmul, then one kernel for bias + relu */
   lj_tensor *lin = lj_relu(lj_add(lj_matmul(x, w), lj_slice(v, 0, 0, 16, 1)));
   ck_assert_int_eq(lj_graph_kernel_count(1, &lin), 2);
@@ -119,6 +127,30 @@ START_TEST(test_disable_fusion) {
   for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(vals[0][i], vals[1][i], 1e-6);
   free(vals[0]);
   free(vals[1]);
+}
+END_TEST
+
+/* Row-fused kernels against the interpreter: softmax, log_softmax, layer_norm and a value
+ * with two users, over row counts that are and are not multiples of the row block, rows of 1
+ * to 1000 elements, 3-D tensors, and sizes that split across threads. */
+START_TEST(test_row_fusion_values) {
+  static const int64_t shapes[][3] = {{2, 1, 1}, {2, 7, 13}, {2, 33, 1000}, {2, 130, 17}, {3, 4, 3}, {2, 300, 257}};
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    int nd = (int)shapes[i][0];
+    int64_t shape[3] = {shapes[i][1], shapes[i][2], 5};
+    lj_tensor *x = tu_tensor(LJ_F32, nd, shape, TU_ANY, 10 + i);
+    lj_scope_begin();
+    lj_tensor *y = lj_exp(lj_mul_scalar(x, 0.5));
+    lj_tensor *r[5] = {lj_softmax(x, -1), lj_log_softmax(x, -1),
+                       lj_layer_norm(x, 1, NULL, NULL, 1e-5), lj_add_scalar(y, 1),
+                       lj_mul(y, x)};
+    for (int k = 0; k < 5; k++) lj_keep(r[k]);
+    lj_scope_end();
+    if (shape[0] > 1) ck_assert_int_eq(lj_graph_kernel_count(5, r), 1); /* all five row-fused */
+    tu_check_interp(5, r, 1e-5);
+    for (int k = 0; k < 5; k++) lj_tensor_release(r[k]);
+    lj_tensor_release(x);
+  }
 }
 END_TEST
 
@@ -170,6 +202,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_kernel_counts);
   tcase_add_test(tc, test_disable_fusion);
   tcase_add_test(tc, test_sync_opbyop);
+  tcase_add_test(tc, test_row_fusion_values);
   suite_add_tcase(s, tc);
   return s;
 }

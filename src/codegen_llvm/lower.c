@@ -347,6 +347,23 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   emit_kept(&g, 0);
 }
 
+/* A row-fused kernel: for each block of row_block rows of [begin, end), every nest in order
+ * over the block's rows, so what one nest writes is still in cache when the next reads it. */
+static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef rb = ljc_i64(ir, kc->k->row_block);
+  LLVMValueRef rows = LLVMBuildSub(b, end, begin, "");
+  LLVMValueRef nblocks = LLVMBuildSDiv(b, LLVMBuildAdd(b, rows, ljc_i64(ir, kc->k->row_block - 1), ""), rb, "");
+  ljc_loop B;
+  ljc_loop_begin(ir, &B, ljc_i64(ir, 0), nblocks, true, 0, NULL);
+  LLVMValueRef lo = LLVMBuildAdd(b, begin, LLVMBuildMul(b, B.iv, rb, ""), "");
+  LLVMValueRef next = LLVMBuildAdd(b, lo, rb, "");
+  LLVMValueRef hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, next, end, ""), next, end, "");
+  for (int s = 0; s < kc->k->nnests; s++) emit_nest(kc, &kc->k->nests[s], nest_check[s], lo, hi);
+  ljc_loop_end(ir, &B, NULL, NULL);
+}
+
 /* ---- matmul ------------------------------------------------------------------------------- */
 
 static LLVMValueRef mm_load(ljc_kctx *kc, int e, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef i2) {
@@ -776,6 +793,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
     emit_matmul(&kc, begin, end);
   else if (k->kind == LJG_K_WINDOW)
     emit_window(&kc, begin, end);
+  else if (k->row_block > 0)
+    emit_row_blocks(&kc, nest_check, begin, end);
   else
     for (int s = 0; s < k->nnests; s++) emit_nest(&kc, &k->nests[s], nest_check[s], begin, end);
   emit_error_checks(&kc, err);

@@ -166,7 +166,7 @@ lj_tensor *lj_softmax(lj_tensor *x, int dim) {
   lj_scope_begin();
   lj_tensor *e = lj_exp(shifted("lj_softmax", x, dim));
   int d = dim < 0 ? dim + (x && x->ndim ? x->ndim : 1) : dim;
-  return finish(lj_div(e, lj_sum(e, 1, &d, true)));
+  return finish(lj_mul(e, lj_reciprocal(lj_sum(e, 1, &d, true)))); /* one division per row, like PyTorch */
 }
 
 lj_tensor *lj_log_softmax(lj_tensor *x, int dim) {

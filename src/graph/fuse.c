@@ -16,6 +16,7 @@
  *    neighbouring dims merged when every access is contiguous across them — an elementwise
  *    kernel over contiguous buffers becomes a single loop, whatever the rank. (Gather and
  *    scatter kernels keep their dims: the indexed dim must stay a loop of its own.)
+ * 4. Row fusion (fuse_rows.c) joins neighbouring kernels over the same rows.
  * The buffer plan (plan.c) then places intermediates in the scratch arena. */
 #include "graph/graph.h"
 
@@ -590,6 +591,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
     int32_t i = f.root_src[g->roots[r]];
     p->root_slot[r] = f.realized[i] ? f.oslot[i] : f.pslot[i];
   }
+  if (!(opt && opt->disable_fusion)) ljg_fuse_rows(p);
   ljg_plan(p);
   free(f.realized);
   free(f.is_root);
@@ -669,8 +671,10 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
   for (int i = 0; i < p->nkernels; i++) {
     const ljg_kernel *k = &p->kernels[i];
     static const char *const kinds[] = {"loops", "matmul", "window"};
-    ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks\n", i, kinds[k->kind], k->node,
+    ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks", i, kinds[k->kind], k->node,
                    ljg_ops[g->nodes[k->node].op].name, k->ntasks);
+    if (k->row_block) ljb_str_printf(&b, " in blocks of %" PRId64 " rows", k->row_block);
+    ljb_str_puts(&b, "\n");
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);
     if (k->kind == LJG_K_WINDOW)
       ljb_str_printf(&b, "  %s of e%d, window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64

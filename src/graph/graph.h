@@ -369,6 +369,8 @@ typedef struct ljg_kernel {
   ljg_view *views;
   int task_dim;       /* LOOPS: the split dim of every nest (-1: one task) */
   int64_t ntasks;
+  int64_t row_block;  /* LOOPS after row fusion: the nests run in order on blocks of this many
+                         rows (dim 0), not one after another over the task range (0) */
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k;
@@ -436,5 +438,8 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g);
 /* plan.c: assigns TEMP slots offsets in one scratch arena, reusing memory whose last reader
  * has run. */
 void ljg_plan(ljg_program *p);
+/* Row fusion (fuse_rows.c): neighbouring loop kernels over the same rows, each reading the
+ * others' results only at its own row, become one kernel run block of rows by block. */
+void ljg_fuse_rows(ljg_program *p);
 
 #endif

@@ -1,7 +1,7 @@
 /* plan.c — the buffer plan: every TEMP slot gets an offset in one scratch arena.
  * A temp is live from the kernel that writes it to the last kernel that reads it; before a
- * kernel's output is placed, temps whose last reader ran earlier are freed, so the output
- * never overlaps the kernel's own inputs. Placement is first-fit over free ranges, 64-byte
+ * kernel's outputs are placed, temps whose last reader ran earlier are freed, so an output
+ * never overlaps the kernel's own inputs or its other outputs. Placement is first-fit over free ranges, 64-byte
  * aligned. */
 #include "graph/graph.h"
 
@@ -47,8 +47,20 @@ static void coalesce(range *r, int *n) {
   *n = m;
 }
 
-static int32_t kernel_output(const ljg_kernel *k) {
-  return k->kind == LJG_K_LOOPS ? k->nests[0].out_slot : k->mm_out_slot;
+/* The slots kernel k writes: one, or one per nest of a loop kernel (a row-fused kernel has
+ * several), listed once each; returns how many. */
+static int kernel_outputs(const ljg_kernel *k, int32_t *out) {
+  if (k->kind != LJG_K_LOOPS) {
+    out[0] = k->mm_out_slot;
+    return 1;
+  }
+  int n = 0;
+  for (int s = 0; s < k->nnests; s++) {
+    bool seen = false;
+    for (int j = 0; j < n; j++) seen |= out[j] == k->nests[s].out_slot;
+    if (!seen) out[n++] = k->nests[s].out_slot;
+  }
+  return n;
 }
 
 void ljg_plan(ljg_program *p) {
@@ -73,24 +85,28 @@ void ljg_plan(ljg_program *p) {
         k++;
       }
     }
-    int32_t out = kernel_output(&p->kernels[i]);
-    ljg_slot *s = &p->slots[out];
-    if (s->kind != LJG_SLOT_TEMP) continue;
-    int64_t need = align64(s->nbytes);
+    int32_t *outs = ljb_xalloc(((size_t)p->kernels[i].nnests + 1) * sizeof *outs);
+    int nout = kernel_outputs(&p->kernels[i], outs);
     coalesce(free_list.a, &free_list.n);
-    int best = -1;
-    for (int k = 0; k < free_list.n; k++)
-      if (free_list.a[k].len >= need && (best < 0 || free_list.a[k].off < free_list.a[best].off))
-        best = k;
-    if (best >= 0) {
-      s->offset = free_list.a[best].off;
-      free_list.a[best].off += need;
-      free_list.a[best].len -= need;
-    } else {
-      s->offset = top;
-      top += need;
+    for (int o = 0; o < nout; o++) {
+      ljg_slot *s = &p->slots[outs[o]];
+      if (s->kind != LJG_SLOT_TEMP) continue;
+      int64_t need = align64(s->nbytes);
+      int best = -1;
+      for (int k = 0; k < free_list.n; k++)
+        if (free_list.a[k].len >= need && (best < 0 || free_list.a[k].off < free_list.a[best].off))
+          best = k;
+      if (best >= 0) {
+        s->offset = free_list.a[best].off;
+        free_list.a[best].off += need;
+        free_list.a[best].len -= need;
+      } else {
+        s->offset = top;
+        top += need;
+      }
+      ljb_vec_push(&live, outs[o]);
     }
-    ljb_vec_push(&live, out);
+    free(outs);
   }
   /* temps no kernel writes (empty tensors) still get a valid offset */
   for (int s = 0; s < p->nslots; s++)
