@@ -53,7 +53,7 @@ END_TEST
 /* A linear layer: fused producer (relu) and consumers (bias, tanh) around the matmul; big
  * enough to be split across threads; an empty inner dim gives zeros. */
 START_TEST(test_matmul_fused_and_large) {
-  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(64, 96), TU_ANY, 1);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(160, 96), TU_ANY, 1);
   lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(80, 96), TU_UNIT, 2);
   lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(80), TU_ANY, 3);
   lj_tensor *y = lj_tanh(lj_add(lj_matmul(lj_relu(x), lj_transpose(w, 0, 1)), bias));

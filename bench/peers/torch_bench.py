@@ -181,6 +181,19 @@ def time_torch(make, runs):
     return 1e3 * t[len(t) // 2], 1e3 * t[0]
 
 
+def markdown(doc):
+    """The side-by-side table of a --json result, in Markdown (docs/benchmarks.md)."""
+    rows = ["| workload | compile ms | kernels | trace µs | sync µs | lazyjit ms | op by op ms | rate | "
+            "PyTorch ms | PyTorch / lazyjit |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in doc["results"]:
+        o = r["lazyjit"]
+        rate = f"{o['rate']:.1f} {o['unit']}" if o["unit"] else ""
+        rows.append(f"| {r['name']} | {o['compile_ms']:.1f} | {o['kernels']} | {o['trace_us']:.1f} | "
+                    f"{o['sync_us']:.1f} | {o['step_ms']:.3f} | {o['opbyop_ms']:.3f} | {rate} | "
+                    f"{r['torch_ms']:.3f} | {r['ratio']:.2f}× |")
+    return "\n".join(rows) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count())
@@ -189,7 +202,12 @@ def main():
     ap.add_argument("--lj", default=os.path.join(ROOT, "build", "bench", "lj-bench"), help="the lj-bench program")
     ap.add_argument("--no-opbyop", action="store_true", help="passed to lj-bench")
     ap.add_argument("--json", help="write both sides' results here")
+    ap.add_argument("--markdown", help="write the side-by-side table here, in Markdown")
+    ap.add_argument("--table-from", metavar="JSON", help="print the Markdown table of an earlier --json and exit")
     a = ap.parse_args()
+    if a.table_from:
+        print(markdown(json.load(open(a.table_from))), end="")
+        return
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [a.lj, "--threads", str(a.threads), "--runs", str(a.runs), "--json", f.name]
         cmd += ["--filter", a.filter] if a.filter else []
@@ -215,10 +233,13 @@ def main():
               f"{their_rate:>15}", flush=True)
         both.append({"name": r["name"], "lazyjit": r, "torch_ms": med, "torch_min_ms": best,
                      "ratio": med / r["step_ms"]})
+    doc = {"threads": a.threads, "runs": a.runs, "torch": torch.__version__, "results": both}
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"threads": a.threads, "runs": a.runs, "torch": torch.__version__, "results": both}, f,
-                      indent=1)
+            json.dump(doc, f, indent=1)
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(doc))
 
 
 if __name__ == "__main__":

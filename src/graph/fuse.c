@@ -507,7 +507,9 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     k->mm_out_slot = f->oslot[i];
     k->mm_dtype = n->dtype;
     k->ntasks = k->mm_b * k->mm_m;
-    k->work = (double)k->ntasks * (double)k->mm_n * (double)k->mm_k;
+    /* multiply-adds run 16 to a cycle in the register tiles: count them like that many
+     * points of an elementwise loop, so a small matmul stays on one thread */
+    k->work = (double)k->ntasks * (double)k->mm_n * (double)k->mm_k / 16;
     break;
   }
   default: {
