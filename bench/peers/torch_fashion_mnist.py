@@ -14,8 +14,8 @@ import time
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch_models import MNISTNet
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -26,21 +26,6 @@ def load(data, split):
     with gzip.open(f"{data}/{split}-labels-idx1-ubyte.gz") as f:
         y = np.frombuffer(f.read(), np.uint8, offset=8)
     return (torch.tensor(x, dtype=torch.float32) / 255 - MEAN) / STD, torch.tensor(y, dtype=torch.int64)
-
-
-class MNISTNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.Linear(3136, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2(x), 2))
-        x = F.relu(self.fc1(x.view(-1, 3136)))
-        return F.log_softmax(self.fc2(x), 1)
 
 
 def main():
