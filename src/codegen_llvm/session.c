@@ -23,8 +23,7 @@
 enum { MAX_COMPILE_THREADS = 16 };
 
 struct ljc_session {
-  LLVMTargetMachineRef tm;                      /* the first compile thread's */
-  LLVMTargetMachineRef tms[MAX_COMPILE_THREADS]; /* one per compile thread (tms[0] == tm) */
+  LLVMTargetMachineRef tms[MAX_COMPILE_THREADS]; /* one per compile thread */
   int threads;
   LLVMOrcLLJITRef jit;
   LLVMOrcJITDylibRef jd;
@@ -71,7 +70,6 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads) {
   s->threads = threads < 1 ? 1 : threads > MAX_COMPILE_THREADS ? MAX_COMPILE_THREADS : threads;
   for (int i = 0; i < s->threads; i++)
     if (!(s->tms[i] = make_tm(s))) goto fail;
-  s->tm = s->tms[0];
   LLVMTargetMachineRef jit_tm = make_tm(s);
   if (!jit_tm) goto fail;
   LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();

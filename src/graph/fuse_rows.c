@@ -143,17 +143,17 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
 void ljg_fuse_rows(ljg_program *p) {
   int out = 0;
   for (int i = 0; i < p->nkernels; i++) {
-    ljg_kernel *a = out > 0 ? &p->kernels[out - 1] : NULL, b = p->kernels[i];
-    if (a && a->ntasks != b.ntasks && rows_kernel(a) && rows_kernel(&b)) {
-      /* a flat neighbour may be read as rows of the other's row count */
-      ljg_kernel flat = *a;
-      if (!as_rows(&p->arena, &b, a->ntasks) && as_rows(&p->arena, &flat, b.ntasks) && can_join(p, &flat, &b))
-        *a = flat;
+    if (out > 0) {
+      /* on copies: a flat neighbour is read as rows of the other's row count */
+      ljg_kernel a = p->kernels[out - 1], b = p->kernels[i];
+      if (a.ntasks != b.ntasks && !as_rows(&p->arena, &b, a.ntasks)) as_rows(&p->arena, &a, b.ntasks);
+      if (can_join(p, &a, &b)) {
+        join(&p->arena, &a, &b);
+        p->kernels[out - 1] = a;
+        continue;
+      }
     }
-    if (a && can_join(p, a, &b))
-      join(&p->arena, a, &b);
-    else
-      p->kernels[out++] = p->kernels[i];
+    p->kernels[out++] = p->kernels[i];
   }
   p->nkernels = out;
   for (int i = 0; i < p->nkernels; i++) {

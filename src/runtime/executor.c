@@ -97,6 +97,8 @@ static lj_status runtime_error(const ljr_exec *e, const ljg_kerr *err) {
 static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *binds,
                      ljr_buffer **out) {
   const ljg_program *p = e->prog;
+  ljr_sample(LJR_M_TensorsGraphSize, e->graph->n);
+  ljr_count(LJR_C_SyncTensors, 1);
   ljb_vec_reserve(&d->scratch_slots, p->nslots + 1);
   ljb_vec_reserve(&d->scratch_scalars, p->nslots + 1);
   ljb_vec_reserve(&d->scratch_owned, p->nslots + 1);
@@ -148,7 +150,6 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
 /* g's executable: from the cache, or compiled and inserted; NULL with the error set. */
 static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
   ljr_runtime *rt = ljr_get();
-  ljr_sample(LJR_M_TensorsGraphSize, g->n);
   ljb_hash key = ljg_graph_key(g, rt->env_seed);
   ljr_exec *e = ljr_cache_lookup(&d->cache, key, g);
   if (e) {
@@ -164,9 +165,7 @@ static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
 static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
                            ljr_buffer **out) {
   ljr_exec *e = find_or_compile(d, g);
-  if (!e) return lj_last_status();
-  ljr_count(LJR_C_SyncTensors, 1);
-  return run(d, e, binds, out);
+  return e ? run(d, e, binds, out) : lj_last_status();
 }
 
 /* Adds operand src of g to the one-op graph `one` as a parameter (once), bound to its value:
@@ -251,11 +250,10 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_bu
   ljg_graph *g = &d->scratch_graph;
   if (ljr_get()->cfg.pub.sync_tensors_opbyop) {
     ljg_walk_graph(w, g);
-    return run_op_by_op(d, g, d->scratch_binds.a, out);
+    return ljr_run_graph(d, g, d->scratch_binds.a, out);
   }
   ljr_exec *e = ljr_cache_lookup_walk(&d->cache, w->key);
   if (e && ljg_walk_matches(w, e->graph)) {
-    ljr_sample(LJR_M_TensorsGraphSize, e->graph->n);
     ljr_count(LJR_C_CachedCompile, 1);
   } else {
     ljg_walk_graph(w, g);
@@ -263,6 +261,5 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_bu
     if (!e) return lj_last_status();
     ljr_cache_set_walk(&d->cache, e, w->key);
   }
-  ljr_count(LJR_C_SyncTensors, 1);
   return run(d, e, d->scratch_binds.a, out);
 }
