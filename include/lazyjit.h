@@ -115,6 +115,26 @@ typedef struct lj_config {
   bool sync_tensors_opbyop;   /**< LJ_SYNC_TENSORS_OPBYOP: a sync runs every op of its graph
                                    as an executable of its own (eager execution through the
                                    same compiler; each one-op graph is cached) */
+  bool get_tensors_opbyop;    /**< LJ_GET_TENSORS_OPBYOP: the same, for the graphs that host
+                                   reads (lj_tensor_to_host, lj_item) run */
+  const char *metrics_file;   /**< LJ_METRICS_FILE: after every executed graph, append
+                                   "[MetricsData; step=N]" and the metrics report to this file
+                                   ("STDOUT" / "STDERR": those streams); NULL or "" = off.
+                                   Copied by lj_init */
+  const char *save_tensors_file; /**< LJ_SAVE_TENSORS_FILE: append every executed graph to
+                                   "<file>.<device ordinal>"; NULL or "" = off. Copied */
+  const char *save_tensors_fmt; /**< LJ_SAVE_TENSORS_FMT: "text" (default), "dot", "llvm"
+                                   (optimized LLVM IR of its kernels) or "asm". Copied */
+  const char *dump_dir;       /**< LJ_DUMP_DIR: for every compiled graph, write its graph
+                                   text, fused kernels, LLVM IR before and after optimization
+                                   and assembly into this directory (created if missing),
+                                   named by graph hash; NULL or "" = off. Copied */
+  bool ir_debug;              /**< LJ_IR_DEBUG: record the user call site of every node
+                                   (shown as location= in dumps) */
+  int debug;                  /**< LJ_DEBUG: 0 off; 1 a Compilation Analysis on stderr per
+                                   compile (cause, graph hash, inputs, outputs, call site, why
+                                   the cache missed); 2 also an Execution Analysis per run and
+                                   warnings about frequent compiles and host reads */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

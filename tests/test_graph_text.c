@@ -54,7 +54,7 @@ START_TEST(test_round_trip) {
   ljg_collect(&d->trace, n, nodes, &orig, &binds);
   ck_assert(ljg_graph_equal(&orig, &g));
   ljr_buffer *out[8] = {0};
-  ck_assert_int_eq(ljr_run_graph(d, &g, binds.a, out), LJ_OK);
+  ck_assert_int_eq(ljr_run_graph(d, &g, binds.a, out, LJR_CAUSE_REPLAY), LJ_OK);
   ck_assert_int_eq(lj_sync_tensors(n, ts), LJ_OK);
   for (int i = 0; i < n; i++) {
     size_t bytes = (size_t)lj_tensor_numel(ts[i]) * lj_dtype_size(lj_tensor_dtype(ts[i]));

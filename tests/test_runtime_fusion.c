@@ -154,43 +154,49 @@ START_TEST(test_row_fusion_values) {
 }
 END_TEST
 
-/* LJ_SYNC_TENSORS_OPBYOP: every op its own cached executable with one kernel; the values are
- * the fused program's; a second step compiles nothing. */
+/* LJ_SYNC_TENSORS_OPBYOP (a sync) and LJ_GET_TENSORS_OPBYOP (a host read): every op its own
+ * cached executable with one kernel; the values are the fused program's; a second step
+ * compiles nothing. Each switch leaves the other kind of sync fused. */
 START_TEST(test_sync_opbyop) {
-  double *vals[2] = {NULL, NULL};
+  enum { FUSED, SYNC_OPBYOP, GET_OPBYOP, MODES };
+  double *vals[MODES] = {NULL};
   int64_t n = 0;
-  for (int opbyop = 0; opbyop < 2; opbyop++) {
-    lj_config cfg = lj_config_default();
-    cfg.sync_tensors_opbyop = opbyop;
-    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
-    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(16, 12), TU_ANY, 1);
-    lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 2);
-    lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(12, 16), TU_ANY, 3);
-    for (int step = 0; step < 2; step++) {
-      int64_t s0 = lj_counter_value("SyncTensors"), e0 = lj_counter_value("ExecutedKernels");
-      int64_t c0 = lj_counter_value("UncachedCompile");
-      lj_tensor *r = chain10(x, bias, y);
-      double *v = tu_read(r, &n);
-      free(vals[opbyop]);
-      vals[opbyop] = v;
-      int64_t syncs = lj_counter_value("SyncTensors") - s0;
-      int64_t kernels = lj_counter_value("ExecutedKernels") - e0;
-      if (opbyop) { /* at most one kernel per executable (a view of a parameter needs none) */
-        ck_assert_int_ge(kernels, 12);
-        ck_assert_int_le(kernels, syncs);
-      } else {
-        ck_assert_int_eq(kernels, 1);
-        ck_assert_int_eq(syncs, 1);
+  for (int mode = 0; mode < MODES; mode++)
+    for (int read_only = 0; read_only < 2; read_only++) {
+      lj_config cfg = lj_config_default();
+      cfg.sync_tensors_opbyop = mode == SYNC_OPBYOP;
+      cfg.get_tensors_opbyop = mode == GET_OPBYOP;
+      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(16, 12), TU_ANY, 1);
+      lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 2);
+      lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(12, 16), TU_ANY, 3);
+      bool opbyop = mode == (read_only ? GET_OPBYOP : SYNC_OPBYOP);
+      for (int step = 0; step < 2; step++) {
+        int64_t s0 = lj_counter_value("SyncTensors"), e0 = lj_counter_value("ExecutedKernels");
+        int64_t c0 = lj_counter_value("UncachedCompile");
+        lj_tensor *r = chain10(x, bias, y);
+        if (!read_only) ck_assert_int_eq(lj_sync(lj_default_device()), LJ_OK);
+        double *v = tu_read(r, &n);
+        free(vals[mode]);
+        vals[mode] = v;
+        int64_t syncs = lj_counter_value("SyncTensors") - s0;
+        int64_t kernels = lj_counter_value("ExecutedKernels") - e0;
+        if (opbyop) { /* at most one kernel per executable (a view of a parameter needs none) */
+          ck_assert_int_ge(kernels, 12);
+          ck_assert_int_le(kernels, syncs);
+        } else {
+          ck_assert_int_eq(kernels, 1);
+          ck_assert_int_eq(syncs, 1);
+        }
+        if (step == 1) ck_assert_int_eq(lj_counter_value("UncachedCompile"), c0);
+        if (step == 0 && read_only) tu_check_interp(1, &r, 1e-5);
+        lj_tensor_release(r);
       }
-      if (step == 1) ck_assert_int_eq(lj_counter_value("UncachedCompile"), c0);
-      if (step == 0) tu_check_interp(1, &r, 1e-5);
-      lj_tensor_release(r);
+      lj_shutdown();
     }
-    lj_shutdown();
-  }
-  for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(vals[0][i], vals[1][i], 1e-6);
-  free(vals[0]);
-  free(vals[1]);
+  for (int mode = 1; mode < MODES; mode++)
+    for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(vals[0][i], vals[mode][i], 1e-6);
+  for (int mode = 0; mode < MODES; mode++) free(vals[mode]);
 }
 END_TEST
 

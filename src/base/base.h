@@ -109,6 +109,11 @@ static inline bool ljb_hash_eq(ljb_hash x, ljb_hash y) { return x.lo == y.lo && 
 void ljb_hash_hex(ljb_hash h, char out[33]);
 uint64_t ljb_mix64(uint64_t x);
 
+/* callsite.c: the first frame of the calling thread's stack outside lazyjit, as
+ * "function (file:line)" (from DWARF line info; "function (module+offset)" without it).
+ * Interned: valid until the process ends. NULL when no frame outside lazyjit is found. */
+const char *ljb_call_site(void);
+
 /* clock.c */
 uint64_t ljb_now_ns(void);
 

@@ -21,12 +21,20 @@ const char *ljc_session_target(const ljc_session *s);
 /* The machine code of one program; freeing it removes its code from the JIT. */
 typedef struct ljc_program ljc_program;
 
+/* What a compile can leave behind for dumps (LJ_DUMP_DIR, LJ_SAVE_TENSORS_FMT): every
+ * kernel's LLVM IR as lowered, after optimization, and its assembly, in kernel order.
+ * malloc'd strings. */
+typedef struct ljc_texts {
+  char *ir, *ir_opt, *asm_text;
+} ljc_texts;
+void ljc_texts_free(ljc_texts *t);
+
 /* Compiles every kernel of p, each into a module and an object file of its own, on the
  * session's threads (symbols prefixed by `name`, which must be unique among the session's
- * live programs), and stores kernel k's entry point in fns[k]. NULL with LJ_ERR_COMPILE and
- * LLVM's message on failure. */
+ * live programs), and stores kernel k's entry point in fns[k]. With texts non-NULL, also
+ * fills it. NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
-                         ljg_kernel_fn *fns);
+                         ljg_kernel_fn *fns, ljc_texts *texts);
 void ljc_program_free(ljc_program *c);
 
 #endif

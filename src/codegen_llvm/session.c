@@ -107,10 +107,45 @@ void ljc_session_free(ljc_session *s) {
 
 const char *ljc_session_target(const ljc_session *s) { return s->target; }
 
-/* Lowers and optimizes kernel k of p into an object file in memory with tm; NULL with the
- * error set. */
+/* One kernel's texts (ljc_texts), kept only when asked for. */
+typedef struct kernel_texts {
+  char *ir, *ir_opt, *asm_text;
+} kernel_texts;
+
+static char *module_text(LLVMModuleRef mod) {
+  char *llvm = LLVMPrintModuleToString(mod);
+  char *s = ljb_xalloc(strlen(llvm) + 1);
+  strcpy(s, llvm);
+  LLVMDisposeMessage(llvm);
+  return s;
+}
+
+/* The assembly of mod, emitted from a clone (emission changes the module it is given). */
+static char *asm_text(LLVMTargetMachineRef tm, LLVMModuleRef mod) {
+  LLVMModuleRef clone = LLVMCloneModule(mod);
+  LLVMMemoryBufferRef buf = NULL;
+  char *msg = NULL;
+  ljb_str b = {0};
+  if (LLVMTargetMachineEmitToMemoryBuffer(tm, clone, LLVMAssemblyFile, &msg, &buf)) {
+    ljb_str_printf(&b, "; no assembly: %s\n", msg ? msg : "");
+  } else {
+    size_t n = LLVMGetBufferSize(buf);
+    char *s = ljb_xalloc(n + 1);
+    memcpy(s, LLVMGetBufferStart(buf), n);
+    s[n] = 0;
+    ljb_str_puts(&b, s);
+    free(s);
+    LLVMDisposeMemoryBuffer(buf);
+  }
+  LLVMDisposeMessage(msg);
+  LLVMDisposeModule(clone);
+  return ljb_str_take(&b);
+}
+
+/* Lowers and optimizes kernel k of p into an object file in memory with tm, keeping its texts
+ * in *texts when that is non-NULL; NULL with the error set. */
 static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
-                                        int k, const char *name) {
+                                        int k, const char *name, kernel_texts *texts) {
   LLVMContextRef ctx = LLVMContextCreate();
   char mname[112];
   snprintf(mname, sizeof mname, "%s_k%d", name, k);
@@ -126,11 +161,16 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   ljc_ir_dispose(&ir);
   LLVMMemoryBufferRef obj = NULL;
   char *msg = NULL;
+  if (texts) texts->ir = module_text(mod);
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     ljb_error(LJ_ERR_COMPILE, "lazyjit generated invalid LLVM IR (a bug): %s", msg);
   } else if (ljc_optimize(mod, tm, s->opt_level)) {
     LLVMDisposeMessage(msg);
     msg = NULL;
+    if (texts) {
+      texts->ir_opt = module_text(mod);
+      texts->asm_text = asm_text(tm, mod);
+    }
     if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &obj))
       ljb_error(LJ_ERR_COMPILE, "LLVM code generation failed: %s", msg ? msg : "");
   }
@@ -147,6 +187,7 @@ typedef struct compile_job {
   const ljg_program *p;
   const char *name;
   LLVMMemoryBufferRef *objs; /* one per kernel */
+  kernel_texts *texts;       /* one per kernel, or NULL */
   atomic_int next;
   atomic_bool failed;
   lj_status status;          /* the first failure (errors are per thread) */
@@ -163,7 +204,7 @@ static void *compile_kernels(void *arg) {
   const compile_thread *t = arg;
   compile_job *j = t->job;
   for (int k; !atomic_load(&j->failed) && (k = atomic_fetch_add(&j->next, 1)) < j->p->nkernels;) {
-    j->objs[k] = build_object(j->s, t->tm, j->p, k, j->name);
+    j->objs[k] = build_object(j->s, t->tm, j->p, k, j->name, j->texts ? &j->texts[k] : NULL);
     if (j->objs[k]) continue;
     pthread_mutex_lock(&j->lock);
     if (!atomic_exchange(&j->failed, true)) {
@@ -177,9 +218,10 @@ static void *compile_kernels(void *arg) {
 
 /* Builds every kernel's object on up to s->threads threads (the caller is one of them);
  * false with the error set. */
-static bool build_objects(ljc_session *s, const ljg_program *p, const char *name, LLVMMemoryBufferRef *objs) {
+static bool build_objects(ljc_session *s, const ljg_program *p, const char *name, LLVMMemoryBufferRef *objs,
+                          kernel_texts *texts) {
   if (p->nkernels == 0) return true;
-  compile_job j = {.s = s, .p = p, .name = name, .objs = objs};
+  compile_job j = {.s = s, .p = p, .name = name, .objs = objs, .texts = texts};
   pthread_mutex_init(&j.lock, NULL);
   int n = p->nkernels < s->threads ? p->nkernels : s->threads;
   compile_thread t[MAX_COMPILE_THREADS];
@@ -196,12 +238,39 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const char *name
   return !j.failed;
 }
 
+/* Joins the kernels' texts into t, one text after the other. */
+static void join_texts(const ljg_program *p, kernel_texts *kt, ljc_texts *t) {
+  ljb_str ir = {0}, opt = {0}, as = {0};
+  for (int k = 0; k < p->nkernels; k++) {
+    if (kt[k].ir) ljb_str_puts(&ir, kt[k].ir);
+    if (kt[k].ir_opt) ljb_str_puts(&opt, kt[k].ir_opt);
+    if (kt[k].asm_text) ljb_str_puts(&as, kt[k].asm_text);
+    free(kt[k].ir);
+    free(kt[k].ir_opt);
+    free(kt[k].asm_text);
+  }
+  t->ir = ljb_str_take(&ir);
+  t->ir_opt = ljb_str_take(&opt);
+  t->asm_text = ljb_str_take(&as);
+}
+
+void ljc_texts_free(ljc_texts *t) {
+  free(t->ir);
+  free(t->ir_opt);
+  free(t->asm_text);
+  memset(t, 0, sizeof *t);
+}
+
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
-                         ljg_kernel_fn *fns) {
+                         ljg_kernel_fn *fns, ljc_texts *texts) {
   pthread_mutex_lock(&s->lock);
   ljc_program *c = NULL;
   LLVMMemoryBufferRef *objs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *objs);
-  if (!build_objects(s, p, name, objs)) goto done;
+  kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
+  bool built = build_objects(s, p, name, objs, kt);
+  if (kt) join_texts(p, kt, texts);
+  free(kt);
+  if (!built) goto done;
   c = ljb_xcalloc(1, sizeof *c);
   c->session = s;
   c->rt = LLVMOrcJITDylibCreateResourceTracker(s->jd);

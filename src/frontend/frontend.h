@@ -39,6 +39,10 @@ lj_tensor *ljf_tensor_from_buffer(struct lj_device *d, lj_dtype dt, int ndim,
 ljg_node *ljf_node(lj_tensor *t);
 /* Whether t's value is a pending node (adopting a buffer another sync computed for it). */
 bool ljf_pending(lj_tensor *t);
+/* lj_sync and lj_sync_tensors with the reason they run (LJ_DEBUG and dumps show it; a host
+ * read runs op by op under LJ_GET_TENSORS_OPBYOP). */
+lj_status ljf_sync(lj_device *d, ljr_cause cause);
+lj_status ljf_sync_tensors(int n, lj_tensor *const *ts, ljr_cause cause);
 /* Binds t to buf (takes the reference) after a sync computed it. */
 void ljf_bind(lj_tensor *t, ljr_buffer *buf);
 /* Frees every tensor of d (lj_shutdown). */

@@ -146,7 +146,7 @@ lj_status lj_optim_step(lj_optim *o) {
 lj_status lj_optimizer_step(lj_optim *o, bool barrier) {
   lj_status st = lj_optim_step(o);
   if (st != LJ_OK || !barrier) return st;
-  return lj_sync(o->params[0]->dev);
+  return ljf_sync(o->params[0]->dev, LJR_CAUSE_OPTIMIZER);
 }
 
 void lj_optim_zero_grad(lj_optim *o) {

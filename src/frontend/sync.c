@@ -7,11 +7,11 @@
 #include <string.h>
 
 /* Runs ts[0..n) (pending, on d, sorted by id) and binds their buffers. */
-static lj_status run(struct lj_device *d, int n, lj_tensor *const *ts) {
+static lj_status run(struct lj_device *d, int n, lj_tensor *const *ts, ljr_cause cause) {
   ljg_node **nodes = ljb_xalloc((size_t)n * sizeof *nodes);
   ljr_buffer **bufs = ljb_xcalloc((size_t)n, sizeof *bufs);
   for (int i = 0; i < n; i++) nodes[i] = ts[i]->node;
-  lj_status st = ljr_execute(d, n, nodes, bufs);
+  lj_status st = ljr_execute(d, n, nodes, bufs, cause);
   if (st == LJ_OK)
     for (int i = 0; i < n; i++) ljf_bind(ts[i], bufs[i]);
   free(nodes);
@@ -25,24 +25,27 @@ static void reset_if_idle(struct lj_device *d) {
   ljg_trace_reset(&d->trace);
 }
 
-lj_status lj_sync(lj_device *d) {
+lj_status ljf_sync(lj_device *d, ljr_cause cause) {
   if (!d) return ljb_error(LJ_ERR_ARG, "lj_sync: argument d is NULL"), LJ_ERR_ARG;
   LJB_VEC(lj_tensor *) roots = {0};
   for (lj_tensor *t = d->live_head; t; t = t->next)
     if (ljf_pending(t)) ljb_vec_push(&roots, t);
   ljr_count(LJR_C_MarkStep, 1);
-  lj_status st = roots.n ? run(d, roots.n, roots.a) : LJ_OK;
+  ljr_analysis_step(d);
+  lj_status st = roots.n ? run(d, roots.n, roots.a, cause) : LJ_OK;
   ljb_vec_free(&roots);
   if (st == LJ_OK) ljg_trace_reset(&d->trace);
   return st;
 }
+
+lj_status lj_sync(lj_device *d) { return ljf_sync(d, LJR_CAUSE_SYNC); }
 
 static int by_id(const void *a, const void *b) {
   uint64_t x = (*(lj_tensor *const *)a)->id, y = (*(lj_tensor *const *)b)->id;
   return (x > y) - (x < y);
 }
 
-lj_status lj_sync_tensors(int n, lj_tensor *const *ts) {
+lj_status ljf_sync_tensors(int n, lj_tensor *const *ts, ljr_cause cause) {
   static const char *op = "lj_sync_tensors";
   if (n < 0 || (n > 0 && !ts)) {
     ljb_error(LJ_ERR_ARG, "%s: bad tensor list (n = %d)", op, n);
@@ -65,12 +68,14 @@ lj_status lj_sync_tensors(int n, lj_tensor *const *ts) {
   if (roots.n) {
     qsort(roots.a, (size_t)roots.n, sizeof *roots.a, by_id);
     struct lj_device *d = roots.a[0]->dev;
-    st = run(d, roots.n, roots.a);
+    st = run(d, roots.n, roots.a, cause);
     if (st == LJ_OK) reset_if_idle(d);
   }
   ljb_vec_free(&roots);
   return st;
 }
+
+lj_status lj_sync_tensors(int n, lj_tensor *const *ts) { return ljf_sync_tensors(n, ts, LJR_CAUSE_SYNC_TENSORS); }
 
 lj_status lj_wait(lj_device *d) {
   if (!d) return ljb_error(LJ_ERR_ARG, "lj_wait: argument d is NULL"), LJ_ERR_ARG;

@@ -189,10 +189,11 @@ lj_status lj_tensor_to_host(lj_tensor *t, void *dst, size_t nbytes) {
     return LJ_ERR_ARG;
   }
   if (ljf_pending(t)) {
-    lj_status st = lj_sync_tensors(1, &t);
+    lj_status st = ljf_sync_tensors(1, &t, LJR_CAUSE_READ);
     if (st != LJ_OK) return st;
   }
   struct lj_device *d = t->dev;
+  ljr_analysis_read(d);
   uint64_t t0 = ljb_now_ns();
   d->backend->to_host(d, dst, t->buf->data, nbytes);
   ljr_sample(LJR_M_TransferFromDeviceTime, (double)(ljb_now_ns() - t0));

@@ -58,8 +58,17 @@ ljg_graph *ljg_graph_clone(const ljg_graph *g) {
   c->roots = copy_array(g->roots, g->nroots, sizeof *g->roots);
   c->nparams = c->params_cap = g->nparams;
   c->params = copy_array(g->params, g->nparams, sizeof *g->params);
-  /* Call-site strings point into static storage or the trace; a clone keeps none. */
-  for (int i = 0; i < c->n; i++) c->nodes[i].loc = NULL;
+  /* Call sites are copied into the clone's own strings: it outlives the text they came from. */
+  size_t total = 0;
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].loc) total += strlen(g->nodes[i].loc) + 1;
+  char *p = c->strings = total ? ljb_xalloc(total) : NULL;
+  for (int i = 0; i < c->n; i++)
+    if (g->nodes[i].loc) {
+      size_t n = strlen(g->nodes[i].loc) + 1;
+      c->nodes[i].loc = memcpy(p, g->nodes[i].loc, n);
+      p += n;
+    }
   return c;
 }
 

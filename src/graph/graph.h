@@ -101,7 +101,7 @@ typedef struct ljg_node {
   /* DATA: its buffer. Any other node: the buffer a sync computed for it, after which later
    * graphs use it as data instead of recomputing it. One reference, dropped at reset. */
   struct ljr_buffer *data;
-  const char *loc;          /* user call site (LJ_IR_DEBUG), arena string or NULL */
+  const char *loc;          /* user call site (LJ_IR_DEBUG, ljb_call_site) or NULL */
   struct ljg_node *chain;   /* next node in the same hash-cons bucket */
   uint64_t lhash;           /* local description: op, dtype, shape, identity attributes */
   uint64_t walk;            /* collect.c: walk stamp */
@@ -117,6 +117,7 @@ typedef struct ljg_trace {
   uint64_t walk;            /* collect.c: last walk stamp */
   uint64_t scalar_seq;      /* unique ids that keep scalar parameters apart */
   LJB_VEC(ljg_node *) held; /* nodes holding a buffer reference */
+  bool call_sites;          /* LJ_IR_DEBUG: new nodes record the user's call site (loc) */
 } ljg_trace;
 
 void ljg_trace_init(ljg_trace *t);
@@ -262,6 +263,8 @@ void ljg_optimize(ljg_graph *g);
 
 /* binds may be NULL; when given, scalar values are printed from it. */
 char *ljg_graph_text(const ljg_graph *g, const ljg_binding *binds);
+/* Node i's line of the text (without indent and newline), malloc'd. */
+char *ljg_node_text(const ljg_graph *g, int i, const ljg_binding *binds);
 char *ljg_graph_dot(const ljg_graph *g);
 /* Parses the first graph in text; when binds is given it receives a malloc'd array of
  * g->nparams bindings with the scalar values of the text (buffers NULL). Returns false with

@@ -118,6 +118,7 @@ static ljg_node *intern(ljg_trace *t, int op, lj_dtype dt, int ndim, const int64
   n->attr = *attr;
   n->lhash = ljg_local_hash(op, dt, ndim, shape, attr);
   n->index = -1;
+  if (t->call_sites) n->loc = ljb_call_site();
   n->chain = t->table[b];
   t->table[b] = n;
   if (data) ljg_node_set_data(t, n, data);

@@ -62,32 +62,43 @@ static void print_attrs(ljb_str *b, const ljg_gnode *n, const ljg_binding *binds
   }
 }
 
+static void print_node(ljb_str *b, const ljg_graph *g, int i, const ljg_binding *binds) {
+  const ljg_gnode *n = &g->nodes[i];
+  char shape[LJB_SHAPE_STR_MAX];
+  ljb_str_printf(b, "%%%d = %s%s %s(", i, lj_dtype_name(n->dtype), ljb_shape_str(shape, n->ndim, n->shape),
+                 ljg_ops[n->op].name);
+  const int32_t *in = ljg_in(g, n);
+  for (int k = 0; k < n->nin; k++) ljb_str_printf(b, "%s%%%d", k ? ", " : "", in[k]);
+  ljb_str_puts(b, ")");
+  if (n->param >= 0) ljb_str_printf(b, ", param=%d", n->param);
+  print_attrs(b, n, binds);
+  int64_t roots[64];
+  int nr = 0;
+  for (int r = 0; r < g->nroots && nr < 64; r++)
+    if (g->roots[r] == i) roots[nr++] = r;
+  if (nr == 1) ljb_str_printf(b, ", ROOT=%" PRId64, roots[0]);
+  if (nr > 1) {
+    ljb_str_puts(b, ", ROOT=");
+    print_ilist(b, roots, nr);
+  }
+  if (n->loc) ljb_str_printf(b, ", location=%s", n->loc);
+}
+
 char *ljg_graph_text(const ljg_graph *g, const ljg_binding *binds) {
   ljb_str b = {0};
   ljb_str_puts(&b, "IR {\n");
   for (int i = 0; i < g->n; i++) {
-    const ljg_gnode *n = &g->nodes[i];
-    char shape[LJB_SHAPE_STR_MAX];
-    ljb_str_printf(&b, "  %%%d = %s%s %s(", i, lj_dtype_name(n->dtype),
-                   ljb_shape_str(shape, n->ndim, n->shape), ljg_ops[n->op].name);
-    const int32_t *in = ljg_in(g, n);
-    for (int k = 0; k < n->nin; k++) ljb_str_printf(&b, "%s%%%d", k ? ", " : "", in[k]);
-    ljb_str_puts(&b, ")");
-    if (n->param >= 0) ljb_str_printf(&b, ", param=%d", n->param);
-    print_attrs(&b, n, binds);
-    int64_t roots[64];
-    int nr = 0;
-    for (int r = 0; r < g->nroots && nr < 64; r++)
-      if (g->roots[r] == i) roots[nr++] = r;
-    if (nr == 1) ljb_str_printf(&b, ", ROOT=%" PRId64, roots[0]);
-    if (nr > 1) {
-      ljb_str_puts(&b, ", ROOT=");
-      print_ilist(&b, roots, nr);
-    }
-    if (n->loc) ljb_str_printf(&b, ", location=%s", n->loc);
+    ljb_str_puts(&b, "  ");
+    print_node(&b, g, i, binds);
     ljb_str_puts(&b, "\n");
   }
   ljb_str_puts(&b, "}\n");
+  return ljb_str_take(&b);
+}
+
+char *ljg_node_text(const ljg_graph *g, int i, const ljg_binding *binds) {
+  ljb_str b = {0};
+  print_node(&b, g, i, binds);
   return ljb_str_take(&b);
 }
 

@@ -17,6 +17,9 @@ void ljr_exec_free(ljr_exec *e) {
   free(e->graph);
   free(e->opt);
   free(e->fns);
+  if (e->texts) ljc_texts_free(e->texts);
+  free(e->texts);
+  free(e->site);
   free(e);
 }
 

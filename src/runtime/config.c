@@ -13,21 +13,30 @@ typedef enum env_type { ENV_INT, ENV_BOOL, ENV_STRING } env_type;
 
 typedef struct env_var {
   const char *name;
-  const char *alias; /* PyTorch/XLA spelling, or NULL */
+  const char *alias[2]; /* PyTorch/XLA spellings, or NULL */
   env_type type;
-  size_t offset;     /* of the field in lj_config */
+  size_t offset;        /* of the field in lj_config */
 } env_var;
 
 #define FIELD(f) offsetof(lj_config, f)
 static const env_var env_vars[] = {
-    {"LJ_NUM_DEVICES", NULL, ENV_INT, FIELD(num_devices)},
-    {"LJ_NUM_THREADS", NULL, ENV_INT, FIELD(num_threads)},
-    {"LJ_OPT_LEVEL", NULL, ENV_INT, FIELD(opt_level)},
-    {"LJ_CPU", NULL, ENV_STRING, FIELD(cpu)},
-    {"LJ_COMPILATION_CACHE_SIZE", NULL, ENV_INT, FIELD(compilation_cache_size)},
-    {"LJ_DISABLE_FUSION", NULL, ENV_BOOL, FIELD(disable_fusion)},
-    {"LJ_NO_SPECIAL_SCALARS", NULL, ENV_BOOL, FIELD(no_special_scalars)},
-    {"LJ_SYNC_TENSORS_OPBYOP", "XLA_SYNC_TENSORS_OPBYOP", ENV_BOOL, FIELD(sync_tensors_opbyop)},
+    {"LJ_NUM_DEVICES", {NULL}, ENV_INT, FIELD(num_devices)},
+    {"LJ_NUM_THREADS", {NULL}, ENV_INT, FIELD(num_threads)},
+    {"LJ_OPT_LEVEL", {NULL}, ENV_INT, FIELD(opt_level)},
+    {"LJ_CPU", {NULL}, ENV_STRING, FIELD(cpu)},
+    {"LJ_COMPILATION_CACHE_SIZE", {NULL}, ENV_INT, FIELD(compilation_cache_size)},
+    {"LJ_DISABLE_FUSION", {NULL}, ENV_BOOL, FIELD(disable_fusion)},
+    {"LJ_NO_SPECIAL_SCALARS", {NULL}, ENV_BOOL, FIELD(no_special_scalars)},
+    {"LJ_SYNC_TENSORS_OPBYOP", {"XLA_SYNC_TENSORS_OPBYOP", "SYNC_TENSORS_OPBYOP"}, ENV_BOOL,
+     FIELD(sync_tensors_opbyop)},
+    {"LJ_GET_TENSORS_OPBYOP", {"XLA_GET_TENSORS_OPBYOP", "GET_TENSORS_OPBYOP"}, ENV_BOOL,
+     FIELD(get_tensors_opbyop)},
+    {"LJ_METRICS_FILE", {"XLA_METRICS_FILE"}, ENV_STRING, FIELD(metrics_file)},
+    {"LJ_SAVE_TENSORS_FILE", {"XLA_SAVE_TENSORS_FILE"}, ENV_STRING, FIELD(save_tensors_file)},
+    {"LJ_SAVE_TENSORS_FMT", {"XLA_SAVE_TENSORS_FMT"}, ENV_STRING, FIELD(save_tensors_fmt)},
+    {"LJ_DUMP_DIR", {NULL}, ENV_STRING, FIELD(dump_dir)},
+    {"LJ_IR_DEBUG", {"XLA_IR_DEBUG"}, ENV_BOOL, FIELD(ir_debug)},
+    {"LJ_DEBUG", {NULL}, ENV_INT, FIELD(debug)},
 };
 
 static int online_cpus(void) {
@@ -55,7 +64,7 @@ lj_config lj_config_default(void) {
   for (size_t i = 0; i < LJ_COUNT_OF(env_vars); i++) {
     const env_var *v = &env_vars[i];
     const char *s = getenv(v->name);
-    if (!s && v->alias) s = getenv(v->alias);
+    for (int a = 0; !s && a < 2 && v->alias[a]; a++) s = getenv(v->alias[a]);
     if (!s) continue;
     char *field = (char *)&c + v->offset;
     switch (v->type) {
@@ -65,6 +74,19 @@ lj_config lj_config_default(void) {
     }
   }
   return c;
+}
+
+/* Copies *field into buf and points the field at the copy (NULL when empty); false with
+ * LJ_ERR_ARG when it does not fit. */
+static bool copy_string(char *buf, size_t cap, const char **field, const char *what) {
+  const char *s = *field ? *field : "";
+  if (strlen(s) >= cap) {
+    ljb_error(LJ_ERR_ARG, "lj_init: %s is too long (%zu bytes, at most %zu)", what, strlen(s), cap - 1);
+    return false;
+  }
+  strcpy(buf, s);
+  *field = buf[0] ? buf : NULL;
+  return true;
 }
 
 bool ljr_config_load(ljr_config *out, const lj_config *cfg) {
@@ -89,13 +111,28 @@ bool ljr_config_load(ljr_config *out, const lj_config *cfg) {
               c.compilation_cache_size);
     return false;
   }
-  if (c.cpu && strlen(c.cpu) >= sizeof out->cpu) {
-    ljb_error(LJ_ERR_ARG, "lj_init: cpu (LJ_CPU) name is too long");
+  if (c.debug < 0 || c.debug > 2) {
+    ljb_error(LJ_ERR_ARG, "lj_init: debug (LJ_DEBUG) is %d, must be 0, 1 or 2", c.debug);
+    return false;
+  }
+  static const char *const fmts[] = {"text", "dot", "llvm", "asm", "hlo"};
+  int fmt = c.save_tensors_fmt && *c.save_tensors_fmt ? -1 : LJR_FMT_TEXT;
+  for (int i = 0; fmt < 0 && i < (int)LJ_COUNT_OF(fmts); i++)
+    if (strcmp(c.save_tensors_fmt, fmts[i]) == 0) fmt = i == 4 ? LJR_FMT_LLVM : i;
+  if (fmt < 0) {
+    ljb_error(LJ_ERR_ARG,
+              "lj_init: save_tensors_fmt (LJ_SAVE_TENSORS_FMT) is \"%s\", must be text, dot, llvm or asm",
+              c.save_tensors_fmt);
     return false;
   }
   memset(out, 0, sizeof *out);
   out->pub = c;
-  if (c.cpu) strcpy(out->cpu, c.cpu);
-  out->pub.cpu = out->cpu[0] ? out->cpu : NULL;
-  return true;
+  out->save_fmt = (ljr_dump_fmt)fmt;
+  out->pub.save_tensors_fmt = fmts[fmt];
+  return copy_string(out->cpu, sizeof out->cpu, &out->pub.cpu, "cpu (LJ_CPU)") &&
+         copy_string(out->metrics_file, sizeof out->metrics_file, &out->pub.metrics_file,
+                     "metrics_file (LJ_METRICS_FILE)") &&
+         copy_string(out->save_tensors_file, sizeof out->save_tensors_file, &out->pub.save_tensors_file,
+                     "save_tensors_file (LJ_SAVE_TENSORS_FILE)") &&
+         copy_string(out->dump_dir, sizeof out->dump_dir, &out->pub.dump_dir, "dump_dir (LJ_DUMP_DIR)");
 }

@@ -38,9 +38,15 @@ int ljr_kernel_count(const ljg_graph *g) {
   return n;
 }
 
-static ljr_exec *compile(ljr_runtime *rt, const ljg_graph *g, ljb_hash key) {
+static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *g, ljb_hash key) {
+  ljr_analysis_compile(d, g, key);
   uint64_t t0 = ljb_now_ns();
   ljr_exec *e = ljb_xcalloc(1, sizeof *e);
+  e->compiled_at = d->syncs;
+  if (rt->cfg.pub.debug) {
+    const char *site = ljb_call_site();
+    if (site) e->site = strcpy(ljb_xalloc(strlen(site) + 1), site);
+  }
   e->key = key;
   e->graph = ljg_graph_clone(g);
   e->opt = ljg_graph_clone(g);
@@ -52,11 +58,13 @@ static ljr_exec *compile(ljr_runtime *rt, const ljg_graph *g, ljb_hash key) {
   char hex[33];
   ljb_hash_hex(key, hex);
   snprintf(name, sizeof name, "lj_%.16s", hex);
-  e->code = ljc_compile(rt->cg, e->prog, name, e->fns);
+  if (ljr_dump_keeps_texts()) e->texts = ljb_xcalloc(1, sizeof *e->texts);
+  e->code = ljc_compile(rt->cg, e->prog, name, e->fns, e->texts);
   if (!e->code) {
     ljr_exec_free(e);
     return NULL;
   }
+  ljr_dump_compiled(e, e->texts);
   ljr_count(LJR_C_UncachedCompile, 1);
   ljr_count(LJR_C_CompiledKernels, e->prog->nkernels);
   ljr_sample(LJR_M_CompileTime, (double)(ljb_now_ns() - t0));
@@ -138,7 +146,9 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
     uint64_t t0 = ljb_now_ns();
     ljg_kerr err = {0};
     d->backend->execute(d, e, slots, &err);
-    ljr_sample(LJR_M_ExecuteTime, (double)(ljb_now_ns() - t0));
+    uint64_t ns = ljb_now_ns() - t0;
+    ljr_sample(LJR_M_ExecuteTime, (double)ns);
+    ljr_analysis_execute(d, e, ns);
     if (err.code) st = runtime_error(e, &err);
   }
   if (st == LJ_OK)
@@ -156,15 +166,16 @@ static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
     ljr_count(LJR_C_CachedCompile, 1);
     return e;
   }
-  e = compile(rt, g, key);
+  e = compile(rt, d, g, key);
   if (e) ljr_cache_insert(&d->cache, e);
   return e;
 }
 
-/* Runs g as one executable (compiled on a cache miss). */
+/* Runs g as one executable (compiled on a cache miss); *ran: the executable. */
 static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
-                           ljr_buffer **out) {
+                           ljr_buffer **out, ljr_exec **ran) {
   ljr_exec *e = find_or_compile(d, g);
+  if (ran) *ran = e;
   return e ? run(d, e, binds, out) : lj_last_status();
 }
 
@@ -218,7 +229,7 @@ static lj_status run_op_by_op(struct lj_device *d, const ljg_graph *g, const ljg
     for (int k = 0; k < n->nin; k++) in[k] = op_operand(&one, &b, g, binds, val, map, gin[k]);
     ljg_graph_add_root(&one, n->op == LJG_OP_SCALAR ? op_operand(&one, &b, g, binds, val, map, i)
                                                     : ljg_graph_add(&one, n, in));
-    st = run_fused(d, &one, b.a, &val[i]);
+    st = run_fused(d, &one, b.a, &val[i], NULL);
     for (int k = 0; k < n->nin; k++) map[gin[k]] = -1;
     map[i] = -1;
   }
@@ -234,23 +245,41 @@ static lj_status run_op_by_op(struct lj_device *d, const ljg_graph *g, const ljg
   return st;
 }
 
+/* Starts a sync on d: its cause, its number; and whether it runs op by op
+ * (LJ_GET_TENSORS_OPBYOP for host reads, LJ_SYNC_TENSORS_OPBYOP for the rest). */
+static bool begin(struct lj_device *d, ljr_cause cause) {
+  d->cause = cause;
+  d->syncs++;
+  const lj_config *c = &ljr_get()->cfg.pub;
+  return cause == LJR_CAUSE_READ ? c->get_tensors_opbyop : c->sync_tensors_opbyop;
+}
+
+static lj_status run_whole(struct lj_device *d, bool op_by_op, const ljg_graph *g, const ljg_binding *binds,
+                           ljr_buffer **out) {
+  ljr_exec *e = NULL;
+  lj_status st = op_by_op ? run_op_by_op(d, g, binds, out) : run_fused(d, g, binds, out, &e);
+  if (st == LJ_OK) ljr_dump_executed(d, g, binds, e);
+  return st;
+}
+
 lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
-                        ljr_buffer **out) {
-  if (ljr_get()->cfg.pub.sync_tensors_opbyop) return run_op_by_op(d, g, binds, out);
-  return run_fused(d, g, binds, out);
+                        ljr_buffer **out, ljr_cause cause) {
+  return run_whole(d, begin(d, cause), g, binds, out);
 }
 
 /* A sync: walk the trace below the roots; a walk seen before runs its executable without
  * building the graph (the walk is compared with the executable's graph node by node);
  * otherwise the graph is built, looked up by its key or compiled, and the walk key recorded
  * for the next time. */
-lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out) {
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out,
+                      ljr_cause cause) {
+  bool op_by_op = begin(d, cause);
   ljg_walk *w = &d->scratch_walk;
   ljg_walk_run(&d->trace, n, roots, w, &d->scratch_binds);
   ljg_graph *g = &d->scratch_graph;
-  if (ljr_get()->cfg.pub.sync_tensors_opbyop) {
+  if (op_by_op) {
     ljg_walk_graph(w, g);
-    return ljr_run_graph(d, g, d->scratch_binds.a, out);
+    return run_whole(d, true, g, d->scratch_binds.a, out);
   }
   ljr_exec *e = ljr_cache_lookup_walk(&d->cache, w->key);
   if (e && ljg_walk_matches(w, e->graph)) {
@@ -261,5 +290,7 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_bu
     if (!e) return lj_last_status();
     ljr_cache_set_walk(&d->cache, e, w->key);
   }
-  return run(d, e, d->scratch_binds.a, out);
+  lj_status st = run(d, e, d->scratch_binds.a, out);
+  if (st == LJ_OK) ljr_dump_executed(d, e->graph, d->scratch_binds.a, e);
+  return st;
 }

@@ -235,7 +235,7 @@ bool lj_loader_next(lj_loader *l, lj_tensor **x, lj_tensor **y) {
     return false;
   }
   if (l->o.barrier_every > 0 && l->handed_out > 0 && l->handed_out % l->o.barrier_every == 0) {
-    lj_status st = lj_sync(l->dev);
+    lj_status st = ljf_sync(l->dev, LJR_CAUSE_LOADER);
     if (st != LJ_OK) return false;
   }
   pthread_mutex_lock(&l->lock);
@@ -252,7 +252,7 @@ bool lj_loader_next(lj_loader *l, lj_tensor **x, lj_tensor **y) {
   }
   if (!b.x) { /* the end of the epoch: run what the last batches left pending */
     l->handed_out = 0;
-    if (l->o.barrier_every > 0) lj_sync(l->dev);
+    if (l->o.barrier_every > 0) ljf_sync(l->dev, LJR_CAUSE_LOADER);
     return false;
   }
   const ljr_dataset_storage *s = l->data;

@@ -16,9 +16,16 @@ struct ljc_session;
 /* ---- config.c ---------------------------------------------------------------------- */
 
 /* The configuration the runtime runs with: lj_config with its strings copied. */
+/* LJ_SAVE_TENSORS_FMT */
+typedef enum ljr_dump_fmt { LJR_FMT_TEXT, LJR_FMT_DOT, LJR_FMT_LLVM, LJR_FMT_ASM } ljr_dump_fmt;
+
+/* The configuration the runtime runs with: lj_config with its strings copied (the pub
+ * string fields point at these copies, NULL when empty). */
 typedef struct ljr_config {
   lj_config pub;
   char cpu[64];
+  char metrics_file[1024], save_tensors_file[1024], dump_dir[1024];
+  ljr_dump_fmt save_fmt;
 } ljr_config;
 
 /* Validates cfg and copies it; false with LJ_ERR_ARG naming the field. */
@@ -100,6 +107,9 @@ typedef struct ljr_exec {
   ljg_program *prog;
   struct ljc_program *code;
   ljg_kernel_fn *fns;      /* one per kernel */
+  struct ljc_texts *texts; /* LLVM IR and assembly, kept for LJ_SAVE_TENSORS_FMT, or NULL */
+  char *site;              /* LJ_DEBUG: the call site of the sync that compiled it, or NULL */
+  uint64_t compiled_at;    /* LJ_DEBUG: the device's sync count when it was compiled */
   ljb_hash walk_key;       /* the walk key of the last sync that ran it (has_walk) */
   bool has_walk;
   struct ljr_exec *lru_prev, *lru_next, *bucket_next, *walk_next;
@@ -144,6 +154,17 @@ extern const ljr_backend ljr_cpu_backend;
 
 struct lj_tensor;
 
+/* Why a graph runs (LJ_DEBUG, LJ_SAVE_TENSORS_FILE). */
+typedef enum ljr_cause {
+  LJR_CAUSE_SYNC,         /* lj_sync */
+  LJR_CAUSE_SYNC_TENSORS, /* lj_sync_tensors */
+  LJR_CAUSE_READ,         /* a host read of a pending tensor */
+  LJR_CAUSE_OPTIMIZER,    /* an optimizer step's sync */
+  LJR_CAUSE_LOADER,       /* the device loader's barrier */
+  LJR_CAUSE_REPLAY        /* a parsed graph run by a tool */
+} ljr_cause;
+const char *ljr_cause_name(ljr_cause c);
+
 struct lj_device {
   int ordinal;
   char name[16];
@@ -164,6 +185,11 @@ struct lj_device {
   LJB_VEC(uint64_t) scratch_scalars;
   LJB_VEC(ljr_buffer *) scratch_owned;
   ljr_buffer *scratch_arena;
+  /* dump.c and analysis.c: the current sync and what LJ_DEBUG counts between warnings */
+  ljr_cause cause;
+  uint64_t syncs;          /* graphs run on this device */
+  uint64_t steps;          /* lj_sync calls on this device */
+  int window_steps, window_compiles, window_reads;
 };
 
 /* ---- dataset.c and loader.c: IDX datasets and the device loader ----------------------- */
@@ -238,11 +264,32 @@ void ljr_device_free(struct lj_device *d);
 /* Runs the graph that computes roots[0..n) (pending nodes of d's trace): collects it, finds
  * or compiles its executable, binds parameters and runs it. out[i] receives a new reference
  * to root i's buffer. On error nothing is bound and the roots stay pending. */
-lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out);
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out,
+                      ljr_cause cause);
 /* Runs a collected (or parsed) graph on d with its parameters bound to binds (buffers of d
  * for DATA parameters, values for SCALAR ones); out[r] receives root r's buffer. */
 lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
-                        ljr_buffer **out);
+                        ljr_buffer **out, ljr_cause cause);
+/* ---- dump.c and analysis.c: debugging output ---------------------------------------- */
+
+struct ljc_texts;
+/* Whether compiles keep their LLVM IR and assembly (LJ_DUMP_DIR, LJ_SAVE_TENSORS_FMT). */
+bool ljr_dump_keeps_texts(void);
+/* LJ_DUMP_DIR: e's graph, kernels, LLVM IR before and after optimization, assembly. */
+void ljr_dump_compiled(const ljr_exec *e, const struct ljc_texts *t);
+/* After a graph ran on d: LJ_SAVE_TENSORS_FILE gets g (e: its executable, NULL op by op) and
+ * LJ_METRICS_FILE the metrics report. */
+void ljr_dump_executed(const struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+                       const ljr_exec *e);
+/* LJ_DEBUG >= 1, before g (key) compiles on d: the Compilation Analysis on stderr, with why
+ * no cached executable matched. */
+void ljr_analysis_compile(struct lj_device *d, const ljg_graph *g, ljb_hash key);
+/* LJ_DEBUG >= 2, after e ran on d: the Execution Analysis. */
+void ljr_analysis_execute(const struct lj_device *d, const ljr_exec *e, uint64_t ns);
+/* LJ_DEBUG >= 2: a step (lj_sync) and a host read on d, for the frequency warnings. */
+void ljr_analysis_step(struct lj_device *d);
+void ljr_analysis_read(struct lj_device *d);
+
 /* The graph key of the collected graph g on device d's runtime. */
 ljb_hash ljr_graph_key(const ljg_graph *g);
 /* Runs the passes and fusion on a copy of g (no LLVM) and returns the kernel count. */
