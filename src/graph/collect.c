@@ -329,6 +329,12 @@ int ljg_graph_first_difference(const ljg_graph *a, const ljg_graph *b) {
   return -1;
 }
 
+int ljg_graph_same_nodes(const ljg_graph *a, const ljg_graph *b) {
+  int n = a->n < b->n ? a->n : b->n, same = 0;
+  for (int i = 0; i < n; i++) same += node_same(a, &a->nodes[i], b, &b->nodes[i]);
+  return same;
+}
+
 bool ljg_graph_equal(const ljg_graph *a, const ljg_graph *b) {
   return ljg_graph_first_difference(a, b) < 0;
 }

@@ -224,6 +224,8 @@ ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed);
 bool ljg_graph_equal(const ljg_graph *a, const ljg_graph *b);
 /* Index of the first node where a and b differ, or -1 when equal (used to explain misses). */
 int ljg_graph_first_difference(const ljg_graph *a, const ljg_graph *b);
+/* How many nodes are equal at the same index in a and b. */
+int ljg_graph_same_nodes(const ljg_graph *a, const ljg_graph *b);
 /* Structural checks: operand arity, dtypes and shapes consistent with each op. Returns false
  * and sets LJ_ERR_ARG with the node when not (the parser and passes use it). */
 bool ljg_graph_verify(const ljg_graph *g);

@@ -57,15 +57,18 @@ static void node_difference(ljb_str *b, const ljg_graph *g, const ljg_graph *c, 
   }
 }
 
-/* Why g found no executable in d's cache: the closest one (longest equal prefix in post
- * order) and the first node that differs. */
+/* Why g found no executable in d's cache: the closest one (the longest equal prefix in post
+ * order, then the most equal nodes) and the first node that differs. */
 static void cache_miss(ljb_str *b, const struct lj_device *d, const ljg_graph *g) {
   const ljr_exec *best = NULL;
-  int best_at = -1;
+  int best_at = -2, best_same = -1;
   for (const ljr_exec *e = d->cache.lru_head; e; e = e->lru_next) {
     int at = ljg_graph_first_difference(g, e->graph);
-    if (at > best_at) best = e, best_at = at;
+    if (at < 0) at = g->n + 1;
+    int same = ljg_graph_same_nodes(g, e->graph);
+    if (at > best_at || (at == best_at && same > best_same)) best = e, best_at = at, best_same = same;
   }
+  if (best_at > g->n) best_at = -1;
   if (!best) {
     line(b, "Compilation Analysis", "  Cache Miss: the first graph compiled on %s", d->name);
     return;

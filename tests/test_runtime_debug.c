@@ -1,0 +1,354 @@
+/* test_runtime_debug.c — the debugging switches, each set through lj_config and checked by
+ * its effect: LJ_IR_DEBUG call sites in dumps (the right function, file and line),
+ * LJ_METRICS_FILE blocks that parse back to the counters, LJ_SAVE_TENSORS_FILE in every
+ * format (the saved text parses back to the synced graph), LJ_DUMP_DIR files per compiled
+ * graph, LJ_DEBUG's analyses (cause, call site, the node that made the cache miss) and
+ * warnings; configuration errors and the PyTorch/XLA spellings of the variables. */
+#include "test_util.h"
+
+#include "graph/graph.h"
+#include "runtime/runtime.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A fresh temporary directory; remove_dir deletes it with what the test wrote in it. */
+static char *temp_dir(void) {
+  char *dir = strdup("/tmp/lj_test_debug_XXXXXX");
+  ck_assert(mkdtemp(dir));
+  return dir;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  return remove(path);
+}
+
+static void remove_dir(char *dir) {
+  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+  free(dir);
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  size_t got = fread(s, 1, (size_t)n, f);
+  s[got] = 0;
+  fclose(f);
+  return s;
+}
+
+static int count(const char *s, const char *what) {
+  int n = 0;
+  for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+  return n;
+}
+
+static void init_with(lj_config cfg) { ck_assert_int_eq(lj_init(&cfg), LJ_OK); }
+
+/* Records tanh(x) * 2 with the op calls on one line, whose number goes to *line. (Not as
+ * the tail call: a tail call leaves no frame of its caller to find.) */
+static __attribute__((noinline)) lj_tensor *record_here(lj_tensor *x, int *line) {
+  *line = __LINE__; lj_tensor *y = lj_mul_scalar(lj_tanh(x), 2.0);
+  ck_assert(y);
+  return y;
+}
+
+START_TEST(test_ir_debug_call_sites) {
+  for (int on = 0; on < 2; on++) {
+    lj_config cfg = lj_config_default();
+    cfg.ir_debug = on;
+    init_with(cfg);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 4), TU_ANY, 1);
+    int line;
+    lj_tensor *y = record_here(x, &line);
+    char *text = lj_tensors_text(1, &y);
+    char want[64];
+    snprintf(want, sizeof want, "test_runtime_debug.c:%d)", line);
+    if (on) {
+      /* every node names the user's function and line: tanh, the scalar, the mul, ... */
+      ck_assert_int_ge(count(text, "location=record_here ("), 3);
+      ck_assert_int_eq(count(text, "location="), count(text, want));
+      ck_assert_int_eq(count(text, "location="), count(text, "\n") - 2);
+      /* the printed locations parse back and print the same */
+      ljg_graph g;
+      ljg_graph_init(&g);
+      ck_assert(ljg_graph_parse(text, &g, NULL));
+      char *again = ljg_graph_text(&g, NULL);
+      ck_assert_int_eq(count(again, want), count(text, want));
+      free(again);
+      ljg_graph_free(&g);
+    } else {
+      ck_assert_ptr_null(strstr(text, "location="));
+    }
+    free(text);
+    lj_tensor_release(x);
+    lj_tensor_release(y);
+    lj_shutdown();
+  }
+}
+END_TEST
+
+/* Three syncs of a step: three blocks, numbered, each a full report whose counters are the
+ * ones at that point. */
+START_TEST(test_metrics_file) {
+  char *dir = temp_dir(), path[256];
+  snprintf(path, sizeof path, "%s/metrics.txt", dir);
+  lj_config cfg = lj_config_default();
+  cfg.metrics_file = path;
+  init_with(cfg);
+  lj_metrics_clear();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 1);
+  for (int step = 0; step < 3; step++) {
+    lj_scope_begin();
+    lj_assign(w, lj_tanh(lj_add_scalar(w, 0.5)));
+    lj_scope_end();
+    ck_assert_int_eq(lj_sync(lj_default_device()), LJ_OK);
+  }
+  char *text = read_file(path);
+  ck_assert(text);
+  ck_assert_int_eq(count(text, "[MetricsData; step="), 3);
+  const char *last = strstr(text, "[MetricsData; step=3]\n");
+  ck_assert(last && strstr(text, "[MetricsData; step=1]\n") < last);
+  long long marks = -1, hits = -1;
+  const char *p = strstr(last, "Counter: MarkStep\n");
+  ck_assert(p && sscanf(p, "Counter: MarkStep\n  Value: %lld", &marks) == 1);
+  p = strstr(last, "Counter: CachedCompile\n");
+  ck_assert(p && sscanf(p, "Counter: CachedCompile\n  Value: %lld", &hits) == 1);
+  ck_assert_int_eq(marks, lj_counter_value("MarkStep"));
+  ck_assert_int_eq(hits, 2);
+  ck_assert(strstr(last, "Metric: CompileTime\n  TotalSamples: 1\n"));
+  free(text);
+  lj_tensor_release(w);
+  lj_shutdown();
+  remove_dir(dir);
+}
+END_TEST
+
+/* Each format of the save file: a header per executed graph naming the graph hash and the
+ * cause; text parses back to the synced graph (same key), dot is Graphviz, llvm and asm are
+ * the kernels' code. */
+START_TEST(test_save_tensors_file) {
+  static const char *const fmts[] = {"text", "dot", "llvm", "asm"};
+  static const char *const marks[] = {"IR {", "digraph", "define void @lj_", ".text"};
+  for (int f = 0; f < 4; f++) {
+    char *dir = temp_dir(), path[256], file[300];
+    snprintf(path, sizeof path, "%s/graphs", dir);
+    snprintf(file, sizeof file, "%s.0", path);
+    lj_config cfg = lj_config_default();
+    cfg.save_tensors_file = path;
+    cfg.save_tensors_fmt = fmts[f];
+    init_with(cfg);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 7), TU_ANY, 1);
+    char hash[33];
+    for (int step = 0; step < 2; step++) {
+      lj_tensor *y = lj_softmax(lj_mul_scalar(x, 1.5 + step), 1);
+      ck_assert_int_eq(lj_graph_hash(1, &y, hash), LJ_OK);
+      float out[35];
+      ck_assert_int_eq(lj_tensor_to_host(y, out, sizeof out), LJ_OK);
+      lj_tensor_release(y);
+    }
+    char *text = read_file(file);
+    ck_assert_msg(text, "%s was not written", file);
+    ck_assert_int_eq(count(text, "[lazyjit graph] device=lj:0 "), 2);
+    char want[64];
+    snprintf(want, sizeof want, "hash=%s cause=value read", hash);
+    ck_assert_int_eq(count(text, want), 2);
+    ck_assert_int_ge(count(text, marks[f]), 2);
+    if (f == 0) {
+      ljg_graph g;
+      ljg_graph_init(&g);
+      ljg_binding *binds = NULL;
+      ck_assert(ljg_graph_parse(strstr(text, "sync=2"), &g, &binds));
+      char hex[33];
+      ljb_hash_hex(ljr_graph_key(&g), hex);
+      ck_assert_str_eq(hex, hash);
+      ck_assert(strstr(text, "value=2.5")); /* the second step's scalar */
+      free(binds);
+      ljg_graph_free(&g);
+    }
+    free(text);
+    lj_tensor_release(x);
+    lj_shutdown();
+    remove_dir(dir);
+  }
+}
+END_TEST
+
+static int files_in(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+/* One set of files per compiled graph, named by its hash; a cached run writes nothing. */
+START_TEST(test_dump_dir) {
+  char *dir = temp_dir(), sub[256];
+  snprintf(sub, sizeof sub, "%s/a/b", dir); /* made on demand */
+  lj_config cfg = lj_config_default();
+  cfg.dump_dir = sub;
+  init_with(cfg);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(6, 5), TU_ANY, 1);
+  char hash[33];
+  for (int step = 0; step < 2; step++) {
+    lj_scope_begin();
+    lj_tensor *y = lj_keep(lj_log_softmax(lj_tanh(x), 1));
+    lj_scope_end();
+    ck_assert_int_eq(lj_graph_hash(1, &y, hash), LJ_OK);
+    ck_assert_int_eq(lj_sync(lj_default_device()), LJ_OK);
+    lj_tensor_release(y);
+    ck_assert_int_eq(files_in(sub), 5);
+  }
+  static const char *const suffix[] = {"graph.txt", "kernels.txt", "ll", "opt.ll", "s"};
+  static const char *const mark[] = {"tanh(%0)", "kernel", "define void @lj_", "define void @lj_", ".text"};
+  for (int i = 0; i < 5; i++) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s.%s", sub, hash, suffix[i]);
+    char *text = read_file(path);
+    ck_assert_msg(text && strstr(text, mark[i]), "%s lacks %s", path, mark[i]);
+    free(text);
+  }
+  lj_tensor_release(x);
+  lj_shutdown();
+  remove_dir(dir);
+}
+END_TEST
+
+/* Runs fn with stderr going to a file; returns what it wrote. */
+static char *capture_stderr(void (*fn)(void)) {
+  char path[] = "/tmp/lj_test_stderr_XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  char *text = read_file(path);
+  unlink(path);
+  return text;
+}
+
+static int sync_line;
+
+/* A loop whose batch grows after 12 steps and that reads a value back twice per step. */
+static void changing_loop(void) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3), TU_ANY, 1);
+  for (int step = 0; step < 24; step++) {
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(step < 12 ? 8 : 16, 4), TU_ANY, 2);
+    lj_tensor *y = lj_tanh(lj_matmul(x, w));
+    lj_item(lj_sum(y, 0, NULL, false));
+    lj_item(lj_amax(y, 0, NULL, false));
+    lj_assign(w, lj_add_scalar(w, 0.01));
+    lj_scope_end();
+    sync_line = __LINE__; lj_sync(d);
+  }
+  lj_tensor_release(w);
+}
+
+START_TEST(test_debug_analysis) {
+  lj_config cfg = lj_config_default();
+  cfg.debug = 1;
+  cfg.ir_debug = true;
+  init_with(cfg);
+  char *text = capture_stderr(changing_loop);
+  /* three graphs at first (two reads, the step), the two reads again for the bigger batch */
+  ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\n"), 5);
+  ck_assert_int_eq(count(text, "Cache Miss: the first graph compiled on lj:0"), 1);
+  ck_assert_int_eq(count(text, "value read (lj_tensor_to_host / lj_item)"), 4);
+  ck_assert_int_eq(count(text, "  user sync (lj_sync)\n"), 1);
+  char site[200];
+  snprintf(site, sizeof site, "Call Site: changing_loop (%s:%d)", __FILE__, sync_line);
+  ck_assert_int_eq(count(text, site), 1);
+  /* the bigger batch: the closest graph differs first at the batch's data node */
+  ck_assert_int_ge(count(text, "First Difference: node %0 differs: shape [16,4] instead of [8,4]"), 1);
+  ck_assert_int_ge(count(text, "this graph: %0 = f32[16,4] data(), param=0, location=changing_loop ("), 1);
+  ck_assert_ptr_null(strstr(text, "Execution Analysis"));
+  ck_assert_ptr_null(strstr(text, "warning"));
+  free(text);
+  lj_shutdown();
+
+  cfg.debug = 2;
+  init_with(cfg);
+  text = capture_stderr(changing_loop);
+  ck_assert_int_eq(count(text, "Execution Analysis: Execution Cause\n"), 3 * 24);
+  ck_assert_int_eq(count(text, "Kernels: "), 3 * 24);
+  /* steps 11-20 hold the bigger batch's compiles; every window reads twice per step */
+  ck_assert_int_eq(count(text, "warning: CompileTime too frequent: 2 compiles in 10 steps on lj:0"), 1);
+  ck_assert_int_eq(count(text, "warning: TransferFromDeviceTime too frequent: 20 host reads in 10 steps"), 1);
+  free(text);
+  lj_shutdown();
+}
+END_TEST
+
+START_TEST(test_config_errors) {
+  lj_config cfg = lj_config_default();
+  cfg.save_tensors_fmt = "hlo2";
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "save_tensors_fmt (LJ_SAVE_TENSORS_FMT)", "\"hlo2\"", "text, dot, llvm or asm",
+                  NULL);
+  cfg = lj_config_default();
+  cfg.debug = 3;
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "debug (LJ_DEBUG) is 3", NULL);
+  char long_path[1100];
+  memset(long_path, 'a', sizeof long_path - 1);
+  long_path[sizeof long_path - 1] = 0;
+  cfg = lj_config_default();
+  cfg.dump_dir = long_path;
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "dump_dir (LJ_DUMP_DIR) is too long", NULL);
+}
+END_TEST
+
+/* The seed documents' spellings are read when the LJ_ name is absent; the LJ_ name wins. */
+START_TEST(test_env_aliases) {
+  setenv("XLA_SAVE_TENSORS_FMT", "dot", 1);
+  setenv("GET_TENSORS_OPBYOP", "1", 1);
+  setenv("XLA_IR_DEBUG", "yes", 1);
+  setenv("XLA_METRICS_FILE", "STDERR", 1);
+  setenv("LJ_DEBUG", "2", 1);
+  lj_config c = lj_config_default();
+  ck_assert_str_eq(c.save_tensors_fmt, "dot");
+  ck_assert(c.get_tensors_opbyop && c.ir_debug && !c.sync_tensors_opbyop);
+  ck_assert_str_eq(c.metrics_file, "STDERR");
+  ck_assert_int_eq(c.debug, 2);
+  setenv("LJ_SAVE_TENSORS_FMT", "asm", 1);
+  setenv("LJ_IR_DEBUG", "off", 1);
+  c = lj_config_default();
+  ck_assert_str_eq(c.save_tensors_fmt, "asm");
+  ck_assert(!c.ir_debug);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("runtime_debug");
+  TCase *tc = tu_tcase("debug");
+  tcase_add_test(tc, test_ir_debug_call_sites);
+  tcase_add_test(tc, test_metrics_file);
+  tcase_add_test(tc, test_save_tensors_file);
+  tcase_add_test(tc, test_dump_dir);
+  tcase_add_test(tc, test_debug_analysis);
+  tcase_add_test(tc, test_config_errors);
+  tcase_add_test(tc, test_env_aliases);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
