@@ -22,10 +22,13 @@ const char *ljc_session_target(const ljc_session *s);
 typedef struct ljc_program ljc_program;
 
 /* What a compile can leave behind for dumps (LJ_DUMP_DIR, LJ_SAVE_TENSORS_FMT): every
- * kernel's LLVM IR as lowered, after optimization, and its assembly, in kernel order.
- * malloc'd strings. */
+ * kernel's LLVM IR as lowered, after optimization, and its assembly, in kernel order, and
+ * each kernel's object file. All malloc'd. */
 typedef struct ljc_texts {
   char *ir, *ir_opt, *asm_text;
+  int nobjs;
+  char **obj;      /* kernel k's object file: obj[k], obj_size[k] bytes */
+  size_t *obj_size;
 } ljc_texts;
 void ljc_texts_free(ljc_texts *t);
 

@@ -109,7 +109,8 @@ const char *ljc_session_target(const ljc_session *s) { return s->target; }
 
 /* One kernel's texts (ljc_texts), kept only when asked for. */
 typedef struct kernel_texts {
-  char *ir, *ir_opt, *asm_text;
+  char *ir, *ir_opt, *asm_text, *obj;
+  size_t obj_size;
 } kernel_texts;
 
 static char *module_text(LLVMModuleRef mod) {
@@ -177,6 +178,10 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   LLVMDisposeMessage(msg);
   LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
+  if (obj && texts) {
+    texts->obj_size = LLVMGetBufferSize(obj);
+    texts->obj = memcpy(ljb_xalloc(texts->obj_size), LLVMGetBufferStart(obj), texts->obj_size);
+  }
   return obj;
 }
 
@@ -241,7 +246,12 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const char *name
 /* Joins the kernels' texts into t, one text after the other. */
 static void join_texts(const ljg_program *p, kernel_texts *kt, ljc_texts *t) {
   ljb_str ir = {0}, opt = {0}, as = {0};
+  t->nobjs = p->nkernels;
+  t->obj = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *t->obj);
+  t->obj_size = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *t->obj_size);
   for (int k = 0; k < p->nkernels; k++) {
+    t->obj[k] = kt[k].obj;
+    t->obj_size[k] = kt[k].obj_size;
     if (kt[k].ir) ljb_str_puts(&ir, kt[k].ir);
     if (kt[k].ir_opt) ljb_str_puts(&opt, kt[k].ir_opt);
     if (kt[k].asm_text) ljb_str_puts(&as, kt[k].asm_text);
@@ -255,6 +265,9 @@ static void join_texts(const ljg_program *p, kernel_texts *kt, ljc_texts *t) {
 }
 
 void ljc_texts_free(ljc_texts *t) {
+  for (int k = 0; k < t->nobjs; k++) free(t->obj[k]);
+  free(t->obj);
+  free(t->obj_size);
   free(t->ir);
   free(t->ir_opt);
   free(t->asm_text);

@@ -39,18 +39,22 @@ static void write_failed(const char *path) {
   if (first) fprintf(stderr, "lazyjit: cannot write %s: %s\n", path, strerror(errno));
 }
 
-/* Appends (or with append false, writes) text to path; "STDOUT" and "STDERR" name the
+/* Appends (or with append false, writes) n bytes to path; "STDOUT" and "STDERR" name the
  * streams. */
-static void write_text(const char *path, const char *text, bool append) {
+static void write_bytes(const char *path, const void *p, size_t n, bool append) {
   bool out = strcmp(path, "STDOUT") == 0, err = strcmp(path, "STDERR") == 0;
-  FILE *f = out ? stdout : err ? stderr : fopen(path, append ? "a" : "w");
+  FILE *f = out ? stdout : err ? stderr : fopen(path, append ? "ab" : "wb");
   if (!f) {
     write_failed(path);
     return;
   }
-  bool ok = fputs(text, f) >= 0;
+  bool ok = fwrite(p, 1, n, f) == n;
   ok &= out || err ? fflush(f) == 0 : fclose(f) == 0;
   if (!ok) write_failed(path);
+}
+
+static void write_text(const char *path, const char *text, bool append) {
+  write_bytes(path, text, strlen(text), append);
 }
 
 /* mkdir -p */
@@ -94,6 +98,11 @@ void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t) {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s.%s", dir, hex, files[i].suffix);
     write_text(path, files[i].text, false);
+  }
+  for (int k = 0; t && k < t->nobjs; k++) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s.k%d.o", dir, hex, k);
+    if (t->obj[k]) write_bytes(path, t->obj[k], t->obj_size[k], false);
   }
   free(graph);
   free(kernels);

@@ -275,7 +275,8 @@ lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_bindi
 struct ljc_texts;
 /* Whether compiles keep their LLVM IR and assembly (LJ_DUMP_DIR, LJ_SAVE_TENSORS_FMT). */
 bool ljr_dump_keeps_texts(void);
-/* LJ_DUMP_DIR: e's graph, kernels, LLVM IR before and after optimization, assembly. */
+/* LJ_DUMP_DIR: e's graph, kernels, LLVM IR before and after optimization, assembly, and
+ * each kernel's object file. */
 void ljr_dump_compiled(const ljr_exec *e, const struct ljc_texts *t);
 /* After a graph ran on d: LJ_SAVE_TENSORS_FILE gets g (e: its executable, NULL op by op) and
  * LJ_METRICS_FILE the metrics report. */
