@@ -1,0 +1,146 @@
+/* test_tools_lj_run.c — lj-run replays a graph saved by LJ_SAVE_TENSORS_FILE: on the inputs
+ * its documented generator makes, its outputs are bit for bit what the program computed on the
+ * same inputs; it picks graphs by index and by hash, agrees with the reference interpreter,
+ * writes the compile's dump files, and rejects a bad choice with a message. */
+#include "test_util.h"
+
+#include "graph/graph.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+enum { SEED = 7 };
+
+/* lj-run's inputs (its --help): element i of parameter k is splitmix64(seed * 2^32 + k * 2^48
+ * + i), floats uniform in [-1, 1). */
+static uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+static lj_tensor *lj_run_input(int k, int64_t rows, int64_t cols) {
+  float *v = malloc((size_t)(rows * cols) * sizeof *v);
+  for (int64_t i = 0; i < rows * cols; i++) {
+    uint64_t r = splitmix64(((uint64_t)SEED << 32) + ((uint64_t)k << 48) + (uint64_t)i);
+    v[i] = (float)((double)(r >> 40) * 0x1p-23 - 1.0);
+  }
+  lj_tensor *t = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(rows, cols), v);
+  free(v);
+  return t;
+}
+
+static char *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  *size = fread(s, 1, (size_t)n, f);
+  s[*size] = 0;
+  fclose(f);
+  return s;
+}
+
+/* Runs lj-run with args; its exit status, stdout+stderr in *out (malloc'd). */
+static int lj_run(const char *args, char **out) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "%s %s 2>&1", LJ_RUN_PATH, args);
+  FILE *p = popen(cmd, "r");
+  ck_assert(p);
+  ljb_str b = {0};
+  char line[1024];
+  while (fgets(line, sizeof line, p)) ljb_str_puts(&b, line);
+  int st = pclose(p);
+  *out = ljb_str_take(&b);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  return remove(path);
+}
+
+START_TEST(test_replay_bit_for_bit) {
+  char dir[] = "/tmp/lj_test_lj_run_XXXXXX";
+  ck_assert(mkdtemp(dir));
+  char save[256], outdir[256];
+  snprintf(save, sizeof save, "%s/graphs", dir);
+  snprintf(outdir, sizeof outdir, "%s/out", dir);
+  ck_assert_int_eq(mkdir(outdir, 0777), 0);
+  lj_config cfg = lj_config_default();
+  cfg.save_tensors_file = save;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  /* graph 0: a layer with log_softmax (parameters in first use: x, w, b); graph 1: another */
+  lj_tensor *x = lj_run_input(0, 37, 29), *w = lj_run_input(1, 29, 11), *b = lj_run_input(2, 1, 11);
+  lj_tensor *y = lj_log_softmax(lj_relu(lj_add(lj_matmul(x, w), lj_mul_scalar(b, 0.5))), 1);
+  lj_tensor *z = lj_sum(lj_tanh(x), 1, (const int[]){0}, false);
+  ck_assert_int_eq(lj_sync_tensors(1, &y), LJ_OK);
+  char hash_z[33];
+  ck_assert_int_eq(lj_graph_hash(1, &z, hash_z), LJ_OK);
+  ck_assert_int_eq(lj_sync_tensors(1, &z), LJ_OK);
+  size_t ny = 37 * 11 * sizeof(float), nz = 29 * sizeof(float);
+  float *vy = malloc(ny), *vz = malloc(nz);
+  ck_assert_int_eq(lj_tensor_to_host(y, vy, ny), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(z, vz, nz), LJ_OK);
+  lj_shutdown();
+
+  char args[1024], *out;
+  size_t size;
+  snprintf(args, sizeof args, "--seed %d --outputs %s --interp %s.0", SEED, outdir, save);
+  ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
+  ck_assert_msg(strstr(out, "4 parameters, 1 outputs") && strstr(out, "compile: ") && strstr(out, "run: median "),
+                "%s", out);
+  ck_assert_msg(strstr(out, "0 element(s) beyond tolerance"), "%s", out);
+  free(out);
+  char path[300];
+  snprintf(path, sizeof path, "%s/root0.bin", outdir);
+  char *got = read_file(path, &size);
+  ck_assert(got && size == ny);
+  ck_assert_msg(memcmp(got, vy, ny) == 0, "lj-run's log_softmax layer differs from the program's");
+  free(got);
+
+  snprintf(args, sizeof args, "--seed %d --outputs %s --hash %.12s --runs 2 %s.0", SEED, outdir, hash_z, save);
+  ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
+  ck_assert_msg(strstr(out, hash_z), "%s", out);
+  free(out);
+  got = read_file(path, &size);
+  ck_assert(got && size == nz && memcmp(got, vz, nz) == 0);
+  free(got);
+
+  /* the last graph by index is the same one; --dump writes the compile's files */
+  snprintf(args, sizeof args, "--index -1 --runs 0 --dump %s/dump %s.0", dir, save);
+  ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
+  free(out);
+  snprintf(path, sizeof path, "%s/dump/%s.opt.ll", dir, hash_z);
+  got = read_file(path, &size);
+  ck_assert_msg(got && strstr(got, "define void @lj_"), "%s not written", path);
+  free(got);
+
+  ck_assert_int_eq(lj_run("--index 2 /dev/null", &out), 2);
+  ck_assert_msg(strstr(out, "holds no graph"), "%s", out);
+  free(out);
+  snprintf(args, sizeof args, "--index 5 %s.0", save);
+  ck_assert_int_eq(lj_run(args, &out), 2);
+  ck_assert_msg(strstr(out, "--index 5:") && strstr(out, "holds 2 graph(s)"), "%s", out);
+  free(out);
+  free(vy);
+  free(vz);
+  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("tools_lj_run");
+  TCase *tc = tu_tcase("lj_run");
+  tcase_add_test(tc, test_replay_bit_for_bit);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
