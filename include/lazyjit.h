@@ -135,6 +135,8 @@ typedef struct lj_config {
                                    compile (cause, graph hash, inputs, outputs, call site, why
                                    the cache missed); 2 also an Execution Analysis per run and
                                    warnings about frequent compiles and host reads */
+  bool perf;                  /**< LJ_PERF: list every compiled kernel in /tmp/perf-<pid>.map
+                                   so perf report / perf top name kernels */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

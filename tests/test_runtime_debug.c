@@ -3,7 +3,7 @@
  * LJ_METRICS_FILE blocks that parse back to the counters, LJ_SAVE_TENSORS_FILE in every
  * format (the saved text parses back to the synced graph), LJ_DUMP_DIR files per compiled
  * graph, LJ_DEBUG's analyses (cause, call site, the node that made the cache miss) and
- * warnings; configuration errors and the PyTorch/XLA spellings of the variables. */
+ * warnings, LJ_PERF's map file; configuration errors and the PyTorch/XLA spellings of the variables. */
 #include "test_util.h"
 
 #include "graph/graph.h"
@@ -306,6 +306,45 @@ START_TEST(test_debug_analysis) {
 }
 END_TEST
 
+/* LJ_PERF: each kernel of a compiled graph has a line in perf's map file, named after the
+ * graph hash, with a nonzero start and size. */
+START_TEST(test_perf_map) {
+  char path[64];
+  snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
+  unlink(path);
+  lj_config cfg = lj_config_default();
+  cfg.perf = true;
+  init_with(cfg);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(32, 16), TU_ANY, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(16, 8), TU_ANY, 2);
+  lj_tensor *y = lj_softmax(lj_matmul(lj_tanh(x), w), 0);
+  char hash[33];
+  ck_assert_int_eq(lj_graph_hash(1, &y, hash), LJ_OK);
+  int kernels = lj_graph_kernel_count(1, &y);
+  ck_assert_int_ge(kernels, 2);
+  ck_assert_int_eq(lj_sync_tensors(1, &y), LJ_OK);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f, "%s was not written", path);
+  unsigned long long start, size;
+  char name[128], want[64];
+  int found = 0;
+  while (fscanf(f, "%llx %llx %127s", &start, &size, name) == 3)
+    for (int k = 0; k < kernels; k++) {
+      snprintf(want, sizeof want, "lj_%.16s_k%d", hash, k);
+      if (strcmp(name, want) == 0) {
+        ck_assert(start != 0 && size > 0);
+        found++;
+      }
+    }
+  fclose(f);
+  ck_assert_int_eq(found, kernels);
+  unlink(path);
+  lj_tensor_release(x);
+  lj_tensor_release(w);
+  lj_tensor_release(y);
+  lj_shutdown();
+}
+END_TEST
+
 START_TEST(test_config_errors) {
   lj_config cfg = lj_config_default();
   cfg.save_tensors_fmt = "hlo2";
@@ -354,6 +393,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_save_tensors_file);
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
+  tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_config_errors);
   tcase_add_test(tc, test_env_aliases);
   suite_add_tcase(s, tc);

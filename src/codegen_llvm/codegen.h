@@ -10,9 +10,10 @@
 typedef struct ljc_session ljc_session;
 
 /* A session for `cpu` (NULL: the host CPU and its features) at LLVM opt level 0..3 that
- * compiles the kernels of a program on up to `threads` threads. NULL with LJ_ERR_COMPILE and
- * LLVM's message if the target cannot be set up. */
-ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads);
+ * compiles the kernels of a program on up to `threads` threads; with perf_map, every kernel
+ * is listed in perf's map file (LJ_PERF). NULL with LJ_ERR_COMPILE and LLVM's message if the
+ * target cannot be set up. */
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, bool perf_map);
 void ljc_session_free(ljc_session *s);
 /* What the generated code depends on besides the graph: LLVM version, target triple, CPU
  * name and features, opt level. Part of every graph key. Borrowed. */

@@ -134,6 +134,11 @@ void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name)
 
 /* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);
+
+/* perfmap.c: the size of symbol sym in an object file (0 if absent), and a line for it in
+ * perf's map file of this process. */
+uint64_t ljc_object_symbol_size(LLVMMemoryBufferRef obj, const char *sym);
+void ljc_perf_map_add(uint64_t start, uint64_t size, const char *sym);
 /* The code generation level that goes with an opt level. */
 LLVMCodeGenOptLevel ljc_codegen_level(int opt_level);
 

@@ -30,6 +30,7 @@ struct ljc_session {
   char *triple, *cpu, *features;
   char target[1024];
   int opt_level;
+  bool perf_map;
   pthread_mutex_t lock;
 };
 
@@ -58,12 +59,13 @@ static LLVMTargetMachineRef make_tm(ljc_session *s) {
                                  LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
-ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads) {
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, bool perf_map) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   ljc_session *s = ljb_xcalloc(1, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
   s->opt_level = opt_level;
+  s->perf_map = perf_map;
   s->triple = LLVMGetDefaultTargetTriple();
   s->cpu = cpu && *cpu ? LLVMCreateMessage(cpu) : LLVMGetHostCPUName();
   s->features = cpu && *cpu ? LLVMCreateMessage("") : LLVMGetHostCPUFeatures();
@@ -280,6 +282,7 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
   ljc_program *c = NULL;
   LLVMMemoryBufferRef *objs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *objs);
   kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
+  uint64_t *sizes = NULL; /* LJ_PERF: each kernel's code size */
   bool built = build_objects(s, p, name, objs, kt);
   if (kt) join_texts(p, kt, texts);
   free(kt);
@@ -287,7 +290,11 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
   c = ljb_xcalloc(1, sizeof *c);
   c->session = s;
   c->rt = LLVMOrcJITDylibCreateResourceTracker(s->jd);
+  sizes = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *sizes);
   for (int k = 0; k < p->nkernels; k++) {
+    char sym[96];
+    snprintf(sym, sizeof sym, "%s_k%d", name, k);
+    if (s->perf_map) sizes[k] = ljc_object_symbol_size(objs[k], sym);
     LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(s->jit, c->rt, objs[k]);
     objs[k] = NULL; /* owned by the JIT now, even on error */
     if (llvm_error(err, "cannot load compiled code")) goto fail;
@@ -298,6 +305,7 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
     LLVMOrcExecutorAddress addr = 0;
     if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel")) goto fail;
     fns[k] = (ljg_kernel_fn)(uintptr_t)addr;
+    if (s->perf_map) ljc_perf_map_add(addr, sizes[k], sym);
   }
   goto done;
 fail:
@@ -312,6 +320,7 @@ done:
   for (int k = 0; k < p->nkernels; k++)
     if (objs[k]) LLVMDisposeMemoryBuffer(objs[k]);
   free(objs);
+  free(sizes);
   pthread_mutex_unlock(&s->lock);
   return c;
 }

@@ -37,6 +37,7 @@ static const env_var env_vars[] = {
     {"LJ_DUMP_DIR", {NULL}, ENV_STRING, FIELD(dump_dir)},
     {"LJ_IR_DEBUG", {"XLA_IR_DEBUG"}, ENV_BOOL, FIELD(ir_debug)},
     {"LJ_DEBUG", {NULL}, ENV_INT, FIELD(debug)},
+    {"LJ_PERF", {NULL}, ENV_BOOL, FIELD(perf)},
 };
 
 static int online_cpus(void) {

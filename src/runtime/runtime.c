@@ -25,7 +25,7 @@ static lj_status start(const lj_config *cfg) {
     free(rt);
     return lj_last_status();
   }
-  rt->cg = ljc_session_new(rt->cfg.pub.cpu, rt->cfg.pub.opt_level, rt->cfg.pub.num_threads);
+  rt->cg = ljc_session_new(rt->cfg.pub.cpu, rt->cfg.pub.opt_level, rt->cfg.pub.num_threads, rt->cfg.pub.perf);
   if (!rt->cg) {
     free(rt);
     return lj_last_status();
