@@ -33,19 +33,6 @@ static void remove_dir(char *dir) {
   free(dir);
 }
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = 0;
-  fclose(f);
-  return s;
-}
-
 static int count(const char *s, const char *what) {
   int n = 0;
   for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
@@ -113,7 +100,7 @@ START_TEST(test_metrics_file) {
     lj_scope_end();
     ck_assert_int_eq(lj_sync(lj_default_device()), LJ_OK);
   }
-  char *text = read_file(path);
+  char *text = tu_read_file(path, NULL);
   ck_assert(text);
   ck_assert_int_eq(count(text, "[MetricsData; step="), 3);
   const char *last = strstr(text, "[MetricsData; step=3]\n");
@@ -156,7 +143,7 @@ START_TEST(test_save_tensors_file) {
       ck_assert_int_eq(lj_tensor_to_host(y, out, sizeof out), LJ_OK);
       lj_tensor_release(y);
     }
-    char *text = read_file(file);
+    char *text = tu_read_file(file, NULL);
     ck_assert_msg(text, "%s was not written", file);
     ck_assert_int_eq(count(text, "[lazyjit graph] device=lj:0 "), 2);
     char want[64];
@@ -219,13 +206,13 @@ START_TEST(test_dump_dir) {
   for (int i = 0; i < 5; i++) {
     char path[400];
     snprintf(path, sizeof path, "%s/%s.%s", sub, hash, suffix[i]);
-    char *text = read_file(path);
+    char *text = tu_read_file(path, NULL);
     ck_assert_msg(text && strstr(text, mark[i]), "%s lacks %s", path, mark[i]);
     free(text);
   }
   char path[400];
   snprintf(path, sizeof path, "%s/%s.k0.o", sub, hash);
-  char *obj = read_file(path);
+  char *obj = tu_read_file(path, NULL);
   ck_assert(obj && memcmp(obj, "\x7f" "ELF", 4) == 0);
   free(obj);
   lj_tensor_release(x);
@@ -247,7 +234,7 @@ static char *capture_stderr(void (*fn)(void)) {
   dup2(saved, 2);
   close(saved);
   close(fd);
-  char *text = read_file(path);
+  char *text = tu_read_file(path, NULL);
   unlink(path);
   return text;
 }

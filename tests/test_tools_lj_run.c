@@ -35,19 +35,6 @@ static lj_tensor *lj_run_input(int k, int64_t rows, int64_t cols) {
   return t;
 }
 
-static char *read_file(const char *path, size_t *size) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  *size = fread(s, 1, (size_t)n, f);
-  s[*size] = 0;
-  fclose(f);
-  return s;
-}
-
 /* Runs lj-run with args; its exit status, stdout+stderr in *out (malloc'd). */
 static int lj_run(const char *args, char **out) {
   char cmd[2048];
@@ -100,7 +87,7 @@ START_TEST(test_replay_bit_for_bit) {
   free(out);
   char path[300];
   snprintf(path, sizeof path, "%s/root0.bin", outdir);
-  char *got = read_file(path, &size);
+  char *got = tu_read_file(path, &size);
   ck_assert(got && size == ny);
   ck_assert_msg(memcmp(got, vy, ny) == 0, "lj-run's log_softmax layer differs from the program's");
   free(got);
@@ -109,7 +96,7 @@ START_TEST(test_replay_bit_for_bit) {
   ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
   ck_assert_msg(strstr(out, hash_z), "%s", out);
   free(out);
-  got = read_file(path, &size);
+  got = tu_read_file(path, &size);
   ck_assert(got && size == nz && memcmp(got, vz, nz) == 0);
   free(got);
 
@@ -118,7 +105,7 @@ START_TEST(test_replay_bit_for_bit) {
   ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
   free(out);
   snprintf(path, sizeof path, "%s/dump/%s.opt.ll", dir, hash_z);
-  got = read_file(path, &size);
+  got = tu_read_file(path, &size);
   ck_assert_msg(got && strstr(got, "define void @lj_"), "%s not written", path);
   free(got);
 

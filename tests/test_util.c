@@ -167,6 +167,20 @@ void tu_expect_error(lj_status st, ...) {
 
 static void teardown(void) { lj_shutdown(); }
 
+char *tu_read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+  size_t got = fread(s, 1, (size_t)(n > 0 ? n : 0), f);
+  s[got] = 0;
+  fclose(f);
+  if (size) *size = got;
+  return s;
+}
+
 TCase *tu_tcase(const char *name) {
   TCase *tc = tcase_create(name);
   tcase_set_timeout(tc, 600);

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <lazyjit.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Kinds of generated values. */
@@ -34,6 +35,10 @@ void tu_check_interp_tol(int n, lj_tensor *const *ts, double rtol, double atol);
 void tu_check1(lj_tensor *t, double rtol);
 /* The default tolerance of a dtype for exact-ish ops (bf16/f16 round in between). */
 double tu_rtol(lj_dtype dt);
+
+/* The whole file (malloc'd, NUL-terminated; its size in *size if size is not NULL), or NULL
+ * when it cannot be read. */
+char *tu_read_file(const char *path, size_t *size);
 
 /* Asserts that the last call failed with status st and that the message contains every one
  * of the NULL-terminated substrings; then clears the error. */

@@ -105,50 +105,46 @@ static void cache_miss(ljb_str *b, const struct lj_device *d, const ljg_graph *g
   free(why.s);
 }
 
+/* The head of a block: cause, device and sync, graph hash, nodes, inputs, outputs. */
+static void head(ljb_str *b, const char *block, const char *what, const struct lj_device *d, const ljg_graph *g,
+                 ljb_hash key) {
+  char hex[33];
+  ljb_hash_hex(key, hex);
+  line(b, block, "================================================================================");
+  line(b, block, "%s Cause", what);
+  line(b, block, "  %s", ljr_cause_name(d->cause));
+  line(b, block, "Graph Info:");
+  line(b, block, "  Device: %s, sync %" PRIu64, d->name, d->syncs);
+  line(b, block, "  Graph Hash: %s", hex);
+  line(b, block, "  Number of Graph Nodes: %d", g->n);
+  line(b, block, "  Number of Graph Inputs: %d", count_params(g));
+  line(b, block, "  Number of Graph Outputs: %d", g->nroots);
+}
+
+/* The call site, the end line, and the block on stderr. */
+static void finish(ljb_str *b, const char *block) {
+  const char *site = ljb_call_site();
+  line(b, block, "Call Site: %s", site ? site : "unknown (no frame outside lazyjit)");
+  line(b, block, "--------------------------------------------------------------------------------");
+  fputs(b->s, stderr);
+  free(b->s);
+}
+
 void ljr_analysis_compile(struct lj_device *d, const ljg_graph *g, ljb_hash key) {
   d->window_compiles++;
   if (level() < 1) return;
   ljb_str b = {0};
-  const char *block = "Compilation Analysis";
-  char hex[33];
-  ljb_hash_hex(key, hex);
-  const char *site = ljb_call_site();
-  line(&b, block, "================================================================================");
-  line(&b, block, "Compilation Cause");
-  line(&b, block, "  %s", ljr_cause_name(d->cause));
-  line(&b, block, "Graph Info:");
-  line(&b, block, "  Device: %s, sync %" PRIu64, d->name, d->syncs);
-  line(&b, block, "  Graph Hash: %s", hex);
-  line(&b, block, "  Number of Graph Nodes: %d", g->n);
-  line(&b, block, "  Number of Graph Inputs: %d", count_params(g));
-  line(&b, block, "  Number of Graph Outputs: %d", g->nroots);
-  line(&b, block, "Call Site: %s", site ? site : "unknown (no frame outside lazyjit)");
+  head(&b, "Compilation Analysis", "Compilation", d, g, key);
   cache_miss(&b, d, g);
-  line(&b, block, "--------------------------------------------------------------------------------");
-  fputs(b.s, stderr);
-  free(b.s);
+  finish(&b, "Compilation Analysis");
 }
 
 void ljr_analysis_execute(const struct lj_device *d, const ljr_exec *e, uint64_t ns) {
   if (level() < 2) return;
   ljb_str b = {0};
-  const char *block = "Execution Analysis";
-  char hex[33];
-  ljb_hash_hex(e->key, hex);
-  const char *site = ljb_call_site();
-  line(&b, block, "================================================================================");
-  line(&b, block, "Execution Cause");
-  line(&b, block, "  %s", ljr_cause_name(d->cause));
-  line(&b, block, "Graph Info:");
-  line(&b, block, "  Device: %s, sync %" PRIu64, d->name, d->syncs);
-  line(&b, block, "  Graph Hash: %s", hex);
-  line(&b, block, "  Number of Graph Inputs: %d", count_params(e->graph));
-  line(&b, block, "  Number of Graph Outputs: %d", e->graph->nroots);
-  line(&b, block, "  Kernels: %d, run in %.3f ms", e->prog->nkernels, (double)ns / 1e6);
-  line(&b, block, "Call Site: %s", site ? site : "unknown (no frame outside lazyjit)");
-  line(&b, block, "--------------------------------------------------------------------------------");
-  fputs(b.s, stderr);
-  free(b.s);
+  head(&b, "Execution Analysis", "Execution", d, e->graph, e->key);
+  line(&b, "Execution Analysis", "  Kernels: %d, run in %.3f ms", e->prog->nkernels, (double)ns / 1e6);
+  finish(&b, "Execution Analysis");
 }
 
 void ljr_analysis_read(struct lj_device *d) { d->window_reads++; }
