@@ -68,39 +68,37 @@ static char *read_file(const char *path, size_t *size) {
   return s;
 }
 
-/* Starts of the graphs in text: every "IR {" that begins a line. */
-static int graph_starts(const char *text, const char **starts, int cap) {
+/* The graph starting at the i-th "IR {" that begins a line of text (NULL past the last);
+ * with i < 0, *count gets how many there are. */
+static const char *nth_graph(const char *text, int i, int *count) {
   int n = 0;
   for (const char *p = text; (p = strstr(p, "IR {")); p += 4)
     if (p == text || p[-1] == '\n') {
-      if (n < cap) starts[n] = p;
+      if (n == i) return p;
       n++;
     }
-  return n;
+  if (count) *count = n;
+  return NULL;
 }
 
 /* The chosen graph's text (malloc'd): from its "IR {" to its closing brace. */
 static char *choose(const char *text, const options *o) {
-  enum { MAX_GRAPHS = 1 << 20 };
-  const char **starts = ljb_xalloc(MAX_GRAPHS * sizeof *starts);
-  int n = graph_starts(text, starts, MAX_GRAPHS);
+  int n = 0;
+  nth_graph(text, -1, &n);
   if (n == 0) die("%s holds no graph (no line starting with \"IR {\")", o->file);
-  if (n > MAX_GRAPHS) n = MAX_GRAPHS;
-  const char *start = NULL;
+  const char *start;
   if (o->hash) {
     char key[48];
     snprintf(key, sizeof key, "hash=%s", o->hash);
     const char *h = strstr(text, key);
     if (!h) die("no graph header in %s says %s", o->file, key);
-    for (int i = 0; i < n && !start; i++)
-      if (starts[i] > h) start = starts[i];
+    start = nth_graph(h, 0, NULL);
     if (!start) die("the header with %s has no graph after it", key);
   } else {
     int i = o->index < 0 ? n + o->index : o->index;
     if (i < 0 || i >= n) die("--index %d: %s holds %d graph(s)", o->index, o->file, n);
-    start = starts[i];
+    start = nth_graph(text, i, NULL);
   }
-  free(starts);
   const char *end = strstr(start, "\n}");
   size_t len = end ? (size_t)(end - start) + 2 : strlen(start);
   char *g = ljb_xalloc(len + 2);

@@ -19,7 +19,6 @@ void ljr_exec_free(ljr_exec *e) {
   free(e->fns);
   if (e->texts) ljc_texts_free(e->texts);
   free(e->texts);
-  free(e->site);
   free(e);
 }
 

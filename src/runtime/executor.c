@@ -43,10 +43,7 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   uint64_t t0 = ljb_now_ns();
   ljr_exec *e = ljb_xcalloc(1, sizeof *e);
   e->compiled_at = d->syncs;
-  if (rt->cfg.pub.debug) {
-    const char *site = ljb_call_site();
-    if (site) e->site = strcpy(ljb_xalloc(strlen(site) + 1), site);
-  }
+  if (rt->cfg.pub.debug) e->site = ljb_call_site();
   e->key = key;
   e->graph = ljg_graph_clone(g);
   e->opt = ljg_graph_clone(g);

@@ -108,7 +108,8 @@ typedef struct ljr_exec {
   struct ljc_program *code;
   ljg_kernel_fn *fns;      /* one per kernel */
   struct ljc_texts *texts; /* LLVM IR and assembly, kept for LJ_SAVE_TENSORS_FMT, or NULL */
-  char *site;              /* LJ_DEBUG: the call site of the sync that compiled it, or NULL */
+  const char *site;        /* LJ_DEBUG: the call site of the sync that compiled it (interned
+                              by ljb_call_site), or NULL */
   uint64_t compiled_at;    /* LJ_DEBUG: the device's sync count when it was compiled */
   ljb_hash walk_key;       /* the walk key of the last sync that ran it (has_walk) */
   bool has_walk;
