@@ -131,12 +131,18 @@ typedef struct lj_config {
                                    named by graph hash; NULL or "" = off. Copied */
   bool ir_debug;              /**< LJ_IR_DEBUG: record the user call site of every node
                                    (shown as location= in dumps) */
+  bool hlo_debug;             /**< LJ_HLO_DEBUG: record call sites as ir_debug does and carry
+                                   them into the generated code as DWARF line info, registered
+                                   with gdb's JIT interface, so gdb breaks in a kernel at the
+                                   user's line and perf annotates kernels with it */
   int debug;                  /**< LJ_DEBUG: 0 off; 1 a Compilation Analysis on stderr per
                                    compile (cause, graph hash, inputs, outputs, call site, why
                                    the cache missed); 2 also an Execution Analysis per run and
                                    warnings about frequent compiles and host reads */
   bool perf;                  /**< LJ_PERF: list every compiled kernel in /tmp/perf-<pid>.map
-                                   so perf report / perf top name kernels */
+                                   so perf report / perf top name kernels, and in a jitdump
+                                   file for perf inject --jit (under $JITDUMPDIR, else
+                                   $HOME, in .debug/jit/) */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

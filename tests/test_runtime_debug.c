@@ -3,14 +3,18 @@
  * LJ_METRICS_FILE blocks that parse back to the counters, LJ_SAVE_TENSORS_FILE in every
  * format (the saved text parses back to the synced graph), LJ_DUMP_DIR files per compiled
  * graph, LJ_DEBUG's analyses (cause, call site, the node that made the cache miss) and
- * warnings, LJ_PERF's map file; configuration errors and the PyTorch/XLA spellings of the variables. */
+ * warnings, LJ_HLO_DEBUG's line info in the objects registered with gdb, LJ_PERF's map and
+ * jitdump files; configuration errors and the PyTorch/XLA spellings of the variables. */
 #include "test_util.h"
 
 #include "graph/graph.h"
 #include "runtime/runtime.h"
 
 #include <dirent.h>
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
 #include <ftw.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,12 +297,123 @@ START_TEST(test_debug_analysis) {
 }
 END_TEST
 
+/* The GDB JIT interface, as gdb documents it: the JIT links every object it registers with
+ * gdb into this list (LLVM defines the descriptor). */
+struct jit_code_entry {
+  struct jit_code_entry *next_entry, *prev_entry;
+  const char *symfile_addr;
+  uint64_t symfile_size;
+};
+struct jit_descriptor {
+  uint32_t version, action_flag;
+  struct jit_code_entry *relevant_entry, *first_entry;
+};
+extern struct jit_descriptor __jit_debug_descriptor;
+
+static int registered_objects(void) {
+  int n = 0;
+  for (const struct jit_code_entry *e = __jit_debug_descriptor.first_entry; e; e = e->next_entry) n++;
+  return n;
+}
+
+/* What gdb would read from the registered objects: does one of them define subprogram `fn`,
+ * and is `line` of a file named `file` in its line table? */
+typedef struct dwarf_find {
+  const char *fn, *file;
+  int line;
+  bool found_fn, found_line;
+} dwarf_find;
+
+static void find_subprogram(Dwarf_Die *die, dwarf_find *f) {
+  do {
+    const char *name = dwarf_diename(die);
+    if (dwarf_tag(die) == DW_TAG_subprogram && name && strcmp(name, f->fn) == 0) f->found_fn = true;
+    Dwarf_Die child;
+    if (dwarf_child(die, &child) == 0) find_subprogram(&child, f);
+  } while (dwarf_siblingof(die, die) == 0);
+}
+
+/* Reads each registered object as gdb does: a relocatable ELF file whose debug sections
+ * libdwfl relocates. */
+static void search_registered(dwarf_find *f) {
+  for (const struct jit_code_entry *e = __jit_debug_descriptor.first_entry; e; e = e->next_entry) {
+    int fd = memfd_create("jit-object", 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, e->symfile_addr, e->symfile_size), (ssize_t)e->symfile_size);
+    static char *debuginfo_path;
+    static const Dwfl_Callbacks cb = {.find_elf = dwfl_build_id_find_elf,
+                                      .find_debuginfo = dwfl_standard_find_debuginfo,
+                                      .section_address = dwfl_offline_section_address,
+                                      .debuginfo_path = &debuginfo_path};
+    Dwfl *dwfl = dwfl_begin(&cb);
+    Dwfl_Module *mod = dwfl_report_offline(dwfl, "jit-object", "jit-object", fd);
+    ck_assert_msg(mod, "libdwfl cannot read a registered object: %s", dwfl_errmsg(-1));
+    dwfl_report_end(dwfl, NULL, NULL);
+    Dwarf_Addr bias;
+    for (Dwarf_Die *cu = NULL; (cu = dwfl_module_nextcu(mod, cu, &bias));) {
+      Dwarf_Die die = *cu;
+      find_subprogram(&die, f);
+      Dwarf_Lines *lines;
+      size_t nlines;
+      if (dwarf_getsrclines(cu, &lines, &nlines) != 0) continue;
+      for (size_t i = 0; i < nlines; i++) {
+        Dwarf_Line *l = dwarf_onesrcline(lines, i);
+        const char *src = dwarf_linesrc(l, NULL, NULL);
+        const char *base = src ? strrchr(src, '/') : NULL;
+        int lineno = 0;
+        dwarf_lineno(l, &lineno);
+        if (strcmp(base ? base + 1 : src ? src : "", f->file) == 0 && lineno == f->line) f->found_line = true;
+      }
+    }
+    dwfl_end(dwfl);
+  }
+}
+
+/* LJ_HLO_DEBUG: the kernels' objects are registered with gdb and their DWARF places the
+ * kernel code at the user's line, inside the user's function (inlined into the kernel); the
+ * values are those of the code without debug info. Off: nothing registered. */
+START_TEST(test_hlo_debug) {
+  float want[12];
+  for (int on = 0; on < 2; on++) {
+    int before = registered_objects();
+    lj_config cfg = lj_config_default();
+    cfg.hlo_debug = on;
+    init_with(cfg);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 4), TU_ANY, 1);
+    int line;
+    lj_tensor *y = record_here(x, &line);
+    char hash[33];
+    ck_assert_int_eq(lj_graph_hash(1, &y, hash), LJ_OK);
+    float got[12];
+    ck_assert_int_eq(lj_tensor_to_host(y, on ? got : want, sizeof got), LJ_OK);
+    if (on) {
+      ck_assert_mem_eq(got, want, sizeof got);
+      ck_assert_int_gt(registered_objects(), before);
+      char kernel[64];
+      snprintf(kernel, sizeof kernel, "lj_%.16s_k0_body", hash);
+      dwarf_find user = {"record_here", "test_runtime_debug.c", line}, k = {kernel, "", 0};
+      search_registered(&user);
+      search_registered(&k);
+      ck_assert_msg(user.found_fn && user.found_line, "no record_here at test_runtime_debug.c:%d", line);
+      ck_assert_msg(k.found_fn, "no kernel %s", kernel);
+    } else {
+      ck_assert_int_eq(registered_objects(), before);
+    }
+    lj_tensor_release(x);
+    lj_tensor_release(y);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* LJ_PERF: each kernel of a compiled graph has a line in perf's map file, named after the
- * graph hash, with a nonzero start and size. */
+ * graph hash, with a nonzero start and size, and a code-load record in a jitdump file. */
 START_TEST(test_perf_map) {
   char path[64];
   snprintf(path, sizeof path, "/tmp/perf-%ld.map", (long)getpid());
   unlink(path);
+  char *dir = temp_dir();
+  setenv("JITDUMPDIR", dir, 1);
   lj_config cfg = lj_config_default();
   cfg.perf = true;
   init_with(cfg);
@@ -325,6 +440,24 @@ START_TEST(test_perf_map) {
   fclose(f);
   ck_assert_int_eq(found, kernels);
   unlink(path);
+  /* the jitdump file: <JITDUMPDIR>/.debug/jit/<run>/jit-<pid>.dump, magic "JiTD" */
+  char *run_dir = NULL;
+  snprintf(path, sizeof path, "%s/.debug/jit", dir);
+  DIR *dd = opendir(path);
+  ck_assert_msg(dd, "no %s", path);
+  for (struct dirent *de; (de = readdir(dd));)
+    if (de->d_name[0] != '.') ck_assert_int_gt(asprintf(&run_dir, "%s/%s/jit-%ld.dump", path, de->d_name, (long)getpid()), 0);
+  closedir(dd);
+  ck_assert(run_dir);
+  size_t size_dump;
+  char *dump = tu_read_file(run_dir, &size_dump);
+  ck_assert_uint_ge(size_dump, 4);
+  ck_assert_int_eq(*(uint32_t *)dump, 0x4A695444);
+  snprintf(want, sizeof want, "lj_%.16s_k0", hash);
+  ck_assert(memmem(dump, size_dump, want, strlen(want) + 1));
+  free(dump);
+  free(run_dir);
+  remove_dir(dir);
   lj_tensor_release(x);
   lj_tensor_release(w);
   lj_tensor_release(y);
@@ -357,11 +490,12 @@ START_TEST(test_env_aliases) {
   setenv("XLA_SAVE_TENSORS_FMT", "dot", 1);
   setenv("GET_TENSORS_OPBYOP", "1", 1);
   setenv("XLA_IR_DEBUG", "yes", 1);
+  setenv("XLA_HLO_DEBUG", "1", 1);
   setenv("XLA_METRICS_FILE", "STDERR", 1);
   setenv("LJ_DEBUG", "2", 1);
   lj_config c = lj_config_default();
   ck_assert_str_eq(c.save_tensors_fmt, "dot");
-  ck_assert(c.get_tensors_opbyop && c.ir_debug && !c.sync_tensors_opbyop);
+  ck_assert(c.get_tensors_opbyop && c.ir_debug && c.hlo_debug && !c.sync_tensors_opbyop);
   ck_assert_str_eq(c.metrics_file, "STDERR");
   ck_assert_int_eq(c.debug, 2);
   setenv("LJ_SAVE_TENSORS_FMT", "asm", 1);
@@ -380,6 +514,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_save_tensors_file);
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
+  tcase_add_test(tc, test_hlo_debug);
   tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_config_errors);
   tcase_add_test(tc, test_env_aliases);

@@ -39,14 +39,7 @@ static lj_tensor *lj_run_input(int k, int64_t rows, int64_t cols) {
 static int lj_run(const char *args, char **out) {
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "%s %s 2>&1", LJ_RUN_PATH, args);
-  FILE *p = popen(cmd, "r");
-  ck_assert(p);
-  ljb_str b = {0};
-  char line[1024];
-  while (fgets(line, sizeof line, p)) ljb_str_puts(&b, line);
-  int st = pclose(p);
-  *out = ljb_str_take(&b);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return tu_command(cmd, out);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {

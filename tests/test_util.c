@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 const lj_dtype tu_all_dtypes[LJ_NUM_DTYPES] = {LJ_F32, LJ_F64, LJ_BF16, LJ_F16, LJ_I8,
                                                LJ_U8,  LJ_I32, LJ_I64,  LJ_BOOL, LJ_I16};
@@ -179,6 +180,17 @@ char *tu_read_file(const char *path, size_t *size) {
   fclose(f);
   if (size) *size = got;
   return s;
+}
+
+int tu_command(const char *cmd, char **out) {
+  FILE *p = popen(cmd, "r");
+  ck_assert_msg(p, "cannot run %s", cmd);
+  ljb_str b = {0};
+  char line[1024];
+  while (fgets(line, sizeof line, p)) ljb_str_puts(&b, line);
+  int st = pclose(p);
+  *out = ljb_str_take(&b);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 TCase *tu_tcase(const char *name) {

@@ -40,6 +40,10 @@ double tu_rtol(lj_dtype dt);
  * when it cannot be read. */
 char *tu_read_file(const char *path, size_t *size);
 
+/* Runs a shell command line; its exit status (-1 if it did not exit), and its standard output
+ * (the command line redirects stderr there if wanted) in *out, malloc'd. */
+int tu_command(const char *cmd, char **out);
+
 /* Asserts that the last call failed with status st and that the message contains every one
  * of the NULL-terminated substrings; then clears the error. */
 void tu_expect_error(lj_status st, ...);

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs what lazyjit needs to build, test and run its main job from Debian 12's archive:
-# the toolchain, LLVM 19, Check, zlib, elfutils' libdw (call sites for LJ_IR_DEBUG) and
-# Fashion-MNIST (the training test and the demo use it). LJ_WITH_TORCH=1 adds PyTorch with
-# OpenBLAS, for regenerating the test fixtures and for the PyTorch comparisons in bench/peers.
+# the toolchain, LLVM 19, Check, zlib, elfutils' libdw (call sites for LJ_IR_DEBUG), gdb (the
+# LJ_HLO_DEBUG test) and Fashion-MNIST (the training test and the demo use it). LJ_WITH_TORCH=1
+# adds PyTorch with OpenBLAS, for regenerating the test fixtures and for the PyTorch
+# comparisons in bench/peers.
 # Idempotent: installs only the packages that are missing. Needs root (or sudo).
 set -euo pipefail
 
-pkgs=(build-essential cmake pkg-config llvm-19-dev check zlib1g-dev libffi-dev libdw-dev dataset-fashion-mnist)
+pkgs=(build-essential cmake pkg-config llvm-19-dev check zlib1g-dev libffi-dev libdw-dev gdb dataset-fashion-mnist)
 if [ "${LJ_WITH_TORCH:-0}" = 1 ]; then
   pkgs+=(python3-torch python3-numpy libopenblas0-pthread)
 fi

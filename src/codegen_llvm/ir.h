@@ -17,6 +17,7 @@ typedef struct ljc_ir {
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
+  struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
 } ljc_ir;
 
 /* ir.c */
@@ -127,6 +128,17 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
 /* gemm.c: a register-blocked matmul kernel body for f32/f64 operands whose layout allows it
  * (B contiguous along n, or A and B contiguous along k); false, emitting nothing, otherwise. */
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
+
+/* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call
+ * sites of g's nodes (nothing happens with g NULL, nor in the other calls then);
+ * ljc_dbg_function gives fn a subprogram located at `node`'s call site and makes the function
+ * itself the builder's location; ljc_dbg_at makes `node`'s call site the location of what is built next;
+ * ljc_dbg_end finalizes it. */
+typedef struct ljc_dbg ljc_dbg;
+void ljc_dbg_begin(ljc_ir *ir, const ljg_graph *g);
+void ljc_dbg_function(ljc_ir *ir, LLVMValueRef fn, int node);
+void ljc_dbg_at(ljc_ir *ir, int node);
+void ljc_dbg_end(ljc_ir *ir);
 
 /* lower.c: defines `<name>_k<i>` for every kernel of p. */
 /* Lowers kernel k of p into ir's module as the function `<name>_k<k>`. */

@@ -344,6 +344,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   if (nest->rop >= 0) g.red = reduction_of(kc->ir, nest->rop, kc->k->exprs[nest->value].dtype);
   g.columns = column_order(kc->k, nest, g.nkept);
   for (int d = g.nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
+  ljc_dbg_at(kc->ir, kc->k->exprs[nest->value].node);
   emit_kept(&g, 0);
 }
 
@@ -775,6 +776,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMValueRef body = LLVMAddFunction(ir->mod, fname, body_t);
   LLVMSetLinkage(body, LLVMInternalLinkage);
   ljc_add_fn_attr(ir, body, "nounwind");
+  ljc_dbg_function(ir, body, k->node);
   ljc_kctx kc = {ir, k, ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
                  ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)), NULL, NULL, 0};
   for (int s = 0, a = 0; s < p->nslots; s++) {
@@ -805,6 +807,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   snprintf(fname, sizeof fname, "%s_k%d", name, ki);
   LLVMValueRef outer = LLVMAddFunction(ir->mod, fname, outer_t);
   ljc_add_fn_attr(ir, outer, "nounwind");
+  ljc_dbg_function(ir, outer, k->node);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, outer, "entry"));
   LLVMValueRef *args = ljb_xalloc(((size_t)nused + 3) * sizeof *args);
   for (int s = 0, a = 0; s < p->nslots; s++) {

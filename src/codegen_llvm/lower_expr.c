@@ -335,6 +335,7 @@ void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root) {
     if (!used[e]) continue;
     const ljg_kexpr *x = &k->exprs[e];
     LLVMValueRef v = NULL;
+    ljc_dbg_at(ir, x->node);
     switch (x->kind) {
     case LJG_X_LOAD: v = load_slot(kc, x->slot, x->dtype, ljc_view_offset(ir, &k->views[x->view], p)); break;
     case LJG_X_SCALAR: v = load_slot(kc, x->slot, x->dtype, NULL); break;

@@ -5,13 +5,17 @@
  * and module, optimized and emitted as an object file with that thread's target machine
  * (LLVM contexts and target machines are not shared between threads); the objects are then
  * added to the JIT under one resource tracker, so freeing the program frees its code.
- * Compiles are serialized by the session lock. */
+ * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
+ * RuntimeDyld instead of JITLink: its event listeners register every object with gdb (the GDB
+ * JIT interface) and write perf's jitdump records. */
 #include "codegen_llvm/ir.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Error.h>
+#include <llvm-c/ExecutionEngine.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
+#include <llvm-c/OrcEE.h>
 #include <llvm-c/Target.h>
 
 #include <pthread.h>
@@ -30,7 +34,7 @@ struct ljc_session {
   char *triple, *cpu, *features;
   char target[1024];
   int opt_level;
-  bool perf_map;
+  unsigned flags; /* ljc_flags */
   pthread_mutex_t lock;
 };
 
@@ -59,13 +63,26 @@ static LLVMTargetMachineRef make_tm(ljc_session *s) {
                                  LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
-ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, bool perf_map) {
+/* The JIT's object layer when objects are announced to gdb or perf: RuntimeDyld with the
+ * listeners (LLVM's listeners are process-wide singletons, never freed). */
+static LLVMOrcObjectLayerRef listened_layer(void *ctx, LLVMOrcExecutionSessionRef es, const char *triple) {
+  (void)triple;
+  const ljc_session *s = ctx;
+  LLVMOrcObjectLayerRef layer = LLVMOrcCreateRTDyldObjectLinkingLayerWithSectionMemoryManager(es);
+  if (s->flags & LJC_DEBUG_INFO)
+    LLVMOrcRTDyldObjectLinkingLayerRegisterJITEventListener(layer, LLVMCreateGDBRegistrationListener());
+  LLVMJITEventListenerRef perf = s->flags & LJC_PERF ? LLVMCreatePerfJITEventListener() : NULL;
+  if (perf) LLVMOrcRTDyldObjectLinkingLayerRegisterJITEventListener(layer, perf);
+  return layer;
+}
+
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsigned flags) {
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   ljc_session *s = ljb_xcalloc(1, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
   s->opt_level = opt_level;
-  s->perf_map = perf_map;
+  s->flags = flags;
   s->triple = LLVMGetDefaultTargetTriple();
   s->cpu = cpu && *cpu ? LLVMCreateMessage(cpu) : LLVMGetHostCPUName();
   s->features = cpu && *cpu ? LLVMCreateMessage("") : LLVMGetHostCPUFeatures();
@@ -77,6 +94,8 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, bool p
   LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
       builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm));
+  if (flags & (LJC_DEBUG_INFO | LJC_PERF))
+    LLVMOrcLLJITBuilderSetObjectLinkingLayerCreator(builder, listened_layer, s);
   if (llvm_error(LLVMOrcCreateLLJIT(&s->jit, builder), "cannot create the LLVM JIT")) goto fail;
   s->jd = LLVMOrcLLJITGetMainJITDylib(s->jit);
   LLVMOrcDefinitionGeneratorRef gen;
@@ -87,8 +106,8 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, bool p
   LLVMOrcJITDylibAddGenerator(s->jd, gen);
   unsigned maj, min, patch;
   LLVMGetVersion(&maj, &min, &patch);
-  snprintf(s->target, sizeof s->target, "llvm-%u.%u.%u %s %s %s O%d", maj, min, patch, s->triple,
-           s->cpu, s->features, opt_level);
+  snprintf(s->target, sizeof s->target, "llvm-%u.%u.%u %s %s %s O%d%s", maj, min, patch, s->triple,
+           s->cpu, s->features, opt_level, flags & LJC_DEBUG_INFO ? " debug-info" : "");
   return s;
 fail:
   ljc_session_free(s);
@@ -148,7 +167,7 @@ static char *asm_text(LLVMTargetMachineRef tm, LLVMModuleRef mod) {
 /* Lowers and optimizes kernel k of p into an object file in memory with tm, keeping its texts
  * in *texts when that is non-NULL; NULL with the error set. */
 static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
-                                        int k, const char *name, kernel_texts *texts) {
+                                        const ljg_graph *g, int k, const char *name, kernel_texts *texts) {
   LLVMContextRef ctx = LLVMContextCreate();
   char mname[112];
   snprintf(mname, sizeof mname, "%s_k%d", name, k);
@@ -160,7 +179,9 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   ljc_ir ir;
   ljc_ir_init(&ir, ctx, mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
+  ljc_dbg_begin(&ir, s->flags & LJC_DEBUG_INFO ? g : NULL);
   ljc_lower_kernel(&ir, p, k, name);
+  ljc_dbg_end(&ir);
   ljc_ir_dispose(&ir);
   LLVMMemoryBufferRef obj = NULL;
   char *msg = NULL;
@@ -192,6 +213,7 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
 typedef struct compile_job {
   ljc_session *s;
   const ljg_program *p;
+  const ljg_graph *g;
   const char *name;
   LLVMMemoryBufferRef *objs; /* one per kernel */
   kernel_texts *texts;       /* one per kernel, or NULL */
@@ -211,7 +233,7 @@ static void *compile_kernels(void *arg) {
   const compile_thread *t = arg;
   compile_job *j = t->job;
   for (int k; !atomic_load(&j->failed) && (k = atomic_fetch_add(&j->next, 1)) < j->p->nkernels;) {
-    j->objs[k] = build_object(j->s, t->tm, j->p, k, j->name, j->texts ? &j->texts[k] : NULL);
+    j->objs[k] = build_object(j->s, t->tm, j->p, j->g, k, j->name, j->texts ? &j->texts[k] : NULL);
     if (j->objs[k]) continue;
     pthread_mutex_lock(&j->lock);
     if (!atomic_exchange(&j->failed, true)) {
@@ -225,10 +247,10 @@ static void *compile_kernels(void *arg) {
 
 /* Builds every kernel's object on up to s->threads threads (the caller is one of them);
  * false with the error set. */
-static bool build_objects(ljc_session *s, const ljg_program *p, const char *name, LLVMMemoryBufferRef *objs,
-                          kernel_texts *texts) {
+static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
+                          LLVMMemoryBufferRef *objs, kernel_texts *texts) {
   if (p->nkernels == 0) return true;
-  compile_job j = {.s = s, .p = p, .name = name, .objs = objs, .texts = texts};
+  compile_job j = {.s = s, .p = p, .g = g, .name = name, .objs = objs, .texts = texts};
   pthread_mutex_init(&j.lock, NULL);
   int n = p->nkernels < s->threads ? p->nkernels : s->threads;
   compile_thread t[MAX_COMPILE_THREADS];
@@ -276,14 +298,14 @@ void ljc_texts_free(ljc_texts *t) {
   memset(t, 0, sizeof *t);
 }
 
-ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
+ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
                          ljg_kernel_fn *fns, ljc_texts *texts) {
   pthread_mutex_lock(&s->lock);
   ljc_program *c = NULL;
   LLVMMemoryBufferRef *objs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *objs);
   kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
   uint64_t *sizes = NULL; /* LJ_PERF: each kernel's code size */
-  bool built = build_objects(s, p, name, objs, kt);
+  bool built = build_objects(s, p, g, name, objs, kt);
   if (kt) join_texts(p, kt, texts);
   free(kt);
   if (!built) goto done;
@@ -294,7 +316,7 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
   for (int k = 0; k < p->nkernels; k++) {
     char sym[96];
     snprintf(sym, sizeof sym, "%s_k%d", name, k);
-    if (s->perf_map) sizes[k] = ljc_object_symbol_size(objs[k], sym);
+    if (s->flags & LJC_PERF) sizes[k] = ljc_object_symbol_size(objs[k], sym);
     LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(s->jit, c->rt, objs[k]);
     objs[k] = NULL; /* owned by the JIT now, even on error */
     if (llvm_error(err, "cannot load compiled code")) goto fail;
@@ -305,7 +327,7 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const char *name,
     LLVMOrcExecutorAddress addr = 0;
     if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel")) goto fail;
     fns[k] = (ljg_kernel_fn)(uintptr_t)addr;
-    if (s->perf_map) ljc_perf_map_add(addr, sizes[k], sym);
+    if (s->flags & LJC_PERF) ljc_perf_map_add(addr, sizes[k], sym);
   }
   goto done;
 fail:

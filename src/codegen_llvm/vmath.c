@@ -300,7 +300,9 @@ LLVMValueRef ljc_vm_ipow(ljc_ir *ir, LLVMValueRef a, LLVMValueRef e, bool is_sig
     fn = LLVMAddFunction(ir->mod, name, fty);
     LLVMSetLinkage(fn, LLVMInternalLinkage);
     LLVMBasicBlockRef saved = LLVMGetInsertBlock(ir->b);
+    LLVMMetadataRef saved_loc = LLVMGetCurrentDebugLocation2(ir->b); /* the helper has no debug info */
     LLVMBuilderRef b = ir->b;
+    LLVMSetCurrentDebugLocation2(b, NULL);
     LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry");
     LLVMBasicBlockRef neg = LLVMAppendBasicBlockInContext(ir->ctx, fn, "neg");
     LLVMBasicBlockRef pos = LLVMAppendBasicBlockInContext(ir->ctx, fn, "pos");
@@ -336,6 +338,7 @@ LLVMValueRef ljc_vm_ipow(ljc_ir *ir, LLVMValueRef a, LLVMValueRef e, bool is_sig
     LLVMAddIncoming(res, res_in, from, 2);
     LLVMBuildRet(b, res);
     LLVMPositionBuilderAtEnd(b, saved);
+    LLVMSetCurrentDebugLocation2(b, saved_loc);
   }
   LLVMValueRef args[2] = {a, e};
   return LLVMBuildCall2(ir->b, fty, fn, args, 2, "");

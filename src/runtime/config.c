@@ -36,6 +36,7 @@ static const env_var env_vars[] = {
     {"LJ_SAVE_TENSORS_FMT", {"XLA_SAVE_TENSORS_FMT"}, ENV_STRING, FIELD(save_tensors_fmt)},
     {"LJ_DUMP_DIR", {NULL}, ENV_STRING, FIELD(dump_dir)},
     {"LJ_IR_DEBUG", {"XLA_IR_DEBUG"}, ENV_BOOL, FIELD(ir_debug)},
+    {"LJ_HLO_DEBUG", {"XLA_HLO_DEBUG"}, ENV_BOOL, FIELD(hlo_debug)},
     {"LJ_DEBUG", {NULL}, ENV_INT, FIELD(debug)},
     {"LJ_PERF", {NULL}, ENV_BOOL, FIELD(perf)},
 };

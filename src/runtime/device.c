@@ -78,7 +78,7 @@ void ljr_device_init(struct lj_device *d, int ordinal, const ljr_config *cfg) {
   d->pool = ljr_threadpool_new(cfg->pub.num_threads);
   ljr_pool_init(&d->buffers);
   ljg_trace_init(&d->trace);
-  d->trace.call_sites = cfg->pub.ir_debug;
+  d->trace.call_sites = cfg->pub.ir_debug || cfg->pub.hlo_debug;
   ljr_cache_init(&d->cache, cfg->pub.compilation_cache_size);
   d->rng_seed = DEFAULT_SEED;
   ljg_graph_init(&d->scratch_graph);

@@ -56,7 +56,7 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   ljb_hash_hex(key, hex);
   snprintf(name, sizeof name, "lj_%.16s", hex);
   if (ljr_dump_keeps_texts()) e->texts = ljb_xcalloc(1, sizeof *e->texts);
-  e->code = ljc_compile(rt->cg, e->prog, name, e->fns, e->texts);
+  e->code = ljc_compile(rt->cg, e->prog, e->opt, name, e->fns, e->texts);
   if (!e->code) {
     ljr_exec_free(e);
     return NULL;
