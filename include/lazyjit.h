@@ -117,6 +117,8 @@ typedef struct lj_config {
                                    same compiler; each one-op graph is cached) */
   bool get_tensors_opbyop;    /**< LJ_GET_TENSORS_OPBYOP: the same, for the graphs that host
                                    reads (lj_tensor_to_host, lj_item) run */
+  bool sync_wait;             /**< LJ_SYNC_WAIT: a sync returns when its graph has run (and
+                                   returns its runtime error), instead of when it is queued */
   const char *metrics_file;   /**< LJ_METRICS_FILE: after every executed graph, append
                                    "[MetricsData; step=N]" and the metrics report to this file
                                    ("STDOUT" / "STDERR": those streams); NULL or "" = off.
@@ -217,9 +219,10 @@ lj_tensor *lj_tensor_from_host(lj_device *d, lj_dtype dt, int ndim, const int64_
                                const void *data);
 
 /** Copies t's value to dst (row-major), running the pending work t needs first. nbytes must
- *  be exactly numel × lj_dtype_size(dtype). Errors: LJ_ERR_ARG (NULL, wrong nbytes, the
- *  message gives both sizes), and any error of the sync it runs (LJ_ERR_COMPILE,
- *  LJ_ERR_RUNTIME). */
+ *  be exactly numel × lj_dtype_size(dtype). Waits for the run computing t. Errors: LJ_ERR_ARG
+ *  (NULL, wrong nbytes, the message gives both sizes), any error of the sync it runs
+ *  (LJ_ERR_COMPILE, LJ_ERR_RUNTIME), a queued run's error not yet reported, and
+ *  LJ_ERR_RUNTIME when the run that computed t failed. */
 lj_status lj_tensor_to_host(lj_tensor *t, void *dst, size_t nbytes);
 
 /** The value of a one-element tensor as a double (runs what t needs). NaN on error, with
@@ -345,7 +348,7 @@ lj_tensor *lj_isnan(lj_tensor *t);
 /* Binary. div is true division (integers give f32). maximum/minimum propagate NaN.
  * remainder has the sign of the divisor (Python's %). pow on integers with a negative
  * exponent gives 0 except for bases 1 and -1, as PyTorch does. Integer division or remainder
- * by zero is reported as LJ_ERR_RUNTIME by the sync that runs it. */
+ * by zero is reported as LJ_ERR_RUNTIME once the graph has run (lj_sync). */
 /** a + b (for two bools: a or b). */
 lj_tensor *lj_add(lj_tensor *a, lj_tensor *b);
 /** a - b. Not for two bools. */
@@ -515,8 +518,8 @@ lj_tensor *lj_log_softmax(lj_tensor *x, int dim);
 /** How a loss reduces its per-element values. */
 typedef enum lj_reduction { LJ_REDUCE_MEAN, LJ_REDUCE_SUM, LJ_REDUCE_NONE } lj_reduction;
 /** Negative log likelihood: logp [N, C, ...] (or [C]) of log-probabilities, target [N, ...]
- *  of i64 class indices (LJ_ERR_DTYPE otherwise). A class index outside [0, C) is reported by
- *  the sync that runs it as LJ_ERR_RUNTIME naming the index and C. */
+ *  of i64 class indices (LJ_ERR_DTYPE otherwise). A class index outside [0, C) is reported
+ *  once the graph has run (lj_sync) as LJ_ERR_RUNTIME naming the index and C. */
 lj_tensor *lj_nll_loss(lj_tensor *logp, lj_tensor *target, lj_reduction r);
 /** nll_loss(log_softmax(logits, class dim), target). */
 lj_tensor *lj_cross_entropy(lj_tensor *logits, lj_tensor *target, lj_reduction r);
@@ -696,13 +699,21 @@ void lj_loader_free(lj_loader *l);
  * ------------------------------------------------------------------------------------- */
 
 /** Runs every pending tensor of d that is still alive (like xm.mark_step()): they become
- *  device data. Compiles only when the graph is new. Errors: LJ_ERR_COMPILE, LJ_ERR_RUNTIME
- *  (a data-dependent error; the tensors then stay pending), LJ_ERR_OOM. */
+ *  device data. Compiles only when the graph is new (on the calling thread), waits for d's
+ *  previous run, queues this one on d's executor thread and returns, so the caller traces the
+ *  next step while this one runs; reads of the results wait for it. A data-dependent error of
+ *  a queued run (e.g. integer division by zero) is reported, with its message, by the next
+ *  lj_sync, lj_sync_tensors, lj_wait or read on d (once), and the tensors that run computed
+ *  hold no value: reading one, or syncing a graph that uses one, gives LJ_ERR_RUNTIME; the
+ *  device stays usable. With LJ_SYNC_WAIT (lj_config.sync_wait) the sync waits for the run and
+ *  reports its error itself. Errors: LJ_ERR_COMPILE, LJ_ERR_RUNTIME (an earlier run's, or
+ *  this one's with LJ_SYNC_WAIT; nothing is queued then), LJ_ERR_OOM. */
 lj_status lj_sync(lj_device *d);
-/** Runs only what the n given tensors need (all on one device; NULL entries are an error). */
+/** Runs only what the n given tensors need (all on one device; NULL entries are an error),
+ *  queued like lj_sync. */
 lj_status lj_sync_tensors(int n, lj_tensor *const *ts);
-/** Waits until the work d has started is done (syncs run to completion before they return
- *  in this version, so this only reports the state). */
+/** Waits until every run queued on d has ended. Errors: LJ_ERR_RUNTIME with the message of a
+ *  failed run not yet reported; LJ_ERR_ARG for NULL. */
 lj_status lj_wait(lj_device *d);
 
 /* ---------------------------------------------------------------------------------------

@@ -152,34 +152,67 @@ START_TEST(test_config_errors) {
 }
 END_TEST
 
-/* Integer division by zero is found by the compiled code and reported at the sync; the
- * tensors stay pending, other work still runs, and dropping the bad tensor clears it. */
+/* Integer division by zero is found by the compiled code. The sync only queues the run: its
+ * error comes back, with its message, from the next barrier or read (once); the tensor it
+ * computed holds no value, a graph using it fails without running, and the device stays
+ * usable. */
 START_TEST(test_runtime_division_by_zero) {
   lj_device *d = lj_default_device();
   int32_t a[4] = {7, -7, 8, 9}, b[4] = {2, 0, 3, 4};
   lj_tensor *x = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), a);
   lj_tensor *y = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), b);
   lj_tensor *q = lj_floor_divide(x, y);
-  ck_assert_int_eq(lj_sync(d), LJ_ERR_RUNTIME);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert(!lj_tensor_is_pending(q));
+  ck_assert_int_eq(lj_wait(d), LJ_ERR_RUNTIME);
   tu_expect_error(LJ_ERR_RUNTIME, "div_floor", "integer division by zero", "i32[4]", NULL);
-  ck_assert(lj_tensor_is_pending(q));
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
   int32_t out[4];
   ck_assert_int_eq(lj_tensor_to_host(q, out, sizeof out), LJ_ERR_RUNTIME);
-  lj_clear_error();
+  tu_expect_error(LJ_ERR_RUNTIME, "lj_tensor_to_host", "not computed", NULL);
+  lj_tensor *q1 = lj_add_scalar(q, 1);
+  ck_assert_int_eq(lj_tensor_to_host(q1, out, sizeof out), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "input 0 was not computed", NULL);
   lj_tensor_release(q);
+  lj_tensor_release(q1);
   lj_tensor *r = lj_remainder(x, lj_add_scalar(y, 1)); /* no zero now */
   ck_assert_int_eq(lj_tensor_to_host(r, out, sizeof out), LJ_OK);
   ck_assert_int_eq(out[0], 1);
   ck_assert_int_eq(out[1], 0);
   ck_assert_int_eq(lj_sync(d), LJ_OK);
-  /* also inside a fused chain and in a remainder by a scalar 0 */
+  /* inside a fused chain and in a remainder by a scalar 0: the next sync reports it */
   lj_scope_begin();
   lj_tensor *s = lj_keep(lj_add_scalar(lj_remainder_scalar(x, 0), 1));
   lj_scope_end();
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  lj_tensor_release(s);
   ck_assert_int_eq(lj_sync(d), LJ_ERR_RUNTIME);
   tu_expect_error(LJ_ERR_RUNTIME, "remainder", NULL);
-  lj_tensor_release(s);
   ck_assert_msg(lj_sync(d) == LJ_OK, "%s", lj_last_error());
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+}
+END_TEST
+
+/* LJ_SYNC_WAIT: the sync waits for its run and returns the run's error itself. */
+START_TEST(test_sync_wait_reports_at_the_sync) {
+  lj_config cfg = lj_config_default();
+  cfg.sync_wait = true;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  lj_device *d = lj_default_device();
+  lj_tensor *x = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3), (int64_t[]){5, 6, 7});
+  lj_tensor *q = lj_div_rounding(x, lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3), (int64_t[]){1, 2, 0}),
+                                 LJ_ROUND_TRUNC);
+  ck_assert_int_eq(lj_sync(d), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "integer division by zero", "i64[3]", NULL);
+  ck_assert(!lj_tensor_is_pending(q));
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+  int64_t out[3];
+  ck_assert_int_eq(lj_tensor_to_host(q, out, sizeof out), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "not computed", NULL);
+  lj_tensor *ok = lj_mul_scalar(x, 3); /* the device goes on */
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(ok, out, sizeof out), LJ_OK);
+  ck_assert_int_eq(out[2], 21);
 }
 END_TEST
 
@@ -236,6 +269,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sizes_and_dtypes);
   tcase_add_test(tc, test_config_errors);
   tcase_add_test(tc, test_runtime_division_by_zero);
+  tcase_add_test(tc, test_sync_wait_reports_at_the_sync);
   tcase_add_test(tc, test_fuzz_never_crashes);
   suite_add_tcase(s, tc);
   return s;

@@ -117,11 +117,11 @@ START_TEST(test_bad_inputs) {
   tu_expect_error(LJ_ERR_DTYPE, "nll_loss", "target", "i32", "i64", NULL);
   ck_assert_ptr_null(lj_cross_entropy(logp, lj_full(d, LJ_F32, LJ_SHAPE(3), 1), LJ_REDUCE_MEAN));
   tu_expect_error(LJ_ERR_DTYPE, "target", "f32", NULL);
-  /* a class index out of range: the op records, the sync reports the index and the bound */
+  /* a class index out of range: the op records, the read reports the index and the bound */
   lj_tensor *bad = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3), (int64_t[]){1, 12, 3});
   lj_tensor *loss = lj_nll_loss(logp, bad, LJ_REDUCE_MEAN);
   ck_assert(loss);
-  ck_assert_int_eq(lj_sync_tensors(1, &loss), LJ_ERR_RUNTIME);
+  ck_assert(isnan(lj_item(loss)));
   tu_expect_error(LJ_ERR_RUNTIME, "12", "[0, 10)", NULL);
   lj_tensor *neg = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(2), (int64_t[]){-1, 0});
   lj_tensor *oh = lj_one_hot(neg, 4);

@@ -115,7 +115,10 @@ void tu_check_interp_tol(int n, lj_tensor *const *ts, double rtol, double atol) 
   ljg_binding_vec binds = {0};
   ljg_collect(&d->trace, n, nodes, &g, &binds);
   const void **inputs = calloc((size_t)g.nparams + 1, sizeof *inputs);
-  for (int p = 0; p < g.nparams; p++) inputs[p] = binds.a[p].buf ? binds.a[p].buf->data : NULL;
+  for (int p = 0; p < g.nparams; p++) {
+    if (binds.a[p].buf) ck_assert_int_eq(ljr_buffer_wait(binds.a[p].buf, "tu_check_interp"), LJ_OK);
+    inputs[p] = binds.a[p].buf ? binds.a[p].buf->data : NULL;
+  }
   void **outs = calloc((size_t)n, sizeof *outs);
   for (int i = 0; i < n; i++)
     outs[i] = calloc((size_t)lj_tensor_numel(ts[i]) + 1, lj_dtype_size(lj_tensor_dtype(ts[i])));

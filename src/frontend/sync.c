@@ -1,19 +1,21 @@
 /* sync.c — barriers and inspection: lj_sync runs every live pending tensor of a device,
  * lj_sync_tensors the ones given, and the inspection calls collect the same graph a sync
- * would, without running it. A sync that leaves nothing pending resets the trace. */
+ * would, without running it. A sync that leaves nothing pending resets the trace. Runs are
+ * queued (runtime/queue.c); a barrier reports the error the previous run left. */
 #include "frontend/frontend.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Runs ts[0..n) (pending, on d, sorted by id) and binds their buffers. */
+/* Runs ts[0..n) (pending, on d, sorted by id) and binds the buffers the run writes (also
+ * when it waited for the run and returns its error: LJ_SYNC_WAIT). */
 static lj_status run(struct lj_device *d, int n, lj_tensor *const *ts, ljr_cause cause) {
   ljg_node **nodes = ljb_xalloc((size_t)n * sizeof *nodes);
   ljr_buffer **bufs = ljb_xcalloc((size_t)n, sizeof *bufs);
   for (int i = 0; i < n; i++) nodes[i] = ts[i]->node;
   lj_status st = ljr_execute(d, n, nodes, bufs, cause);
-  if (st == LJ_OK)
-    for (int i = 0; i < n; i++) ljf_bind(ts[i], bufs[i]);
+  for (int i = 0; i < n; i++)
+    if (bufs[i]) ljf_bind(ts[i], bufs[i]);
   free(nodes);
   free(bufs);
   return st;
@@ -32,7 +34,7 @@ lj_status ljf_sync(lj_device *d, ljr_cause cause) {
     if (ljf_pending(t)) ljb_vec_push(&roots, t);
   ljr_count(LJR_C_MarkStep, 1);
   ljr_analysis_step(d);
-  lj_status st = roots.n ? run(d, roots.n, roots.a, cause) : LJ_OK;
+  lj_status st = roots.n ? run(d, roots.n, roots.a, cause) : ljr_queue_finish(d);
   ljb_vec_free(&roots);
   if (st == LJ_OK) ljg_trace_reset(&d->trace);
   return st;
@@ -70,6 +72,8 @@ lj_status ljf_sync_tensors(int n, lj_tensor *const *ts, ljr_cause cause) {
     struct lj_device *d = roots.a[0]->dev;
     st = run(d, roots.n, roots.a, cause);
     if (st == LJ_OK) reset_if_idle(d);
+  } else if (n > 0) {
+    st = ljr_queue_finish(ts[0]->dev);
   }
   ljb_vec_free(&roots);
   return st;
@@ -79,7 +83,7 @@ lj_status lj_sync_tensors(int n, lj_tensor *const *ts) { return ljf_sync_tensors
 
 lj_status lj_wait(lj_device *d) {
   if (!d) return ljb_error(LJ_ERR_ARG, "lj_wait: argument d is NULL"), LJ_ERR_ARG;
-  return LJ_OK;
+  return ljr_queue_finish(d);
 }
 
 /* ---- inspection ---------------------------------------------------------------------- */

@@ -188,10 +188,9 @@ lj_status lj_tensor_to_host(lj_tensor *t, void *dst, size_t nbytes) {
               lj_dtype_name(t->dtype), ljb_shape_str(shape, t->ndim, t->shape), want);
     return LJ_ERR_ARG;
   }
-  if (ljf_pending(t)) {
-    lj_status st = ljf_sync_tensors(1, &t, LJR_CAUSE_READ);
-    if (st != LJ_OK) return st;
-  }
+  lj_status st = ljf_pending(t) ? ljf_sync_tensors(1, &t, LJR_CAUSE_READ) : LJ_OK;
+  if (st == LJ_OK) st = ljr_buffer_wait(t->buf, op);
+  if (st != LJ_OK) return st;
   struct lj_device *d = t->dev;
   ljr_analysis_read(d);
   uint64_t t0 = ljb_now_ns();

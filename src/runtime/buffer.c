@@ -70,6 +70,8 @@ ljr_buffer *ljr_buffer_new(struct lj_device *d, size_t nbytes) {
     b->dev = d;
   }
   atomic_init(&b->refs, 1);
+  atomic_init(&b->status, LJ_OK);
+  b->seq = 0;
   b->size_class = pooled ? cls : -1;
   b->nbytes = nbytes;
   b->next = NULL;

@@ -31,6 +31,7 @@ static const env_var env_vars[] = {
      FIELD(sync_tensors_opbyop)},
     {"LJ_GET_TENSORS_OPBYOP", {"XLA_GET_TENSORS_OPBYOP", "GET_TENSORS_OPBYOP"}, ENV_BOOL,
      FIELD(get_tensors_opbyop)},
+    {"LJ_SYNC_WAIT", {"XLA_SYNC_WAIT"}, ENV_BOOL, FIELD(sync_wait)},
     {"LJ_METRICS_FILE", {"XLA_METRICS_FILE"}, ENV_STRING, FIELD(metrics_file)},
     {"LJ_SAVE_TENSORS_FILE", {"XLA_SAVE_TENSORS_FILE"}, ENV_STRING, FIELD(save_tensors_file)},
     {"LJ_SAVE_TENSORS_FMT", {"XLA_SAVE_TENSORS_FMT"}, ENV_STRING, FIELD(save_tensors_fmt)},

@@ -82,18 +82,17 @@ void ljr_device_init(struct lj_device *d, int ordinal, const ljr_config *cfg) {
   ljr_cache_init(&d->cache, cfg->pub.compilation_cache_size);
   d->rng_seed = DEFAULT_SEED;
   ljg_graph_init(&d->scratch_graph);
+  ljr_queue_start(d);
 }
 
 void ljr_device_free(struct lj_device *d) {
+  ljr_queue_stop(d);
   ljf_tensors_free_all(d);
   ljg_trace_free(&d->trace);
   ljr_cache_free(&d->cache);
   ljg_walk_free(&d->scratch_walk);
   ljg_graph_free(&d->scratch_graph);
   ljb_vec_free(&d->scratch_binds);
-  ljb_vec_free(&d->scratch_slots);
-  ljb_vec_free(&d->scratch_scalars);
-  ljb_vec_free(&d->scratch_owned);
   ljr_buffer_release(d->scratch_arena);
   d->scratch_arena = NULL;
   ljr_threadpool_free(d->pool);

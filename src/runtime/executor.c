@@ -99,59 +99,103 @@ static lj_status runtime_error(const ljr_exec *e, const ljg_kerr *err) {
   return LJ_ERR_RUNTIME;
 }
 
+/* Whether runs end before their sync returns: LJ_SYNC_WAIT, and the switches that report on
+ * a run when it has ended (LJ_METRICS_FILE, LJ_DEBUG=2). */
+static bool waits(void) {
+  const lj_config *c = &ljr_get()->cfg.pub;
+  return c->sync_wait || c->metrics_file || c->debug >= 2;
+}
+
+/* Waits for the device's previous run and reports its error; then binds e's slots
+ * (parameters from binds, fresh output buffers) into a job and queues it. out[r] receives root
+ * r's buffer, written once the job has run. */
 static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *binds,
                      ljr_buffer **out) {
   const ljg_program *p = e->prog;
+  /* one run in flight per device: this sync reports the previous run's error */
+  ljr_queue_wait(d, d->queue.submitted);
+  lj_status st = ljr_queue_take_error(d);
+  if (st != LJ_OK) return st;
   ljr_sample(LJR_M_TensorsGraphSize, e->graph->n);
   ljr_count(LJR_C_SyncTensors, 1);
-  ljb_vec_reserve(&d->scratch_slots, p->nslots + 1);
-  ljb_vec_reserve(&d->scratch_scalars, p->nslots + 1);
-  ljb_vec_reserve(&d->scratch_owned, p->nslots + 1);
-  void **slots = d->scratch_slots.a;
-  uint64_t *cells = d->scratch_scalars.a;
-  ljr_buffer **owned = d->scratch_owned.a;
-  memset(owned, 0, (size_t)p->nslots * sizeof *owned);
-  lj_status st = LJ_OK;
-  if (p->scratch_bytes > 0 &&
-      (!d->scratch_arena || d->scratch_arena->nbytes < (size_t)p->scratch_bytes)) {
+  size_t n = (size_t)p->nslots + 1;
+  ljr_job *j = ljb_xcalloc(1, sizeof *j + n * (sizeof *j->slots + sizeof *j->cells + sizeof *j->owned));
+  j->e = e;
+  j->slots = (void **)(j + 1);
+  j->cells = (uint64_t *)(j->slots + n);
+  j->owned = (ljr_buffer **)(j->cells + n);
+  uint64_t seq = d->queue.submitted + 1;
+  for (int s = 0; s < p->nslots; s++) {
+    const ljg_slot *sl = &p->slots[s];
+    switch (sl->kind) {
+    case LJG_SLOT_PARAM:
+      j->owned[s] = ljr_buffer_retain(binds[sl->param].buf);
+      j->slots[s] = j->owned[s]->data;
+      break;
+    case LJG_SLOT_SCALAR:
+      store_scalar(sl->dtype, &binds[sl->param], &j->cells[s]);
+      j->slots[s] = &j->cells[s];
+      break;
+    case LJG_SLOT_OUTPUT:
+      if (!(j->owned[s] = ljr_buffer_new(d, (size_t)sl->nbytes))) {
+        for (int k = 0; k < s; k++) ljr_buffer_release(j->owned[k]);
+        free(j);
+        return LJ_ERR_OOM;
+      }
+      j->owned[s]->seq = seq;
+      j->slots[s] = j->owned[s]->data;
+      break;
+    case LJG_SLOT_TEMP: break; /* bound to the scratch arena when it runs */
+    }
+  }
+  for (int r = 0; r < p->nroots; r++) out[r] = ljr_buffer_retain(j->owned[p->root_slot[r]]);
+  ljr_queue_submit(d, j);
+  LJ_ASSERT(d->queue.submitted == seq);
+  if (!waits()) return LJ_OK;
+  ljr_queue_wait(d, seq);
+  ljr_analysis_execute(d, e, d->last_run_ns);
+  return ljr_queue_take_error(d);
+}
+
+/* Why a job cannot run: an input whose own job failed, or no scratch memory. */
+static lj_status job_inputs(struct lj_device *d, const ljr_job *j) {
+  const ljg_program *p = j->e->prog;
+  for (int s = 0; s < p->nslots; s++)
+    if (p->slots[s].kind == LJG_SLOT_PARAM && atomic_load(&j->owned[s]->status) != LJ_OK) {
+      ljb_error(LJ_ERR_RUNTIME, "graph %d of %s: input %d was not computed: the graph computing it failed",
+                (int)j->seq, d->name, p->slots[s].param);
+      return LJ_ERR_RUNTIME;
+    }
+  if (p->scratch_bytes > 0 && (!d->scratch_arena || d->scratch_arena->nbytes < (size_t)p->scratch_bytes)) {
     ljr_buffer_release(d->scratch_arena);
     d->scratch_arena = ljr_buffer_new(d, (size_t)p->scratch_bytes);
     if (!d->scratch_arena) return LJ_ERR_OOM;
   }
-  for (int s = 0; s < p->nslots && st == LJ_OK; s++) {
-    const ljg_slot *sl = &p->slots[s];
-    switch (sl->kind) {
-    case LJG_SLOT_PARAM:
-      owned[s] = ljr_buffer_retain(binds[sl->param].buf);
-      slots[s] = owned[s]->data;
-      break;
-    case LJG_SLOT_SCALAR:
-      store_scalar(sl->dtype, &binds[sl->param], &cells[s]);
-      slots[s] = &cells[s];
-      break;
-    case LJG_SLOT_OUTPUT:
-      owned[s] = ljr_buffer_new(d, (size_t)sl->nbytes);
-      if (!owned[s]) st = LJ_ERR_OOM;
-      else slots[s] = owned[s]->data;
-      break;
-    case LJG_SLOT_TEMP:
-      slots[s] = (char *)d->scratch_arena->data + sl->offset;
-      break;
-    }
-  }
+  return LJ_OK;
+}
+
+void ljr_job_run(struct lj_device *d, ljr_job *j) {
+  const ljr_exec *e = j->e;
+  const ljg_program *p = e->prog;
+  lj_status st = job_inputs(d, j);
   if (st == LJ_OK) {
+    for (int s = 0; s < p->nslots; s++)
+      if (p->slots[s].kind == LJG_SLOT_TEMP) j->slots[s] = (char *)d->scratch_arena->data + p->slots[s].offset;
     uint64_t t0 = ljb_now_ns();
     ljg_kerr err = {0};
-    d->backend->execute(d, e, slots, &err);
-    uint64_t ns = ljb_now_ns() - t0;
-    ljr_sample(LJR_M_ExecuteTime, (double)ns);
-    ljr_analysis_execute(d, e, ns);
+    d->backend->execute(d, e, j->slots, &err);
+    d->last_run_ns = ljb_now_ns() - t0;
+    ljr_sample(LJR_M_ExecuteTime, (double)d->last_run_ns);
     if (err.code) st = runtime_error(e, &err);
   }
-  if (st == LJ_OK)
-    for (int r = 0; r < p->nroots; r++) out[r] = ljr_buffer_retain(owned[p->root_slot[r]]);
-  for (int s = 0; s < p->nslots; s++) ljr_buffer_release(owned[s]);
-  return st;
+  if (st != LJ_OK) {
+    ljr_queue_fail(d, st, lj_last_error());
+    lj_clear_error();
+    for (int s = 0; s < p->nslots; s++)
+      if (p->slots[s].kind == LJG_SLOT_OUTPUT) atomic_store(&j->owned[s]->status, st);
+  }
+  for (int s = 0; s < p->nslots; s++) ljr_buffer_release(j->owned[s]);
+  free(j);
 }
 
 /* g's executable: from the cache, or compiled and inserted; NULL with the error set. */
@@ -164,7 +208,10 @@ static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
     return e;
   }
   e = compile(rt, d, g, key);
-  if (e) ljr_cache_insert(&d->cache, e);
+  if (!e) return NULL;
+  /* a queued job may still use the executable the insert evicts */
+  if (d->cache.count >= d->cache.capacity) ljr_queue_wait(d, d->queue.submitted);
+  ljr_cache_insert(&d->cache, e);
   return e;
 }
 

@@ -58,9 +58,12 @@ void ljr_sample(ljr_metric m, double v);
 /* ---- buffer.c: device memory ---------------------------------------------------------- */
 
 /* A device buffer: 64-byte aligned, refcounted, returned to its device's pool when the last
- * reference goes. Never lives in an arena. */
+ * reference goes. Never lives in an arena. A graph's output is written by a queued job
+ * (queue.c): seq is that job's number (0: written when made), status its outcome. */
 typedef struct ljr_buffer {
   atomic_int refs;
+  uint64_t seq;
+  atomic_int status;       /* LJ_OK, or the job failed and the contents are garbage */
   int size_class;          /* pool class, -1 when not pooled */
   size_t nbytes;           /* requested size */
   size_t capacity;         /* allocated size */
@@ -69,7 +72,7 @@ typedef struct ljr_buffer {
   struct ljr_buffer *next; /* free list */
 } ljr_buffer;
 
-/* A buffer of at least nbytes on d (one reference), NULL with LJ_ERR_OOM. */
+/* A buffer of at least nbytes on d (one reference, seq 0), NULL with LJ_ERR_OOM. */
 ljr_buffer *ljr_buffer_new(struct lj_device *d, size_t nbytes);
 ljr_buffer *ljr_buffer_retain(ljr_buffer *b);
 void ljr_buffer_release(ljr_buffer *b);
@@ -155,6 +158,56 @@ extern const ljr_backend ljr_cpu_backend;
 
 struct lj_tensor;
 
+/* ---- queue.c: async execution ------------------------------------------------------- */
+
+/* One run of an executable, queued on its device: the slot table bound at submission, the
+ * buffers it holds (parameters and outputs, released when it ends). */
+typedef struct ljr_job {
+  uint64_t seq;
+  const struct ljr_exec *e;
+  void **slots;          /* per slot: its address */
+  uint64_t *cells;       /* per slot: a scalar parameter's value */
+  ljr_buffer **owned;    /* per slot: the buffer it holds, or NULL */
+  struct ljr_job *next;
+} ljr_job;
+
+/* A device's executor thread and its FIFO of jobs. */
+typedef struct ljr_queue {
+  pthread_t thread;
+  bool started;
+  pthread_mutex_t lock;
+  pthread_cond_t wake, finished;
+  ljr_job *head, *tail;          /* under lock */
+  bool sleeping, paused;         /* under lock */
+  atomic_bool head_ready, stop;
+  atomic_int waiters;
+  uint64_t submitted;            /* host side: the last job's number */
+  atomic_ullong done;            /* the last finished job's number */
+  lj_status error;               /* under lock: a failed job's error, not yet reported */
+  char error_msg[1024];
+} ljr_queue;
+
+void ljr_queue_start(struct lj_device *d);
+/* Waits for every job, then stops the thread. */
+void ljr_queue_stop(struct lj_device *d);
+/* Queues j (owned by the queue from now; freed after it runs) and numbers it. */
+void ljr_queue_submit(struct lj_device *d, ljr_job *j);
+/* Waits until job seq has run. */
+void ljr_queue_wait(struct lj_device *d, uint64_t seq);
+/* Holds queued jobs back (tests: to see what runs while a job waits) or lets them go. */
+void ljr_queue_pause(struct lj_device *d, bool paused);
+/* From the executor: records a job's error for the next barrier (the first one until then). */
+void ljr_queue_fail(struct lj_device *d, lj_status st, const char *msg);
+/* The error a job left (set as this thread's error with its message, and cleared), or LJ_OK. */
+lj_status ljr_queue_take_error(struct lj_device *d);
+/* Waits for every queued job; then ljr_queue_take_error. */
+lj_status ljr_queue_finish(struct lj_device *d);
+/* Waits until b is written; LJ_ERR_RUNTIME (naming op) if its job failed, or a job's pending
+ * error. */
+lj_status ljr_buffer_wait(ljr_buffer *b, const char *op);
+/* executor.c: runs a job on the executor thread. */
+void ljr_job_run(struct lj_device *d, ljr_job *j);
+
 /* Why a graph runs (LJ_DEBUG, LJ_SAVE_TENSORS_FILE). */
 typedef enum ljr_cause {
   LJR_CAUSE_SYNC,         /* lj_sync */
@@ -178,14 +231,13 @@ struct lj_device {
   /* Live tensors in id (creation) order: the candidates for a sync's roots. */
   struct lj_tensor *live_head, *live_tail;
   uint64_t next_tensor_id;
-  /* executor.c: reusable per-sync storage */
+  /* executor.c: reusable per-sync storage; the scratch arena belongs to the executor thread */
   ljg_walk scratch_walk;
   ljg_graph scratch_graph;
   ljg_binding_vec scratch_binds;
-  LJB_VEC(void *) scratch_slots;
-  LJB_VEC(uint64_t) scratch_scalars;
-  LJB_VEC(ljr_buffer *) scratch_owned;
   ljr_buffer *scratch_arena;
+  ljr_queue queue;
+  uint64_t last_run_ns;    /* the executor's last run time (read after waiting for it) */
   /* dump.c and analysis.c: the current sync and what LJ_DEBUG counts between warnings */
   ljr_cause cause;
   uint64_t syncs;          /* graphs run on this device */
@@ -263,12 +315,14 @@ void ljr_device_free(struct lj_device *d);
 /* ---- executor.c ---------------------------------------------------------------------- */
 
 /* Runs the graph that computes roots[0..n) (pending nodes of d's trace): collects it, finds
- * or compiles its executable, binds parameters and runs it. out[i] receives a new reference
- * to root i's buffer. On error nothing is bound and the roots stay pending. */
+ * or compiles its executable, binds parameters and queues its run (queue.c). out[i] receives
+ * a new reference to root i's buffer, written once the run has ended (ljr_buffer_wait),
+ * whenever the run was queued, even when an error is returned (LJ_SYNC_WAIT: the run's). */
 lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out,
                       ljr_cause cause);
 /* Runs a collected (or parsed) graph on d with its parameters bound to binds (buffers of d
- * for DATA parameters, values for SCALAR ones); out[r] receives root r's buffer. */
+ * for DATA parameters, values for SCALAR ones); out[r] receives root r's buffer, as
+ * ljr_execute. */
 lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
                         ljr_buffer **out, ljr_cause cause);
 /* ---- dump.c and analysis.c: debugging output ---------------------------------------- */
@@ -286,7 +340,7 @@ void ljr_dump_executed(const struct lj_device *d, const ljg_graph *g, const ljg_
 /* LJ_DEBUG >= 1, before g (key) compiles on d: the Compilation Analysis on stderr, with why
  * no cached executable matched. */
 void ljr_analysis_compile(struct lj_device *d, const ljg_graph *g, ljb_hash key);
-/* LJ_DEBUG >= 2, after e ran on d: the Execution Analysis. */
+/* LJ_DEBUG >= 2, after e ran on d (for ns): the Execution Analysis. */
 void ljr_analysis_execute(const struct lj_device *d, const ljr_exec *e, uint64_t ns);
 /* LJ_DEBUG >= 2: a step (lj_sync) and a host read on d, for the frequency warnings. */
 void ljr_analysis_step(struct lj_device *d);

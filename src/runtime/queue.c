@@ -1,0 +1,160 @@
+/* queue.c — async execution. Each device has an executor thread that runs the jobs syncs
+ * submit, one after another in submission order, with the device's thread pool; a sync
+ * returns once its job is queued, so the host traces the next step while this one runs.
+ * Output buffers are allocated at submission and carry their job's sequence number: later
+ * jobs read them in queue order, host reads wait for that job (ljr_buffer_wait). A job that
+ * fails marks its outputs failed (jobs reading them fail too, without running) and leaves its
+ * error for the next barrier or read on the device to report. Waiting spins briefly before
+ * sleeping, as the thread pool does. */
+#include "runtime/runtime.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SPIN_ITERATIONS = 4000 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* The next job, or NULL when the queue stops. */
+static ljr_job *next_job(struct lj_device *d) {
+  ljr_queue *q = &d->queue;
+  for (int i = 0; i < SPIN_ITERATIONS && !atomic_load(&q->head_ready) && !atomic_load(&q->stop); i++) cpu_relax();
+  pthread_mutex_lock(&q->lock);
+  while ((!q->head || q->paused) && !atomic_load(&q->stop)) {
+    q->sleeping = true;
+    pthread_cond_wait(&q->wake, &q->lock);
+    q->sleeping = false;
+  }
+  ljr_job *j = q->head;
+  if (j && !atomic_load(&q->stop)) {
+    q->head = j->next;
+    if (!q->head) q->tail = NULL;
+    atomic_store(&q->head_ready, q->head != NULL);
+  } else {
+    j = NULL;
+  }
+  pthread_mutex_unlock(&q->lock);
+  return j;
+}
+
+static void *executor(void *arg) {
+  struct lj_device *d = arg;
+  ljr_queue *q = &d->queue;
+  for (ljr_job *j; (j = next_job(d));) {
+    uint64_t seq = j->seq;
+    ljr_job_run(d, j);
+    atomic_store(&q->done, seq);
+    if (atomic_load(&q->waiters) > 0) {
+      pthread_mutex_lock(&q->lock);
+      pthread_cond_broadcast(&q->finished);
+      pthread_mutex_unlock(&q->lock);
+    }
+  }
+  return NULL;
+}
+
+void ljr_queue_start(struct lj_device *d) {
+  ljr_queue *q = &d->queue;
+  pthread_mutex_init(&q->lock, NULL);
+  pthread_cond_init(&q->wake, NULL);
+  pthread_cond_init(&q->finished, NULL);
+  q->started = pthread_create(&q->thread, NULL, executor, d) == 0;
+}
+
+void ljr_queue_stop(struct lj_device *d) {
+  ljr_queue *q = &d->queue;
+  ljr_queue_pause(d, false);
+  ljr_queue_wait(d, q->submitted);
+  pthread_mutex_lock(&q->lock);
+  atomic_store(&q->stop, true);
+  pthread_cond_broadcast(&q->wake);
+  pthread_mutex_unlock(&q->lock);
+  if (q->started) pthread_join(q->thread, NULL);
+  pthread_mutex_destroy(&q->lock);
+  pthread_cond_destroy(&q->wake);
+  pthread_cond_destroy(&q->finished);
+}
+
+void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
+  ljr_queue *q = &d->queue;
+  if (!q->started) { /* no executor thread: run it here */
+    j->seq = ++q->submitted;
+    ljr_job_run(d, j);
+    atomic_store(&q->done, j->seq);
+    return;
+  }
+  j->seq = ++q->submitted;
+  j->next = NULL;
+  pthread_mutex_lock(&q->lock);
+  if (q->tail) q->tail->next = j;
+  else q->head = j;
+  q->tail = j;
+  atomic_store(&q->head_ready, !q->paused);
+  if (q->sleeping && !q->paused) pthread_cond_signal(&q->wake);
+  pthread_mutex_unlock(&q->lock);
+}
+
+void ljr_queue_wait(struct lj_device *d, uint64_t seq) {
+  ljr_queue *q = &d->queue;
+  for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&q->done) < seq; i++) cpu_relax();
+  if (atomic_load(&q->done) >= seq) return;
+  pthread_mutex_lock(&q->lock);
+  atomic_fetch_add(&q->waiters, 1);
+  while (atomic_load(&q->done) < seq) pthread_cond_wait(&q->finished, &q->lock);
+  atomic_fetch_sub(&q->waiters, 1);
+  pthread_mutex_unlock(&q->lock);
+}
+
+void ljr_queue_pause(struct lj_device *d, bool paused) {
+  ljr_queue *q = &d->queue;
+  pthread_mutex_lock(&q->lock);
+  q->paused = paused;
+  atomic_store(&q->head_ready, q->head && !paused);
+  if (!paused) pthread_cond_signal(&q->wake);
+  pthread_mutex_unlock(&q->lock);
+}
+
+void ljr_queue_fail(struct lj_device *d, lj_status st, const char *msg) {
+  ljr_queue *q = &d->queue;
+  pthread_mutex_lock(&q->lock);
+  if (q->error == LJ_OK) {
+    q->error = st;
+    snprintf(q->error_msg, sizeof q->error_msg, "%s", msg);
+  }
+  pthread_mutex_unlock(&q->lock);
+}
+
+lj_status ljr_queue_take_error(struct lj_device *d) {
+  ljr_queue *q = &d->queue;
+  pthread_mutex_lock(&q->lock);
+  lj_status st = q->error;
+  if (st != LJ_OK) ljb_error(st, "%s", q->error_msg);
+  q->error = LJ_OK;
+  pthread_mutex_unlock(&q->lock);
+  return st;
+}
+
+lj_status ljr_queue_finish(struct lj_device *d) {
+  ljr_queue_wait(d, d->queue.submitted);
+  return ljr_queue_take_error(d);
+}
+
+lj_status ljr_buffer_wait(ljr_buffer *b, const char *op) {
+  struct lj_device *d = b->dev;
+  if (b->seq > atomic_load(&d->queue.done)) ljr_queue_wait(d, b->seq);
+  lj_status st = ljr_queue_take_error(d);
+  if (st != LJ_OK) return st;
+  if (atomic_load(&b->status) != LJ_OK) {
+    ljb_error(LJ_ERR_RUNTIME,
+              "%s: the value was not computed: the graph computing it failed (reported at an earlier "
+              "barrier or read)",
+              op);
+    return LJ_ERR_RUNTIME;
+  }
+  return LJ_OK;
+}

@@ -1,0 +1,101 @@
+/* test_runtime_async.c — async execution: a sync returns with its run queued, the host traces
+ * the next step on the queued run's output buffers meanwhile, and reads wait for the run. The
+ * executor is held back (ljr_queue_pause) so what the host does before the run is seen through
+ * the queue's numbers and the kernel counters, not through timing. */
+#include "test_util.h"
+
+#include "runtime/runtime.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t kernels_run(void) { return lj_counter_value("ExecutedKernels"); }
+
+START_TEST(test_trace_while_running) {
+  lj_device *d = lj_default_device();
+  float v[256];
+  for (int i = 0; i < 256; i++) v[i] = (float)i / 64 - 2;
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(16, 16), v);
+  lj_tensor *y = lj_mul_scalar(lj_tanh(x), 2.0);
+  ck_assert_int_eq(lj_sync(d), LJ_OK); /* compiles the step and the cache holds it from now */
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+  lj_tensor_release(y);
+  int64_t before = kernels_run();
+  ljr_queue_pause(d, true);
+  y = lj_mul_scalar(lj_tanh(x), 2.0); /* step 1 */
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert(!lj_tensor_is_pending(y)); /* bound to the buffer the queued run will write */
+  ck_assert_uint_eq(atomic_load(&d->queue.done) + 1, d->queue.submitted);
+  /* step 2 is traced on step 1's output while step 1 has not run */
+  lj_tensor *z = lj_sum(lj_add(y, x), 1, (int[]){1}, false);
+  ck_assert(z && lj_tensor_is_pending(z));
+  ck_assert_int_eq(kernels_run(), before);
+  ck_assert_uint_eq(atomic_load(&d->queue.done) + 1, d->queue.submitted);
+  ljr_queue_pause(d, false);
+  float got[16];
+  ck_assert_int_eq(lj_tensor_to_host(z, got, sizeof got), LJ_OK);
+  ck_assert_int_gt(kernels_run(), before + 1);
+  for (int r = 0; r < 16; r++) {
+    double want = 0;
+    for (int c = 0; c < 16; c++) want += 2 * tanh(v[r * 16 + c]) + v[r * 16 + c];
+    ck_assert_double_eq_tol(got[r], want, 1e-4 * (1 + fabs(want)));
+  }
+  ck_assert_uint_eq(atomic_load(&d->queue.done), d->queue.submitted);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+  lj_tensor_release(z);
+}
+END_TEST
+
+/* A read waits for the queued run that writes what it reads, and lj_wait for the last run;
+ * the values are those of a synchronous run. */
+START_TEST(test_reads_wait) {
+  lj_device *d = lj_default_device();
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(64, 64), TU_ANY, 3);
+  lj_tensor *b = lj_matmul(a, a);
+  ljr_queue_pause(d, true);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert_uint_lt(atomic_load(&d->queue.done), d->queue.submitted);
+  ljr_queue_pause(d, false);
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+  ck_assert_uint_eq(atomic_load(&d->queue.done), d->queue.submitted);
+  lj_tensor *c = lj_matmul(a, a);
+  tu_check_interp_tol(1, &c, 1e-4, 1e-4);
+  int64_t n;
+  double *vb = tu_read(b, &n), *vc = tu_read(c, &n);
+  ck_assert_mem_eq(vb, vc, (size_t)n * sizeof *vb);
+  free(vb);
+  free(vc);
+  lj_tensor_release(a);
+  lj_tensor_release(b);
+  lj_tensor_release(c);
+}
+END_TEST
+
+/* lj_shutdown waits for a queued run (even one held back) before freeing the device. */
+START_TEST(test_shutdown_waits) {
+  lj_device *d = lj_default_device();
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(128, 128), TU_ANY, 4);
+  lj_tensor *b = lj_exp(a);
+  ljr_queue_pause(d, true);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  int64_t before = kernels_run();
+  lj_tensor_release(a);
+  lj_tensor_release(b);
+  lj_shutdown();
+  ck_assert_int_eq(kernels_run(), before + 1);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("runtime_async");
+  TCase *tc = tu_tcase("async");
+  tcase_add_test(tc, test_trace_while_running);
+  tcase_add_test(tc, test_reads_wait);
+  tcase_add_test(tc, test_shutdown_waits);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
