@@ -190,9 +190,12 @@ static void history_add_loss(history *h, double x, double loss) {
 /* One epoch of training; returns the images per second, or -1 on error. */
 static double train_epoch(const options *o, model *m, lj_optim *opt, lj_loader *loader, int epoch, int64_t n_train,
                           history *h) {
-  double t0 = now_s(), last_draw = 0, interval_sum = 0;
+  double t0 = now_s(), last_draw = 0, logged_sum = 0;
   int64_t seen = 0, batch = 0, interval_n = 0;
   lj_tensor *x, *y;
+  /* The epoch's running loss sum stays on the device: reading the loss every step would make
+   * the host wait for every step, while a sync only queues it and returns to trace the next. */
+  lj_tensor *loss_sum = lj_tensor_from_host(lj_tensor_device(m->p[0]), LJ_F32, 0, NULL, &(float){0});
   while (lj_loader_next(loader, &x, &y)) {
     lj_optim_zero_grad(opt);
     lj_scope_begin();
@@ -202,24 +205,26 @@ static double train_epoch(const options *o, model *m, lj_optim *opt, lj_loader *
       fprintf(stderr, "fashion_mnist: %s\n", lj_last_error());
       return -1;
     }
-    double v = lj_item(loss); /* computed by the step's barrier: a copy, not a run */
+    lj_tensor *sum = lj_add(loss_sum, loss); /* runs with the next step's barrier */
+    lj_tensor_release(loss_sum);
+    loss_sum = sum;
     seen += lj_tensor_shape(y)[0];
     batch++;
-    interval_sum += v;
     interval_n++;
-    lj_tensor_release(loss);
     lj_tensor_release(x);
     lj_tensor_release(y);
-    if (epoch == 1 && batch == 1) history_add_loss(h, (double)seen / (double)n_train, v); /* the start */
+    if (epoch == 1 && batch == 1) history_add_loss(h, (double)seen / (double)n_train, lj_item(loss)); /* the start */
     if (batch % o->log_interval == 0) {
+      double total = lj_item(loss_sum);
       progress_clear();
       printf("Train Epoch: %d [%lld/%lld (%.0f%%)]  Loss: %.4f\n", epoch, (long long)seen, (long long)n_train,
-             100.0 * (double)seen / (double)n_train, v);
+             100.0 * (double)seen / (double)n_train, lj_item(loss));
       fflush(stdout);
-      history_add_loss(h, epoch - 1 + (double)seen / (double)n_train, interval_sum / (double)interval_n);
-      interval_sum = 0;
+      history_add_loss(h, epoch - 1 + (double)seen / (double)n_train, (total - logged_sum) / (double)interval_n);
+      logged_sum = total;
       interval_n = 0;
     }
+    lj_tensor_release(loss);
     double t = now_s();
     if (t - last_draw > 0.1) {
       progress(epoch, seen, n_train, (double)seen / (t - t0));
@@ -231,7 +236,8 @@ static double train_epoch(const options *o, model *m, lj_optim *opt, lj_loader *
     fprintf(stderr, "fashion_mnist: %s\n", lj_last_error());
     return -1;
   }
-  if (interval_n) history_add_loss(h, epoch, interval_sum / (double)interval_n);
+  if (interval_n) history_add_loss(h, epoch, (lj_item(loss_sum) - logged_sum) / (double)interval_n);
+  lj_tensor_release(loss_sum);
   return (double)seen / (now_s() - t0);
 }
 

@@ -491,11 +491,12 @@ START_TEST(test_env_aliases) {
   setenv("GET_TENSORS_OPBYOP", "1", 1);
   setenv("XLA_IR_DEBUG", "yes", 1);
   setenv("XLA_HLO_DEBUG", "1", 1);
+  setenv("XLA_SYNC_WAIT", "true", 1);
   setenv("XLA_METRICS_FILE", "STDERR", 1);
   setenv("LJ_DEBUG", "2", 1);
   lj_config c = lj_config_default();
   ck_assert_str_eq(c.save_tensors_fmt, "dot");
-  ck_assert(c.get_tensors_opbyop && c.ir_debug && c.hlo_debug && !c.sync_tensors_opbyop);
+  ck_assert(c.get_tensors_opbyop && c.ir_debug && c.hlo_debug && c.sync_wait && !c.sync_tensors_opbyop);
   ck_assert_str_eq(c.metrics_file, "STDERR");
   ck_assert_int_eq(c.debug, 2);
   setenv("LJ_SAVE_TENSORS_FMT", "asm", 1);
