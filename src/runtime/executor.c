@@ -162,8 +162,10 @@ static lj_status job_inputs(struct lj_device *d, const ljr_job *j) {
   const ljg_program *p = j->e->prog;
   for (int s = 0; s < p->nslots; s++)
     if (p->slots[s].kind == LJG_SLOT_PARAM && atomic_load(&j->owned[s]->status) != LJ_OK) {
-      ljb_error(LJ_ERR_RUNTIME, "graph %d of %s: input %d was not computed: the graph computing it failed",
-                (int)j->seq, d->name, p->slots[s].param);
+      char hex[33];
+      ljb_hash_hex(j->e->key, hex);
+      ljb_error(LJ_ERR_RUNTIME, "%s: input %d of graph %.16s was not computed: the graph computing it failed",
+                d->name, p->slots[s].param, hex);
       return LJ_ERR_RUNTIME;
     }
   if (p->scratch_bytes > 0 && (!d->scratch_arena || d->scratch_arena->nbytes < (size_t)p->scratch_bytes)) {
