@@ -37,7 +37,7 @@ int main(void) {
     }
     int64_t compiles = counter("UncachedCompile");
     double compile_s = metric_seconds("CompileTime"), run_s = metric_seconds("ExecuteTime");
-    if (lj_sync(dev) != LJ_OK) {
+    if (lj_sync(dev) != LJ_OK || lj_wait(dev) != LJ_OK) { /* the sync queues the run; wait to time it */
       fprintf(stderr, "lazyjit: %s\n", lj_last_error());
       return 1;
     }
