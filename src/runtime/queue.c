@@ -12,18 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SPIN_ITERATIONS = 4000 };
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 /* The next job, or NULL when the queue stops. */
 static ljr_job *next_job(struct lj_device *d) {
   ljr_queue *q = &d->queue;
-  for (int i = 0; i < SPIN_ITERATIONS && !atomic_load(&q->head_ready) && !atomic_load(&q->stop); i++) cpu_relax();
+  for (int i = 0; i < LJR_SPIN_ITERATIONS && !atomic_load(&q->head_ready) && !atomic_load(&q->stop); i++)
+    ljr_cpu_relax();
   pthread_mutex_lock(&q->lock);
   while ((!q->head || q->paused) && !atomic_load(&q->stop)) {
     q->sleeping = true;
@@ -80,15 +73,17 @@ void ljr_queue_stop(struct lj_device *d) {
   pthread_cond_destroy(&q->finished);
 }
 
+uint64_t ljr_queue_next(const struct lj_device *d) { return d->queue.submitted + 1; }
+
 void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
   ljr_queue *q = &d->queue;
+  LJ_ASSERT(j->seq == ljr_queue_next(d));
+  q->submitted = j->seq;
   if (!q->started) { /* no executor thread: run it here */
-    j->seq = ++q->submitted;
     ljr_job_run(d, j);
-    atomic_store(&q->done, j->seq);
+    atomic_store(&q->done, q->submitted);
     return;
   }
-  j->seq = ++q->submitted;
   j->next = NULL;
   pthread_mutex_lock(&q->lock);
   if (q->tail) q->tail->next = j;
@@ -101,7 +96,7 @@ void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
 
 void ljr_queue_wait(struct lj_device *d, uint64_t seq) {
   ljr_queue *q = &d->queue;
-  for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&q->done) < seq; i++) cpu_relax();
+  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&q->done) < seq; i++) ljr_cpu_relax();
   if (atomic_load(&q->done) >= seq) return;
   pthread_mutex_lock(&q->lock);
   atomic_fetch_add(&q->waiters, 1);
@@ -122,19 +117,19 @@ void ljr_queue_pause(struct lj_device *d, bool paused) {
 void ljr_queue_fail(struct lj_device *d, lj_status st, const char *msg) {
   ljr_queue *q = &d->queue;
   pthread_mutex_lock(&q->lock);
-  if (q->error == LJ_OK) {
-    q->error = st;
+  if (atomic_load(&q->error) == LJ_OK) {
     snprintf(q->error_msg, sizeof q->error_msg, "%s", msg);
+    atomic_store(&q->error, st);
   }
   pthread_mutex_unlock(&q->lock);
 }
 
 lj_status ljr_queue_take_error(struct lj_device *d) {
   ljr_queue *q = &d->queue;
+  if (atomic_load(&q->error) == LJ_OK) return LJ_OK; /* every sync asks: no lock for the answer */
   pthread_mutex_lock(&q->lock);
-  lj_status st = q->error;
-  if (st != LJ_OK) ljb_error(st, "%s", q->error_msg);
-  q->error = LJ_OK;
+  lj_status st = atomic_exchange(&q->error, LJ_OK);
+  ljb_error(st, "%s", q->error_msg);
   pthread_mutex_unlock(&q->lock);
   return st;
 }

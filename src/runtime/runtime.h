@@ -88,6 +88,15 @@ void ljr_pool_free(ljr_pool *p);
 
 /* ---- threadpool.c -------------------------------------------------------------------- */
 
+/* Waiting threads (the pool's workers and callers, the executor and its waiters) spin this
+ * many pauses for what they wait for before sleeping on a condition variable. */
+enum { LJR_SPIN_ITERATIONS = 4000 };
+static inline void ljr_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 typedef void (*ljr_task_fn)(void *ctx, int64_t begin, int64_t end);
 typedef struct ljr_threadpool ljr_threadpool;
 /* A pool of n-1 workers; the calling thread is the n-th. Workers spin briefly for the next
@@ -183,14 +192,16 @@ typedef struct ljr_queue {
   atomic_int waiters;
   uint64_t submitted;            /* host side: the last job's number */
   atomic_ullong done;            /* the last finished job's number */
-  lj_status error;               /* under lock: a failed job's error, not yet reported */
-  char error_msg[1024];
+  atomic_int error;              /* a failed job's lj_status, not yet reported (set under lock) */
+  char error_msg[1024];          /* its message, under lock */
 } ljr_queue;
 
 void ljr_queue_start(struct lj_device *d);
 /* Waits for every job, then stops the thread. */
 void ljr_queue_stop(struct lj_device *d);
-/* Queues j (owned by the queue from now; freed after it runs) and numbers it. */
+/* The number the next queued job gets (its output buffers carry it). */
+uint64_t ljr_queue_next(const struct lj_device *d);
+/* Queues j, numbered ljr_queue_next (owned by the queue from now; freed after it runs). */
 void ljr_queue_submit(struct lj_device *d, ljr_job *j);
 /* Waits until job seq has run. */
 void ljr_queue_wait(struct lj_device *d, uint64_t seq);

@@ -7,8 +7,6 @@
 
 #include <stdlib.h>
 
-enum { SPIN_ITERATIONS = 4000 };
-
 struct ljr_threadpool {
   int n;
   pthread_t *threads;
@@ -29,12 +27,6 @@ typedef struct worker_arg {
   int index;
 } worker_arg;
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
 static void run_part(ljr_threadpool *p, int part) {
   int64_t b = p->total * part / p->parts, e = p->total * (part + 1) / p->parts;
   if (b < e) p->fn(p->ctx, b, e);
@@ -47,8 +39,8 @@ static void *worker(void *arg) {
   unsigned long long seen = 0;
   for (;;) {
     unsigned long long gen = atomic_load(&p->generation);
-    for (int i = 0; i < SPIN_ITERATIONS && gen == seen && !atomic_load(&p->stop); i++) {
-      cpu_relax();
+    for (int i = 0; i < LJR_SPIN_ITERATIONS && gen == seen && !atomic_load(&p->stop); i++) {
+      ljr_cpu_relax();
       gen = atomic_load(&p->generation);
     }
     if (gen == seen) {
@@ -127,7 +119,7 @@ void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n,
     pthread_mutex_unlock(&p->lock);
   }
   run_part(p, 0);
-  for (int i = 0; i < SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) cpu_relax();
+  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) ljr_cpu_relax();
   if (atomic_load(&p->pending) > 0) {
     pthread_mutex_lock(&p->lock);
     while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->lock);
