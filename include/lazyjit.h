@@ -145,6 +145,16 @@ typedef struct lj_config {
                                    so perf report / perf top name kernels, and in a jitdump
                                    file for perf inject --jit (under $JITDUMPDIR, else
                                    $HOME, in .debug/jit/) */
+  const char *cache_dir;      /**< LJ_CACHE_DIR: the persistent cache, a directory of compiled
+                                   graphs shared by every process that uses it: a graph found
+                                   there is loaded instead of compiled (docs/caching.md).
+                                   NULL = the default, $XDG_CACHE_HOME/lazyjit, else
+                                   $HOME/.cache/lazyjit; "" = off. Created if missing. Copied */
+  bool cache_readonly;        /**< LJ_CACHE_READONLY: use the persistent cache's entries but
+                                   never write, touch or evict any */
+  int cache_max_mb;           /**< LJ_CACHE_MAX_MB: the persistent cache's size limit in MiB
+                                   (default 1024; 0 = no limit): a write evicts the entries
+                                   used longest ago beyond it */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

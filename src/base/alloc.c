@@ -1,4 +1,4 @@
-/* alloc.c — checked allocation and the string builder. */
+/* alloc.c — checked allocation, the string builder and the bounds-checked byte reader. */
 #include "base/base.h"
 
 #include <stdio.h>
@@ -53,6 +53,23 @@ void ljb_str_puts(ljb_str *b, const char *s) {
   str_grow(b, n);
   memcpy(b->s + b->n, s, n + 1);
   b->n += n;
+}
+
+void ljb_str_put(ljb_str *b, const void *p, size_t n) {
+  str_grow(b, n);
+  memcpy(b->s + b->n, p, n);
+  b->n += n;
+  b->s[b->n] = 0;
+}
+
+void ljb_read(ljb_reader *r, void *dst, size_t n) {
+  if (r->bad || (size_t)(r->end - r->p) < n) {
+    r->bad = true;
+    memset(dst, 0, n);
+    return;
+  }
+  memcpy(dst, r->p, n);
+  r->p += n;
 }
 
 char *ljb_str_take(ljb_str *b) {

@@ -72,6 +72,16 @@ void ljb_str_printf(ljb_str *b, const char *fmt, ...) __attribute__((format(prin
 void ljb_str_puts(ljb_str *b, const char *s);
 /* Hands the string over (never NULL) and resets b. */
 char *ljb_str_take(ljb_str *b);
+/* Appends n raw bytes (binary records: the persistent cache writes in host byte order). */
+void ljb_str_put(ljb_str *b, const void *p, size_t n);
+
+/* Reads binary records back: each read takes bytes from p up to end; a read past the end
+ * zeroes its destination and sets bad, which stays set. */
+typedef struct ljb_reader {
+  const unsigned char *p, *end;
+  bool bad;
+} ljb_reader;
+void ljb_read(ljb_reader *r, void *dst, size_t n);
 
 /* arena.c: bump allocator for memory with one lifetime (a trace, a compile). Memory is
  * 16-byte aligned and zeroed; reset keeps the first chunk for reuse. */

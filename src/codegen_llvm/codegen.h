@@ -22,28 +22,45 @@ void ljc_session_free(ljc_session *s);
 /* What the generated code depends on besides the graph: LLVM version, target triple, CPU
  * name and features, opt level, debug info. Part of every graph key. Borrowed. */
 const char *ljc_session_target(const ljc_session *s);
+/* Its parts: the LLVM version ("19.1.7"), the CPU name and its feature string. Borrowed. */
+const char *ljc_session_llvm(const ljc_session *s);
+const char *ljc_session_cpu(const ljc_session *s);
+const char *ljc_session_features(const ljc_session *s);
 
-/* The machine code of one program; freeing it removes its code from the JIT. */
+/* The machine code of one program (refcounted: see ljc_compile). */
 typedef struct ljc_program ljc_program;
 
 /* What a compile can leave behind for dumps (LJ_DUMP_DIR, LJ_SAVE_TENSORS_FMT): every
- * kernel's LLVM IR as lowered, after optimization, and its assembly, in kernel order, and
- * each kernel's object file. All malloc'd. */
+ * kernel's LLVM IR as lowered, after optimization, and its assembly, in kernel order. All
+ * malloc'd. */
 typedef struct ljc_texts {
   char *ir, *ir_opt, *asm_text;
-  int nobjs;
-  char **obj;      /* kernel k's object file: obj[k], obj_size[k] bytes */
-  size_t *obj_size;
 } ljc_texts;
 void ljc_texts_free(ljc_texts *t);
 
+/* The object files of a program's kernels, kernel k's in data[k] (size[k] bytes), malloc'd:
+ * what the persistent cache stores and LJ_DUMP_DIR writes. */
+typedef struct ljc_objects {
+  int n;
+  char **data;
+  size_t *size;
+} ljc_objects;
+void ljc_objects_free(ljc_objects *o);
+
 /* Compiles every kernel of p, each into a module and an object file of its own, on the
- * session's threads (symbols prefixed by `name`, which must be unique among the session's
- * live programs), and stores kernel k's entry point in fns[k]. g is the graph p was fused
- * from (its nodes' call sites become debug info with LJC_DEBUG_INFO). With texts non-NULL,
- * also fills it. NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
-ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
-                         ljg_kernel_fn *fns, ljc_texts *texts);
+ * session's threads, and stores kernel k's entry point in fns[k]. key is the graph key:
+ * symbols are "lj_<first 16 hex digits of key>_k<k>", and a program whose key is live in the
+ * session already (another device compiled it) is shared instead of compiled again. g is the
+ * graph p was fused from (its nodes' call sites become debug info with LJC_DEBUG_INFO). With
+ * texts non-NULL, also fills it; with objs non-NULL, copies the object files there (both
+ * built even for a shared program). NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
+ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs);
+/* Loads the object files an earlier ljc_compile of key produced (copied; shared like a
+ * compile when key is live) and stores kernel k's entry point in fns[k]. NULL with
+ * LJ_ERR_COMPILE when the JIT refuses an object or a kernel symbol is missing. */
+ljc_program *ljc_load(ljc_session *s, ljb_hash key, const ljc_objects *objs, ljg_kernel_fn *fns);
+/* Drops a reference; the last one removes the program's code from the JIT. */
 void ljc_program_free(ljc_program *c);
 
 #endif

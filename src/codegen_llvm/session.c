@@ -32,15 +32,23 @@ struct ljc_session {
   LLVMOrcLLJITRef jit;
   LLVMOrcJITDylibRef jd;
   char *triple, *cpu, *features;
+  char llvm[32];
   char target[1024];
   int opt_level;
   unsigned flags; /* ljc_flags */
   pthread_mutex_t lock;
+  struct ljc_program *live; /* under lock */
 };
 
+/* A program's code in the JIT. Programs are shared by key: devices that compile or load the
+ * same graph get the same code (their symbols would clash otherwise). */
 struct ljc_program {
   ljc_session *session;
   LLVMOrcResourceTrackerRef rt;
+  ljb_hash key;
+  int nkernels, refs;      /* refs: under the session lock */
+  ljg_kernel_fn *fns;
+  struct ljc_program *next; /* the session's live programs */
 };
 
 static bool llvm_error(LLVMErrorRef err, const char *what) {
@@ -106,8 +114,9 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsign
   LLVMOrcJITDylibAddGenerator(s->jd, gen);
   unsigned maj, min, patch;
   LLVMGetVersion(&maj, &min, &patch);
-  snprintf(s->target, sizeof s->target, "llvm-%u.%u.%u %s %s %s O%d%s", maj, min, patch, s->triple,
-           s->cpu, s->features, opt_level, flags & LJC_DEBUG_INFO ? " debug-info" : "");
+  snprintf(s->llvm, sizeof s->llvm, "%u.%u.%u", maj, min, patch);
+  snprintf(s->target, sizeof s->target, "llvm-%s %s %s %s O%d%s", s->llvm, s->triple, s->cpu, s->features,
+           opt_level, flags & LJC_DEBUG_INFO ? " debug-info" : "");
   return s;
 fail:
   ljc_session_free(s);
@@ -127,11 +136,13 @@ void ljc_session_free(ljc_session *s) {
 }
 
 const char *ljc_session_target(const ljc_session *s) { return s->target; }
+const char *ljc_session_llvm(const ljc_session *s) { return s->llvm; }
+const char *ljc_session_cpu(const ljc_session *s) { return s->cpu; }
+const char *ljc_session_features(const ljc_session *s) { return s->features; }
 
 /* One kernel's texts (ljc_texts), kept only when asked for. */
 typedef struct kernel_texts {
-  char *ir, *ir_opt, *asm_text, *obj;
-  size_t obj_size;
+  char *ir, *ir_opt, *asm_text;
 } kernel_texts;
 
 static char *module_text(LLVMModuleRef mod) {
@@ -201,10 +212,6 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   LLVMDisposeMessage(msg);
   LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
-  if (obj && texts) {
-    texts->obj_size = LLVMGetBufferSize(obj);
-    texts->obj = memcpy(ljb_xalloc(texts->obj_size), LLVMGetBufferStart(obj), texts->obj_size);
-  }
   return obj;
 }
 
@@ -270,12 +277,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
 /* Joins the kernels' texts into t, one text after the other. */
 static void join_texts(const ljg_program *p, kernel_texts *kt, ljc_texts *t) {
   ljb_str ir = {0}, opt = {0}, as = {0};
-  t->nobjs = p->nkernels;
-  t->obj = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *t->obj);
-  t->obj_size = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *t->obj_size);
   for (int k = 0; k < p->nkernels; k++) {
-    t->obj[k] = kt[k].obj;
-    t->obj_size[k] = kt[k].obj_size;
     if (kt[k].ir) ljb_str_puts(&ir, kt[k].ir);
     if (kt[k].ir_opt) ljb_str_puts(&opt, kt[k].ir_opt);
     if (kt[k].asm_text) ljb_str_puts(&as, kt[k].asm_text);
@@ -289,70 +291,158 @@ static void join_texts(const ljg_program *p, kernel_texts *kt, ljc_texts *t) {
 }
 
 void ljc_texts_free(ljc_texts *t) {
-  for (int k = 0; k < t->nobjs; k++) free(t->obj[k]);
-  free(t->obj);
-  free(t->obj_size);
   free(t->ir);
   free(t->ir_opt);
   free(t->asm_text);
   memset(t, 0, sizeof *t);
 }
 
-ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
-                         ljg_kernel_fn *fns, ljc_texts *texts) {
-  pthread_mutex_lock(&s->lock);
-  ljc_program *c = NULL;
-  LLVMMemoryBufferRef *objs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *objs);
-  kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
-  uint64_t *sizes = NULL; /* LJ_PERF: each kernel's code size */
-  bool built = build_objects(s, p, g, name, objs, kt);
-  if (kt) join_texts(p, kt, texts);
-  free(kt);
-  if (!built) goto done;
-  c = ljb_xcalloc(1, sizeof *c);
+void ljc_objects_free(ljc_objects *o) {
+  for (int k = 0; k < o->n; k++) free(o->data[k]);
+  free(o->data);
+  free(o->size);
+  memset(o, 0, sizeof *o);
+}
+
+/* Copies the objects' bytes into o. */
+static void copy_objects(int n, LLVMMemoryBufferRef *objs, ljc_objects *o) {
+  o->n = n;
+  o->data = ljb_xcalloc((size_t)n + 1, sizeof *o->data);
+  o->size = ljb_xcalloc((size_t)n + 1, sizeof *o->size);
+  for (int k = 0; k < n; k++) {
+    o->size[k] = LLVMGetBufferSize(objs[k]);
+    o->data[k] = memcpy(ljb_xalloc(o->size[k]), LLVMGetBufferStart(objs[k]), o->size[k]);
+  }
+}
+
+/* The symbol prefix of a program: "lj_" and the first 16 hex digits of its key. */
+static void program_name(ljb_hash key, char name[40]) {
+  char hex[33];
+  ljb_hash_hex(key, hex);
+  snprintf(name, 40, "lj_%.16s", hex);
+}
+
+/* The live program for key with one more reference and its entry points in fns, or NULL.
+ * Called with the session lock held. */
+static ljc_program *share(ljc_session *s, ljb_hash key, ljg_kernel_fn *fns) {
+  for (ljc_program *c = s->live; c; c = c->next)
+    if (ljb_hash_eq(c->key, key)) {
+      c->refs++;
+      memcpy(fns, c->fns, (size_t)c->nkernels * sizeof *fns);
+      return c;
+    }
+  return NULL;
+}
+
+/* Adds the n objects (taken over) to the JIT under a new resource tracker and looks up each
+ * kernel's entry point; NULL with the error set (and nothing left in the JIT). Called with the
+ * session lock held. */
+static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemoryBufferRef *objs,
+                                 ljg_kernel_fn *fns) {
+  char name[40];
+  program_name(key, name);
+  ljc_program *c = ljb_xcalloc(1, sizeof *c);
   c->session = s;
   c->rt = LLVMOrcJITDylibCreateResourceTracker(s->jd);
-  sizes = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *sizes);
-  for (int k = 0; k < p->nkernels; k++) {
-    char sym[96];
+  uint64_t *sizes = ljb_xcalloc((size_t)n + 1, sizeof *sizes); /* LJ_PERF: each kernel's code size */
+  bool ok = true;
+  for (int k = 0; k < n; k++) {
+    char sym[64];
     snprintf(sym, sizeof sym, "%s_k%d", name, k);
-    if (s->flags & LJC_PERF) sizes[k] = ljc_object_symbol_size(objs[k], sym);
-    LLVMErrorRef err = LLVMOrcLLJITAddObjectFileWithRT(s->jit, c->rt, objs[k]);
-    objs[k] = NULL; /* owned by the JIT now, even on error */
-    if (llvm_error(err, "cannot load compiled code")) goto fail;
+    if (ok && s->flags & LJC_PERF) sizes[k] = ljc_object_symbol_size(objs[k], sym);
+    if (!ok) {
+      LLVMDisposeMemoryBuffer(objs[k]);
+      continue;
+    }
+    /* owned by the JIT now, even on error */
+    ok = !llvm_error(LLVMOrcLLJITAddObjectFileWithRT(s->jit, c->rt, objs[k]), "cannot load compiled code");
   }
-  for (int k = 0; k < p->nkernels; k++) {
-    char sym[96];
+  for (int k = 0; ok && k < n; k++) {
+    char sym[64];
     snprintf(sym, sizeof sym, "%s_k%d", name, k);
     LLVMOrcExecutorAddress addr = 0;
-    if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel")) goto fail;
+    ok = !llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel");
     fns[k] = (ljg_kernel_fn)(uintptr_t)addr;
-    if (s->flags & LJC_PERF) ljc_perf_map_add(addr, sizes[k], sym);
+    if (ok && s->flags & LJC_PERF) ljc_perf_map_add(addr, sizes[k], sym);
   }
-  goto done;
-fail:
-  {
+  free(sizes);
+  if (!ok) {
     LLVMErrorRef err = LLVMOrcResourceTrackerRemove(c->rt);
     if (err) LLVMConsumeError(err);
     LLVMOrcReleaseResourceTracker(c->rt);
     free(c);
+    return NULL;
+  }
+  c->key = key;
+  c->nkernels = n;
+  c->refs = 1;
+  c->fns = memcpy(ljb_xalloc(((size_t)n + 1) * sizeof *fns), fns, (size_t)n * sizeof *fns);
+  c->next = s->live;
+  s->live = c;
+  return c;
+}
+
+ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs) {
+  pthread_mutex_lock(&s->lock);
+  ljc_program *c = share(s, key, fns);
+  if (c && !texts && !objs) {
+    pthread_mutex_unlock(&s->lock);
+    return c;
+  }
+  char name[40];
+  program_name(key, name);
+  LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *bufs);
+  kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
+  bool built = build_objects(s, p, g, name, bufs, kt);
+  if (kt) join_texts(p, kt, texts);
+  free(kt);
+  if (built && objs) copy_objects(p->nkernels, bufs, objs);
+  if (built && !c) {
+    c = link_objects(s, key, p->nkernels, bufs, fns);
+  } else {
+    /* failed, or only built for its texts and objects: the code is live already */
+    for (int k = 0; k < p->nkernels; k++)
+      if (bufs[k]) LLVMDisposeMemoryBuffer(bufs[k]);
+  }
+  free(bufs);
+  pthread_mutex_unlock(&s->lock);
+  if (!built && c) {
+    ljc_program_free(c);
     c = NULL;
   }
-done:
-  for (int k = 0; k < p->nkernels; k++)
-    if (objs[k]) LLVMDisposeMemoryBuffer(objs[k]);
-  free(objs);
-  free(sizes);
+  return c;
+}
+
+ljc_program *ljc_load(ljc_session *s, ljb_hash key, const ljc_objects *objs, ljg_kernel_fn *fns) {
+  pthread_mutex_lock(&s->lock);
+  ljc_program *c = share(s, key, fns);
+  if (!c) {
+    LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)objs->n + 1, sizeof *bufs);
+    for (int k = 0; k < objs->n; k++)
+      bufs[k] = LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[k], objs->size[k], "lazyjit cache");
+    c = link_objects(s, key, objs->n, bufs, fns);
+    free(bufs);
+  }
   pthread_mutex_unlock(&s->lock);
   return c;
 }
 
 void ljc_program_free(ljc_program *c) {
   if (!c) return;
-  pthread_mutex_lock(&c->session->lock);
+  ljc_session *s = c->session;
+  pthread_mutex_lock(&s->lock);
+  if (--c->refs > 0) {
+    pthread_mutex_unlock(&s->lock);
+    return;
+  }
+  ljc_program **p = &s->live;
+  while (*p != c) p = &(*p)->next;
+  *p = c->next;
   LLVMErrorRef err = LLVMOrcResourceTrackerRemove(c->rt);
   if (err) LLVMConsumeError(err);
   LLVMOrcReleaseResourceTracker(c->rt);
-  pthread_mutex_unlock(&c->session->lock);
+  pthread_mutex_unlock(&s->lock);
+  free(c->fns);
   free(c);
 }

@@ -447,4 +447,17 @@ void ljg_plan(ljg_program *p);
  * others' results only at its own row, become one kernel run block of rows by block. */
 void ljg_fuse_rows(ljg_program *p);
 
+/* ---- binary records (serialize.c), for the persistent cache ------------------------------- */
+
+/* Appends g (without call sites) to out. */
+void ljg_graph_write(ljb_str *out, const ljg_graph *g);
+/* Reads a graph written by ljg_graph_write into g (initialized here); false, with g empty,
+ * when the record is malformed: truncated, a count or index out of range. */
+bool ljg_graph_read(ljb_reader *in, ljg_graph *g);
+/* Appends p (kernels, slots, roots, scratch size) to out. */
+void ljg_program_write(ljb_str *out, const ljg_program *p);
+/* Reads a program written by ljg_program_write for graph g; NULL when the record is
+ * malformed or its slots do not fit g (parameters, roots) or its scratch arena. */
+ljg_program *ljg_program_read(ljb_reader *in, const ljg_graph *g);
+
 #endif

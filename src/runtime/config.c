@@ -4,6 +4,7 @@
 #include "runtime/runtime.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -40,6 +41,9 @@ static const env_var env_vars[] = {
     {"LJ_HLO_DEBUG", {"XLA_HLO_DEBUG"}, ENV_BOOL, FIELD(hlo_debug)},
     {"LJ_DEBUG", {NULL}, ENV_INT, FIELD(debug)},
     {"LJ_PERF", {NULL}, ENV_BOOL, FIELD(perf)},
+    {"LJ_CACHE_DIR", {NULL}, ENV_STRING, FIELD(cache_dir)},
+    {"LJ_CACHE_READONLY", {NULL}, ENV_BOOL, FIELD(cache_readonly)},
+    {"LJ_CACHE_MAX_MB", {NULL}, ENV_INT, FIELD(cache_max_mb)},
 };
 
 static int online_cpus(void) {
@@ -64,6 +68,7 @@ lj_config lj_config_default(void) {
   c.opt_level = 2;
   c.cpu = NULL;
   c.compilation_cache_size = 1024;
+  c.cache_max_mb = 1024;
   for (size_t i = 0; i < LJ_COUNT_OF(env_vars); i++) {
     const env_var *v = &env_vars[i];
     const char *s = getenv(v->name);
@@ -92,6 +97,20 @@ static bool copy_string(char *buf, size_t cap, const char **field, const char *w
   return true;
 }
 
+/* The persistent cache's directory: dir itself, the default for NULL, "" for off (and when
+ * no default can be found). */
+static void cache_dir(char *buf, size_t cap, const char *dir) {
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  if (dir)
+    snprintf(buf, cap, "%s", dir);
+  else if (xdg && *xdg)
+    snprintf(buf, cap, "%s/lazyjit", xdg);
+  else if (home && *home)
+    snprintf(buf, cap, "%s/.cache/lazyjit", home);
+  else
+    buf[0] = 0;
+}
+
 bool ljr_config_load(ljr_config *out, const lj_config *cfg) {
   const lj_config c = cfg ? *cfg : lj_config_default();
   if (c.num_devices < 1 || c.num_devices > 64) {
@@ -118,6 +137,16 @@ bool ljr_config_load(ljr_config *out, const lj_config *cfg) {
     ljb_error(LJ_ERR_ARG, "lj_init: debug (LJ_DEBUG) is %d, must be 0, 1 or 2", c.debug);
     return false;
   }
+  if (c.cache_max_mb < 0) {
+    ljb_error(LJ_ERR_ARG, "lj_init: cache_max_mb (LJ_CACHE_MAX_MB) is %d, must be >= 0 (0: no limit)",
+              c.cache_max_mb);
+    return false;
+  }
+  if (c.cache_dir && strlen(c.cache_dir) >= sizeof out->cache_dir) {
+    ljb_error(LJ_ERR_ARG, "lj_init: cache_dir (LJ_CACHE_DIR) is too long (%zu bytes, at most %zu)",
+              strlen(c.cache_dir), sizeof out->cache_dir - 1);
+    return false;
+  }
   static const char *const fmts[] = {"text", "dot", "llvm", "asm", "hlo"};
   int fmt = c.save_tensors_fmt && *c.save_tensors_fmt ? -1 : LJR_FMT_TEXT;
   for (int i = 0; fmt < 0 && i < (int)LJ_COUNT_OF(fmts); i++)
@@ -132,6 +161,8 @@ bool ljr_config_load(ljr_config *out, const lj_config *cfg) {
   out->pub = c;
   out->save_fmt = (ljr_dump_fmt)fmt;
   out->pub.save_tensors_fmt = fmts[fmt];
+  cache_dir(out->cache_dir, sizeof out->cache_dir, c.cache_dir);
+  out->pub.cache_dir = out->cache_dir[0] ? out->cache_dir : NULL;
   return copy_string(out->cpu, sizeof out->cpu, &out->pub.cpu, "cpu (LJ_CPU)") &&
          copy_string(out->metrics_file, sizeof out->metrics_file, &out->pub.metrics_file,
                      "metrics_file (LJ_METRICS_FILE)") &&

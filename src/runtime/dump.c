@@ -57,8 +57,7 @@ static void write_text(const char *path, const char *text, bool append) {
   write_bytes(path, text, strlen(text), append);
 }
 
-/* mkdir -p */
-static bool make_dirs(const char *dir) {
+bool ljr_make_dirs(const char *dir) {
   char p[1024];
   snprintf(p, sizeof p, "%s", dir);
   for (char *s = p + 1; *s; s++)
@@ -75,10 +74,10 @@ bool ljr_dump_keeps_texts(void) {
   return c->pub.dump_dir || (c->pub.save_tensors_file && (c->save_fmt == LJR_FMT_LLVM || c->save_fmt == LJR_FMT_ASM));
 }
 
-void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t) {
+void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t, const ljc_objects *objs) {
   const char *dir = ljr_get()->cfg.pub.dump_dir;
   if (!dir) return;
-  if (!make_dirs(dir)) {
+  if (!ljr_make_dirs(dir)) {
     write_failed(dir);
     return;
   }
@@ -99,10 +98,10 @@ void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t) {
     snprintf(path, sizeof path, "%s/%s.%s", dir, hex, files[i].suffix);
     write_text(path, files[i].text, false);
   }
-  for (int k = 0; t && k < t->nobjs; k++) {
+  for (int k = 0; objs && k < objs->n; k++) {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s.k%d.o", dir, hex, k);
-    if (t->obj[k]) write_bytes(path, t->obj[k], t->obj_size[k], false);
+    write_bytes(path, objs->data[k], objs->size[k], false);
   }
   free(graph);
   free(kernels);

@@ -1,7 +1,8 @@
 /* executor.c — from pending nodes to computed buffers.
  *
  *   collect (post-order graph + parameter bindings) → key → cache lookup, confirmed by
- *   structural equality → on a miss: graph passes, fusion + buffer plan, LLVM → bind slots
+ *   structural equality → on a miss: the persistent cache, else graph passes, fusion + buffer
+ *   plan, LLVM (and the entry written to the persistent cache) → bind slots
  *   (parameter buffers, scalar values, fresh output buffers, the scratch arena) → run the
  *   kernels on the device → hand out each root's buffer.
  *
@@ -10,6 +11,7 @@
  * graph is built, nothing is allocated but the outputs, which come from the pool. */
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
+#include "runtime/disk_cache.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,12 +40,12 @@ int ljr_kernel_count(const ljg_graph *g) {
   return n;
 }
 
+/* Compiles g (key) into a new executable, written to the persistent cache; NULL with the
+ * error set. */
 static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *g, ljb_hash key) {
   ljr_analysis_compile(d, g, key);
   uint64_t t0 = ljb_now_ns();
   ljr_exec *e = ljb_xcalloc(1, sizeof *e);
-  e->compiled_at = d->syncs;
-  if (rt->cfg.pub.debug) e->site = ljb_call_site();
   e->key = key;
   e->graph = ljg_graph_clone(g);
   e->opt = ljg_graph_clone(g);
@@ -51,20 +53,20 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   ljg_fuse_options o = fuse_options(rt);
   e->prog = ljg_fuse(e->opt, &o);
   e->fns = ljb_xcalloc((size_t)e->prog->nkernels + 1, sizeof *e->fns);
-  char name[40];
-  char hex[33];
-  ljb_hash_hex(key, hex);
-  snprintf(name, sizeof name, "lj_%.16s", hex);
   if (ljr_dump_keeps_texts()) e->texts = ljb_xcalloc(1, sizeof *e->texts);
-  e->code = ljc_compile(rt->cg, e->prog, e->opt, name, e->fns, e->texts);
+  bool want_objs = rt->cfg.pub.dump_dir || (rt->cfg.pub.cache_dir && !rt->cfg.pub.cache_readonly);
+  ljc_objects objs = {0};
+  e->code = ljc_compile(rt->cg, e->prog, e->opt, key, e->fns, e->texts, want_objs ? &objs : NULL);
   if (!e->code) {
     ljr_exec_free(e);
     return NULL;
   }
-  ljr_dump_compiled(e, e->texts);
+  ljr_dump_compiled(e, e->texts, want_objs ? &objs : NULL);
   ljr_count(LJR_C_UncachedCompile, 1);
   ljr_count(LJR_C_CompiledKernels, e->prog->nkernels);
   ljr_sample(LJR_M_CompileTime, (double)(ljb_now_ns() - t0));
+  ljr_disk_store(rt, e, want_objs ? &objs : NULL);
+  ljc_objects_free(&objs);
   return e;
 }
 
@@ -209,8 +211,11 @@ static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
     ljr_count(LJR_C_CachedCompile, 1);
     return e;
   }
-  e = compile(rt, d, g, key);
+  e = ljr_disk_load(rt, key, g);
+  if (!e) e = compile(rt, d, g, key);
   if (!e) return NULL;
+  e->compiled_at = d->syncs;
+  if (rt->cfg.pub.debug) e->site = ljb_call_site();
   /* a queued job may still use the executable the insert evicts */
   if (d->cache.count >= d->cache.capacity) ljr_queue_wait(d, d->queue.submitted);
   ljr_cache_insert(&d->cache, e);

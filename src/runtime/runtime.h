@@ -20,11 +20,12 @@ struct ljc_session;
 typedef enum ljr_dump_fmt { LJR_FMT_TEXT, LJR_FMT_DOT, LJR_FMT_LLVM, LJR_FMT_ASM } ljr_dump_fmt;
 
 /* The configuration the runtime runs with: lj_config with its strings copied (the pub
- * string fields point at these copies, NULL when empty). */
+ * string fields point at these copies, NULL when empty; pub.cache_dir is the directory in
+ * use, the default resolved, NULL when the persistent cache is off). */
 typedef struct ljr_config {
   lj_config pub;
   char cpu[64];
-  char metrics_file[1024], save_tensors_file[1024], dump_dir[1024];
+  char metrics_file[1024], save_tensors_file[1024], dump_dir[1024], cache_dir[1024];
   ljr_dump_fmt save_fmt;
 } ljr_config;
 
@@ -339,11 +340,14 @@ lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_bindi
 /* ---- dump.c and analysis.c: debugging output ---------------------------------------- */
 
 struct ljc_texts;
+/* mkdir -p: creates dir and its missing parents; false (errno set) if one cannot be made. */
+bool ljr_make_dirs(const char *dir);
 /* Whether compiles keep their LLVM IR and assembly (LJ_DUMP_DIR, LJ_SAVE_TENSORS_FMT). */
 bool ljr_dump_keeps_texts(void);
-/* LJ_DUMP_DIR: e's graph, kernels, LLVM IR before and after optimization, assembly, and
- * each kernel's object file. */
-void ljr_dump_compiled(const ljr_exec *e, const struct ljc_texts *t);
+struct ljc_objects;
+/* LJ_DUMP_DIR: e's graph, kernels, LLVM IR before and after optimization, assembly (t), and
+ * each kernel's object file (objs). */
+void ljr_dump_compiled(const ljr_exec *e, const struct ljc_texts *t, const struct ljc_objects *objs);
 /* After a graph ran on d: LJ_SAVE_TENSORS_FILE gets g (e: its executable, NULL op by op) and
  * LJ_METRICS_FILE the metrics report. */
 void ljr_dump_executed(const struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
