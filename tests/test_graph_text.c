@@ -1,7 +1,8 @@
 /* test_graph_text.c — the IR text format: print → parse → print is the identity, a parsed
  * graph compiles and runs to bit-identical values, malformed or inconsistent text is rejected
  * with the line, the dot printer covers every node, and graph hashes depend on structure
- * only (not on data or scalar values). */
+ * only (not on data or scalar values). The binary records of the persistent cache read back
+ * to equal graphs and programs, and a record cut short anywhere is refused. */
 #include "test_util.h"
 
 #include "frontend/frontend.h"
@@ -73,6 +74,56 @@ START_TEST(test_round_trip) {
 }
 END_TEST
 
+START_TEST(test_binary_round_trip) {
+  lj_tensor *ts[8];
+  int n = build(ts, 1.5);
+  ljg_node *nodes[8];
+  for (int i = 0; i < n; i++) nodes[i] = ljf_node(ts[i]);
+  ljg_graph g;
+  ljg_graph_init(&g);
+  ljg_collect(&lj_default_device()->trace, n, nodes, &g, NULL);
+  ljg_graph *opt = ljg_graph_clone(&g);
+  ljg_optimize(opt);
+  ljg_program *p = ljg_fuse(opt, &(ljg_fuse_options){0});
+  ljb_str rec = {0};
+  ljg_graph_write(&rec, &g);
+  size_t graph_end = rec.n;
+  ljg_program_write(&rec, p);
+  const unsigned char *bytes = (const unsigned char *)rec.s;
+  ljb_reader r = {bytes, bytes + rec.n, false};
+  ljg_graph back;
+  ck_assert(ljg_graph_read(&r, &back));
+  ck_assert(ljg_graph_equal(&back, &g));
+  /* the program is read against the graph it computes, which keeps g's parameters */
+  ljg_program *pback = ljg_program_read(&r, &back);
+  ck_assert_ptr_nonnull(pback);
+  ck_assert(r.p == r.end && !r.bad);
+  char *want = ljg_program_text(p, opt), *got = ljg_program_text(pback, opt);
+  ck_assert_str_eq(got, want);
+  ck_assert_int_eq(pback->scratch_bytes, p->scratch_bytes);
+  free(want);
+  free(got);
+  ljg_program_free(pback);
+  for (size_t len = 0; len < rec.n; len++) {
+    ljb_reader cut = {bytes, bytes + len, false};
+    ljg_graph h;
+    bool graph_ok = ljg_graph_read(&cut, &h);
+    ck_assert_msg(graph_ok == (len >= graph_end), "graph record cut at %zu of %zu", len, graph_end);
+    if (!graph_ok) continue;
+    ljg_program *q = ljg_program_read(&cut, &h);
+    ck_assert_msg(!q, "program record cut at %zu", len - graph_end);
+    ljg_graph_free(&h);
+  }
+  ljg_graph_free(&back);
+  free(ljb_str_take(&rec));
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+  ljg_graph_free(&g);
+  for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+}
+END_TEST
+
 START_TEST(test_parse_errors) {
   static const struct {
     const char *text, *msg;
@@ -132,6 +183,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("graph_text");
   TCase *tc = tu_tcase("text");
   tcase_add_test(tc, test_round_trip);
+  tcase_add_test(tc, test_binary_round_trip);
   tcase_add_test(tc, test_parse_errors);
   tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_hash_is_structural);

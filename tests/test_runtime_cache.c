@@ -3,7 +3,8 @@
  * graph and the old shape still hits; the LRU evicts beyond its capacity; 0, 1 and -1 are
  * baked in unless LJ_NO_SPECIAL_SCALARS; a sync seen before is found by its walk, which tells
  * graphs of the same node types but different wiring (or a computed value used as data)
- * apart. */
+ * apart; devices that compile the same graph share its code, which outlives either cache's
+ * copy. */
 #include "test_util.h"
 
 static int64_t compiles(void) { return lj_counter_value("UncachedCompile"); }
@@ -124,6 +125,37 @@ START_TEST(test_special_scalars) {
 }
 END_TEST
 
+START_TEST(test_devices_share_code) {
+  lj_config c = lj_config_default();
+  c.num_devices = 2;
+  c.compilation_cache_size = 1;
+  ck_assert_int_eq(lj_init(&c), LJ_OK);
+  lj_tensor *w[2];
+  for (int i = 0; i < 2; i++) {
+    float v[64];
+    for (int k = 0; k < 64; k++) v[k] = (float)k / 8;
+    w[i] = lj_tensor_from_host(lj_device_get(i), LJ_F32, LJ_SHAPE(8, 8), v);
+  }
+  int64_t c0 = compiles();
+  /* the same graph on both devices: compiled by each (their caches are their own), one code */
+  for (int i = 0; i < 2; i++) step(lj_device_get(i), w[i], 0.5, 1);
+  ck_assert_int_eq(compiles(), c0 + 2);
+  /* device 0 evicts its executable: device 1's still runs the shared code */
+  lj_tensor *other = lj_add_scalar(w[0], 2);
+  ck_assert_int_eq(lj_sync(lj_device_get(0)), LJ_OK);
+  step(lj_device_get(1), w[1], 0.5, 1);
+  ck_assert_int_eq(compiles(), c0 + 3);
+  float got[64];
+  ck_assert_int_eq(lj_tensor_to_host(w[1], got, sizeof got), LJ_OK);
+  for (int k = 0; k < 64; k++) ck_assert_float_eq(got[k], ((float)k / 8 * 0.5f + 1) * 0.5f + 1);
+  ck_assert_int_eq(lj_tensor_to_host(w[0], got, sizeof got), LJ_OK);
+  for (int k = 0; k < 64; k++) ck_assert_float_eq(got[k], (float)k / 8 * 0.5f + 1);
+  lj_tensor_release(other);
+  lj_tensor_release(w[0]);
+  lj_tensor_release(w[1]);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_cache");
   TCase *tc = tu_tcase("cache");
@@ -132,6 +164,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_lru_eviction);
   tcase_add_test(tc, test_walk_tells_wiring_apart);
   tcase_add_test(tc, test_special_scalars);
+  tcase_add_test(tc, test_devices_share_code);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -50,7 +50,8 @@ void tu_expect_error(lj_status st, ...);
 
 /* A test case with a generous timeout whose tests shut the runtime down afterwards. */
 TCase *tu_tcase(const char *name);
-/* Runs the suite (forking off for isolation) and returns the exit code for main. */
+/* Runs the suite (forking off for isolation), with the persistent cache off (LJ_CACHE_DIR="")
+ * unless a test configures one, and returns the exit code for main. */
 int tu_run(Suite *s);
 
 #endif
