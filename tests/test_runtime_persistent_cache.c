@@ -1,7 +1,8 @@
 /* test_runtime_persistent_cache.c — the persistent cache (LJ_CACHE_DIR): a second process
  * compiles nothing and computes the same bits, processes share a directory, every kind of
  * unusable entry is ignored, counted and replaced, read-only mode, eviction by last use, the
- * default directory and the switch that turns it off. */
+ * default directory and the switch that turns it off; tools/lj-cache lists, sums up and
+ * clears a directory. */
 #include "test_util.h"
 
 #include <fcntl.h>
@@ -431,6 +432,54 @@ START_TEST(test_unwritable_directory_is_no_cache) {
 }
 END_TEST
 
+/* ---- tools/lj-cache ------------------------------------------------------------------------------ */
+
+static char *lj_cache(const char *args) {
+  char cmd[512], *out = NULL;
+  snprintf(cmd, sizeof cmd, "%s --dir %s %s 2>&1", LJ_CACHE_TOOL, dir, args);
+  ck_assert_int_eq(tu_command(cmd, &out), 0);
+  return out;
+}
+
+static int count_of(const char *text, const char *word) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, word)); p += strlen(word)) n++;
+  return n;
+}
+
+START_TEST(test_lj_cache_tool) {
+  make_dir();
+  free(run_target(NULL));
+  char entry[128];
+  int n = entries(entry, sizeof entry);
+  char *out = lj_cache("list");
+  ck_assert_int_eq(count_of(out, " ok\n"), n);
+  free(out);
+  flip_payload(entry, NULL);
+  out = lj_cache("list");
+  ck_assert_int_eq(count_of(out, " ok\n"), n - 1);
+  ck_assert_int_eq(count_of(out, "damaged"), 1);
+  free(out);
+  out = lj_cache("stats");
+  char want[64];
+  snprintf(want, sizeof want, "entries          %d ", n);
+  ck_assert_msg(strstr(out, want), "%s", out);
+  snprintf(want, sizeof want, "usable here      %d ", n - 1);
+  ck_assert_msg(strstr(out, want), "%s", out);
+  free(out);
+  out = lj_cache("clear");
+  ck_assert_msg(strstr(out, "removed"), "%s", out);
+  free(out);
+  ck_assert_int_eq(entries(NULL, 0), 0);
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "%s --dir %s frobnicate 2>&1", LJ_CACHE_TOOL, dir);
+  ck_assert_int_eq(tu_command(cmd, &out), 2);
+  ck_assert_msg(strstr(out, "unknown command frobnicate"), "%s", out);
+  free(out);
+  remove_dir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("runtime_persistent_cache");
   TCase *tc = tu_tcase("processes");
@@ -446,6 +495,9 @@ int main(void) {
   tcase_add_test(tc, test_default_directory);
   tcase_add_test(tc, test_bad_configuration);
   tcase_add_test(tc, test_unwritable_directory_is_no_cache);
+  suite_add_tcase(s, tc);
+  tc = tu_tcase("lj-cache");
+  tcase_add_test(tc, test_lj_cache_tool);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

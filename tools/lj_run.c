@@ -28,6 +28,7 @@ static const char usage[] =
     "  --dump DIR     write the compile's files into DIR: <hash>.graph.txt, .kernels.txt,\n"
     "                 .ll (LLVM IR as lowered), .opt.ll (optimized), .s (assembly), .k<N>.o\n"
     "  --interp       also run the reference interpreter and compare; exit 1 on a mismatch\n"
+    "The graph is always compiled: lj-run does not use the persistent cache (LJ_CACHE_DIR).\n"
     "Random inputs: float parameters uniform in [-1, 1), integer and bool parameters 0 or 1;\n"
     "element i of parameter k is splitmix64(seed * 2^32 + k * 2^48 + i) mapped to that range.\n";
 
@@ -264,6 +265,7 @@ int main(int argc, char **argv) {
   if (o.threads) cfg.num_threads = o.threads;
   if (o.opt) cfg.opt_level = o.opt - 1;
   if (o.dump) cfg.dump_dir = o.dump;
+  cfg.cache_dir = ""; /* it measures compiles: never load one from the persistent cache */
   if (lj_init(&cfg) != LJ_OK) die("%s", lj_last_error());
   ljg_graph g;
   ljg_graph_init(&g);
