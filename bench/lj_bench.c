@@ -6,22 +6,36 @@
  * hashing, cache lookup, buffer binding, queuing the run) and waited for; the kernels' run
  * time is the ExecuteTime metric, the step's wall time runs from the first op to the end of
  * the wait (it includes handing the run to the device's executor thread and back). Then the
- * same workload runs again with
- * LJ_SYNC_TENSORS_OPBYOP, every op an executable of its own, for its wall time per step.
+ * same workload runs again with LJ_SYNC_TENSORS_OPBYOP, every op an executable of its own,
+ * for its wall time per step. These runs never use the persistent cache: they measure
+ * compiles.
  *
- *   lj-bench [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop] [--list]
+ * For the training steps it also measures the time to the first step of a fresh process:
+ * lj-bench starts itself (--first-step-child NAME), which starts lazyjit, sets the workload up,
+ * runs one step and reports the moment it ended; the time counts from the spawn. Cold: the
+ * process's persistent cache directory is empty (it compiles and writes the entries); warm:
+ * the same directory again (it loads them). Median of three of each.
+ *
+ *   lj-bench [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop]
+ *            [--no-first-step] [--list]
  */
 #include "workloads.h"
 
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
+
+extern char **environ;
 
 typedef struct options {
   const char *filter, *json;
+  const char *first_step_child; /* the workload a child started by first_step runs */
   int threads, runs;
-  bool opbyop;
+  bool opbyop, first_step;
 } options;
 
 typedef struct result {
@@ -33,6 +47,7 @@ typedef struct result {
   double rate;              /* GB/s or GFLOP/s at the minimum run time */
   const char *unit;
   double opbyop_ms;         /* wall time per step op by op, median (0: not run) */
+  double first_cold_ms, first_warm_ms; /* time to the first step of a fresh process (0: not run) */
 } result;
 
 static double now(void) {
@@ -57,10 +72,12 @@ static double median(double *v, int n) {
   return v[n / 2];
 }
 
-static bool start(const options *o, bool opbyop) {
+/* Starts lazyjit; without the persistent cache unless `cached` (then as LJ_CACHE_DIR says). */
+static bool start(const options *o, bool opbyop, bool cached) {
   lj_config cfg = lj_config_default();
   if (o->threads > 0) cfg.num_threads = o->threads;
   cfg.sync_tensors_opbyop = opbyop;
+  if (!cached) cfg.cache_dir = "";
   return lj_init(&cfg) == LJ_OK;
 }
 
@@ -94,7 +111,7 @@ static bool step(const workload *w, bench_state *s, sample *t) {
 /* Runs w once cold and `runs` times timed in a fresh runtime; fills r (or just
  * r->opbyop_ms in op-by-op mode). */
 static bool measure(const options *o, const workload *w, bool opbyop, int runs, result *r) {
-  if (!start(o, opbyop)) return false;
+  if (!start(o, opbyop, false)) return false;
   bench_state s = {.d = lj_default_device()};
   sample t;
   bool ok = w->setup(w, &s);
@@ -132,20 +149,102 @@ static bool measure(const options *o, const workload *w, bool opbyop, int runs, 
   return ok;
 }
 
+/* The child's side of first_step: start, set up, one step; prints when it ended (seconds of
+ * CLOCK_MONOTONIC) and what it compiled and loaded, and exits at once. */
+static int first_step_child(const options *o) {
+  const workload *w = NULL;
+  for (int k = 0; k < bench_nworkloads; k++)
+    if (!strcmp(bench_workloads[k].name, o->first_step_child)) w = &bench_workloads[k];
+  bench_state s = {0};
+  sample t;
+  if (!w || !start(o, false, true) || !(s.d = lj_default_device()) || !w->setup(w, &s) || !step(w, &s, &t)) {
+    fprintf(stderr, "lj-bench: first step of %s: %s\n", o->first_step_child, w ? lj_last_error() : "no such workload");
+    return 1;
+  }
+  printf("%.9f %lld %lld\n", now(), (long long)lj_counter_value("UncachedCompile"),
+         (long long)lj_counter_value("PersistentCacheHit"));
+  fflush(stdout);
+  _exit(0);
+}
+
+/* Spawns a child that runs w's first step with its persistent cache in dir; the milliseconds
+ * from the spawn to the end of that step, or -1. *compiles and *hits: the child's counters. */
+static double spawn_first_step(const options *o, const workload *w, const char *dir, long long *compiles,
+                               long long *hits) {
+  char self[4096], threads[16], env[4200];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return -1;
+  self[n] = 0;
+  snprintf(threads, sizeof threads, "%d", o->threads);
+  char *argv[] = {self, "--first-step-child", (char *)w->name, "--threads", threads, NULL};
+  int nenv = 0;
+  while (environ[nenv]) nenv++;
+  char **envp = calloc((size_t)nenv + 2, sizeof *envp);
+  int k = 0;
+  for (int i = 0; i < nenv; i++)
+    if (strncmp(environ[i], "LJ_CACHE_DIR=", 13) != 0) envp[k++] = environ[i];
+  snprintf(env, sizeof env, "LJ_CACHE_DIR=%s", dir);
+  envp[k++] = env;
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+  posix_spawn_file_actions_addclose(&fa, fds[0]);
+  pid_t pid;
+  double t0 = now();
+  int err = posix_spawn(&pid, self, &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  free(envp);
+  close(fds[1]);
+  double end = -1;
+  FILE *f = fdopen(fds[0], "r");
+  if (!err && (!f || fscanf(f, "%lf %lld %lld", &end, compiles, hits) != 3)) end = -1;
+  if (f) fclose(f);
+  int st = 0;
+  if (!err) waitpid(pid, &st, 0);
+  return !err && end > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? (end - t0) * 1e3 : -1;
+}
+
+/* Time to the first step of w in fresh processes, cold and warm (median of three each). */
+static bool first_step(const options *o, const workload *w, result *r) {
+  double cold[3], warm[3];
+  for (int i = 0; i < 3; i++) {
+    char dir[] = "/tmp/lj-bench-cache-XXXXXX";
+    if (!mkdtemp(dir)) return false;
+    long long cc = -1, ch = -1, wc = -1, wh = -1;
+    cold[i] = spawn_first_step(o, w, dir, &cc, &ch);
+    warm[i] = spawn_first_step(o, w, dir, &wc, &wh);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "lj-bench: cannot remove %s\n", dir);
+    if (cold[i] < 0 || warm[i] < 0 || cc <= 0 || wc != 0 || wh != cc) {
+      fprintf(stderr, "lj-bench: first step of %s: cold run compiled %lld, warm run compiled %lld and loaded %lld\n",
+              w->name, cc, wc, wh);
+      return false;
+    }
+  }
+  r->first_cold_ms = median(cold, 3);
+  r->first_warm_ms = median(warm, 3);
+  return true;
+}
+
 static void usage(FILE *f, const char *argv0) {
   fprintf(f,
-          "usage: %s [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop] [--list]\n"
+          "usage: %s [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop]\n"
+          "          [--no-first-step] [--list]\n"
           "  --filter SUBSTR  only the workloads whose name contains SUBSTR\n"
           "  --threads N      threads per device (default: LJ_NUM_THREADS or the online CPUs)\n"
           "  --runs N         timed steps after the cold one (default 20; op by op a quarter)\n"
           "  --json FILE      also write the results as JSON\n"
           "  --no-opbyop      skip the op-by-op runs\n"
+          "  --no-first-step  skip the time to the first training step of fresh processes\n"
           "  --list           list the workloads\n",
           argv0);
 }
 
 static bool parse(int argc, char **argv, options *o) {
-  *o = (options){.runs = 20, .opbyop = true};
+  *o = (options){.runs = 20, .opbyop = true, .first_step = true};
   for (int i = 1; i < argc; i++) {
     bool more = i + 1 < argc;
     if (!strcmp(argv[i], "--filter") && more) o->filter = argv[++i];
@@ -153,6 +252,8 @@ static bool parse(int argc, char **argv, options *o) {
     else if (!strcmp(argv[i], "--runs") && more) o->runs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--json") && more) o->json = argv[++i];
     else if (!strcmp(argv[i], "--no-opbyop")) o->opbyop = false;
+    else if (!strcmp(argv[i], "--no-first-step")) o->first_step = false;
+    else if (!strcmp(argv[i], "--first-step-child") && more) o->first_step_child = argv[++i];
     else if (!strcmp(argv[i], "--list")) {
       for (int k = 0; k < bench_nworkloads; k++) printf("%-22s %s\n", bench_workloads[k].name, bench_workloads[k].what);
       exit(0);
@@ -172,15 +273,16 @@ static void json_result(FILE *f, const workload *w, const result *r, bool first)
   fprintf(f,
           "%s\n  {\"name\": \"%s\", \"compile_ms\": %.3f, \"kernels\": %d, \"trace_us\": %.2f, "
           "\"sync_us\": %.2f, \"run_ms\": %.4f, \"run_min_ms\": %.4f, \"step_ms\": %.4f, \"rate\": %.3f, "
-          "\"unit\": \"%s\", \"opbyop_ms\": %.4f}",
+          "\"unit\": \"%s\", \"opbyop_ms\": %.4f, \"first_step_cold_ms\": %.2f, \"first_step_warm_ms\": %.2f}",
           first ? "" : ",", w->name, r->compile_ms, r->kernels, r->trace_us, r->sync_us, r->run_ms, r->run_min_ms,
-          r->step_ms, r->rate, r->unit, r->opbyop_ms);
+          r->step_ms, r->rate, r->unit, r->opbyop_ms, r->first_cold_ms, r->first_warm_ms);
 }
 
 int main(int argc, char **argv) {
   options o;
   if (!parse(argc, argv, &o)) return 2;
-  if (!start(&o, false)) {
+  if (o.first_step_child) return first_step_child(&o);
+  if (!start(&o, false, false)) {
     fprintf(stderr, "lj-bench: %s\n", lj_last_error());
     return 1;
   }
@@ -200,14 +302,17 @@ int main(int argc, char **argv) {
   if (jf) fprintf(jf, "{\"threads\": %d, \"runs\": %d, \"results\": [", threads, o.runs);
   int status = 0;
   bool first = true;
+  result *results = calloc((size_t)bench_nworkloads, sizeof *results);
   for (int k = 0; k < bench_nworkloads; k++) {
     const workload *w = &bench_workloads[k];
     if (o.filter && !strstr(w->name, o.filter)) continue;
     result r = {0};
-    if (!measure(&o, w, false, o.runs, &r) || (o.opbyop && !measure(&o, w, true, (o.runs + 3) / 4, &r))) {
+    if (!measure(&o, w, false, o.runs, &r) || (o.opbyop && !measure(&o, w, true, (o.runs + 3) / 4, &r)) ||
+        (o.first_step && strstr(w->name, "_step_") && !first_step(&o, w, &r))) {
       status = 1;
       continue;
     }
+    results[k] = r;
     char rate[32] = "";
     if (*r.unit) snprintf(rate, sizeof rate, "%.1f %s", r.rate, r.unit);
     printf("%-22s %9.1f %4d %9.1f %8.1f %9.3f %9.3f %9.3f %14s %10.3f\n", w->name, r.compile_ms, r.kernels,
@@ -220,5 +325,14 @@ int main(int argc, char **argv) {
     fprintf(jf, "\n]}\n");
     fclose(jf);
   }
+  bool header = false;
+  for (int k = 0; k < bench_nworkloads; k++) {
+    if (results[k].first_cold_ms <= 0) continue;
+    if (!header) printf("\ntime to the first step of a fresh process (spawn, lj_init, setup, compile or load, run)\n"
+                        "%-22s %12s %12s\n", "workload", "cold ms", "warm ms");
+    header = true;
+    printf("%-22s %12.1f %12.1f\n", bench_workloads[k].name, results[k].first_cold_ms, results[k].first_warm_ms);
+  }
+  free(results);
   return status;
 }

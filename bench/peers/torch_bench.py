@@ -161,6 +161,26 @@ def time_torch(make, runs):
     return 1e3 * t[len(t) // 2], 1e3 * t[0]
 
 
+def first_step_child(name):
+    """A fresh process's side of time_first_step: one step, then the moment it ended."""
+    WORKLOADS[name]()()
+    print(f"{time.monotonic():.9f}", flush=True)
+    os._exit(0)
+
+
+def time_first_step(name, threads):
+    """Median of three: ms from spawning a Python process to the end of its first step of name
+    (interpreter start, import torch, model, step) -- what lj-bench's first-step table measures."""
+    t = []
+    for _ in range(3):
+        t0 = time.monotonic()
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-step-child", name,
+                              "--threads", str(threads)], check=True, capture_output=True, text=True).stdout
+        t.append(float(out.split()[-1]) - t0)
+    t.sort()
+    return 1e3 * t[1]
+
+
 def markdown(doc):
     """The side-by-side table of a --json result, in Markdown (docs/benchmarks.md)."""
     rows = ["| workload | compile ms | kernels | trace µs | sync µs | lazyjit ms | op by op ms | rate | "
@@ -171,6 +191,14 @@ def markdown(doc):
         rows.append(f"| {r['name']} | {o['compile_ms']:.1f} | {o['kernels']} | {o['trace_us']:.1f} | "
                     f"{o['sync_us']:.1f} | {o['step_ms']:.3f} | {o['opbyop_ms']:.3f} | {rate} | "
                     f"{r['torch_ms']:.3f} | {r['ratio']:.2f}× |")
+    first = [r for r in doc["results"] if r.get("torch_first_step_ms")]
+    if first:
+        rows += ["", "| time to the first step of a fresh process | lazyjit cold ms | lazyjit warm ms | PyTorch ms |",
+                 "|---|---:|---:|---:|"]
+        for r in first:
+            o = r["lazyjit"]
+            rows.append(f"| {r['name']} | {o['first_step_cold_ms']:.1f} | {o['first_step_warm_ms']:.1f} | "
+                        f"{r['torch_first_step_ms']:.1f} |")
     return "\n".join(rows) + "\n"
 
 
@@ -181,10 +209,14 @@ def main():
     ap.add_argument("--filter", default="")
     ap.add_argument("--lj", default=os.path.join(ROOT, "build", "bench", "lj-bench"), help="the lj-bench program")
     ap.add_argument("--no-opbyop", action="store_true", help="passed to lj-bench")
+    ap.add_argument("--no-first-step", action="store_true", help="passed to lj-bench")
     ap.add_argument("--json", help="write both sides' results here")
     ap.add_argument("--markdown", help="write the side-by-side table here, in Markdown")
     ap.add_argument("--table-from", metavar="JSON", help="print the Markdown table of an earlier --json and exit")
+    ap.add_argument("--first-step-child", metavar="NAME", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.first_step_child:
+        first_step_child(a.first_step_child)
     if a.table_from:
         print(markdown(json.load(open(a.table_from))), end="")
         return
@@ -192,6 +224,7 @@ def main():
         cmd = [a.lj, "--threads", str(a.threads), "--runs", str(a.runs), "--json", f.name]
         cmd += ["--filter", a.filter] if a.filter else []
         cmd += ["--no-opbyop"] if a.no_opbyop else []
+        cmd += ["--no-first-step"] if a.no_first_step else []
         subprocess.run(cmd, check=True)
         ours = json.load(open(f.name))["results"]
     torch.set_num_threads(a.threads)
@@ -213,6 +246,15 @@ def main():
               f"{their_rate:>15}", flush=True)
         both.append({"name": r["name"], "lazyjit": r, "torch_ms": med, "torch_min_ms": best,
                      "ratio": med / r["step_ms"]})
+    first = [b for b in both if b["lazyjit"].get("first_step_cold_ms")]
+    if first:
+        print(f"\ntime to the first step of a fresh process\n{'workload':22} {'lazyjit cold':>13} "
+              f"{'lazyjit warm':>13} {'PyTorch':>9}")
+    for b in first:
+        b["torch_first_step_ms"] = time_first_step(b["name"], a.threads)
+        o = b["lazyjit"]
+        print(f"{b['name']:22} {o['first_step_cold_ms']:10.1f} ms {o['first_step_warm_ms']:10.1f} ms "
+              f"{b['torch_first_step_ms']:6.1f} ms", flush=True)
     doc = {"threads": a.threads, "runs": a.runs, "torch": torch.__version__, "results": both}
     if a.json:
         with open(a.json, "w") as f:
