@@ -4,7 +4,9 @@
  * compiled kernel by kernel on the compile threads, each kernel lowered into a fresh context
  * and module, optimized and emitted as an object file with that thread's target machine
  * (LLVM contexts and target machines are not shared between threads); the objects are then
- * added to the JIT under one resource tracker, so freeing the program frees its code.
+ * added to the JIT under one resource tracker, so freeing the program frees its code. Object
+ * files from the persistent cache are added the same way (ljc_load). Programs are shared by
+ * graph key and refcounted: symbols are named by the key, so two devices' copies would clash.
  * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
  * RuntimeDyld instead of JITLink: its event listeners register every object with gdb (the GDB
  * JIT interface) and write perf's jitdump records. */
