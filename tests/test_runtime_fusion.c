@@ -1,7 +1,8 @@
 /* test_runtime_fusion.c — how many kernels fusion makes, asserted through the inspection
  * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
- * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way. */
+ * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way;
+ * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time. */
 #include "test_util.h"
 
 #include "frontend/frontend.h"
@@ -155,6 +156,63 @@ START_TEST(test_row_fusion_values) {
 }
 END_TEST
 
+/* The fused program of t's pending graph (the caller frees it and *opt). */
+static ljg_program *program_of(lj_tensor *t, ljg_graph **opt) {
+  ljg_node *n = ljf_node(t);
+  ljg_graph g;
+  ljg_graph_init(&g);
+  ljg_collect(&lj_default_device()->trace, 1, &n, &g, NULL);
+  *opt = ljg_graph_clone(&g);
+  ljg_graph_free(&g);
+  ljg_optimize(*opt);
+  return ljg_fuse(*opt, &(ljg_fuse_options){0});
+}
+
+static int local_slots(const ljg_program *p) {
+  int n = 0;
+  for (int s = 0; s < p->nslots; s++) n += p->slots[s].kind == LJG_SLOT_LOCAL;
+  return n;
+}
+
+/* softmax's max, exps, sum and reciprocal live a block of rows at a time on the kernel's stack
+ * (no scratch arena at all), in every dtype; rows too long for that keep scratch memory. Values
+ * agree with the interpreter either way, with rows split across threads. */
+START_TEST(test_row_fusion_local_slots) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64, LJ_BF16};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+    lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(301, 67), TU_ANY, 3);
+    lj_tensor *y = lj_softmax(x, 1);
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(local_slots(p), 4);
+    ck_assert_int_eq(p->scratch_bytes, 0);
+    for (int s = 0; s < p->nslots; s++)
+      if (p->slots[s].kind == LJG_SLOT_LOCAL)
+        ck_assert_int_eq(p->slots[s].nbytes, p->kernels[0].row_block * p->slots[s].row_bytes);
+    ljg_program_free(p);
+    ljg_graph_free(opt);
+    free(opt);
+    tu_check1(y, tu_rtol(dts[i]));
+    lj_tensor_release(x);
+  }
+  /* a row of 20000 f32: one row per block, 80 KB, more than a kernel's stack may hold */
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(6, 20000), TU_ANY, 4);
+  lj_tensor *y = lj_softmax(x, 1);
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].row_block, 1);
+  ck_assert_int_eq(local_slots(p), 3); /* the per-row max, sum and reciprocal */
+  ck_assert_int_ge(p->scratch_bytes, 6 * 20000 * 4);
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+  tu_check1(y, 1e-5);
+  lj_tensor_release(x);
+}
+END_TEST
+
 /* LJ_SYNC_TENSORS_OPBYOP (a sync) and LJ_GET_TENSORS_OPBYOP (a host read): every op its own
  * cached executable with one kernel; the values are the fused program's; a second step
  * compiles nothing. Each switch leaves the other kind of sync fused. */
@@ -210,6 +268,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_disable_fusion);
   tcase_add_test(tc, test_sync_opbyop);
   tcase_add_test(tc, test_row_fusion_values);
+  tcase_add_test(tc, test_row_fusion_local_slots);
   suite_add_tcase(s, tc);
   return s;
 }

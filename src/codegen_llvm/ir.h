@@ -109,8 +109,11 @@ typedef struct ljc_check {
 
 typedef struct ljc_kctx {
   ljc_ir *ir;
+  const ljg_program *p;
   const ljg_kernel *k;
   LLVMValueRef *slot_ptr; /* pointer value per program slot (NULL if unused) */
+  LLVMValueRef *slot_origin; /* per slot: for a LOCAL slot, the element offset of the first
+                                row of the block it holds (i64); else NULL */
   LLVMValueRef *vals;     /* per expression, the value at the current point */
   int *expr_check;        /* per expression, its check in checks[] or -1 */
   ljc_check *checks;
@@ -118,6 +121,8 @@ typedef struct ljc_kctx {
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
+/* The same for an element of slot: relative to the block a LOCAL slot holds. */
+LLVMValueRef ljc_slot_offset(ljc_kctx *kc, int32_t slot, const ljg_view *v, const ljc_point *p);
 /* Emits the expressions `root` depends on (and root) at point p into kc->vals. */
 void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root);
 /* The check expression e needs (LJG_KERR_DIV_ZERO, LJG_KERR_INDEX) or LJG_KERR_NONE. */

@@ -159,7 +159,7 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
   const ljg_view *view = &g->kc->k->views[nest->out_view];
   LLVMTypeRef st = ljc_storage_type(ir, nest->out_dtype);
   if (nest->scatter_index < 0) {
-    LLVMValueRef off = ljc_view_offset(ir, view, &g->pt);
+    LLVMValueRef off = ljc_slot_offset(g->kc, nest->out_slot, view, &g->pt);
     LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
     LLVMBuildStore(b, ljc_to_storage(ir, v, nest->out_dtype), p);
     return;
@@ -349,7 +349,8 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
 }
 
 /* A row-fused kernel: for each block of row_block rows of [begin, end), every nest in order
- * over the block's rows, so what one nest writes is still in cache when the next reads it. */
+ * over the block's rows, so what one nest writes is still in cache when the next reads it.
+ * LOCAL slots hold the current block only: their rows count from the block's first. */
 static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -361,6 +362,10 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
   LLVMValueRef lo = LLVMBuildAdd(b, begin, LLVMBuildMul(b, B.iv, rb, ""), "");
   LLVMValueRef next = LLVMBuildAdd(b, lo, rb, "");
   LLVMValueRef hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, next, end, ""), next, end, "");
+  for (int s = 0; s < kc->p->nslots; s++) {
+    const ljg_slot *sl = &kc->p->slots[s];
+    if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
+  }
   for (int s = 0; s < kc->k->nnests; s++) emit_nest(kc, &kc->k->nests[s], nest_check[s], lo, hi);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
@@ -762,6 +767,9 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMBuilderRef b = ir->b;
   uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, sizeof *used);
   mark_slots(k, used);
+  uint8_t *local = ljb_xcalloc((size_t)p->nslots + 1, sizeof *local); /* LOCAL slots: no argument */
+  for (int s = 0; s < p->nslots; s++)
+    if (used[s] && p->slots[s].kind == LJG_SLOT_LOCAL) local[s] = 1, used[s] = 0;
   int nused = 0;
   for (int s = 0; s < p->nslots; s++) nused += used[s] != 0;
   /* the body, every slot a noalias argument */
@@ -777,8 +785,12 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMSetLinkage(body, LLVMInternalLinkage);
   ljc_add_fn_attr(ir, body, "nounwind");
   ljc_dbg_function(ir, body, k->node);
-  ljc_kctx kc = {ir, k, ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
-                 ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)), NULL, NULL, 0};
+  ljc_kctx kc = {.ir = ir,
+                 .p = p,
+                 .k = k,
+                 .slot_ptr = ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
+                 .slot_origin = ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
+                 .vals = ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef))};
   for (int s = 0, a = 0; s < p->nslots; s++) {
     if (!used[s]) continue;
     kc.slot_ptr[s] = LLVMGetParam(body, (unsigned)a);
@@ -789,6 +801,13 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMValueRef begin = LLVMGetParam(body, (unsigned)nused), end = LLVMGetParam(body, (unsigned)nused + 1);
   LLVMValueRef err = LLVMGetParam(body, (unsigned)nused + 2);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, body, "entry"));
+  for (int s = 0; s < p->nslots; s++) {
+    if (!local[s]) continue;
+    /* one block of rows on the stack; slot_origin is set per block */
+    kc.slot_ptr[s] = LLVMBuildAlloca(b, LLVMArrayType2(ir->i8, (uint64_t)p->slots[s].nbytes), "local");
+    LLVMSetAlignment(kc.slot_ptr[s], 64);
+    kc.slot_origin[s] = ljc_i64(ir, 0);
+  }
   int *nest_check = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *nest_check);
   create_checks(&kc, nest_check);
   if (k->kind == LJG_K_MATMUL)
@@ -824,7 +843,9 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(args);
   free(ptypes);
   free(used);
+  free(local);
   free(kc.slot_ptr);
+  free(kc.slot_origin);
   free(kc.vals);
   free(kc.checks);
   free(kc.expr_check);

@@ -314,6 +314,12 @@ static LLVMValueRef emit_gather(ljc_kctx *kc, int e, const ljc_point *p) {
   return ljc_from_storage(ir, LLVMBuildLoad2(b, st, ptr, ""), buf->dtype);
 }
 
+LLVMValueRef ljc_slot_offset(ljc_kctx *kc, int32_t slot, const ljg_view *v, const ljc_point *p) {
+  LLVMValueRef off = ljc_view_offset(kc->ir, v, p);
+  LLVMValueRef origin = kc->slot_origin ? kc->slot_origin[slot] : NULL;
+  return origin ? LLVMBuildSub(kc->ir->b, off, origin, "") : off;
+}
+
 static LLVMValueRef load_slot(ljc_kctx *kc, int32_t slot, lj_dtype dt, LLVMValueRef off) {
   ljc_ir *ir = kc->ir;
   LLVMTypeRef st = ljc_storage_type(ir, dt);
@@ -337,7 +343,7 @@ void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root) {
     LLVMValueRef v = NULL;
     ljc_dbg_at(ir, x->node);
     switch (x->kind) {
-    case LJG_X_LOAD: v = load_slot(kc, x->slot, x->dtype, ljc_view_offset(ir, &k->views[x->view], p)); break;
+    case LJG_X_LOAD: v = load_slot(kc, x->slot, x->dtype, ljc_slot_offset(kc, x->slot, &k->views[x->view], p)); break;
     case LJG_X_SCALAR: v = load_slot(kc, x->slot, x->dtype, NULL); break;
     case LJG_X_CONST: v = const_of(ir, x->dtype, x->value); break;
     case LJG_X_INDEX: {

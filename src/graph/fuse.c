@@ -659,7 +659,7 @@ static void print_expr(ljb_str *b, const ljg_kernel *k, int e) {
 }
 
 char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
-  static const char *const slot_kinds[] = {"param", "scalar", "output", "temp"};
+  static const char *const slot_kinds[] = {"param", "scalar", "output", "temp", "local"};
   ljb_str b = {0};
   ljb_str_printf(&b, "program: %d kernels, %d slots, scratch %" PRId64 " bytes\n", p->nkernels,
                  p->nslots, p->scratch_bytes);
@@ -668,6 +668,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     ljb_str_printf(&b, "  slot%d: %s %s %" PRId64 " bytes (%%%d)", s, slot_kinds[sl->kind],
                    lj_dtype_name(sl->dtype), sl->nbytes, sl->node);
     if (sl->kind == LJG_SLOT_TEMP) ljb_str_printf(&b, " at %" PRId64, sl->offset);
+    if (sl->kind == LJG_SLOT_LOCAL) ljb_str_printf(&b, " per block of %" PRId64 "-byte rows", sl->row_bytes);
     ljb_str_puts(&b, "\n");
   }
   for (int i = 0; i < p->nkernels; i++) {

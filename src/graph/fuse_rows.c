@@ -17,7 +17,12 @@
  *     operand, whose index may point at rows not computed yet.
  * A flat elementwise kernel (its loops collapsed to one dim) is read as rows of the other's
  * row count when that divides it. Only neighbours merge, so no kernel moves past one it
- * depends on. */
+ * depends on.
+ *
+ * An intermediate that only its row-fused kernel uses (softmax's exps) then needs no more
+ * than the block being computed: it becomes a LOCAL slot, one block of rows on the stack of
+ * the thread running the kernel, instead of a whole tensor in the scratch arena that every
+ * block would write to memory and read back. */
 #include "graph/graph.h"
 
 #include <stdlib.h>
@@ -25,6 +30,8 @@
 
 /* Elements a block of rows should hold in its widest nest: 16 KiB of f32 (half of L1). */
 #define ROW_BLOCK_ELEMS 4096
+/* The most a LOCAL slot's block may take on a kernel's stack. */
+#define LOCAL_MAX_BYTES (64 << 10)
 
 static bool rows_kernel(const ljg_kernel *k) {
   if (k->kind != LJG_K_LOOPS || k->task_dim != 0 || k->ntasks < 1) return false;
@@ -41,10 +48,18 @@ static bool nonneg_strides(const ljg_view1 *v) {
   return true;
 }
 
+/* Whether every point of a row of v (the dims after 0) stays within a row of s elements. */
+static bool within_row(const ljg_view1 *v, int64_t s) {
+  int64_t last = 0;
+  for (int d = 1; d < v->ndim; d++) last += (v->shape[d] - 1) * v->stride[d];
+  return last < s;
+}
+
 /* The row stride S of a row-disjoint write by nest n, or 0 when it is not one. */
 static int64_t write_row_stride(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
   const ljg_view *v = &k->views[n->out_view];
-  if (v->n != 1 || v->v[0].offset != 0 || !nonneg_strides(&v->v[0])) return 0;
+  if (v->n != 1 || v->v[0].offset != 0 || !nonneg_strides(&v->v[0]) || !within_row(&v->v[0], v->v[0].stride[0]))
+    return 0;
   int64_t s = v->v[0].stride[0];
   int64_t numel = p->slots[n->out_slot].nbytes / lj_dtype_size(n->out_dtype);
   return s > 0 && s * k->ntasks == numel ? s : 0;
@@ -57,7 +72,9 @@ static bool reads_own_row(const ljg_kernel *b, int32_t slot, int64_t s) {
     if (x->kind == LJG_X_BUFFER && x->slot == slot) return false;
     if (x->kind != LJG_X_LOAD || x->slot != slot) continue;
     const ljg_view *v = &b->views[x->view];
-    if (v->n != 1 || v->v[0].offset != 0 || v->v[0].stride[0] != s || !nonneg_strides(&v->v[0])) return false;
+    if (v->n != 1 || v->v[0].offset != 0 || v->v[0].stride[0] != s || !nonneg_strides(&v->v[0]) ||
+        !within_row(&v->v[0], s))
+      return false;
   }
   return true;
 }
@@ -140,6 +157,51 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
   a->row_block = 1; /* sized below */
 }
 
+/* Whether a kernel other than k reads or writes slot. */
+static bool used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t slot) {
+  for (int i = 0; i < p->nkernels; i++) {
+    const ljg_kernel *o = &p->kernels[i];
+    if (o == k) continue;
+    for (int e = 0; e < o->nexprs; e++)
+      if (o->exprs[e].kind != LJG_X_CONST && o->exprs[e].kind != LJG_X_OP && o->exprs[e].slot == slot) return true;
+    for (int s = 0; s < o->nnests; s++)
+      if (o->nests[s].out_slot == slot) return true;
+    if (o->kind != LJG_K_LOOPS && o->mm_out_slot == slot) return true;
+  }
+  return false;
+}
+
+/* Whether expression e of k (or one it depends on) loads slot. */
+static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
+  const ljg_kexpr *x = &k->exprs[e];
+  if ((x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot) return true;
+  for (int i = 0; i < x->nin; i++)
+    if (expr_reads(k, x->in[i], slot)) return true;
+  return false;
+}
+
+/* Makes the intermediates that only row-fused kernel k uses LOCAL: each written by one nest,
+ * row-disjointly, and read by later nests at their own row. */
+static void localize(ljg_program *p, ljg_kernel *k) {
+  for (int w = 0; w < k->nnests; w++) {
+    const ljg_nest *n = &k->nests[w];
+    ljg_slot *sl = &p->slots[n->out_slot];
+    int64_t stride = write_row_stride(p, k, n);
+    int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
+    if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > LOCAL_MAX_BYTES ||
+        !reads_own_row(k, n->out_slot, stride) || used_elsewhere(p, k, n->out_slot))
+      continue;
+    bool ordered = true; /* no other nest writes it, none before the writer reads it */
+    for (int r = 0; r < k->nnests && ordered; r++)
+      if (r != w)
+        ordered = k->nests[r].out_slot != n->out_slot && (r > w || !expr_reads(k, k->nests[r].value, n->out_slot));
+    if (!ordered) continue;
+    sl->kind = LJG_SLOT_LOCAL;
+    sl->row_bytes = row_bytes;
+    sl->nbytes = k->row_block * row_bytes;
+  }
+}
+
 void ljg_fuse_rows(ljg_program *p) {
   int out = 0;
   for (int i = 0; i < p->nkernels; i++) {
@@ -166,5 +228,6 @@ void ljg_fuse_rows(ljg_program *p) {
     }
     int64_t rb = ROW_BLOCK_ELEMS / widest;
     k->row_block = rb < 1 ? 1 : rb > k->ntasks ? k->ntasks : rb;
+    localize(p, k);
   }
 }

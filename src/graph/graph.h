@@ -395,7 +395,10 @@ typedef enum ljg_slotkind {
   LJG_SLOT_PARAM,  /* DATA parameter's buffer */
   LJG_SLOT_SCALAR, /* SCALAR parameter's value (8 bytes in the scalar block) */
   LJG_SLOT_OUTPUT, /* a root's fresh buffer */
-  LJG_SLOT_TEMP    /* an intermediate at offset in the scratch arena */
+  LJG_SLOT_TEMP,   /* an intermediate at offset in the scratch arena */
+  LJG_SLOT_LOCAL   /* an intermediate of one row-fused kernel, written and read a block of
+                      rows at a time: only the current block exists, on the stack of the
+                      thread running it (nbytes: one block of row_bytes rows) */
 } ljg_slotkind;
 
 typedef struct ljg_slot {
@@ -405,6 +408,7 @@ typedef struct ljg_slot {
   int32_t node;     /* graph node whose value it holds */
   int64_t nbytes;
   int64_t offset;   /* TEMP: offset in the scratch arena */
+  int64_t row_bytes; /* LOCAL: bytes per row */
 } ljg_slot;
 
 /* Data-dependent errors found by compiled code, reported at the sync. */

@@ -183,6 +183,7 @@ static void slot_io(io *x, ljg_slot *s) {
   F(x, s->node);
   F(x, s->nbytes);
   F(x, s->offset);
+  F(x, s->row_bytes);
 }
 
 /* Reading: what the runtime binds must stay in range of g (the graph the program computes)
@@ -197,6 +198,7 @@ static void check_slots(io *x, const ljg_program *p, const ljg_graph *g) {
     case LJG_SLOT_SCALAR: check(x, sl->param >= 0 && sl->param < g->nparams); break;
     case LJG_SLOT_OUTPUT: break;
     case LJG_SLOT_TEMP: check(x, sl->offset >= 0 && sl->offset <= p->scratch_bytes - sl->nbytes); break;
+    case LJG_SLOT_LOCAL: check(x, sl->row_bytes > 0 && sl->nbytes % sl->row_bytes == 0); break;
     default: check(x, false); break;
     }
   }

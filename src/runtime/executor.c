@@ -147,7 +147,8 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
       j->owned[s]->seq = j->seq;
       j->slots[s] = j->owned[s]->data;
       break;
-    case LJG_SLOT_TEMP: break; /* bound to the scratch arena when it runs */
+    case LJG_SLOT_TEMP: break;  /* bound to the scratch arena when it runs */
+    case LJG_SLOT_LOCAL: break; /* on the kernel's stack */
     }
   }
   for (int r = 0; r < p->nroots; r++) out[r] = ljr_buffer_retain(j->owned[p->root_slot[r]]);
