@@ -4,7 +4,9 @@
  * running. A barrier (lj_sync, like PyTorch/XLA's xm.mark_step()) or a host read collects the
  * pending graph, hashes it, looks the hash up in a cache of compiled executables, compiles on a
  * miss (fusion, LLVM IR, vectorized machine code through ORC LLJIT) and runs the executable on
- * the device's thread pool. A loop that records the same graph every step compiles once.
+ * the device's thread pool. A loop that records the same graph every step compiles once, and
+ * compiled graphs persist on disk (lj_config.cache_dir), so the next run of the program loads
+ * them instead of compiling.
  *
  * Tutorial (this block is compiled and run by the test suite):
  *
