@@ -315,8 +315,12 @@ ljr_exec *ljr_disk_load(ljr_runtime *rt, ljb_hash key, const ljg_graph *g) {
     return NULL;
   }
   if (!rt->cfg.pub.cache_readonly) utimensat(AT_FDCWD, path, NULL, 0); /* its last use */
+  uint64_t ns = ljb_now_ns() - t0;
   ljr_count(LJR_C_PersistentCacheHit, 1);
-  ljr_sample(LJR_M_PersistentCacheLoadTime, (double)(ljb_now_ns() - t0));
+  ljr_sample(LJR_M_PersistentCacheLoadTime, (double)ns);
+  char what[64];
+  snprintf(what, sizeof what, "%d kernels in %.2f ms", x->prog->nkernels, (double)ns * 1e-6);
+  debug_note(rt, path, "loaded", what);
   return x;
 }
 

@@ -46,7 +46,7 @@ enum { LJR_DISK_FORMAT = 1 };
  * the cache is off (or LJ_DUMP_DIR / LJ_SAVE_TENSORS_FMT=llvm|asm want a compile's texts),
  * when there is no entry (PersistentCacheMiss) or it cannot be used
  * (PersistentCacheDeserializeFailure; LJ_DEBUG says why on stderr). Counts PersistentCacheHit
- * and marks the entry used. Leaves the thread's error alone. */
+ * (LJ_DEBUG names the entry) and marks the entry used. Leaves the thread's error alone. */
 ljr_exec *ljr_disk_load(ljr_runtime *rt, ljb_hash key, const ljg_graph *g);
 /* Writes e, whose kernels' object files are objs, unless the cache is off or read-only; then
  * evicts beyond LJ_CACHE_MAX_MB. A directory that cannot be written is no cache: failures are
