@@ -362,10 +362,11 @@ int main(int argc, char **argv) {
     double compile_s = 0;
     lj_metric_data("CompileTime", NULL, &compile_s);
     printf("\ntrained %d epochs in %.1f s (%.0f img/s), total %.1f s, of which compiling %.2f s "
-           "(%lld graphs compiled, %lld steps from the cache); final test accuracy %.2f%%\n",
+           "(%lld graphs compiled, %lld loaded from the persistent cache, %lld steps from the cache); "
+           "final test accuracy %.2f%%\n",
            o.epochs, train_s, (double)(n_train * o.epochs) / train_s, now_s() - t_start, compile_s,
-           (long long)lj_counter_value("UncachedCompile"), (long long)lj_counter_value("CachedCompile"),
-           100 * accuracy);
+           (long long)lj_counter_value("UncachedCompile"), (long long)lj_counter_value("PersistentCacheHit"),
+           (long long)lj_counter_value("CachedCompile"), 100 * accuracy);
     char *report = lj_metrics_short_report();
     printf("\n%s", report);
     free(report);
