@@ -4,11 +4,14 @@
  * statistics) and padding; checks dropout's statistics and its eval identity; and checks
  * the bad inputs: wrong target dtype, a class index out of range (reported by the sync with
  * the index), mismatched conv channels, windows that do not fit; and PyTorch's default
- * initialization of Linear and Conv2d parameters. */
+ * initialization of Linear and Conv2d parameters. Gathers and scatters along small dims (every
+ * position selected, vectorized) and large ones (one computed address) agree with the
+ * interpreter, keep -0.0 where nothing is added, and report the smallest bad index. */
 #include "test_util.h"
 #include "torch_fixture.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +181,64 @@ static void expect_uniform(lj_tensor *t, int ndim, const int64_t *shape, double 
 
 /* PyTorch's defaults: Linear and Conv2d weights and biases are U(+-1/sqrt(fan_in)), with
  * fan_in = in / groups * kh * kw for a convolution; the same seed repeats them. */
+/* i64 indices in [0, n) for a tensor of `shape` (deterministic, repeats included). */
+static lj_tensor *index_tensor(int ndim, const int64_t *shape, int64_t n, uint64_t seed) {
+  int64_t numel = 1;
+  for (int d = 0; d < ndim; d++) numel *= shape[d];
+  int64_t *v = malloc((size_t)numel * sizeof *v);
+  for (int64_t i = 0; i < numel; i++) v[i] = (int64_t)((i * 2654435761u + seed * 97) % (uint64_t)n);
+  lj_tensor *t = lj_tensor_from_host(lj_default_device(), LJ_I64, ndim, shape, v);
+  free(v);
+  return t;
+}
+
+START_TEST(test_gather_scatter_dims) {
+  /* dims of 1, 4, 8 (selected) and 9, 33 (addressed), along the middle and the last dim */
+  static const int64_t sizes[] = {1, 4, 8, 9, 33};
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    for (int dim = 1; dim <= 2; dim++) {
+      int64_t n = sizes[i];
+      int64_t xs[3] = {3, dim == 1 ? n : 5, dim == 2 ? n : 7};
+      int64_t is[3] = {3, dim == 1 ? 6 : 5, dim == 2 ? 6 : 7}; /* more indices than positions: repeats */
+      lj_tensor *x = tu_tensor(LJ_F32, 3, xs, TU_ANY, 20 + i);
+      lj_tensor *idx = index_tensor(3, is, n, i);
+      lj_tensor *src = tu_tensor(LJ_F32, 3, is, TU_ANY, 40 + i);
+      lj_tensor *r[2] = {lj_gather(x, dim, idx), lj_scatter_add(x, dim, idx, src)};
+      tu_check_interp_tol(2, r, 1e-5, 1e-5); /* scatter sums in f32, the interpreter in f64 */
+      for (int k = 0; k < 2; k++) lj_tensor_release(r[k]);
+      lj_tensor_release(x);
+      lj_tensor_release(idx);
+      lj_tensor_release(src);
+    }
+  /* -0.0 stays -0.0 where the scatter adds nothing */
+  lj_device *d = lj_default_device();
+  lj_tensor *z = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(1, 4), (float[]){-0.0f, -0.0f, -0.0f, -0.0f});
+  lj_tensor *one = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(1, 1), (int64_t[]){2});
+  lj_tensor *v = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(1, 1), (float[]){1.5f});
+  lj_tensor *sc = lj_scatter_add(z, 1, one, v);
+  float got[4];
+  ck_assert_int_eq(lj_tensor_to_host(sc, got, sizeof got), LJ_OK);
+  ck_assert(signbit(got[0]) && signbit(got[1]) && got[2] == 1.5f && signbit(got[3]));
+  /* bad indices, small dim and large dim: the smallest is reported */
+  for (int64_t n = 4; n <= 40; n += 36) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, n), TU_ANY, 5);
+    lj_tensor *bad = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(2, 3), (int64_t[]){0, n + 5, 1, -7, n, 2});
+    lj_tensor *g = lj_gather(x, 1, bad);
+    ck_assert(g);
+    float out[6];
+    ck_assert_int_ne(lj_tensor_to_host(g, out, sizeof out), LJ_OK);
+    char range[32];
+    snprintf(range, sizeof range, "[0, %lld)", (long long)n);
+    tu_expect_error(LJ_ERR_RUNTIME, "index -7", range, NULL);
+    lj_tensor_release(g);
+    lj_tensor_release(bad);
+    lj_tensor_release(x);
+  }
+  lj_tensor *all[] = {z, one, v, sc};
+  for (size_t i = 0; i < 4; i++) lj_tensor_release(all[i]);
+}
+END_TEST
+
 START_TEST(test_default_init) {
   lj_device *d = lj_default_device();
   lj_tensor *w, *b, *w2, *b2;
@@ -209,6 +270,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_fixture, 0, nfixtures);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_bad_inputs);
+  tcase_add_test(tc, test_gather_scatter_dims);
   tcase_add_test(tc, test_default_init);
   suite_add_tcase(s, tc);
   return s;

@@ -107,6 +107,10 @@ typedef struct ljc_check {
   int64_t bound;
 } ljc_check;
 
+/* Gathers and scatters along a dim of at most this many elements touch every position with a
+ * select instead of one computed address, so their loops vectorize. */
+enum { LJC_SMALL_DIM = 8 };
+
 typedef struct ljc_kctx {
   ljc_ir *ir;
   const ljg_program *p;
@@ -127,7 +131,8 @@ LLVMValueRef ljc_slot_offset(ljc_kctx *kc, int32_t slot, const ljg_view *v, cons
 void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root);
 /* The check expression e needs (LJG_KERR_DIV_ZERO, LJG_KERR_INDEX) or LJG_KERR_NONE. */
 int ljc_expr_check(const ljg_kernel *k, int e);
-/* Records a failed check: sets its flag where `bad` and remembers value (may be NULL). */
+/* Records a failed check: sets its flag where `bad` and keeps the smallest such value (value
+ * may be NULL). */
 void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
 
 /* gemm.c: a register-blocked matmul kernel body for f32/f64 operands whose layout allows it

@@ -172,11 +172,25 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
                                  LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, bound), ""), "");
   ljc_fail_where(g->kc, g->check, bad, index);
   ljc_point q = g->pt;
+  bool isfloat = ljg_dtype_is_float(nest->out_dtype);
+  if (bound >= 1 && bound <= LJC_SMALL_DIM) {
+    /* every position of a small dim, each keeping its value unless the index names it */
+    for (int64_t c = 0; c < bound; c++) {
+      q.idx[nest->scatter_dim] = ljc_i64(ir, c);
+      LLVMValueRef off = ljc_view_offset(ir, view, &q);
+      LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
+      LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
+      LLVMValueRef sum = ljc_round_to(ir, isfloat ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, ""),
+                                      nest->out_dtype);
+      LLVMValueRef hit = LLVMBuildICmp(b, LLVMIntEQ, index, ljc_i64(ir, c), "");
+      LLVMBuildStore(b, ljc_to_storage(ir, LLVMBuildSelect(b, hit, sum, old, ""), nest->out_dtype), p);
+    }
+    return;
+  }
   q.idx[nest->scatter_dim] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
   LLVMValueRef off = ljc_view_offset(ir, view, &q);
   LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
   LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
-  bool isfloat = ljg_dtype_is_float(nest->out_dtype);
   LLVMValueRef zero = isfloat ? ljc_const_f(LLVMTypeOf(v), 0) : ljc_const_i(LLVMTypeOf(v), 0);
   v = LLVMBuildSelect(b, bad, zero, v, "");
   LLVMValueRef sum = isfloat ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, "");
@@ -724,7 +738,7 @@ static void create_checks(ljc_kctx *kc, int *nest_check) {
     LLVMBuildStore(ir->b, ljc_const_i(ir->i8, 0), c->flag);
     if (code == LJG_KERR_INDEX) {
       c->badval = LLVMBuildAlloca(ir->b, ir->i64, "check.value");
-      LLVMBuildStore(ir->b, ljc_i64(ir, 0), c->badval);
+      LLVMBuildStore(ir->b, ljc_i64(ir, INT64_MAX), c->badval);
     }
     if (nest)
       nest_check[e - k->nexprs] = kc->nchecks++;

@@ -291,27 +291,43 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
   LLVMValueRef old = LLVMBuildLoad2(ir->b, ir->i8, c->flag, "");
   LLVMBuildStore(ir->b, LLVMBuildOr(ir->b, old, LLVMBuildZExt(ir->b, bad, ir->i8, ""), ""), c->flag);
   if (c->badval && value) {
+    /* the smallest bad value: a min reduction, which vectorizes (keeping the last one does not) */
     LLVMValueRef prev = LLVMBuildLoad2(ir->b, ir->i64, c->badval, "");
-    LLVMBuildStore(ir->b, LLVMBuildSelect(ir->b, bad, value, prev, ""), c->badval);
+    LLVMValueRef cand = LLVMBuildSelect(ir->b, bad, value, ljc_i64(ir, INT64_MAX), "");
+    LLVMValueRef less = LLVMBuildICmp(ir->b, LLVMIntSLT, cand, prev, "");
+    LLVMBuildStore(ir->b, LLVMBuildSelect(ir->b, less, cand, prev, ""), c->badval);
   }
 }
 
 /* x[point with dim replaced by the index value], the index checked against the dim's size
- * (a bad index reads element 0 and is reported after the loops). */
+ * (a bad index reads element 0 and is reported after the loops). Along a dim of at most
+ * LJC_SMALL_DIM elements every candidate is loaded and the index selects one: loads at fixed
+ * positions vectorize, a load at a computed address does not (max-pool reads 4 of them). */
 static LLVMValueRef emit_gather(ljc_kctx *kc, int e, const ljc_point *p) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kexpr *x = &kc->k->exprs[e], *buf = &kc->k->exprs[x->in[1]];
+  int64_t n = (int64_t)x->value;
   LLVMValueRef index = kc->vals[x->in[0]];
   LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
-                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, (int64_t)x->value), ""), "");
+                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, n), ""), "");
   ljc_fail_where(kc, kc->expr_check[e], bad, index);
   ljc_point q = *p;
-  q.idx[x->aux] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
-  LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[buf->view], &q);
   LLVMTypeRef st = ljc_storage_type(ir, buf->dtype);
-  LLVMValueRef ptr = LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[buf->slot], &off, 1, "");
-  return ljc_from_storage(ir, LLVMBuildLoad2(b, st, ptr, ""), buf->dtype);
+  if (n < 1 || n > LJC_SMALL_DIM) {
+    q.idx[x->aux] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
+    LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[buf->view], &q);
+    LLVMValueRef ptr = LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[buf->slot], &off, 1, "");
+    return ljc_from_storage(ir, LLVMBuildLoad2(b, st, ptr, ""), buf->dtype);
+  }
+  LLVMValueRef v = NULL;
+  for (int64_t c = 0; c < n; c++) {
+    q.idx[x->aux] = ljc_i64(ir, c);
+    LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[buf->view], &q);
+    LLVMValueRef ld = LLVMBuildLoad2(b, st, LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[buf->slot], &off, 1, ""), "");
+    v = c == 0 ? ld : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, index, ljc_i64(ir, c), ""), ld, v, "");
+  }
+  return ljc_from_storage(ir, v, buf->dtype);
 }
 
 LLVMValueRef ljc_slot_offset(ljc_kctx *kc, int32_t slot, const ljg_view *v, const ljc_point *p) {
