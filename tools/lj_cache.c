@@ -31,6 +31,8 @@ static _Noreturn void die(const char *fmt, const char *arg) {
   exit(2);
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 /* The directory's entry (or temporary file) names, sorted; none when it does not exist (nothing
  * was written yet). Exits when it cannot be read. */
 static char **names(const char *dir, bool temps, int *n) {
@@ -46,12 +48,7 @@ static char **names(const char *dir, bool temps, int *n) {
     v[(*n)++] = strdup(de->d_name);
   }
   closedir(dp);
-  for (int i = 1; i < *n; i++)
-    for (int j = i; j > 0 && strcmp(v[j - 1], v[j]) > 0; j--) {
-      char *t = v[j];
-      v[j] = v[j - 1];
-      v[j - 1] = t;
-    }
+  if (*n > 1) qsort(v, (size_t)*n, sizeof *v, by_name);
   return v ? v : ljb_xalloc(sizeof(char *));
 }
 

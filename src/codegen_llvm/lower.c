@@ -783,7 +783,10 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   mark_slots(k, used);
   uint8_t *local = ljb_xcalloc((size_t)p->nslots + 1, sizeof *local); /* LOCAL slots: no argument */
   for (int s = 0; s < p->nslots; s++)
-    if (used[s] && p->slots[s].kind == LJG_SLOT_LOCAL) local[s] = 1, used[s] = 0;
+    if (used[s] && p->slots[s].kind == LJG_SLOT_LOCAL) {
+      local[s] = 1;
+      used[s] = 0;
+    }
   int nused = 0;
   for (int s = 0; s < p->nslots; s++) nused += used[s] != 0;
   /* the body, every slot a noalias argument */

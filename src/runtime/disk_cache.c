@@ -48,17 +48,16 @@ static void entry_path(const ljr_runtime *rt, ljb_hash key, char *path, size_t c
   snprintf(path, cap, "%s/%s.ljc", rt->cfg.pub.cache_dir, hex);
 }
 
-/* The whole file (malloc'd, size in *n), or NULL with errno set. */
-static unsigned char *read_file(const char *path, size_t *n) {
+/* The whole file (malloc'd, size in *n, its status in *st), or NULL with errno set. */
+static unsigned char *read_file(const char *path, size_t *n, struct stat *st) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NULL;
-  struct stat st;
   unsigned char *buf = NULL;
-  if (fstat(fd, &st) == 0) {
-    buf = ljb_xalloc((size_t)st.st_size + 1);
+  if (fstat(fd, st) == 0) {
+    buf = ljb_xalloc((size_t)st->st_size + 1);
     size_t got = 0;
     ssize_t r = 1;
-    while (got < (size_t)st.st_size && (r = read(fd, buf + got, (size_t)st.st_size - got)) > 0) got += (size_t)r;
+    while (got < (size_t)st->st_size && (r = read(fd, buf + got, (size_t)st->st_size - got)) > 0) got += (size_t)r;
     *n = got;
     if (r < 0) {
       free(buf);
@@ -286,7 +285,8 @@ ljr_exec *ljr_disk_load(ljr_runtime *rt, ljb_hash key, const ljg_graph *g) {
   char path[1100];
   entry_path(rt, key, path, sizeof path);
   size_t n = 0;
-  unsigned char *buf = read_file(path, &n);
+  struct stat st;
+  unsigned char *buf = read_file(path, &n, &st);
   if (!buf) {
     if (errno != ENOENT) debug_note(rt, path, "cannot read", strerror(errno));
     ljr_count(LJR_C_PersistentCacheMiss, 1);
@@ -434,7 +434,7 @@ bool ljr_disk_inspect(ljr_runtime *rt, const char *path, ljr_disk_entry *out) {
   out->nodes = out->kernels = -1;
   struct stat st;
   size_t n = 0;
-  unsigned char *buf = stat(path, &st) == 0 ? read_file(path, &n) : NULL;
+  unsigned char *buf = read_file(path, &n, &st);
   if (!buf) return false;
   out->bytes = st.st_size;
   out->last_use = st.st_mtim.tv_sec;

@@ -54,19 +54,20 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   e->prog = ljg_fuse(e->opt, &o);
   e->fns = ljb_xcalloc((size_t)e->prog->nkernels + 1, sizeof *e->fns);
   if (ljr_dump_keeps_texts()) e->texts = ljb_xcalloc(1, sizeof *e->texts);
-  bool want_objs = rt->cfg.pub.dump_dir || (rt->cfg.pub.cache_dir && !rt->cfg.pub.cache_readonly);
-  ljc_objects objs = {0};
-  e->code = ljc_compile(rt->cg, e->prog, e->opt, key, e->fns, e->texts, want_objs ? &objs : NULL);
+  /* the object files, for LJ_DUMP_DIR and the persistent cache */
+  ljc_objects buf = {0};
+  ljc_objects *objs = rt->cfg.pub.dump_dir || (rt->cfg.pub.cache_dir && !rt->cfg.pub.cache_readonly) ? &buf : NULL;
+  e->code = ljc_compile(rt->cg, e->prog, e->opt, key, e->fns, e->texts, objs);
   if (!e->code) {
     ljr_exec_free(e);
     return NULL;
   }
-  ljr_dump_compiled(e, e->texts, want_objs ? &objs : NULL);
+  ljr_dump_compiled(e, e->texts, objs);
   ljr_count(LJR_C_UncachedCompile, 1);
   ljr_count(LJR_C_CompiledKernels, e->prog->nkernels);
   ljr_sample(LJR_M_CompileTime, (double)(ljb_now_ns() - t0));
-  ljr_disk_store(rt, e, want_objs ? &objs : NULL);
-  ljc_objects_free(&objs);
+  ljr_disk_store(rt, e, objs);
+  ljc_objects_free(&buf);
   return e;
 }
 
