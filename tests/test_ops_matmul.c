@@ -65,16 +65,18 @@ START_TEST(test_matmul_fused_and_large) {
 }
 END_TEST
 
-/* The register-blocked f32/f64 kernels around their tile edges: rows 1, 6, 7, 13 (tiles of
- * 6 and 3 rows and single rows), columns 1, 8, 17, 33 (vector and column tiles, masked
- * partial vectors), k of 1, 9, 257 and 600 (blocks of k); with B contiguous along n, with B
- * transposed (dot products over k), with A transposed, batched with B broadcast, and big
- * enough to be split across threads inside a tile. */
+/* The register-blocked f32/f64 kernels around their tile edges: rows 1, 5, 6, 13 (fewer rows
+ * than a tile, whole tiles, a tile for the rows left), columns 1, 8, 17, 150 (narrow panels,
+ * a full panel and a partial one, more panels than one packed block), k of 1 and 16 (B read
+ * where it is), 17 (a partial vector of k when packing a transposed B) and 600 (blocks of k);
+ * with B contiguous along n, B transposed (packed by transposes), A transposed, and B strided
+ * along both dims (packed element by element); batched with B broadcast; and more rows than
+ * a block of rows, split across threads inside a matrix. */
 START_TEST(test_matmul_tiles) {
-  static const int64_t Ms[] = {1, 6, 7, 13}, Ns[] = {1, 8, 17, 33}, Ks[] = {1, 9, 257, 600};
+  static const int64_t Ms[] = {1, 5, 6, 13}, Ns[] = {1, 8, 17, 150}, Ks[] = {1, 16, 17, 600};
   for (int di = 0; di < 2; di++) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
-    for (int layout = 0; layout < 3; layout++) {
+    for (int layout = 0; layout < 4; layout++) {
       lj_tensor *ts[64];
       int n = 0;
       for (int mi = 0; mi < 4; mi++)
@@ -84,8 +86,10 @@ START_TEST(test_matmul_tiles) {
             uint64_t seed = (uint64_t)(100 * layout + 16 * mi + 4 * ni + ki);
             lj_tensor *a = layout == 2 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1)
                                        : tu_tensor(dt, LJ_SHAPE(M, K), TU_ANY, seed);
-            lj_tensor *b = layout == 1 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
-                                       : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
+            lj_tensor *b = layout == 1   ? lj_transpose(tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
+                           : layout == 3 ? lj_slice(lj_slice(tu_tensor(dt, LJ_SHAPE(2 * K, 2 * N), TU_ANY, seed + 7), 0, 0, 2 * K, 2),
+                                                    1, 1, 2 * N, 2)
+                                         : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
             ts[n++] = lj_matmul(a, b);
             lj_tensor_release(a);
             lj_tensor_release(b);
@@ -95,8 +99,9 @@ START_TEST(test_matmul_tiles) {
     }
     lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 37, 300), TU_ANY, 900);
     lj_tensor *w = tu_tensor(dt, LJ_SHAPE(300, 45), TU_ANY, 901), *wt = tu_tensor(dt, LJ_SHAPE(45, 300), TU_ANY, 902);
-    lj_tensor *ts[2] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1))};
-    tu_check_interp_tol(2, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+    lj_tensor *tall = tu_tensor(dt, LJ_SHAPE(2, 803, 40), TU_ANY, 903), *tw = tu_tensor(dt, LJ_SHAPE(37, 40), TU_ANY, 904);
+    lj_tensor *ts[3] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1))};
+    tu_check_interp_tol(3, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST

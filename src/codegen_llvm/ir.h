@@ -135,8 +135,8 @@ int ljc_expr_check(const ljg_kernel *k, int e);
  * may be NULL). */
 void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
 
-/* gemm.c: a register-blocked matmul kernel body for f32/f64 operands whose layout allows it
- * (B contiguous along n, or A and B contiguous along k); false, emitting nothing, otherwise. */
+/* gemm.c: a register-blocked matmul kernel body with packed panels of B, for f32/f64 operands
+ * loaded through single-level views (any strides); false, emitting nothing, otherwise. */
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
 /* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call

@@ -17,6 +17,7 @@
 #include <llvm-c/ExecutionEngine.h>
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
+#include <llvm-c/Support.h>
 #include <llvm-c/OrcEE.h>
 #include <llvm-c/Target.h>
 
@@ -86,7 +87,18 @@ static LLVMOrcObjectLayerRef listened_layer(void *ctx, LLVMOrcExecutionSessionRe
   return layer;
 }
 
+/* LLVM's command-line options, set once per process (they are LLVM's globals, so a program
+ * that also uses LLVM sees them too): no loop strength reduction. It took a third of the
+ * code generator's time on matmul kernels (many nested loops with many address uses) and
+ * x86 addresses base + index · scale as cheaply as a strength-reduced pointer. */
+static void llvm_options(void) {
+  const char *argv[] = {"lazyjit", "-disable-lsr"};
+  LLVMParseCommandLineOptions(2, argv, NULL);
+}
+
 ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsigned flags) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, llvm_options);
   LLVMInitializeNativeTarget();
   LLVMInitializeNativeAsmPrinter();
   ljc_session *s = ljb_xcalloc(1, sizeof *s);
