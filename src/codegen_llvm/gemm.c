@@ -254,30 +254,24 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
   return at(g, g->c, LLVMBuildNSWAdd(g->b, mul(g, crow, g->k->mm_n), n, ""));
 }
 
-/* Stores C's tile rows; with `store` given, only the rows r for which store[r] (an i1) is
- * true. */
+/* Stores C's tile rows r for which store[r] (an i1) is true. */
 static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc, const LLVMValueRef *store) {
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
   for (int r = 0; r < MR; r++) {
-    LLVMBasicBlockRef next = NULL;
-    if (store) {
-      LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.store");
-      next = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.stored");
-      LLVMBuildCondBr(g->b, store[r], yes, next);
-      LLVMPositionBuilderAtEnd(g->b, yes);
-    }
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.store");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.stored");
+    LLVMBuildCondBr(g->b, store[r], yes, next);
+    LLVMPositionBuilderAtEnd(g->b, yes);
     for (int j = 0; j < p->nv; j++)
       vstore(g, acc[r * p->nv + j], c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)),
              j == p->nv - 1 ? p->last : g->vw);
-    if (store) {
-      LLVMBuildBr(g->b, next);
-      LLVMPositionBuilderAtEnd(g->b, next);
-    }
+    LLVMBuildBr(g->b, next);
+    LLVMPositionBuilderAtEnd(g->b, next);
   }
 }
 
 /* An MR-row tile of C in panel p: row r is C's row crow[r] and A's row m[r] of matrix bi;
- * with `store` given only the rows it marks are stored. */
+ * only the rows `store` marks are stored. */
 static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValueRef *crow, const panel *p,
                  LLVMValueRef buf, const LLVMValueRef *store) {
   ljc_ir *ir = g->ir;
@@ -304,41 +298,30 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
   store_tile(g, crow, p, acc, store);
 }
 
-/* Rows m0 .. m0 + len - 1 (len > 0) of matrix bi in panel p: MR-row tiles, then one tile for
- * the rows left. That tile ends at the last row and stores only the rows left: it recomputes
- * rows already done in this block of k, but must not add to them again. With fewer than MR
- * rows in all, its rows past the last repeat the last and are not stored. */
+/* Rows m0 .. m0 + len - 1 (len > 0) of matrix bi in panel p, MR rows at a time by one tile:
+ * the tile for the rows left after the last full one ends at the last row and stores only
+ * the rows left (it recomputes rows already done in this block of k, but must not add to
+ * them again); with fewer than MR rows in all, its rows past the last repeat the last and
+ * are not stored. */
 static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len,
                       const panel *p, LLVMValueRef buf) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  LLVMBasicBlockRef left = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.rows.left");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.rows.done");
   LLVMValueRef m[MR], crow[MR], store[MR];
-  LLVMValueRef full = mul(g, LLVMBuildSDiv(b, len, ljc_i64(ir, MR), ""), MR);
+  LLVMValueRef tiles = LLVMBuildSDiv(b, add(g, len, MR - 1), ljc_i64(ir, MR), "");
+  LLVMValueRef last = add(g, len, -1), first_max = ljc_intrinsic2(ir, "smax", add(g, len, -MR), ljc_i64(ir, 0));
   ljc_loop R;
-  ljc_loop_begin_step(ir, &R, ljc_i64(ir, 0), full, MR, true, 0, NULL);
-  for (int r = 0; r < MR; r++) {
-    m[r] = LLVMBuildNSWAdd(b, m0, add(g, R.iv, r), "");
-    crow[r] = LLVMBuildNSWAdd(b, crow0, add(g, R.iv, r), "");
-  }
-  tile(g, bi, m, crow, p, buf, NULL);
-  ljc_loop_end(ir, &R, NULL, NULL);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, full, len, ""), left, done);
-  LLVMPositionBuilderAtEnd(b, left);
-  LLVMValueRef first = ljc_intrinsic2(ir, "smax", add(g, len, -MR), ljc_i64(ir, 0));
-  LLVMValueRef last = add(g, len, -1);
+  ljc_loop_begin_step(ir, &R, ljc_i64(ir, 0), mul(g, tiles, MR), MR, false, 0, NULL);
+  LLVMValueRef first = ljc_intrinsic2(ir, "smin", R.iv, first_max);
   for (int r = 0; r < MR; r++) {
     LLVMValueRef i = add(g, first, r);
-    store[r] = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, i, full, ""), LLVMBuildICmp(b, LLVMIntSLE, i, last, ""), "");
+    store[r] = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, i, R.iv, ""), LLVMBuildICmp(b, LLVMIntSLE, i, last, ""), "");
     i = ljc_intrinsic2(ir, "smin", i, last);
     m[r] = LLVMBuildNSWAdd(b, m0, i, "");
     crow[r] = LLVMBuildNSWAdd(b, crow0, i, "");
   }
   tile(g, bi, m, crow, p, buf, store);
-  LLVMBuildBr(b, done);
-  LLVMPositionBuilderAtEnd(b, done);
+  ljc_loop_end(ir, &R, NULL, NULL);
 }
 
 /* np packed panels shaped like p, for rows m0 .. m0 + len - 1 (len > 0) of matrix bi: blocks
