@@ -95,9 +95,9 @@ START_TEST(test_kernel_counts) {
   lj_tensor *across = lj_sub(sq, lj_amax(sq, 1, (const int[]){1}, false));
   ck_assert_int_eq(lj_graph_kernel_count(1, &across), 2);
   tu_check_interp(1, &across, 0);
-  /* linear layer: matmul, then one kernel for bias + relu */
+  /* linear layer: the matmul with bias + relu as its epilogue, one kernel */
   lj_tensor *lin = lj_relu(lj_add(lj_matmul(x, w), lj_slice(v, 0, 0, 16, 1)));
-  ck_assert_int_eq(lj_graph_kernel_count(1, &lin), 2);
+  ck_assert_int_eq(lj_graph_kernel_count(1, &lin), 1);
   /* an expensive value broadcast to a bigger shape is computed once, then read */
   lj_tensor *bc = lj_add(x, lj_exp(v));
   ck_assert_int_eq(lj_graph_kernel_count(1, &bc), 2);
@@ -213,6 +213,70 @@ START_TEST(test_row_fusion_local_slots) {
 }
 END_TEST
 
+/* Elementwise consumers of a matmul that read C only at their own row become its epilogue:
+ * the kernel computes a block of rows of C, then runs the consumers on those rows. C lives on
+ * the kernel's stack when only the epilogue reads it and a block of it fits, else in scratch
+ * memory (long rows, or C also an output). A consumer that reads other rows of C (through a
+ * transpose) stays a kernel of its own. Values against the interpreter, rows split across
+ * threads: batched, with a bias broadcast along each matrix's rows (the epilogue's rows span
+ * two dims), f32 and f64; an integer matmul (the scalar loops) too. */
+START_TEST(test_matmul_epilogue) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+    lj_tensor *a = tu_tensor(dts[i], LJ_SHAPE(3, 37, 50), TU_ANY, 1);
+    lj_tensor *w = tu_tensor(dts[i], LJ_SHAPE(50, 45), TU_ANY, 2);
+    lj_tensor *bias = tu_tensor(dts[i], LJ_SHAPE(37, 1), TU_ANY, 3);
+    lj_tensor *y = lj_relu(lj_add(lj_matmul(a, w), bias));
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(p->kernels[0].kind, LJG_K_MATMUL);
+    ck_assert_int_eq(p->kernels[0].nests[0].row_dims, 2);
+    ck_assert_int_eq(local_slots(p), 1);
+    ck_assert_int_eq(p->scratch_bytes, 0);
+    ljg_program_free(p);
+    ljg_graph_free(opt);
+    free(opt);
+    tu_check_interp_tol(1, &y, dts[i] == LJ_F32 ? 1e-5 : 1e-12, dts[i] == LJ_F32 ? 1e-5 : 1e-12);
+    lj_tensor_release(a);
+    lj_tensor_release(w);
+    lj_tensor_release(bias);
+  }
+  /* rows of 600 f32: blocks of 48 rows, C in scratch */
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(130, 40), TU_ANY, 4), *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 600), TU_ANY, 5);
+  lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 6);
+  lj_tensor *c = lj_matmul(a, w), *y = lj_tanh(lj_add(c, bias));
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].row_block, 48);
+  ck_assert_int_eq(local_slots(p), 0);
+  ck_assert_int_ge(p->scratch_bytes, 130 * 600 * 4);
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+  /* C is an output too: still one kernel */
+  lj_tensor *both[2] = {c, y};
+  ck_assert_int_eq(lj_graph_kernel_count(2, both), 1);
+  tu_check_interp_tol(2, both, 1e-5, 1e-5);
+  /* a transpose reads other rows: two kernels */
+  lj_tensor *sq = lj_matmul(tu_tensor(LJ_F32, LJ_SHAPE(33, 20), TU_ANY, 7), tu_tensor(LJ_F32, LJ_SHAPE(20, 33), TU_ANY, 8));
+  lj_tensor *across = lj_add(sq, lj_transpose(sq, 0, 1));
+  ck_assert_int_eq(lj_graph_kernel_count(1, &across), 2);
+  tu_check_interp_tol(1, &across, 1e-5, 1e-5);
+  /* integers: the scalar loops, C on the stack */
+  lj_tensor *ia = tu_tensor(LJ_I32, LJ_SHAPE(2, 9, 7), TU_ANY, 9), *ib = tu_tensor(LJ_I32, LJ_SHAPE(7, 5), TU_ANY, 10);
+  lj_tensor *iy = lj_mul_scalar(lj_matmul(ia, ib), 3);
+  p = program_of(iy, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(local_slots(p), 1);
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+  tu_check1(iy, 0);
+}
+END_TEST
+
 /* LJ_SYNC_TENSORS_OPBYOP (a sync) and LJ_GET_TENSORS_OPBYOP (a host read): every op its own
  * cached executable with one kernel; the values are the fused program's; a second step
  * compiles nothing. Each switch leaves the other kind of sync fused. */
@@ -269,6 +333,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sync_opbyop);
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
+  tcase_add_test(tc, test_matmul_epilogue);
   suite_add_tcase(s, tc);
   return s;
 }

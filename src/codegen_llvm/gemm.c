@@ -11,9 +11,9 @@
  * stride otherwise maps every row of a panel to the same cache set, and every row is another
  * page). Three packers, by B's layout: contiguous along n (vector copies; the block's part of
  * a row is one run), contiguous along k (vw × vw transposes in registers, e.g. a transposed
- * weight), anything else (element by element). A B contiguous along n with at most DIRECT_K
- * rows is read where it is: its panel already sits in L1 and packing would cost more than it
- * saves.
+ * weight), anything else (element by element). A B contiguous along n with at most
+ * LJG_MATMUL_DIRECT_K rows is read where it is: its panel already sits in L1 and packing
+ * would cost more than it saves.
  *
  * The micro-kernel: an MR × NV-vector tile of C lives in registers; for each k, the NV vectors
  * of the panel's row are loaded once and multiplied by MR broadcast elements of A's column k.
@@ -22,7 +22,7 @@
  * stored with a mask. The vector width is the target's (ljc_ir.vec_bytes). */
 #include "codegen_llvm/ir.h"
 
-enum { MR = 6, NV = 2, KC = 256, NP = 8, MC = 384, DIRECT_K = 16 };
+enum { MR = 6, NV = 2, KC = 256, NP = 8, MC = 384 };
 
 typedef struct gemm {
   ljc_ir *ir;
@@ -30,6 +30,7 @@ typedef struct gemm {
   const ljg_kernel *k;
   const ljg_view *av, *bv;
   LLVMValueRef a, bm, c; /* the slots of A, B and C */
+  LLVMValueRef c_origin; /* C in a LOCAL slot: the element offset of its block's first row */
   LLVMValueRef packed;   /* the packed panels of B: NP panels of KC rows of NV vectors */
   bool direct;           /* B is read where it is (contiguous along n, short k) */
   LLVMTypeRef t, vt;     /* element and vector types */
@@ -251,7 +252,8 @@ static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
 
 /* C's row `crow` (b·M + m), column n. */
 static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
-  return at(g, g->c, LLVMBuildNSWAdd(g->b, mul(g, crow, g->k->mm_n), n, ""));
+  LLVMValueRef off = LLVMBuildNSWAdd(g->b, mul(g, crow, g->k->mm_n), n, "");
+  return at(g, g->c, g->c_origin ? LLVMBuildNSWSub(g->b, off, g->c_origin, "") : off);
 }
 
 /* Stores C's tile rows r for which store[r] (an i1) is true. */
@@ -409,12 +411,12 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0) return false;
   gemm g = {.ir = ir, .b = ir->b, .k = k, .av = av, .bv = bv, .a = kc->slot_ptr[ea->slot],
-            .bm = kc->slot_ptr[eb->slot], .c = kc->slot_ptr[k->mm_out_slot]};
+            .bm = kc->slot_ptr[eb->slot], .c = kc->slot_ptr[k->mm_out_slot], .c_origin = kc->slot_origin[k->mm_out_slot]};
   g.t = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
   g.esize = k->mm_dtype == LJ_F64 ? 8 : 4;
   g.vw = ir->vec_bytes / (int)g.esize;
   g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
-  g.direct = bv->v[0].stride[2] == 1 && k->mm_k <= DIRECT_K;
+  g.direct = bv->v[0].stride[2] == 1 && k->mm_k <= LJG_MATMUL_DIRECT_K;
   if (!g.direct) g.packed = packed_buffer(&g);
   /* the task range, one matrix's run of rows at a time */
   LLVMBuilderRef b = ir->b;

@@ -324,6 +324,26 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   ljc_loop_end(ir, &B, NULL, NULL);
 }
 
+static void emit_kept(nest_gen *g, int d);
+
+/* The task range [begin, end) of a nest whose rows are its first row_dims dims: one loop over
+ * rows, each unravelled into those dims' indices. */
+static void emit_rows(nest_gen *g) {
+  ljc_ir *ir = g->kc->ir;
+  int nd = g->nest->row_dims;
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, g->begin, g->end, true, 0, NULL);
+  LLVMValueRef rem = L.iv;
+  for (int d = nd - 1; d > 0; d--) {
+    LLVMValueRef size = ljc_i64(ir, g->nest->shape[d]);
+    g->pt.idx[d] = LLVMBuildURem(ir->b, rem, size, "");
+    rem = LLVMBuildUDiv(ir->b, rem, size, "");
+  }
+  g->pt.idx[0] = rem;
+  emit_kept(g, nd);
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
 static void emit_kept(nest_gen *g, int d) {
   ljc_ir *ir = g->kc->ir;
   if (d == g->nkept) {
@@ -331,6 +351,10 @@ static void emit_kept(nest_gen *g, int d) {
     return;
   }
   bool task = d == 0 && g->split;
+  if (task && g->nest->row_dims > 1) {
+    emit_rows(g);
+    return;
+  }
   if (!task && g->nest->shape[d] == 0) return;
   LLVMValueRef lo = task ? g->begin : ljc_i64(ir, 0);
   LLVMValueRef hi = task ? g->end : ljc_i64(ir, g->nest->shape[d]);
@@ -362,9 +386,12 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   emit_kept(&g, 0);
 }
 
-/* A row-fused kernel: for each block of row_block rows of [begin, end), every nest in order
- * over the block's rows, so what one nest writes is still in cache when the next reads it.
- * LOCAL slots hold the current block only: their rows count from the block's first. */
+static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
+
+/* A row-fused kernel: for each block of row_block rows of [begin, end), a matmul kernel's
+ * rows of C and then every nest in order over the block's rows, so what one writes is still
+ * in cache when the next reads it. LOCAL slots hold the current block only: their rows count
+ * from the block's first. */
 static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -380,6 +407,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
     const ljg_slot *sl = &kc->p->slots[s];
     if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
   }
+  if (kc->k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi);
   for (int s = 0; s < kc->k->nnests; s++) emit_nest(kc, &kc->k->nests[s], nest_check[s], lo, hi);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
@@ -456,6 +484,7 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef bi = LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef mi = LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef rowoff = LLVMBuildNSWMul(b, rows.iv, ljc_i64(ir, k->mm_n), "");
+  if (kc->slot_origin[k->mm_out_slot]) rowoff = LLVMBuildNSWSub(b, rowoff, kc->slot_origin[k->mm_out_slot], "");
   LLVMValueRef row = LLVMBuildInBoundsGEP2(b, t, kc->slot_ptr[k->mm_out_slot], &rowoff, 1, "");
   if (dot)
     matmul_dot(kc, bi, mi, row, t);
@@ -827,7 +856,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   }
   int *nest_check = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *nest_check);
   create_checks(&kc, nest_check);
-  if (k->kind == LJG_K_MATMUL)
+  if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end);
   else if (k->kind == LJG_K_WINDOW)
     emit_window(&kc, begin, end);

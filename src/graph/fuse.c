@@ -375,6 +375,7 @@ static void begin_kernel(fuser *f) {
 static ljg_nest nest_for(const ljg_gnode *space, int32_t value, int32_t out_slot, uint8_t dt) {
   ljg_nest nest = {0};
   nest.ndim = space->ndim;
+  nest.row_dims = 1;
   memcpy(nest.shape, space->shape, sizeof nest.shape);
   nest.rop = -1;
   nest.value = value;
@@ -693,6 +694,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       const ljg_nest *nest = &k->nests[s];
       char shape[LJB_SHAPE_STR_MAX];
       ljb_str_printf(&b, "  nest %s", ljb_shape_str(shape, nest->ndim, nest->shape));
+      if (nest->row_dims > 1) ljb_str_printf(&b, " rows over %d dims", nest->row_dims);
       if (nest->rop >= 0)
         ljb_str_printf(&b, " %s over mask 0x%x", ljg_ops[nest->rop].name, nest->rmask);
       if (nest->scatter_index >= 0)

@@ -32,35 +32,67 @@
 #define ROW_BLOCK_ELEMS 4096
 /* The most a LOCAL slot's block may take on a kernel's stack. */
 #define LOCAL_MAX_BYTES (64 << 10)
+/* A matmul kernel with an epilogue: its blocks hold at least this many rows when it packs B
+ * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
+ * in a LOCAL slot. */
+#define MATMUL_BLOCK_MIN_ROWS 48
+
+/* The number of leading dims of shape whose product is rows (0: none). */
+static int leading_dims(int ndim, const int64_t *shape, int64_t rows) {
+  int64_t prod = 1;
+  for (int d = 0; d < ndim; d++) {
+    prod *= shape[d];
+    if (prod == rows) return d + 1;
+    if (prod > rows || prod == 0) return 0;
+  }
+  return 0;
+}
+
+/* Rows of a nest: its first row_dims dims. */
+static int64_t nest_rows(const ljg_nest *n) {
+  int64_t rows = 1;
+  for (int d = 0; d < n->row_dims && d < n->ndim; d++) rows *= n->shape[d];
+  return rows;
+}
 
 static bool rows_kernel(const ljg_kernel *k) {
   if (k->kind != LJG_K_LOOPS || k->task_dim != 0 || k->ntasks < 1) return false;
   for (int s = 0; s < k->nnests; s++) {
     const ljg_nest *n = &k->nests[s];
-    if (n->ndim == 0 || n->shape[0] != k->ntasks || (n->rmask & 1) || n->scatter_index >= 0) return false;
+    if (n->ndim == 0 || nest_rows(n) != k->ntasks || (n->rmask & ((1u << n->row_dims) - 1)) || n->scatter_index >= 0)
+      return false;
   }
   return true;
 }
 
-static bool nonneg_strides(const ljg_view1 *v) {
-  for (int d = 0; d < v->ndim; d++)
-    if (v->stride[d] < 0) return false;
-  return true;
-}
-
-/* Whether every point of a row of v (the dims after 0) stays within a row of s elements. */
-static bool within_row(const ljg_view1 *v, int64_t s) {
-  int64_t last = 0;
-  for (int d = 1; d < v->ndim; d++) last += (v->shape[d] - 1) * v->stride[d];
-  return last < s;
+/* The row stride S of view v as `rows` rows: its first dims whose product is rows, taken
+ * together row-major, step S elements a row, so row r lies in [r·S, (r+1)·S). 0 when v is
+ * not laid out that way: several levels, an offset, a negative stride, merged dims that do
+ * not nest, or a row whose points leave its S elements. */
+static int64_t view_row_stride(const ljg_view *v, int64_t rows) {
+  if (v->n != 1 || v->v[0].offset != 0) return 0;
+  const ljg_view1 *t = &v->v[0];
+  int nd = leading_dims(t->ndim, t->shape, rows);
+  if (nd == 0) return 0;
+  int64_t last = 0; /* the offset of a row's last point */
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->stride[d] < 0) return 0;
+    if (d >= nd) last += (t->shape[d] - 1) * t->stride[d];
+  }
+  int64_t s = 0, next = 0; /* merged dims, from the innermost: stride s, then s·shape... */
+  for (int d = nd - 1; d >= 0; d--) {
+    if (t->shape[d] == 1) continue;
+    if (s == 0) s = t->stride[d];
+    else if (t->stride[d] != next) return 0;
+    next = t->stride[d] * t->shape[d];
+  }
+  if (s == 0) s = last + 1; /* one row */
+  return last < s ? s : 0;
 }
 
 /* The row stride S of a row-disjoint write by nest n, or 0 when it is not one. */
 static int64_t write_row_stride(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
-  const ljg_view *v = &k->views[n->out_view];
-  if (v->n != 1 || v->v[0].offset != 0 || !nonneg_strides(&v->v[0]) || !within_row(&v->v[0], v->v[0].stride[0]))
-    return 0;
-  int64_t s = v->v[0].stride[0];
+  int64_t s = view_row_stride(&k->views[n->out_view], k->ntasks);
   int64_t numel = p->slots[n->out_slot].nbytes / lj_dtype_size(n->out_dtype);
   return s > 0 && s * k->ntasks == numel ? s : 0;
 }
@@ -70,12 +102,25 @@ static bool reads_own_row(const ljg_kernel *b, int32_t slot, int64_t s) {
   for (int e = 0; e < b->nexprs; e++) {
     const ljg_kexpr *x = &b->exprs[e];
     if (x->kind == LJG_X_BUFFER && x->slot == slot) return false;
-    if (x->kind != LJG_X_LOAD || x->slot != slot) continue;
-    const ljg_view *v = &b->views[x->view];
-    if (v->n != 1 || v->v[0].offset != 0 || v->v[0].stride[0] != s || !nonneg_strides(&v->v[0]) ||
-        !within_row(&v->v[0], s))
-      return false;
+    if (x->kind == LJG_X_LOAD && x->slot == slot && view_row_stride(&b->views[x->view], b->ntasks) != s) return false;
   }
+  return true;
+}
+
+/* A kernel whose nests' first dims multiply to `rows` (e.g. [B, M, N] after a matmul's B·M
+ * rows): the nests split those dims together. The nests are copied into the arena, so the
+ * kernel it came from is intact when the join does not happen. */
+static bool as_leading_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
+  if (k->kind != LJG_K_LOOPS || k->task_dim != 0 || k->nnests < 1 || rows < 1) return false;
+  ljg_nest *nests = ljb_arena_alloc(arena, (size_t)k->nnests * sizeof *nests);
+  for (int s = 0; s < k->nnests; s++) {
+    nests[s] = k->nests[s];
+    int nd = leading_dims(nests[s].ndim, nests[s].shape, rows);
+    if (nd == 0 || (nests[s].rmask & ((1u << nd) - 1)) || nests[s].scatter_index >= 0) return false;
+    nests[s].row_dims = nd;
+  }
+  k->nests = nests;
+  k->ntasks = rows;
   return true;
 }
 
@@ -84,6 +129,7 @@ static bool reads_own_row(const ljg_kernel *b, int32_t slot, int64_t s) {
  * its neighbours. Its views are copied into the arena, so the kernel it came from is intact
  * when the join does not happen. */
 static bool as_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
+  if (as_leading_rows(arena, k, rows)) return true;
   if (k->kind != LJG_K_LOOPS || k->nnests != 1 || k->task_dim != 0 || rows < 1) return false;
   const ljg_nest *n = &k->nests[0];
   if (n->ndim != 1 || n->rop >= 0 || n->scatter_index >= 0 || n->shape[0] % rows != 0) return false;
@@ -116,8 +162,15 @@ static bool as_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   return true;
 }
 
+/* Whether b can join a: the matmul's C (rows b·M + m of N) or what a's nests write is read by
+ * b only at its own row. */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
-  if (!rows_kernel(a) || !rows_kernel(b) || a->ntasks != b->ntasks) return false;
+  if (!rows_kernel(b) || a->ntasks != b->ntasks) return false;
+  if (a->kind == LJG_K_MATMUL) {
+    if (!reads_own_row(b, a->mm_out_slot, a->mm_n)) return false;
+  } else if (!rows_kernel(a)) {
+    return false;
+  }
   for (int s = 0; s < a->nnests; s++) {
     int64_t stride = write_row_stride(p, a, &a->nests[s]);
     if (!stride || !reads_own_row(b, a->nests[s].out_slot, stride)) return false;
@@ -154,6 +207,7 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
   a->nests = n;
   a->nnests = nn;
   a->work += b->work;
+  a->task_dim = 0; /* a matmul's nests split its rows too */
   a->row_block = 1; /* sized below */
 }
 
@@ -180,26 +234,26 @@ static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
   return false;
 }
 
-/* Makes the intermediates that only row-fused kernel k uses LOCAL: each written by one nest,
- * row-disjointly, and read by later nests at their own row. */
+/* Makes slot LOCAL if only row-fused kernel k uses it: written row-disjointly with row
+ * stride `stride` by nest w (-1: by the matmul, before every nest) and read by later nests
+ * at their own row. */
+static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, int64_t stride) {
+  ljg_slot *sl = &p->slots[slot];
+  int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
+  if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > LOCAL_MAX_BYTES ||
+      !reads_own_row(k, slot, stride) || used_elsewhere(p, k, slot))
+    return;
+  for (int r = 0; r < k->nnests; r++) /* no other nest writes it, none before the writer reads it */
+    if (r != w && (k->nests[r].out_slot == slot || (r < w && expr_reads(k, k->nests[r].value, slot)))) return;
+  sl->kind = LJG_SLOT_LOCAL;
+  sl->row_bytes = row_bytes;
+  sl->nbytes = k->row_block * row_bytes;
+}
+
+/* Makes the intermediates that only row-fused kernel k uses LOCAL. */
 static void localize(ljg_program *p, ljg_kernel *k) {
-  for (int w = 0; w < k->nnests; w++) {
-    const ljg_nest *n = &k->nests[w];
-    ljg_slot *sl = &p->slots[n->out_slot];
-    int64_t stride = write_row_stride(p, k, n);
-    int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
-    if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > LOCAL_MAX_BYTES ||
-        !reads_own_row(k, n->out_slot, stride) || used_elsewhere(p, k, n->out_slot))
-      continue;
-    bool ordered = true; /* no other nest writes it, none before the writer reads it */
-    for (int r = 0; r < k->nnests && ordered; r++)
-      if (r != w)
-        ordered = k->nests[r].out_slot != n->out_slot && (r > w || !expr_reads(k, k->nests[r].value, n->out_slot));
-    if (!ordered) continue;
-    sl->kind = LJG_SLOT_LOCAL;
-    sl->row_bytes = row_bytes;
-    sl->nbytes = k->row_block * row_bytes;
-  }
+  if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_n);
+  for (int w = 0; w < k->nnests; w++) localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]));
 }
 
 void ljg_fuse_rows(ljg_program *p) {
@@ -227,6 +281,10 @@ void ljg_fuse_rows(ljg_program *p) {
       if (row > widest) widest = row;
     }
     int64_t rb = ROW_BLOCK_ELEMS / widest;
+    if (k->kind == LJG_K_MATMUL) {
+      rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
+      if (rb < MATMUL_BLOCK_MIN_ROWS && k->mm_k > LJG_MATMUL_DIRECT_K) rb = MATMUL_BLOCK_MIN_ROWS;
+    }
     k->row_block = rb < 1 ? 1 : rb > k->ntasks ? k->ntasks : rb;
     localize(p, k);
   }

@@ -341,9 +341,12 @@ typedef struct ljg_kexpr {
 
 /* A loop nest: iterate over shape; dims whose bit is set in rmask are reduced with rop (the
  * reduced dims come last). The value of expression `value` at each point goes to slot
- * out_slot at offset out_view(point), reduced points combined. */
+ * out_slot at offset out_view(point), reduced points combined. A kernel split across threads
+ * splits the nest's first row_dims dims (at least 1) as one index, row-major: the nest's
+ * rows. */
 typedef struct ljg_nest {
   int ndim;
+  int row_dims;
   int64_t shape[LJ_MAX_DIMS];
   uint32_t rmask;
   int16_t rop;        /* LJG_OP_SUM..ARGMIN, or -1 */
@@ -359,6 +362,10 @@ typedef struct ljg_nest {
 
 typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
 
+/* A MATMUL whose B is contiguous along n and whose k is at most this reads B where it is;
+ * longer ones pack it, block of rows by block of rows. */
+enum { LJG_MATMUL_DIRECT_K = 16 };
+
 /* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
  * first nest dim that is not reduced (the task dim) across threads; MATMUL kernels compute
  * C[b,m,:] = A[b,m,:] · B[b,:,:] for one (b, m) row per task; WINDOW kernels run im2col or
@@ -372,10 +379,12 @@ typedef struct ljg_kernel {
   ljg_kexpr *exprs;
   int nviews;
   ljg_view *views;
-  int task_dim;       /* LOOPS: the split dim of every nest (-1: one task) */
+  int task_dim;       /* LOOPS, and a MATMUL with nests: the split dim of every nest (-1: one
+                         task) */
   int64_t ntasks;
-  int64_t row_block;  /* LOOPS after row fusion: the nests run in order on blocks of this many
-                         rows (dim 0), not one after another over the task range (0) */
+  int64_t row_block;  /* after row fusion: the nests run in order on blocks of this many rows
+                         (a MATMUL kernel computes the block's rows of C first), not one after
+                         another over the task range (0) */
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k;

@@ -107,6 +107,7 @@ bool ljg_graph_read(ljb_reader *in, ljg_graph *g) {
 
 static void nest_io(io *x, ljg_nest *n) {
   F(x, n->ndim);
+  F(x, n->row_dims);
   F(x, n->shape);
   F(x, n->rmask);
   F(x, n->rop);
@@ -117,6 +118,7 @@ static void nest_io(io *x, ljg_nest *n) {
   F(x, n->rcount);
   F(x, n->scatter_index);
   F(x, n->scatter_dim);
+  check(x, n->ndim >= 0 && n->ndim <= LJ_MAX_DIMS && n->row_dims >= 1 && n->row_dims <= (n->ndim > 1 ? n->ndim : 1));
 }
 
 static void expr_io(io *x, ljg_kexpr *e) {
