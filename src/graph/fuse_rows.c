@@ -1,28 +1,35 @@
-/* fuse_rows.c — row fusion: consecutive loop kernels over the same rows become one kernel
- * that runs all their nests on a block of rows before going to the next block.
+/* fuse_rows.c — row fusion: consecutive kernels over the same rows become one kernel that
+ * runs all their nests on a block of rows before going to the next block.
  *
  * softmax is max → exp(x - max) → sum → divide: four kernels, each streaming the whole
- * [rows, cols] tensor through memory. When every kernel splits the same row dim across
- * threads and each reads the others' results only at its own row, the four can run row block
- * by row block: the block's max, exps, sum and quotients stay in cache, and one dispatch
- * replaces four. The kernel's row_block says how many rows a block holds (sized so a block
- * of its widest nest fits in L1); the lowering runs the nests in order inside each block.
+ * [rows, cols] tensor through memory. When every kernel splits the same rows across threads
+ * and each reads the others' results only at its own row, the four can run row block by row
+ * block: the block's max, exps, sum and quotients stay in cache, and one dispatch replaces
+ * four. The kernel's row_block says how many rows a block holds (sized so a block of its
+ * widest nest fits in L1); the lowering runs the nests in order inside each block.
+ *
+ * A matmul is the first kernel of such a group when what follows reads its C only at its own
+ * row (rows b·M + m of N): a linear layer's bias and activation, a convolution's bias. The
+ * kernel computes a block of rows of C, then runs those nests on them — an epilogue. Its
+ * blocks hold at least MATMUL_BLOCK_MIN_ROWS rows when the matmul packs B (each block packs
+ * it again), more while a block of C fits in a LOCAL slot.
  *
  * A kernel B joins the group before it when
- *   - both are LOOPS kernels split over dim 0 with the same number of rows, every nest of
- *     them has that many rows in dim 0 and does not reduce it, none scatters;
+ *   - B is a LOOPS kernel split over its rows, the group has as many rows, every nest of B
+ *     has them as its first dims (row_dims of them: a [B, M, N] bias add after a batched
+ *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters;
  *   - every slot the group writes is written row-disjointly (row r at [r·S, (r+1)·S) of a
  *     buffer of rows·S elements) and B reads it only through plain loads at its own row
- *     (one view level, dim-0 stride S, offset 0, no negative stride) — never as a gather
- *     operand, whose index may point at rows not computed yet.
+ *     (one view level, offset 0, no negative stride, the row dims' strides S-steps row-major)
+ *     — never as a gather operand, whose index may point at rows not computed yet.
  * A flat elementwise kernel (its loops collapsed to one dim) is read as rows of the other's
  * row count when that divides it. Only neighbours merge, so no kernel moves past one it
  * depends on.
  *
- * An intermediate that only its row-fused kernel uses (softmax's exps) then needs no more
- * than the block being computed: it becomes a LOCAL slot, one block of rows on the stack of
- * the thread running the kernel, instead of a whole tensor in the scratch arena that every
- * block would write to memory and read back. */
+ * An intermediate that only its row-fused kernel uses (softmax's exps, a matmul's C before
+ * its bias) then needs no more than the block being computed: it becomes a LOCAL slot, one
+ * block of rows on the stack of the thread running the kernel, instead of a whole tensor in
+ * the scratch arena that every block would write to memory and read back. */
 #include "graph/graph.h"
 
 #include <stdlib.h>
