@@ -242,16 +242,26 @@ START_TEST(test_matmul_epilogue) {
     lj_tensor_release(w);
     lj_tensor_release(bias);
   }
-  /* rows of 600 f32: blocks of 48 rows, C in scratch */
-  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(130, 40), TU_ANY, 4), *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 600), TU_ANY, 5);
+  /* rows of 600 f32, a B per matrix: blocks of 48 rows, C in scratch */
+  lj_tensor *ba = tu_tensor(LJ_F32, LJ_SHAPE(2, 65, 40), TU_ANY, 11), *bw = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 600), TU_ANY, 12);
   lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 6);
-  lj_tensor *c = lj_matmul(a, w), *y = lj_tanh(lj_add(c, bias));
+  lj_tensor *by = lj_tanh(lj_add(lj_matmul(ba, bw), bias));
   ljg_graph *opt;
-  ljg_program *p = program_of(y, &opt);
+  ljg_program *p = program_of(by, &opt);
   ck_assert_int_eq(p->nkernels, 1);
   ck_assert_int_eq(p->kernels[0].row_block, 48);
   ck_assert_int_eq(local_slots(p), 0);
   ck_assert_int_ge(p->scratch_bytes, 130 * 600 * 4);
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+  tu_check_interp_tol(1, &by, 1e-5, 1e-5);
+  /* one B for all rows (a linear layer's weight): one block, B packed once per thread */
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(130, 40), TU_ANY, 4), *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 600), TU_ANY, 5);
+  lj_tensor *c = lj_matmul(a, w), *y = lj_tanh(lj_add(c, bias));
+  p = program_of(y, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].row_block, 130);
   ljg_program_free(p);
   ljg_graph_free(opt);
   free(opt);

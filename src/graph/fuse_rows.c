@@ -11,8 +11,7 @@
  * A matmul is the first kernel of such a group when what follows reads its C only at its own
  * row (rows b·M + m of N): a linear layer's bias and activation, a convolution's bias. The
  * kernel computes a block of rows of C, then runs those nests on them — an epilogue. Its
- * blocks hold at least MATMUL_BLOCK_MIN_ROWS rows when the matmul packs B (each block packs
- * it again), more while a block of C fits in a LOCAL slot.
+ * blocks are sized by matmul_row_block (B is packed again for every block).
  *
  * A kernel B joins the group before it when
  *   - B is a LOOPS kernel split over its rows, the group has as many rows, every nest of B
@@ -43,6 +42,18 @@
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
  * in a LOCAL slot. */
 #define MATMUL_BLOCK_MIN_ROWS 48
+
+/* Rows per block of a matmul kernel with an epilogue. One B shared by all rows (a linear
+ * layer's weight) and packed: the whole task range, so B is packed once per thread as
+ * without the epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
+ * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway). */
+static int64_t matmul_row_block(const ljg_kernel *k) {
+  bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
+  bool shared = k->mm_b == 1 || k->views[k->exprs[k->mm_bm].view].v[0].stride[0] == 0;
+  if (packed && shared) return k->ntasks;
+  int64_t rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
+  return packed && rb < MATMUL_BLOCK_MIN_ROWS ? MATMUL_BLOCK_MIN_ROWS : rb;
+}
 
 /* The number of leading dims of shape whose product is rows (0: none). */
 static int leading_dims(int ndim, const int64_t *shape, int64_t rows) {
@@ -287,11 +298,7 @@ void ljg_fuse_rows(ljg_program *p) {
       int64_t row = ljg_numel(k->nests[s].ndim, k->nests[s].shape) / k->ntasks;
       if (row > widest) widest = row;
     }
-    int64_t rb = ROW_BLOCK_ELEMS / widest;
-    if (k->kind == LJG_K_MATMUL) {
-      rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
-      if (rb < MATMUL_BLOCK_MIN_ROWS && k->mm_k > LJG_MATMUL_DIRECT_K) rb = MATMUL_BLOCK_MIN_ROWS;
-    }
+    int64_t rb = k->kind == LJG_K_MATMUL ? matmul_row_block(k) : ROW_BLOCK_ELEMS / widest;
     k->row_block = rb < 1 ? 1 : rb > k->ntasks ? k->ntasks : rb;
     localize(p, k);
   }
