@@ -4,6 +4,8 @@
  * tile edges; and the errors. */
 #include "test_util.h"
 
+#include <pthread.h>
+
 static double tol(lj_dtype dt) {
   if (dt == LJ_F32) return 1e-5;
   if (dt == LJ_F64) return 1e-12;
@@ -106,6 +108,24 @@ START_TEST(test_matmul_tiles) {
 }
 END_TEST
 
+/* Kernels keep a matmul's packed panels of B (128 KiB) on the stack of the thread running
+ * them: the pool's workers and the device's executor get stacks of their own size, here with
+ * the process's default thread stack made 64 KiB before the device starts them. */
+START_TEST(test_matmul_small_default_stacks) {
+  pthread_attr_t saved, small;
+  ck_assert_int_eq(pthread_getattr_default_np(&saved), 0);
+  pthread_attr_init(&small);
+  pthread_attr_setstacksize(&small, 64 << 10);
+  ck_assert_int_eq(pthread_setattr_default_np(&small), 0);
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(64, 300), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(300, 160), TU_ANY, 2);
+  lj_tensor *c = lj_matmul(a, b);
+  tu_check_interp_tol(1, &c, 1e-4, 1e-4);
+  ck_assert_int_eq(pthread_setattr_default_np(&saved), 0);
+  pthread_attr_destroy(&small);
+  pthread_attr_destroy(&saved);
+}
+END_TEST
+
 START_TEST(test_matmul_errors) {
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
   lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(4, 5), TU_ANY, 2);
@@ -129,6 +149,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_test(tc, test_matmul_tiles);
+  tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);
   suite_add_tcase(s, tc);
   return s;

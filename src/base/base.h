@@ -1,9 +1,11 @@
 /* base.h — support shared by every stage: assertions, arenas, hashing, growable arrays,
- * clocks and the thread-local error state behind lj_last_error. Prefix ljb_. */
+ * clocks, the threads lazyjit starts and the thread-local error state behind lj_last_error.
+ * Prefix ljb_. */
 #ifndef LJ_BASE_H
 #define LJ_BASE_H
 
 #include <lazyjit.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -126,5 +128,12 @@ const char *ljb_call_site(void);
 
 /* clock.c */
 uint64_t ljb_now_ns(void);
+
+/* thread.c: starts a thread that runs lazyjit's work (a pool worker, a device's executor, a
+ * compile thread) with a stack of at least LJB_THREAD_STACK bytes whatever the process's
+ * default: kernels keep packed matmul panels and LOCAL blocks of rows on their stack (a few
+ * hundred KiB), and LLVM's code generator recurses deeply. pthread_create's result. */
+enum { LJB_THREAD_STACK = 8 << 20 };
+int ljb_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 #endif

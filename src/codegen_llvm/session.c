@@ -279,7 +279,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
   int started = 1;
   for (int i = 0; i < n; i++) t[i] = (compile_thread){&j, s->tms[i]};
   for (int i = 1; i < n; i++)
-    if (pthread_create(&tid[i], NULL, compile_kernels, &t[i]) == 0) started = i + 1;
+    if (ljb_thread_start(&tid[i], compile_kernels, &t[i]) == 0) started = i + 1;
     else break;
   compile_kernels(&t[0]);
   for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);

@@ -56,7 +56,7 @@ void ljr_queue_start(struct lj_device *d) {
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->wake, NULL);
   pthread_cond_init(&q->finished, NULL);
-  q->started = pthread_create(&q->thread, NULL, executor, d) == 0;
+  q->started = ljb_thread_start(&q->thread, executor, d) == 0;
 }
 
 void ljr_queue_stop(struct lj_device *d) {

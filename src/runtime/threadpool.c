@@ -75,7 +75,7 @@ ljr_threadpool *ljr_threadpool_new(int nthreads) {
     worker_arg *wa = ljb_xalloc(sizeof *wa);
     wa->pool = p;
     wa->index = i;
-    if (pthread_create(&p->threads[i], NULL, worker, wa) != 0) {
+    if (ljb_thread_start(&p->threads[i], worker, wa) != 0) {
       free(wa);
       p->n = i; /* run with the workers that started */
       break;
