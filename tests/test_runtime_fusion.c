@@ -168,6 +168,12 @@ static ljg_program *program_of(lj_tensor *t, ljg_graph **opt) {
   return ljg_fuse(*opt, &(ljg_fuse_options){0});
 }
 
+static void free_program(ljg_program *p, ljg_graph *opt) {
+  ljg_program_free(p);
+  ljg_graph_free(opt);
+  free(opt);
+}
+
 static int local_slots(const ljg_program *p) {
   int n = 0;
   for (int s = 0; s < p->nslots; s++) n += p->slots[s].kind == LJG_SLOT_LOCAL;
@@ -190,9 +196,7 @@ START_TEST(test_row_fusion_local_slots) {
     for (int s = 0; s < p->nslots; s++)
       if (p->slots[s].kind == LJG_SLOT_LOCAL)
         ck_assert_int_eq(p->slots[s].nbytes, p->kernels[0].row_block * p->slots[s].row_bytes);
-    ljg_program_free(p);
-    ljg_graph_free(opt);
-    free(opt);
+    free_program(p, opt);
     tu_check1(y, tu_rtol(dts[i]));
     lj_tensor_release(x);
   }
@@ -205,9 +209,7 @@ START_TEST(test_row_fusion_local_slots) {
   ck_assert_int_eq(p->kernels[0].row_block, 1);
   ck_assert_int_eq(local_slots(p), 3); /* the per-row max, sum and reciprocal */
   ck_assert_int_ge(p->scratch_bytes, 6 * 20000 * 4);
-  ljg_program_free(p);
-  ljg_graph_free(opt);
-  free(opt);
+  free_program(p, opt);
   tu_check1(y, 1e-5);
   lj_tensor_release(x);
 }
@@ -234,9 +236,7 @@ START_TEST(test_matmul_epilogue) {
     ck_assert_int_eq(p->kernels[0].nests[0].row_dims, 2);
     ck_assert_int_eq(local_slots(p), 1);
     ck_assert_int_eq(p->scratch_bytes, 0);
-    ljg_program_free(p);
-    ljg_graph_free(opt);
-    free(opt);
+    free_program(p, opt);
     tu_check_interp_tol(1, &y, dts[i] == LJ_F32 ? 1e-5 : 1e-12, dts[i] == LJ_F32 ? 1e-5 : 1e-12);
     lj_tensor_release(a);
     lj_tensor_release(w);
@@ -252,9 +252,7 @@ START_TEST(test_matmul_epilogue) {
   ck_assert_int_eq(p->kernels[0].row_block, 48);
   ck_assert_int_eq(local_slots(p), 0);
   ck_assert_int_ge(p->scratch_bytes, 130 * 600 * 4);
-  ljg_program_free(p);
-  ljg_graph_free(opt);
-  free(opt);
+  free_program(p, opt);
   tu_check_interp_tol(1, &by, 1e-5, 1e-5);
   /* one B for all rows (a linear layer's weight): one block, B packed once per thread */
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(130, 40), TU_ANY, 4), *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 600), TU_ANY, 5);
@@ -262,9 +260,7 @@ START_TEST(test_matmul_epilogue) {
   p = program_of(y, &opt);
   ck_assert_int_eq(p->nkernels, 1);
   ck_assert_int_eq(p->kernels[0].row_block, 130);
-  ljg_program_free(p);
-  ljg_graph_free(opt);
-  free(opt);
+  free_program(p, opt);
   /* C is an output too: still one kernel */
   lj_tensor *both[2] = {c, y};
   ck_assert_int_eq(lj_graph_kernel_count(2, both), 1);
@@ -280,9 +276,7 @@ START_TEST(test_matmul_epilogue) {
   p = program_of(iy, &opt);
   ck_assert_int_eq(p->nkernels, 1);
   ck_assert_int_eq(local_slots(p), 1);
-  ljg_program_free(p);
-  ljg_graph_free(opt);
-  free(opt);
+  free_program(p, opt);
   tu_check1(iy, 0);
 }
 END_TEST

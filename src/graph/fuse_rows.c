@@ -49,7 +49,7 @@
  * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway). */
 static int64_t matmul_row_block(const ljg_kernel *k) {
   bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
-  bool shared = k->mm_b == 1 || k->views[k->exprs[k->mm_bm].view].v[0].stride[0] == 0;
+  bool shared = k->mm_b == 1 || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
   int64_t rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
   return packed && rb < MATMUL_BLOCK_MIN_ROWS ? MATMUL_BLOCK_MIN_ROWS : rb;
