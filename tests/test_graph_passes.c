@@ -1,6 +1,7 @@
 /* test_graph_passes.c — each graph pass on IR text: the graph after the pass must print
  * exactly as expected (constant folding through reshapes and expands, algebraic identities
- * and view folding, dead-code elimination with renumbering), the pipeline reaches a fixed
+ * and view folding, dead-code elimination with renumbering, batch sums of matmuls and their
+ * orientation), the pipeline reaches a fixed
  * point (optimizing its output changes nothing), and what must stay (x + 0 on floats, integer division by zero, parameters, roots)
  * stays. */
 #include "test_util.h"
@@ -128,6 +129,66 @@ static const pass_case cases[] = {
      "  %0 = f32[4] data(), param=0\n"
      "  %1 = f32[4] data(), param=1\n"
      "  %2 = f32[4] neg(%0), ROOT=0\n"
+     "}\n"},
+    {"matmul: a product summed over its batch is one matmul_sum, turned where that packs less "
+     "(the rows of a weight gradient become the taps)", ljg_optimize,
+     "IR {\n"
+     "  %0 = f32[4,8,36] data(), param=0\n"
+     "  %1 = f32[4,72,36] data(), param=1\n"
+     "  %2 = f32[4,36,72] permute(%1), perm=(0,2,1)\n"
+     "  %3 = f32[4,8,72] matmul(%0, %2)\n"
+     "  %4 = f32[4,1,8,72] reshape(%3)\n"
+     "  %5 = f32[1,1,8,72] sum(%4), dims=(0)\n"
+     "  %6 = f32[8,72] reshape(%5), ROOT=0\n"
+     "  %7 = f32[4,3,36] data(), param=2\n"
+     "  %8 = f32[4,36,3] permute(%7), perm=(0,2,1)\n"
+     "  %9 = i64[4,5,6] data(), param=3\n"
+     "  %10 = i64[4,6,7] data(), param=4\n"
+     "  %11 = i64[4,5,7] matmul(%9, %10)\n"
+     "  %12 = i64[1,5,7] sum(%11), dims=(0), ROOT=1\n"
+     "  %13 = f32[4,8,3] matmul(%0, %8)\n"
+     "  %14 = f32[2,2,8,3] reshape(%13)\n"
+     "  %15 = f32[1,1,8,3] sum(%14), dims=(0,1), ROOT=2\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,8,36] data(), param=0\n"
+     "  %1 = f32[4,72,36] data(), param=1\n"
+     "  %2 = f32[4,36,8] permute(%0), perm=(0,2,1)\n"
+     "  %3 = f32[1,72,8] matmul_sum(%1, %2)\n"
+     "  %4 = f32[1,8,72] permute(%3), perm=(0,2,1)\n"
+     "  %5 = f32[8,72] reshape(%4), ROOT=0\n"
+     "  %6 = f32[4,3,36] data(), param=2\n"
+     "  %7 = f32[4,36,3] permute(%6), perm=(0,2,1)\n"
+     "  %8 = i64[4,5,6] data(), param=3\n"
+     "  %9 = i64[4,6,7] data(), param=4\n"
+     "  %10 = i64[1,5,7] matmul_sum(%8, %9), ROOT=1\n"
+     "  %11 = f32[1,8,3] matmul_sum(%0, %7)\n"
+     "  %12 = f32[1,1,8,3] reshape(%11), ROOT=2\n"
+     "}\n"},
+    {"matmul: a product used elsewhere too, or summed over other dims, keeps its sum", ljg_optimize,
+     "IR {\n"
+     "  %0 = f32[4,8,36] data(), param=0\n"
+     "  %1 = f32[4,36,3] data(), param=1\n"
+     "  %2 = f32[4,8,3] matmul(%0, %1)\n"
+     "  %3 = f32[1,8,3] sum(%2), dims=(0), ROOT=0\n"
+     "  %4 = f32[4,8,3] exp(%2), ROOT=1\n"
+     "  %5 = f32[4,36,5] data(), param=2\n"
+     "  %6 = f32[4,8,5] matmul(%0, %5)\n"
+     "  %7 = f32[4,1,5] sum(%6), dims=(1), ROOT=2\n"
+     "  %8 = f32[8,4,5] permute(%6), perm=(1,0,2)\n"
+     "  %9 = f32[8,1,5] sum(%8), dims=(1), ROOT=3\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,8,36] data(), param=0\n"
+     "  %1 = f32[4,36,3] data(), param=1\n"
+     "  %2 = f32[4,8,3] matmul(%0, %1)\n"
+     "  %3 = f32[1,8,3] sum(%2), dims=(0), ROOT=0\n"
+     "  %4 = f32[4,8,3] exp(%2), ROOT=1\n"
+     "  %5 = f32[4,36,5] data(), param=2\n"
+     "  %6 = f32[4,8,5] matmul(%0, %5)\n"
+     "  %7 = f32[4,1,5] sum(%6), dims=(1), ROOT=2\n"
+     "  %8 = f32[8,4,5] permute(%6), perm=(1,0,2)\n"
+     "  %9 = f32[8,1,5] sum(%8), dims=(1), ROOT=3\n"
      "}\n"},
     {"pipeline: a fixed point", ljg_optimize,
      "IR {\n"

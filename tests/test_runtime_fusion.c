@@ -281,6 +281,58 @@ START_TEST(test_matmul_epilogue) {
 }
 END_TEST
 
+/* A matmul summed over its batch (a weight's gradient when the weight was expanded over the
+ * batch) is one kernel that sums the products as it computes them: no product is stored per
+ * matrix. It is turned, (Σ Bᵀ·Aᵀ)ᵀ, when that packs less: a convolution's weight gradient
+ * dY·colsᵀ per image, where the rows become the taps. Values against the interpreter with
+ * rows split across threads: f32 turned (its transposed result copied out), f64 over two
+ * blocks of k with a partial panel and an epilogue, i64 through the scalar loops with B
+ * contiguous along n and along k. A matmul used elsewhere too keeps its sum. */
+START_TEST(test_matmul_batch_sum) {
+  static const int batch[1] = {0};
+  lj_tensor *dy = tu_tensor(LJ_F32, LJ_SHAPE(6, 16, 50), TU_ANY, 1);
+  lj_tensor *cols = tu_tensor(LJ_F32, LJ_SHAPE(6, 120, 50), TU_ANY, 2);
+  lj_tensor *dw = lj_sum(lj_matmul(dy, lj_transpose(cols, 1, 2)), 1, batch, false);
+  ljg_graph *opt;
+  ljg_program *p = program_of(dw, &opt);
+  ck_assert_int_eq(p->nkernels, 2);
+  ck_assert_int_eq(p->kernels[0].kind, LJG_K_MATMUL);
+  ck_assert(p->kernels[0].mm_sum);
+  ck_assert_int_eq(p->kernels[0].mm_m, 120); /* turned: rows are cols' */
+  ck_assert_int_eq(p->kernels[0].mm_b, 6);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &dw, 1e-4, 1e-4);
+
+  lj_tensor *a = tu_tensor(LJ_F64, LJ_SHAPE(3, 13, 300), TU_ANY, 3), *b = tu_tensor(LJ_F64, LJ_SHAPE(3, 300, 17), TU_ANY, 4);
+  lj_tensor *y = lj_relu(lj_sum(lj_matmul(a, b), 1, batch, false));
+  p = program_of(y, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert(p->kernels[0].mm_sum);
+  ck_assert_int_eq(p->kernels[0].mm_m, 13);
+  ck_assert_int_eq(p->kernels[0].nnests, 1);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &y, 1e-12, 1e-12);
+
+  lj_tensor *ia = tu_tensor(LJ_I64, LJ_SHAPE(4, 5, 9), TU_ANY, 5), *ib = tu_tensor(LJ_I64, LJ_SHAPE(4, 9, 7), TU_ANY, 6);
+  lj_tensor *ibt = lj_transpose(tu_tensor(LJ_I64, LJ_SHAPE(4, 7, 9), TU_ANY, 7), 1, 2);
+  lj_tensor *isums[2] = {lj_sum(lj_matmul(ia, ib), 1, batch, true), lj_sum(lj_matmul(ia, ibt), 1, batch, true)};
+  for (int i = 0; i < 2; i++) {
+    p = program_of(isums[i], &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert(p->kernels[0].mm_sum);
+    free_program(p, opt);
+  }
+  tu_check_interp_tol(2, isums, 0, 0);
+
+  lj_tensor *prod = lj_matmul(a, b);
+  lj_tensor *both = lj_add(lj_sum(prod, 1, batch, true), lj_exp(prod));
+  p = program_of(both, &opt);
+  for (int k = 0; k < p->nkernels; k++) ck_assert(!p->kernels[k].mm_sum);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &both, 1e-12, 1e-12);
+}
+END_TEST
+
 /* LJ_SYNC_TENSORS_OPBYOP (a sync) and LJ_GET_TENSORS_OPBYOP (a host read): every op its own
  * cached executable with one kernel; the values are the fused program's; a second step
  * compiles nothing. Each switch leaves the other kind of sync fused. */
@@ -338,6 +390,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
   tcase_add_test(tc, test_matmul_epilogue);
+  tcase_add_test(tc, test_matmul_batch_sum);
   suite_add_tcase(s, tc);
   return s;
 }

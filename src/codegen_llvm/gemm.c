@@ -17,7 +17,7 @@
  *
  * The micro-kernel: an MR × NV-vector tile of C lives in registers; for each k, the NV vectors
  * of the panel's row are loaded once and multiplied by MR broadcast elements of A's column k.
- * The sum over k runs in the plain order, block after block (a block adds to what C holds).
+ * Each block of k is summed in the plain order from zero, then added to what C holds.
  * Columns that do not fill a panel form one narrower panel whose last vector is loaded and
  * stored with a mask. The vector width is the target's (ljc_ir.vec_bytes). */
 #include "codegen_llvm/ir.h"
@@ -37,8 +37,8 @@ typedef struct gemm {
   int vw;                /* elements per vector */
   unsigned esize;
   /* the block of k being done, and whether it is the first (C starts from zero) or adds to
-   * what C holds */
-  LLVMValueRef k0, k1, first;
+   * what C holds; summed over the batch, only the first matrix's first block starts C */
+  LLVMValueRef k0, k1, first, batch_first;
 } gemm;
 
 /* A block of C's columns from n0: nv vectors, the last with `last` lanes. */
@@ -184,22 +184,14 @@ static LLVMValueRef k_mask(gemm *g, LLVMValueRef k) {
   return LLVMBuildICmp(g->b, LLVMIntSLT, kv, k1, "");
 }
 
-/* B contiguous along k: panel by panel, vw rows of k of vw columns at a time, loaded along k
- * and transposed. Where K is not a multiple of vw the loads are masked at k1, and the rows up
- * to the next multiple are written as zeros (the buffer has room: KC is a multiple of vw). */
-static void pack_cols(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  ljc_ir *ir = g->ir;
+/* Rows lo .. hi (a multiple of vw apart) of one panel of B contiguous along k, into buf: vw
+ * rows of vw columns at a time, loaded along k and transposed; loads masked at k1 if `masked`. */
+static void pack_cols_run(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n0, LLVMValueRef buf,
+                          LLVMValueRef lo, LLVMValueRef hi, bool masked) {
   int vw = g->vw, cols = panel_cols(g, p);
-  int64_t width = (int64_t)p->nv * vw;
-  bool whole = g->k->mm_k % vw == 0;
-  LLVMValueRef len = LLVMBuildNSWSub(g->b, g->k1, g->k0, "");
-  LLVMValueRef hi = whole ? g->k1
-                          : LLVMBuildNSWAdd(g->b, g->k0, LLVMBuildAnd(g->b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
-  ljc_loop Q, K;
-  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
-  LLVMValueRef n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, width), ""), buf = panel_buffer(g, p, Q.iv);
-  ljc_loop_begin_step(ir, &K, g->k0, hi, vw, false, 0, NULL);
-  LLVMValueRef mask = whole ? NULL : k_mask(g, K.iv);
+  ljc_loop K;
+  ljc_loop_begin_step(g->ir, &K, lo, hi, vw, true, 0, NULL);
+  LLVMValueRef mask = masked ? k_mask(g, K.iv) : NULL;
   LLVMValueRef row = LLVMBuildNSWSub(g->b, K.iv, g->k0, "");
   for (int j = 0; j < p->nv; j++) {
     LLVMValueRef v[64];
@@ -215,7 +207,26 @@ static void pack_cols(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np)
     transpose(g, v);
     for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
   }
-  ljc_loop_end(ir, &K, NULL, NULL);
+  ljc_loop_end(g->ir, &K, NULL, NULL);
+}
+
+/* B contiguous along k: panel by panel, the block's whole multiples of vw rows unmasked, then
+ * where K is not a multiple of vw the rest with loads masked at k1, written up to the next
+ * multiple with zeros (the buffer has room: KC is a multiple of vw). */
+static void pack_cols(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  ljc_ir *ir = g->ir;
+  int vw = g->vw;
+  int64_t width = (int64_t)p->nv * vw;
+  LLVMValueRef len = LLVMBuildNSWSub(g->b, g->k1, g->k0, "");
+  LLVMValueRef full = LLVMBuildNSWAdd(g->b, g->k0, LLVMBuildAnd(g->b, len, ljc_i64(ir, -vw), ""), "");
+  ljc_loop Q;
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, width), ""), buf = panel_buffer(g, p, Q.iv);
+  pack_cols_run(g, bi, p, n0, buf, g->k0, full, false);
+  if (g->k->mm_k % vw != 0) {
+    LLVMValueRef hi = LLVMBuildNSWAdd(g->b, g->k0, LLVMBuildAnd(g->b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
+    pack_cols_run(g, bi, p, n0, buf, full, hi, true);
+  }
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
 
@@ -280,11 +291,7 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
   int nv = p->nv;
   LLVMValueRef arow[MR], acc[MR * NV], next[MR * NV], bvec[NV];
   for (int r = 0; r < MR; r++) arow[r] = elem(g, g->av, g->a, bi, m[r], g->k0);
-  for (int r = 0; r < MR; r++)
-    for (int j = 0; j < nv; j++) {
-      LLVMValueRef c = vload(g, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), j == nv - 1 ? p->last : g->vw);
-      acc[r * nv + j] = LLVMBuildSelect(g->b, g->first, LLVMConstNull(g->vt), c, "");
-    }
+  for (int i = 0; i < MR * nv; i++) acc[i] = LLVMConstNull(g->vt);
   ljc_loop K;
   ljc_loop_begin(ir, &K, ljc_i64(ir, 0), LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), false, MR * nv, acc);
   for (int j = 0; j < nv; j++)
@@ -297,6 +304,13 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
     for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
   }
   ljc_loop_end(ir, &K, next, acc);
+  /* the block's sum joins what C holds: sums of a block's length stay accurate however
+   * many blocks (and matrices, summed over the batch) there are */
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < nv; j++) {
+      LLVMValueRef c = vload(g, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), j == nv - 1 ? p->last : g->vw);
+      acc[r * nv + j] = LLVMBuildSelect(g->b, g->first, acc[r * nv + j], LLVMBuildFAdd(g->b, c, acc[r * nv + j], ""), "");
+    }
   store_tile(g, crow, p, acc, store);
 }
 
@@ -373,7 +387,7 @@ static void blocks(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0
   ljc_ir *ir = g->ir;
   int64_t K = g->k->mm_k;
   if (K <= KC) {
-    g->k0 = ljc_i64(ir, 0), g->k1 = ljc_i64(ir, K), g->first = ljc_const_i(ir->i1, 1);
+    g->k0 = ljc_i64(ir, 0), g->k1 = ljc_i64(ir, K), g->first = g->batch_first ? g->batch_first : ljc_const_i(ir->i1, 1);
     panels(g, bi, m0, crow0, len);
     return;
   }
@@ -382,6 +396,7 @@ static void blocks(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0
   g->k0 = kb.iv;
   g->k1 = ljc_intrinsic2(ir, "smin", add(g, kb.iv, KC), ljc_i64(ir, K));
   g->first = LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), "");
+  if (g->batch_first) g->first = LLVMBuildAnd(g->b, g->first, g->batch_first, "");
   panels(g, bi, m0, crow0, len);
   ljc_loop_end(ir, &kb, NULL, NULL);
 }
@@ -409,7 +424,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
   if (ea->kind != LJG_X_LOAD || eb->kind != LJG_X_LOAD) return false;
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
-  if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0) return false;
+  if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return false;
   gemm g = {.ir = ir, .b = ir->b, .k = k, .av = av, .bv = bv, .a = kc->slot_ptr[ea->slot],
             .bm = kc->slot_ptr[eb->slot], .c = kc->slot_ptr[k->mm_out_slot], .c_origin = kc->slot_origin[k->mm_out_slot]};
   g.t = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
@@ -418,8 +433,22 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
   g.direct = bv->v[0].stride[2] == 1 && k->mm_k <= LJG_MATMUL_DIRECT_K;
   if (!g.direct) g.packed = packed_buffer(&g);
-  /* the task range, one matrix's run of rows at a time */
   LLVMBuilderRef b = ir->b;
+  if (k->mm_sum) { /* the task range's rows of C, through each matrix in turn */
+    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "gemm.sum");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "gemm.end");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, begin, end, ""), body, done);
+    LLVMPositionBuilderAtEnd(b, body);
+    ljc_loop bl;
+    ljc_loop_begin(ir, &bl, ljc_i64(ir, 0), ljc_i64(ir, k->mm_b), false, 0, NULL);
+    g.batch_first = LLVMBuildICmp(b, LLVMIntEQ, bl.iv, ljc_i64(ir, 0), "");
+    blocks(&g, bl.iv, begin, begin, LLVMBuildNSWSub(b, end, begin, ""));
+    ljc_loop_end(ir, &bl, NULL, NULL);
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+    return true;
+  }
+  /* the task range, one matrix's run of rows at a time */
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
   LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.matrix");

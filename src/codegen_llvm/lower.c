@@ -427,7 +427,20 @@ static LLVMValueRef mm_load(ljc_kctx *kc, int e, LLVMValueRef i0, LLVMValueRef i
   return ljc_from_storage(ir, LLVMBuildLoad2(ir->b, st, ptr, ""), x->dtype);
 }
 
-/* C[row, :] += a[k] * B[k, :] for each k: for B contiguous along n. */
+/* Opens the loop over the batch of a matmul summed over it (bi NULL; *bm gets the matrix),
+ * or gives bi as the matrix. */
+static bool batch_begin(ljc_kctx *kc, ljc_loop *L, LLVMValueRef bi, LLVMValueRef *bm, int nacc, LLVMValueRef *acc) {
+  if (bi) {
+    *bm = bi;
+    return false;
+  }
+  ljc_loop_begin(kc->ir, L, ljc_i64(kc->ir, 0), ljc_i64(kc->ir, kc->k->mm_b), false, nacc, acc);
+  *bm = L->iv;
+  return true;
+}
+
+/* C[row, :] += a[k] * B[k, :] for each k (and each matrix when summed): for B contiguous
+ * along n. */
 static void matmul_axpy(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValueRef row, LLVMTypeRef t) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -437,22 +450,25 @@ static void matmul_axpy(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValu
   ljc_loop_begin(ir, &z, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
   LLVMBuildStore(b, isfloat ? ljc_const_f(t, 0) : ljc_const_i(t, 0), LLVMBuildInBoundsGEP2(b, t, row, &z.iv, 1, ""));
   ljc_loop_end(ir, &z, NULL, NULL);
-  if (k->mm_k == 0) return;
-  ljc_loop kk;
+  if (k->mm_k == 0 || k->mm_b == 0) return;
+  ljc_loop bl, kk, n;
+  LLVMValueRef bm;
+  bool summed = batch_begin(kc, &bl, bi, &bm, 0, NULL);
   ljc_loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 0, NULL);
-  LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv);
-  ljc_loop n;
+  LLVMValueRef a = mm_load(kc, k->mm_a, bm, mi, kk.iv);
   ljc_loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
-  LLVMValueRef bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
+  LLVMValueRef bv = mm_load(kc, k->mm_bm, bm, kk.iv, n.iv);
   LLVMValueRef cp = LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, "");
   LLVMValueRef c = LLVMBuildLoad2(b, t, cp, "");
   c = isfloat ? ljc_fmuladd(ir, a, bv, c) : LLVMBuildAdd(b, c, LLVMBuildMul(b, a, bv, ""), "");
   LLVMBuildStore(b, c, cp);
   ljc_loop_end(ir, &n, NULL, NULL);
   ljc_loop_end(ir, &kk, NULL, NULL);
+  if (summed) ljc_loop_end(ir, &bl, NULL, NULL);
 }
 
-/* C[row, n] = A[row, :] . B[:, n] for each n: for B contiguous along k. */
+/* C[row, n] = A[row, :] . B[:, n] for each n (summed over the matrices when summed): for B
+ * contiguous along k. */
 static void matmul_dot(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValueRef row, LLVMTypeRef t) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -462,13 +478,16 @@ static void matmul_dot(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValue
   ljc_loop n;
   ljc_loop_begin(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, k->mm_n), false, 0, NULL);
   LLVMValueRef acc = zero;
-  if (k->mm_k > 0) {
-    ljc_loop kk;
-    ljc_loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 1, &zero);
-    LLVMValueRef a = mm_load(kc, k->mm_a, bi, mi, kk.iv), bv = mm_load(kc, k->mm_bm, bi, kk.iv, n.iv);
+  if (k->mm_k > 0 && k->mm_b > 0) {
+    ljc_loop bl, kk;
+    LLVMValueRef bm;
+    bool summed = batch_begin(kc, &bl, bi, &bm, 1, &zero);
+    ljc_loop_begin(ir, &kk, ljc_i64(ir, 0), ljc_i64(ir, k->mm_k), false, 1, summed ? &bl.acc[0] : &zero);
+    LLVMValueRef a = mm_load(kc, k->mm_a, bm, mi, kk.iv), bv = mm_load(kc, k->mm_bm, bm, kk.iv, n.iv);
     LLVMValueRef next = isfloat ? reassoc(ljc_fmuladd(ir, a, bv, kk.acc[0]))
                                 : LLVMBuildAdd(b, kk.acc[0], LLVMBuildMul(b, a, bv, ""), "");
     ljc_loop_end(ir, &kk, &next, &acc);
+    if (summed) ljc_loop_end(ir, &bl, &acc, &acc);
   }
   LLVMBuildStore(b, acc, LLVMBuildInBoundsGEP2(b, t, row, &n.iv, 1, ""));
   ljc_loop_end(ir, &n, NULL, NULL);
@@ -484,8 +503,8 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   bool dot = bview->stride[2] != 1 && bview->stride[1] == 1;
   ljc_loop rows;
   ljc_loop_begin(ir, &rows, begin, end, true, 0, NULL);
-  LLVMValueRef bi = LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
-  LLVMValueRef mi = LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
+  LLVMValueRef bi = k->mm_sum ? NULL : LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
+  LLVMValueRef mi = k->mm_sum ? rows.iv : LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef rowoff = LLVMBuildNSWMul(b, rows.iv, ljc_i64(ir, k->mm_n), "");
   if (kc->slot_origin[k->mm_out_slot]) rowoff = LLVMBuildNSWSub(b, rowoff, kc->slot_origin[k->mm_out_slot], "");
   LLVMValueRef row = LLVMBuildInBoundsGEP2(b, t, kc->slot_ptr[k->mm_out_slot], &rowoff, 1, "");

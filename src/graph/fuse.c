@@ -202,15 +202,8 @@ static int32_t strip_views(const ljg_graph *g, int32_t i) {
 
 /* Levels of the view of `src` seen through the view chain from `top` down to it. */
 static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
-  int32_t chain[256];
-  int nc = 0;
-  for (int32_t i = top; i != src && nc < 256; i = ljg_in(g, &g->nodes[i])[0]) chain[nc++] = i;
-  if (nc == 256) return LJG_MAX_VIEWS + 1;
   ljg_view v;
-  ljg_view_contiguous(&v, g->nodes[src].ndim, g->nodes[src].shape);
-  for (int k = nc - 1; k >= 0; k--)
-    if (!ljg_view_apply(&v, &g->nodes[chain[k]])) return LJG_MAX_VIEWS + 1;
-  return v.n;
+  return ljg_chain_view(g, top, src, &v) ? v.n : LJG_MAX_VIEWS + 1;
 }
 
 static void decide(fuser *f) {
@@ -243,7 +236,7 @@ static void decide(fuser *f) {
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
-    int nbuf = n->op == LJG_OP_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
+    int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
     for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
       int32_t src = strip_views(g, in[k]);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
@@ -501,16 +494,17 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     k->kind = LJG_K_MATMUL;
     k->mm_a = build(f, in[0], 0, false);
     k->mm_bm = build(f, in[1], 0, false);
-    k->mm_b = n->shape[0];
+    k->mm_b = g->nodes[in[0]].shape[0];
     k->mm_m = n->shape[1];
     k->mm_n = n->shape[2];
     k->mm_k = g->nodes[in[0]].shape[2];
     k->mm_out_slot = f->oslot[i];
     k->mm_dtype = n->dtype;
-    k->ntasks = k->mm_b * k->mm_m;
+    k->mm_sum = n->op == LJG_OP_MATMUL_SUM;
+    k->ntasks = n->shape[0] * k->mm_m;
     /* multiply-adds run 16 to a cycle in the register tiles: count them like that many
      * points of an elementwise loop, so a small matmul stays on one thread */
-    k->work = (double)k->ntasks * (double)k->mm_n * (double)k->mm_k / 16;
+    k->work = (double)k->mm_b * (double)k->mm_m * (double)k->mm_n * (double)k->mm_k / 16;
     break;
   }
   default: {
@@ -687,8 +681,8 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
                      k->win[4], k->win[5], k->win[6], k->win[7], k->mm_out_slot);
     if (k->kind == LJG_K_MATMUL) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
-                     "-> slot%d: e%d * e%d\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
-                     k->mm_out_slot, k->mm_a, k->mm_bm);
+                     "-> slot%d: e%d * e%d%s\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
+                     k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
     }
     for (int s = 0; s < k->nnests; s++) {
       const ljg_nest *nest = &k->nests[s];

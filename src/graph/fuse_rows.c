@@ -44,12 +44,13 @@
 #define MATMUL_BLOCK_MIN_ROWS 48
 
 /* Rows per block of a matmul kernel with an epilogue. One B shared by all rows (a linear
- * layer's weight) and packed: the whole task range, so B is packed once per thread as
- * without the epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
+ * layer's weight) and packed, or products summed over the batch (every row goes through
+ * every matrix's B): the whole task range, so B is packed once per thread as without the
+ * epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
  * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway). */
 static int64_t matmul_row_block(const ljg_kernel *k) {
   bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
-  bool shared = k->mm_b == 1 || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
+  bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
   int64_t rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
   return packed && rb < MATMUL_BLOCK_MIN_ROWS ? MATMUL_BLOCK_MIN_ROWS : rb;

@@ -257,6 +257,7 @@ bool ljg_uniform_const(const ljg_graph *g, int idx, double *v);
 /* Each pass rewrites g in place and keeps parameters and roots (their values unchanged). */
 void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */
 void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only subgraphs */
+void ljg_pass_matmul(ljg_graph *g);    /* matmul orientation: (Bᵀ·Aᵀ)ᵀ where it packs less */
 void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
 /* The pipeline: simplify, fold, dce, verified in between in debug builds. */
 void ljg_optimize(ljg_graph *g);
@@ -310,6 +311,9 @@ void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t l
 bool ljg_view_reshape(ljg_view *v, int ndim, const int64_t *shape);
 /* Applies a graph view node (RESHAPE/PERMUTE/EXPAND/SLICE) to v; false on overflow. */
 bool ljg_view_apply(ljg_view *v, const ljg_gnode *op);
+/* The view of node src's buffer seen through the chain of view nodes from top down to src;
+ * false when the chain is too long or needs more than LJG_MAX_VIEWS levels. */
+bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v);
 /* Offset of index idx under v (host-side evaluation, for tests and the interpreter). */
 int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx);
 
@@ -387,10 +391,11 @@ typedef struct ljg_kernel {
                          another over the task range (0) */
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
-  int64_t mm_b, mm_m, mm_n, mm_k;
+  int64_t mm_b, mm_m, mm_n, mm_k; /* mm_b: the matrices A and B hold */
   int32_t mm_a, mm_bm;  /* kexpr LOADs of A and B (their views give the strides) */
   int32_t mm_out_slot;
   uint8_t mm_dtype;
+  uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
   /* WINDOW: the source LOAD is mm_a, the output slot mm_out_slot, the dtype mm_dtype */
   int16_t win_op;         /* LJG_OP_IM2COL or LJG_OP_COL2IM */
   int64_t win[8];         /* kh, kw, sh, sw, ph, pw, dh, dw */

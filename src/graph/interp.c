@@ -302,23 +302,24 @@ static void run_cat(const ljg_graph *g, const ljg_gnode *n, const ival *vals, iv
   }
 }
 
-static void run_matmul(const ljg_gnode *n, const ival *a, const ival *b, int64_t K, ival *out) {
-  int64_t B = n->shape[0], M = n->shape[1], N = n->shape[2];
-  bool fl = ljg_dtype_is_float(n->dtype);
-  for (int64_t bb = 0; bb < B; bb++)
+/* MATMUL per matrix of the batch; MATMUL_SUM sums the B products into one matrix. */
+static void run_matmul(const ljg_gnode *n, const ljg_gnode *an, const ival *a, const ival *b, ival *out) {
+  int64_t B = an->shape[0], M = n->shape[1], N = n->shape[2], K = an->shape[2];
+  bool fl = ljg_dtype_is_float(n->dtype), sum = n->op == LJG_OP_MATMUL_SUM;
+  for (int64_t ob = 0; ob < n->shape[0]; ob++)
     for (int64_t m = 0; m < M; m++)
       for (int64_t j = 0; j < N; j++) {
         double acc = 0;
         uint64_t iacc = 0;
-        for (int64_t k = 0; k < K; k++) {
-          int64_t ai = (bb * M + m) * K + k, bi = (bb * K + k) * N + j;
-          if (fl)
-            acc += ljg_load_f64(a->dt, a->data, ai) * ljg_load_f64(b->dt, b->data, bi);
-          else
-            iacc += (uint64_t)ljg_load_i64(a->dt, a->data, ai) *
-                    (uint64_t)ljg_load_i64(b->dt, b->data, bi);
-        }
-        int64_t o = (bb * M + m) * N + j;
+        for (int64_t bb = sum ? 0 : ob; bb < (sum ? B : ob + 1); bb++)
+          for (int64_t k = 0; k < K; k++) {
+            int64_t ai = (bb * M + m) * K + k, bi = (bb * K + k) * N + j;
+            if (fl)
+              acc += ljg_load_f64(a->dt, a->data, ai) * ljg_load_f64(b->dt, b->data, bi);
+            else
+              iacc += (uint64_t)ljg_load_i64(a->dt, a->data, ai) * (uint64_t)ljg_load_i64(b->dt, b->data, bi);
+          }
+        int64_t o = (ob * M + m) * N + j;
         if (fl)
           ljg_store_f64(n->dtype, out->data, o, acc);
         else
@@ -536,7 +537,7 @@ lj_status ljg_interpret(const ljg_graph *g, const void *const *inputs,
     case LJG_VIEW: run_view(n, &g->nodes[in[0]], &x[0], out); break;
     case LJG_REDUCE: run_reduce(n, &g->nodes[in[0]], &x[0], out); break;
     case LJG_CAT: run_cat(g, n, vals, out); break;
-    case LJG_MATMUL: run_matmul(n, &x[0], &x[1], g->nodes[in[0]].shape[2], out); break;
+    case LJG_MATMUL: run_matmul(n, &g->nodes[in[0]], &x[0], &x[1], out); break;
     case LJG_WINDOW: {
       bool to_cols = n->op == LJG_OP_IM2COL;
       const ljg_gnode *xn = &g->nodes[in[0]];

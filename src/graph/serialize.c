@@ -169,6 +169,7 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_bm);
   F(x, k->mm_out_slot);
   F(x, k->mm_dtype);
+  F(x, k->mm_sum);
   F(x, k->win_op);
   F(x, k->win);
   F(x, k->win_fill);

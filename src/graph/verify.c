@@ -191,7 +191,9 @@ static bool check_node(const ljg_graph *g, int i) {
     const ljg_gnode *a = &g->nodes[in[0]], *b = &g->nodes[in[1]];
     if (a->ndim != 3 || b->ndim != 3 || n->ndim != 3) return fail(g, i, "operands must be 3-D");
     if (a->dtype != n->dtype || b->dtype != n->dtype) return fail(g, i, "dtypes differ");
-    if (a->shape[0] != n->shape[0] || b->shape[0] != n->shape[0] || a->shape[2] != b->shape[1] ||
+    int64_t batch = n->op == LJG_OP_MATMUL_SUM ? a->shape[0] : n->shape[0];
+    if (n->op == LJG_OP_MATMUL_SUM && n->shape[0] != 1) return fail(g, i, "a batch sum has one matrix");
+    if (a->shape[0] != batch || b->shape[0] != batch || a->shape[2] != b->shape[1] ||
         a->shape[1] != n->shape[1] || b->shape[2] != n->shape[2])
       return fail(g, i, "shapes do not chain");
     return true;

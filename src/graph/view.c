@@ -118,6 +118,17 @@ bool ljg_view_apply(ljg_view *v, const ljg_gnode *op) {
   }
 }
 
+bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v) {
+  int32_t chain[256];
+  int nc = 0;
+  for (int32_t i = top; i != src && nc < 256; i = ljg_in(g, &g->nodes[i])[0]) chain[nc++] = i;
+  if (nc == 256) return false;
+  ljg_view_contiguous(v, g->nodes[src].ndim, g->nodes[src].shape);
+  for (int k = nc - 1; k >= 0; k--)
+    if (!ljg_view_apply(v, &g->nodes[chain[k]])) return false;
+  return true;
+}
+
 int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx) {
   int64_t cur[LJ_MAX_DIMS];
   memcpy(cur, idx, sizeof cur);

@@ -40,7 +40,7 @@
 
 struct ljc_objects;
 
-enum { LJR_DISK_FORMAT = 2 };
+enum { LJR_DISK_FORMAT = 3 };
 
 /* The entry for key, loaded for graph g: a new executable with its code in the JIT; NULL when
  * the cache is off (or LJ_DUMP_DIR / LJ_SAVE_TENSORS_FMT=llvm|asm want a compile's texts),

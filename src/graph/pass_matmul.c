@@ -1,0 +1,159 @@
+/* pass_matmul.c — batch sums and orientation of matmuls.
+ * Requires: a verified graph whose view chains are merged (after simplify). Guarantees: the
+ * same values at every root (up to the order of float sums), and
+ *  - a matmul whose only use is a sum over its batch dim in its dtype (through reshapes that
+ *    keep the batch leading) is one matmul_sum: the products are summed as they are computed,
+ *    never stored per matrix. This is a weight's gradient when the weight was expanded over
+ *    the batch: a convolution's, dW = Σ_b dY_b · cols_bᵀ;
+ *  - a matmul_sum that is not a root is replaced by permute(matmul_sum(permute(B),
+ *    permute(A))) when packing the swapped product's B costs less than half as much per
+ *    multiply-add as packing this one's.
+ *
+ * The matmul kernels (codegen_llvm/gemm.c) copy B into panels that serve every row sharing
+ * them: the M rows of its matrix, or all rows of the batch when B is the same for each (a
+ * weight expanded over it). Packing thus costs about (the packer's cost per element) / (rows
+ * sharing B) per multiply-add, nothing when B is read in place. A convolution's weight
+ * gradient, dY·colsᵀ per image, has M = output channels and a B of positions × taps that must
+ * be transposed while packed; swapped, the rows are the taps and the packed operand is dY,
+ * several times smaller. The product comes out transposed, [1, N, M]; its readers see it
+ * through a permute, which fusion folds into their loads. Only batch sums are turned: their
+ * one matrix is small next to the products summed into it, so reading it transposed costs
+ * little, while a per-matrix product read transposed by elementwise ops would lose its
+ * epilogue (fuse_rows.c) and vector loads. */
+#include "graph/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const int64_t swap_last[3] = {0, 2, 1};
+
+/* Packing cost per multiply-add of B (seen through view b) for products of m rows of
+ * `batch` matrices with k terms: the packer's cost per element over the rows sharing B. */
+static double pack_cost(const ljg_view1 *b, int64_t batch, int64_t m, int64_t k) {
+  if (b->stride[2] == 1 && k <= LJG_MATMUL_DIRECT_K) return 0; /* read in place */
+  double per_elem = b->stride[2] == 1 ? 1 : b->stride[1] == 1 ? 2 : 4;
+  int64_t rows = m * (batch > 1 && b->stride[0] == 0 ? batch : 1);
+  return per_elem / (double)rows;
+}
+
+/* The single-level view operand i of the matmul reads, or false. */
+static bool operand_view(const ljg_graph *g, int32_t i, ljg_view1 *out) {
+  int32_t src = i;
+  while (ljg_ops[g->nodes[src].op].kind == LJG_VIEW) src = ljg_in(g, &g->nodes[src])[0];
+  ljg_view v;
+  if (!ljg_chain_view(g, i, src, &v) || v.n != 1) return false;
+  *out = v.v[0];
+  return true;
+}
+
+static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t *in) {
+  if (n->dtype != LJ_F32 && n->dtype != LJ_F64) return false;
+  int64_t batch = g->nodes[in[0]].shape[0], m = n->shape[1], nn = n->shape[2], k = g->nodes[in[0]].shape[2];
+  if (ljg_gnumel(n) == 0 || k == 0) return false;
+  ljg_view1 a, b;
+  if (!operand_view(g, in[0], &a) || !operand_view(g, in[1], &b)) return false;
+  ljg_view1 at = a; /* Aᵀ, the B of the swapped product */
+  at.stride[1] = a.stride[2];
+  at.stride[2] = a.stride[1];
+  return 2 * pack_cost(&at, batch, nn, k) < pack_cost(&b, batch, m, k);
+}
+
+static int transposed(ljg_rewriter *rw, const ljg_gnode *x, int32_t in) {
+  ljg_gnode p = *x;
+  memset(&p.attr, 0, sizeof p.attr);
+  p.op = LJG_OP_PERMUTE;
+  p.nin = 1;
+  p.param = -1;
+  p.shape[1] = x->shape[2];
+  p.shape[2] = x->shape[1];
+  for (int d = 0; d < 3; d++) p.attr.a[d] = swap_last[d];
+  return ljg_rw_add(rw, &p, &in);
+}
+
+/* uses[i]: the operands and roots that are node i. */
+static int *count_uses(const ljg_graph *g) {
+  int *uses = calloc((size_t)g->n + 1, sizeof *uses);
+  for (int i = 0; i < g->n; i++)
+    for (int k = 0; k < g->nodes[i].nin; k++) uses[ljg_in(g, &g->nodes[i])[k]]++;
+  for (int r = 0; r < g->nroots; r++) uses[g->roots[r]]++;
+  return uses;
+}
+
+/* The matmul whose batch sum node n is, seen through single-use reshapes, or -1. */
+static int32_t summed_matmul(const ljg_graph *g, const ljg_gnode *n, const int *uses) {
+  if (n->op != LJG_OP_SUM) return -1;
+  int32_t x = ljg_in(g, n)[0];
+  const ljg_gnode *r = &g->nodes[x];
+  while (g->nodes[x].op == LJG_OP_RESHAPE && uses[x] == 1) x = ljg_in(g, &g->nodes[x])[0];
+  const ljg_gnode *mm = &g->nodes[x];
+  if (mm->op != LJG_OP_MATMUL || uses[x] != 1 || mm->dtype != n->dtype || mm->shape[0] < 2) return -1;
+  /* the reduced dims of the sum's operand are the batch, ahead of every kept dim */
+  uint64_t mask = (uint64_t)n->attr.a[0];
+  int64_t reduced = 1;
+  bool kept_seen = false;
+  for (int d = 0; d < r->ndim; d++) {
+    if (r->shape[d] == 1) continue;
+    bool red = mask >> d & 1;
+    if (red && kept_seen) return -1;
+    kept_seen |= !red;
+    if (red) reduced *= r->shape[d];
+  }
+  return reduced == mm->shape[0] ? x : -1;
+}
+
+static void batch_sums(ljg_graph *g) {
+  int *uses = count_uses(g);
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, g);
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    int32_t x = summed_matmul(g, n, uses);
+    if (x < 0) {
+      rw.map[i] = ljg_rw_copy(&rw, g, i);
+      continue;
+    }
+    const ljg_gnode *mm = &g->nodes[x];
+    int32_t in[2] = {rw.map[ljg_in(g, mm)[0]], rw.map[ljg_in(g, mm)[1]]};
+    ljg_gnode s = *mm;
+    s.op = LJG_OP_MATMUL_SUM;
+    s.shape[0] = 1;
+    int32_t c = ljg_rw_add(&rw, &s, in);
+    ljg_gnode r = *n;
+    memset(&r.attr, 0, sizeof r.attr);
+    r.op = LJG_OP_RESHAPE;
+    rw.map[i] = ljg_rw_add(&rw, &r, &c);
+  }
+  free(uses);
+  ljg_rw_finish(&rw, g);
+}
+
+static void orient(ljg_graph *g) {
+  bool *root = calloc((size_t)g->n + 1, 1);
+  for (int r = 0; r < g->nroots; r++) root[g->roots[r]] = true;
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, g);
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    const int32_t *oin = ljg_in(g, n);
+    if (n->op != LJG_OP_MATMUL_SUM || root[i] || !worth_swapping(g, n, oin)) {
+      rw.map[i] = ljg_rw_copy(&rw, g, i);
+      continue;
+    }
+    const ljg_graph *out = &rw.out;
+    int32_t in[2];
+    in[0] = transposed(&rw, &out->nodes[rw.map[oin[1]]], rw.map[oin[1]]);
+    in[1] = transposed(&rw, &out->nodes[rw.map[oin[0]]], rw.map[oin[0]]);
+    ljg_gnode mm = *n;
+    mm.shape[1] = n->shape[2];
+    mm.shape[2] = n->shape[1];
+    int32_t c = ljg_rw_add(&rw, &mm, in);
+    rw.map[i] = transposed(&rw, &rw.out.nodes[c], c);
+  }
+  free(root);
+  ljg_rw_finish(&rw, g);
+}
+
+void ljg_pass_matmul(ljg_graph *g) {
+  batch_sums(g);
+  orient(g);
+}
