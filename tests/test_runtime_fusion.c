@@ -333,6 +333,25 @@ START_TEST(test_matmul_batch_sum) {
 }
 END_TEST
 
+/* A matmul read only through a transpose is computed transposed: a linear layer's weight
+ * gradient, d(Wᵀ) = xᵀ·dY transposed back to W's layout, is one matmul kernel writing W's
+ * layout (its root a reshape of the product, no copy), with the SGD update as its epilogue. */
+START_TEST(test_matmul_read_transposed) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(64, 300), TU_ANY, 1), *dy = tu_tensor(LJ_F32, LJ_SHAPE(64, 40), TU_ANY, 2);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 300), TU_ANY, 3);
+  lj_tensor *dw = lj_transpose(lj_matmul(lj_transpose(x, 0, 1), dy), 0, 1);
+  lj_tensor *outs[2] = {dw, lj_sub(w, lj_mul_scalar(dw, 0.5))};
+  ck_assert_int_eq(lj_graph_kernel_count(2, outs), 1);
+  ljg_graph *opt;
+  ljg_program *p = program_of(dw, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].mm_m, 40);
+  ck_assert_int_eq(p->kernels[0].mm_n, 300);
+  free_program(p, opt);
+  tu_check_interp_tol(2, outs, 1e-5, 1e-5);
+}
+END_TEST
+
 /* LJ_SYNC_TENSORS_OPBYOP (a sync) and LJ_GET_TENSORS_OPBYOP (a host read): every op its own
  * cached executable with one kernel; the values are the fused program's; a second step
  * compiles nothing. Each switch leaves the other kind of sync fused. */
@@ -391,6 +410,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_fusion_local_slots);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_matmul_batch_sum);
+  tcase_add_test(tc, test_matmul_read_transposed);
   suite_add_tcase(s, tc);
   return s;
 }

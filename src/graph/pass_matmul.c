@@ -5,9 +5,13 @@
  *    keep the batch leading) is one matmul_sum: the products are summed as they are computed,
  *    never stored per matrix. This is a weight's gradient when the weight was expanded over
  *    the batch: a convolution's, dW = Σ_b dY_b · cols_bᵀ;
- *  - a matmul_sum that is not a root is replaced by permute(matmul_sum(permute(B),
- *    permute(A))) when packing the swapped product's B costs less than half as much per
- *    multiply-add as packing this one's.
+ *  - a matmul read only through transposes is replaced by permute(matmul(permute(B),
+ *    permute(A))): its readers then read it as it lies, and a transposed root (a linear
+ *    layer's weight gradient, computed by autograd as d(Wᵀ) = xᵀ·dY) becomes a reshape of the
+ *    product instead of a copy with strided reads;
+ *  - a matmul_sum that is not a root is turned likewise when packing the swapped product's B
+ *    costs less than half as much per multiply-add as packing this one's (whichever way its
+ *    small result is then read: a rule that also looked at that could turn it back and forth).
  *
  * The matmul kernels (codegen_llvm/gemm.c) copy B into panels that serve every row sharing
  * them: the M rows of its matrix, or all rows of the batch when B is the same for each (a
@@ -127,7 +131,24 @@ static void batch_sums(ljg_graph *g) {
   ljg_rw_finish(&rw, g);
 }
 
+/* Whether every use of each node is a transpose of its last two dims (none is a root). */
+static bool *read_transposed(const ljg_graph *g) {
+  bool *t = calloc((size_t)g->n + 1, 1);
+  for (int i = 0; i < g->n; i++) t[i] = true;
+  int *uses = count_uses(g);
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    bool swap = n->op == LJG_OP_PERMUTE && n->ndim == 3 && n->attr.a[0] == 0 && n->attr.a[1] == 2;
+    for (int k = 0; k < n->nin; k++) t[ljg_in(g, n)[k]] &= swap;
+  }
+  for (int r = 0; r < g->nroots; r++) t[g->roots[r]] = false;
+  for (int i = 0; i < g->n; i++) t[i] &= uses[i] > 0;
+  free(uses);
+  return t;
+}
+
 static void orient(ljg_graph *g) {
+  bool *transposed_only = read_transposed(g);
   bool *root = calloc((size_t)g->n + 1, 1);
   for (int r = 0; r < g->nroots; r++) root[g->roots[r]] = true;
   ljg_rewriter rw;
@@ -135,7 +156,9 @@ static void orient(ljg_graph *g) {
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *oin = ljg_in(g, n);
-    if (n->op != LJG_OP_MATMUL_SUM || root[i] || !worth_swapping(g, n, oin)) {
+    bool turn = n->op == LJG_OP_MATMUL ? transposed_only[i]
+                : n->op == LJG_OP_MATMUL_SUM && !root[i] && worth_swapping(g, n, oin);
+    if (!turn) {
       rw.map[i] = ljg_rw_copy(&rw, g, i);
       continue;
     }
@@ -150,6 +173,7 @@ static void orient(ljg_graph *g) {
     rw.map[i] = transposed(&rw, &rw.out.nodes[c], c);
   }
   free(root);
+  free(transposed_only);
   ljg_rw_finish(&rw, g);
 }
 

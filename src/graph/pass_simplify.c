@@ -1,7 +1,9 @@
 /* pass_simplify.c — algebraic identities and view folding.
  * Requires: a verified graph. Guarantees: the same values at every root, with identity
  * views (reshape to the same shape, identity permute, full slice, expand to the same shape,
- * cast to the same dtype) and stop_gradient removed, chains of reshapes / permutes / expands merged, double
+ * cast to the same dtype) and stop_gradient removed, chains of reshapes / permutes / expands merged,
+ * permutes moved below reshapes that only add or drop size-1 dims (so they merge with a
+ * permute there, and a matmul read transposed shows as such to the matmul pass), double
  * negation removed, and x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
  * to x. */
 #include "graph/graph.h"
@@ -18,6 +20,39 @@ static bool same_shape(const ljg_gnode *a, const ljg_gnode *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0;
 }
 
+static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in);
+
+/* permute n of reshape xi, where the reshape only adds or drops size-1 dims: a reshape of its
+ * operand permuted alike, so the permute meets (and merges with) one below the reshape; -1
+ * when the reshape moves data between dims. */
+static int permute_below_reshape(ljg_rewriter *rw, const ljg_gnode *n, int32_t xi) {
+  const ljg_graph *g = &rw->out;
+  const ljg_gnode *x = &g->nodes[xi];
+  int32_t yi = ljg_in(g, x)[0];
+  const ljg_gnode *y = &g->nodes[yi];
+  int xpos[LJ_MAX_DIMS], ypos[LJ_MAX_DIMS], rank[LJ_MAX_DIMS], nx = 0, ny = 0;
+  for (int d = 0; d < x->ndim; d++)
+    if (x->shape[d] != 1) rank[d] = nx, xpos[nx++] = d;
+  for (int d = 0; d < y->ndim; d++)
+    if (y->shape[d] != 1) ypos[ny++] = d;
+  if (nx != ny) return -1;
+  for (int i = 0; i < nx; i++)
+    if (x->shape[xpos[i]] != y->shape[ypos[i]]) return -1;
+  ljg_gnode p = *n;
+  memset(&p.attr, 0, sizeof p.attr);
+  p.ndim = y->ndim;
+  for (int d = 0; d < y->ndim; d++) p.attr.a[d] = d;
+  int k = 0;
+  for (int d = 0; d < n->ndim; d++)
+    if (x->shape[n->attr.a[d]] != 1) p.attr.a[ypos[k++]] = ypos[rank[n->attr.a[d]]];
+  for (int d = 0; d < y->ndim; d++) p.shape[d] = y->shape[p.attr.a[d]];
+  int32_t pi = simplify(rw, &p, &yi);
+  ljg_gnode r = *n;
+  memset(&r.attr, 0, sizeof r.attr);
+  r.op = LJG_OP_RESHAPE;
+  return simplify(rw, &r, &pi);
+}
+
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out;
   const ljg_gnode *x = n->nin ? &g->nodes[in[0]] : NULL;
@@ -32,6 +67,10 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
     }
     break;
   case LJG_OP_PERMUTE: {
+    if (x->op == LJG_OP_RESHAPE) {
+      int r = permute_below_reshape(rw, n, in[0]);
+      if (r >= 0) return r;
+    }
     ljg_gnode m = *n;
     int32_t src = in[0];
     if (x->op == LJG_OP_PERMUTE) {

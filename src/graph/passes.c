@@ -15,6 +15,7 @@ static void verified(ljg_graph *g, void (*pass)(ljg_graph *), const char *name) 
 void ljg_optimize(ljg_graph *g) {
   verified(g, ljg_pass_simplify, "simplify");
   verified(g, ljg_pass_fold, "fold");
+  verified(g, ljg_pass_dce, "dce"); /* the matmul pass counts uses: only live ones */
   verified(g, ljg_pass_matmul, "matmul");
   verified(g, ljg_pass_simplify, "simplify");
   verified(g, ljg_pass_dce, "dce");
