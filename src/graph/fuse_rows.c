@@ -47,13 +47,15 @@
  * layer's weight) and packed, or products summed over the batch (every row goes through
  * every matrix's B): the whole task range, so B is packed once per thread as without the
  * epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
- * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway). */
+ * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway),
+ * rounded down to whole matrices when more than one fits. */
 static int64_t matmul_row_block(const ljg_kernel *k) {
   bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
   int64_t rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
-  return packed && rb < MATMUL_BLOCK_MIN_ROWS ? MATMUL_BLOCK_MIN_ROWS : rb;
+  if (packed && rb < MATMUL_BLOCK_MIN_ROWS) rb = MATMUL_BLOCK_MIN_ROWS;
+  return rb > k->mm_m ? rb / k->mm_m * k->mm_m : rb; /* a block straddling two matrices packs both */
 }
 
 /* The number of leading dims of shape whose product is rows (0: none). */
