@@ -105,14 +105,21 @@ START_TEST(test_unary_special_values) {
 }
 END_TEST
 
-/* Wide ranges exercise range reduction and overflow paths of the vector math. */
+/* Wide ranges exercise range reduction and overflow paths of the vector math; the last
+ * points are exp's ends: the largest x with a finite result and the next (inf), the smallest
+ * with a normal result and the next (0, where libm gives a subnormal within the tolerance),
+ * both dtypes' in each. */
 START_TEST(test_unary_wide_range) {
   static lj_tensor *(*fns[])(lj_tensor *) = {lj_exp, lj_expm1, lj_sin, lj_cos, lj_tanh, lj_erf, lj_sigmoid};
+  static const double ends[] = {0x1.62e42ep+6, 0x1.62e430p+6, -0x1.5d589ep+6, -0x1.5d58a0p+6, 0x1.62e42fefa39efp+9,
+                                0x1.62e42fefa39f0p+9, -0x1.6232bdd7abcd2p+9, -0x1.6232bdd7abcd3p+9, 745.2, -745.2};
+  enum { NENDS = sizeof ends / sizeof *ends };
   lj_dtype floats[] = {LJ_F32, LJ_F64};
   for (int k = 0; k < 2; k++) {
-    int n = 4001;
+    int n = 4001 + NENDS;
     double *v = malloc((size_t)n * sizeof *v);
-    for (int i = 0; i < n; i++) v[i] = -100 + 200.0 * i / (n - 1);
+    for (int i = 0; i < n - NENDS; i++) v[i] = -100 + 200.0 * i / (n - NENDS - 1);
+    for (int i = 0; i < NENDS; i++) v[n - NENDS + i] = ends[i];
     float *vf = malloc((size_t)n * sizeof *vf);
     for (int i = 0; i < n; i++) vf[i] = (float)v[i];
     lj_tensor *x = lj_tensor_from_host(lj_default_device(), floats[k], LJ_SHAPE(n),

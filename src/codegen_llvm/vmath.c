@@ -45,41 +45,34 @@ static LLVMTypeRef int_like(ljc_ir *ir, LLVMValueRef x) { return ljc_is_f64(x) ?
 static LLVMValueRef to_f64(ljc_ir *ir, LLVMValueRef x) { return LLVMBuildFPExt(ir->b, x, ir->f64, ""); }
 static LLVMValueRef to_f32(ljc_ir *ir, LLVMValueRef x) { return LLVMBuildFPTrunc(ir->b, x, ir->f32, ""); }
 
-/* 2^n for an integer-valued float n in the normal exponent range, without float->int
- * conversion (which would be poison for NaN): n + 1.5·2^m leaves n in the low bits. */
-static LLVMValueRef exp2_int(ljc_ir *ir, LLVMValueRef n) {
-  bool d = ljc_is_f64(n);
-  LLVMTypeRef it = int_like(ir, n);
-  double magic = d ? 0x1.8p52 : 0x1.8p23;
-  LLVMValueRef shifted = LLVMBuildBitCast(ir->b, vadd(ir, n, K(n, magic)), it, "");
-  LLVMValueRef ni = LLVMBuildSub(ir->b, shifted, LLVMBuildBitCast(ir->b, K(n, magic), it, ""), "");
-  LLVMValueRef e = LLVMBuildAdd(ir->b, ni, ljc_const_i(it, d ? 1023 : 127), "");
-  e = LLVMBuildShl(ir->b, e, ljc_const_i(it, d ? 52 : 23), "");
-  return LLVMBuildBitCast(ir->b, e, LLVMTypeOf(n), "");
-}
-
 /* ---- exp, expm1 -------------------------------------------------------------------------- */
 
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x) {
   bool d = ljc_is_f64(x);
-  double hi = d ? 709.9 : 88.8, lo = d ? -745.2 : -104.0;
+  LLVMTypeRef it = int_like(ir, x);
+  /* results above the largest finite value are inf, below the smallest normal one 0 */
+  double hi = d ? 0x1.62e42fefa39efp+9 : 0x1.62e42ep+6;    /* the largest x with n ln2 <= max */
+  double lo = d ? -0x1.6232bdd7abcd2p+9 : -0x1.5d589ep+6; /* the smallest with n ln2 >= min */
   double ln2hi = d ? 6.93147180369123816490e-01 : 0.693145751953125;
   double ln2lo = d ? 1.90821492927058770002e-10 : 1.42860682030941723212e-6;
   int deg = d ? 13 : 7;
   double c[16];
   c[0] = 1;
   for (int i = 1; i <= deg; i++) c[i] = c[i - 1] / i;
-  /* clamp (NaN passes through the selects), reduce x = n ln2 + r, |r| <= ln2/2 */
-  LLVMValueRef xc = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, hi)), K(x, hi), x);
-  xc = sel(ir, fcmp(ir, LLVMRealOLT, xc, K(x, lo)), K(x, lo), xc);
-  LLVMValueRef n = ljc_intrinsic1(ir, "roundeven", vmul(ir, xc, K(x, 1.4426950408889634)));
-  LLVMValueRef r = ljc_fmuladd(ir, n, K(x, -ln2hi), xc);
+  /* reduce x = n ln2 + r, |r| <= ln2/2 */
+  LLVMValueRef n = ljc_intrinsic1(ir, "roundeven", vmul(ir, x, K(x, 1.4426950408889634)));
+  LLVMValueRef r = ljc_fmuladd(ir, n, K(x, -ln2hi), x);
   r = ljc_fmuladd(ir, n, K(x, -ln2lo), r);
   LLVMValueRef p = poly(ir, r, c, deg + 1);
-  /* 2^n in two halves so both stay normal at the ends of the range */
-  LLVMValueRef n1 = ljc_intrinsic1(ir, "floor", vmul(ir, n, K(x, 0.5)));
-  LLVMValueRef n2 = vsub(ir, n, n1);
-  LLVMValueRef res = vmul(ir, vmul(ir, p, exp2_int(ir, n1)), exp2_int(ir, n2));
+  /* p · 2^n by adding n to p's exponent: within [lo, hi], n ≥ min exponent + 1 only where
+   * p ≥ 1, and n = max exponent + 1 only where p < 1, so the sum stays a normal exponent.
+   * n + 1.5·2^mant holds n in its low bits (no float->int conversion, poison for NaN). */
+  double magic = d ? 0x1.8p52 : 0x1.8p23;
+  LLVMValueRef ni = LLVMBuildBitCast(ir->b, vadd(ir, n, K(n, magic)), it, "");
+  ni = LLVMBuildShl(ir->b, ni, ljc_const_i(it, d ? 52 : 23), "");
+  LLVMValueRef res = LLVMBuildBitCast(ir->b, LLVMBuildAdd(ir->b, LLVMBuildBitCast(ir->b, p, it, ""), ni, ""), LLVMTypeOf(x), "");
+  res = sel(ir, fcmp(ir, LLVMRealOLT, x, K(x, lo)), K(x, 0), res);
+  res = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, hi)), K(x, INFINITY), res);
   return sel(ir, fcmp(ir, LLVMRealUNO, x, x), x, res);
 }
 
