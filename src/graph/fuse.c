@@ -195,11 +195,6 @@ static int32_t build(fuser *f, int32_t i, int32_t path, bool root) {
 
 /* ---- realization ------------------------------------------------------------------------- */
 
-static int32_t strip_views(const ljg_graph *g, int32_t i) {
-  while (ljg_ops[g->nodes[i].op].kind == LJG_VIEW) i = ljg_in(g, &g->nodes[i])[0];
-  return i;
-}
-
 /* Levels of the view of `src` seen through the view chain from `top` down to it. */
 static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
   ljg_view v;
@@ -238,12 +233,12 @@ static void decide(fuser *f) {
     const int32_t *in = ljg_in(g, n);
     int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
     for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
-      int32_t src = strip_views(g, in[k]);
+      int32_t src = ljg_strip_views(g, in[k]);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
       if (chain_levels(g, in[k], src) > 1) f->realized[in[k]] = true;
     }
     if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion)) {
-      int32_t src = strip_views(g, in[0]);
+      int32_t src = ljg_strip_views(g, in[0]);
       ljg_kind k = ljg_ops[g->nodes[src].op].kind;
       int64_t sn = ljg_gnumel(&g->nodes[src]);
       if ((k == LJG_ELEMWISE || k == LJG_INDEXED) && sn > 1 && ljg_gnumel(n) > sn)

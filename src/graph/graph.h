@@ -257,9 +257,9 @@ bool ljg_uniform_const(const ljg_graph *g, int idx, double *v);
 /* Each pass rewrites g in place and keeps parameters and roots (their values unchanged). */
 void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */
 void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only subgraphs */
-void ljg_pass_matmul(ljg_graph *g);    /* matmul orientation: (Bᵀ·Aᵀ)ᵀ where it packs less */
+void ljg_pass_matmul(ljg_graph *g);     /* batch sums into matmul_sum; (Bᵀ·Aᵀ)ᵀ where it pays */
 void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
-/* The pipeline: simplify, fold, dce, verified in between in debug builds. */
+/* The pipeline: simplify, fold, dce, matmul, simplify, dce, verified in between in debug builds. */
 void ljg_optimize(ljg_graph *g);
 
 /* ---- text and dot (text.c, dot.c) ------------------------------------------------------ */
@@ -311,6 +311,8 @@ void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t l
 bool ljg_view_reshape(ljg_view *v, int ndim, const int64_t *shape);
 /* Applies a graph view node (RESHAPE/PERMUTE/EXPAND/SLICE) to v; false on overflow. */
 bool ljg_view_apply(ljg_view *v, const ljg_gnode *op);
+/* The first node below i that is not a view op (i itself when it is none). */
+int32_t ljg_strip_views(const ljg_graph *g, int32_t i);
 /* The view of node src's buffer seen through the chain of view nodes from top down to src;
  * false when the chain is too long or needs more than LJG_MAX_VIEWS levels. */
 bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v);

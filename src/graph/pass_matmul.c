@@ -42,10 +42,8 @@ static double pack_cost(const ljg_view1 *b, int64_t batch, int64_t m, int64_t k)
 
 /* The single-level view operand i of the matmul reads, or false. */
 static bool operand_view(const ljg_graph *g, int32_t i, ljg_view1 *out) {
-  int32_t src = i;
-  while (ljg_ops[g->nodes[src].op].kind == LJG_VIEW) src = ljg_in(g, &g->nodes[src])[0];
   ljg_view v;
-  if (!ljg_chain_view(g, i, src, &v) || v.n != 1) return false;
+  if (!ljg_chain_view(g, i, ljg_strip_views(g, i), &v) || v.n != 1) return false;
   *out = v.v[0];
   return true;
 }
@@ -131,26 +129,28 @@ static void batch_sums(ljg_graph *g) {
   ljg_rw_finish(&rw, g);
 }
 
-/* Whether every use of each node is a transpose of its last two dims (none is a root). */
-static bool *read_transposed(const ljg_graph *g) {
-  bool *t = calloc((size_t)g->n + 1, 1);
-  for (int i = 0; i < g->n; i++) t[i] = true;
-  int *uses = count_uses(g);
+/* Whether each node is used, and only as the operand of transposes of its last two dims
+ * (never as a root). */
+static bool *read_transposed(const ljg_graph *g, const bool *root) {
+  bool *t = calloc((size_t)g->n + 1, 1), *used = calloc((size_t)g->n + 1, 1);
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     bool swap = n->op == LJG_OP_PERMUTE && n->ndim == 3 && n->attr.a[0] == 0 && n->attr.a[1] == 2;
-    for (int k = 0; k < n->nin; k++) t[ljg_in(g, n)[k]] &= swap;
+    for (int k = 0; k < n->nin; k++) {
+      int32_t x = ljg_in(g, n)[k];
+      t[x] = (used[x] ? t[x] : true) && swap;
+      used[x] = true;
+    }
   }
-  for (int r = 0; r < g->nroots; r++) t[g->roots[r]] = false;
-  for (int i = 0; i < g->n; i++) t[i] &= uses[i] > 0;
-  free(uses);
+  for (int i = 0; i < g->n; i++) t[i] &= !root[i];
+  free(used);
   return t;
 }
 
 static void orient(ljg_graph *g) {
-  bool *transposed_only = read_transposed(g);
   bool *root = calloc((size_t)g->n + 1, 1);
   for (int r = 0; r < g->nroots; r++) root[g->roots[r]] = true;
+  bool *transposed_only = read_transposed(g, root);
   ljg_rewriter rw;
   ljg_rw_init(&rw, g);
   for (int i = 0; i < g->n; i++) {

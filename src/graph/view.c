@@ -118,6 +118,11 @@ bool ljg_view_apply(ljg_view *v, const ljg_gnode *op) {
   }
 }
 
+int32_t ljg_strip_views(const ljg_graph *g, int32_t i) {
+  while (ljg_ops[g->nodes[i].op].kind == LJG_VIEW) i = ljg_in(g, &g->nodes[i])[0];
+  return i;
+}
+
 bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v) {
   int32_t chain[256];
   int nc = 0;
