@@ -259,7 +259,7 @@ void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */
 void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only subgraphs */
 void ljg_pass_matmul(ljg_graph *g);     /* batch sums into matmul_sum; (Bᵀ·Aᵀ)ᵀ where it pays */
 void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
-/* The pipeline: simplify, fold, dce, matmul, simplify, dce, verified in between in debug builds. */
+/* The pipeline: simplify, fold, dce, matmul, simplify, dce, with the verifier after each. */
 void ljg_optimize(ljg_graph *g);
 
 /* ---- text and dot (text.c, dot.c) ------------------------------------------------------ */
