@@ -3,12 +3,14 @@
  * graph and the old shape still hits; the LRU evicts beyond its capacity; 0, 1 and -1 are
  * baked in unless LJ_NO_SPECIAL_SCALARS; a sync seen before is found by its walk, which tells
  * graphs of the same node types but different wiring (or a computed value used as data)
- * apart; devices that compile the same graph share its code, which outlives either cache's
+ * apart, and one recorded as before is found by replaying its walk's node ids, checked node
+ * by node (operands, ops, attributes); devices that compile the same graph share its code, which outlives either cache's
  * copy. */
 #include "test_util.h"
 
 static int64_t compiles(void) { return lj_counter_value("UncachedCompile"); }
 static int64_t hits(void) { return lj_counter_value("CachedCompile"); }
+static int64_t replays(void) { return lj_counter_value("TraceReplays"); }
 
 /* One step: w = w * a + b (a, b scalars), synced. */
 static void step(lj_device *d, lj_tensor *w, double a, double b) {
@@ -23,9 +25,11 @@ START_TEST(test_loop_compiles_once) {
   lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 1);
   step(d, w, 0.9, 0.1);
   int64_t c0 = compiles(), h0 = hits();
+  int64_t r0 = replays();
   for (int i = 0; i < 10; i++) step(d, w, 0.9, 0.1);
   ck_assert_int_eq(compiles(), c0);
   ck_assert_int_eq(hits(), h0 + 10);
+  ck_assert_int_eq(replays(), r0 + 10); /* recorded the same way: no walk */
   /* a learning-rate schedule: new scalar values, same graph */
   for (int i = 0; i < 10; i++) step(d, w, 0.5 + 0.01 * i, 0.25 / (i + 2));
   ck_assert_int_eq(compiles(), c0);
@@ -84,6 +88,53 @@ START_TEST(test_walk_tells_wiring_apart) {
   lj_tensor_release(x2);
   lj_tensor_release(x);
   lj_tensor_release(y);
+}
+END_TEST
+
+/* Variants of one program that give every node the same id (x, y and x + y are recorded
+ * first), so only the replay's node-by-node check tells them apart: an operand (s - x vs
+ * s - y), an op (sub vs mul), an attribute (a constant factor, 1 or -1). Each variant
+ * runs twice in a row (the second time replayed) and again after the others, with its own
+ * value every time; new input buffers and new scalar values at the same ids are used. */
+static double variant(lj_tensor *x, lj_tensor *y, lj_tensor *w, int v, double c) {
+  lj_scope_begin();
+  lj_tensor *sxy = lj_add(x, y);
+  lj_tensor *r = v == 1 ? lj_sub(sxy, y) : v == 2 ? lj_mul(sxy, x) : lj_sub(sxy, x);
+  int dim = 0;
+  lj_tensor *rc = lj_mul_scalar(lj_mul_scalar(r, c), v == 3 ? -1 : 1); /* 1 and -1: constants */
+  lj_tensor *s = lj_keep(lj_sum(lj_mul(lj_sum(rc, 1, &dim, false), w), 0, NULL, false));
+  lj_scope_end();
+  double got = lj_item(s);
+  lj_tensor_release(s);
+  return got;
+}
+
+START_TEST(test_replay_checks_every_node) {
+  float xv[4] = {1, 2, 3, 4}, yv[4] = {10, 20, 30, 40}, zv[4] = {-1, 5, 7, 2}, wv[2] = {1, 10};
+  lj_device *d = lj_default_device();
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2, 2), xv);
+  lj_tensor *y = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2, 2), yv);
+  lj_tensor *z = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2, 2), zv);
+  lj_tensor *w = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2), wv);
+  /* r's sums over dim 0, weighted 1 and 10: y, x, (x + y) * x, -y */
+  const double want[4] = {40 + 600, 4 + 60, 110 + 2200, -(40 + 600)};
+  int64_t c0 = compiles();
+  for (int round = 0; round < 2; round++)
+    for (int v = 0; v < 4; v++)
+      for (int twice = 0; twice < 2; twice++) {
+        int64_t r0 = replays();
+        ck_assert_double_eq_tol(variant(x, y, w, v, 0.5 + twice), want[v] * (0.5 + twice), 1e-3);
+        if (round || twice) ck_assert_int_eq(replays(), r0 + 1);
+      }
+  ck_assert_int_eq(compiles(), c0 + 4);
+  /* other input buffers at the same node ids: r = z either way */
+  ck_assert_double_eq_tol(variant(x, z, w, 0, 1.5), (6 + 70) * 1.5, 1e-3);
+  ck_assert_double_eq_tol(variant(z, y, w, 1, 0.5), (6 + 70) * 0.5, 1e-3);
+  ck_assert_int_eq(compiles(), c0 + 4);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+  lj_tensor_release(z);
+  lj_tensor_release(w);
 }
 END_TEST
 
@@ -163,6 +214,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_new_shape_compiles_once_more);
   tcase_add_test(tc, test_lru_eviction);
   tcase_add_test(tc, test_walk_tells_wiring_apart);
+  tcase_add_test(tc, test_replay_checks_every_node);
   tcase_add_test(tc, test_special_scalars);
   tcase_add_test(tc, test_devices_share_code);
   suite_add_tcase(s, tc);

@@ -97,8 +97,8 @@ def graph500():
 
     def step():
         y = x
-        for i in range(250):
-            y = (y + (0.5 + i)) * 0.999
+        for i in range(125):
+            y = y * 0.999 if i % 2 else y + (0.5 + i)
         return y
     return step
 

@@ -115,6 +115,18 @@ static uint64_t param_lhash(const ljg_node *n) {
   return ljg_local_hash(LJG_OP_DATA, n->dtype, n->ndim, n->shape, &(ljg_attr){0});
 }
 
+/* A parameter node's binding: a scalar's value, or the buffer. */
+static ljg_binding binding_of(const ljg_node *nd) {
+  ljg_binding b = {0};
+  if (nd->op == LJG_OP_SCALAR) {
+    b.f = nd->attr.f;
+    b.i = nd->attr.a[1];
+  } else {
+    b.buf = nd->data;
+  }
+  return b;
+}
+
 typedef struct frame {
   ljg_node *node;
   int next;
@@ -128,16 +140,7 @@ static void visit(ljg_walk *w, ljg_node *nd, uint64_t stamp, ljg_binding_vec *bi
   ljb_vec_push(&w->order, nd);
   if (is_param(nd)) {
     ljb_hash_u64(h, param_lhash(nd));
-    if (binds) {
-      ljg_binding b = {0};
-      if (nd->op == LJG_OP_SCALAR) {
-        b.f = nd->attr.f;
-        b.i = nd->attr.a[1];
-      } else {
-        b.buf = nd->data;
-      }
-      ljb_vec_push(binds, b);
-    }
+    if (binds) ljb_vec_push(binds, binding_of(nd));
     return;
   }
   ljb_hash_u64(h, nd->lhash ^ (uint64_t)nd->nin * 0x9e3779b97f4a7c15ULL);
@@ -216,28 +219,62 @@ void ljg_walk_graph(const ljg_walk *w, ljg_graph *g) {
   ljb_vec_free(&in);
 }
 
+/* Whether trace node nd becomes graph node gn, operands aside: op (or parameter kind),
+ * type, shape, identity attributes. */
+static bool same_description(const ljg_node *nd, const ljg_gnode *gn) {
+  bool param = is_param(nd);
+  int op = nd->op == LJG_OP_SCALAR ? LJG_OP_SCALAR : param ? LJG_OP_DATA : nd->op;
+  if (gn->op != op || gn->dtype != nd->dtype || gn->ndim != nd->ndim) return false;
+  for (int d = 0; d < nd->ndim; d++)
+    if (gn->shape[d] != nd->shape[d]) return false;
+  if (param) return true;
+  if (gn->nin != nd->nin) return false;
+  if (ljg_ops[op].attrs == LJG_A_NONE) return true;
+  int64_t x[LJ_MAX_DIMS + 2], y[LJ_MAX_DIMS + 2];
+  int nx = ljg_identity_attrs(op, nd->ndim, &nd->attr, x);
+  return nx == ljg_identity_attrs(op, gn->ndim, &gn->attr, y) && memcmp(x, y, (size_t)nx * sizeof *x) == 0;
+}
+
 bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g) {
   if (g->n != w->order.n || g->nroots != w->roots.n) return false;
   for (int i = 0; i < g->n; i++) {
     const ljg_node *nd = w->order.a[i];
     const ljg_gnode *gn = &g->nodes[i];
-    bool param = is_param(nd);
-    int op = nd->op == LJG_OP_SCALAR ? LJG_OP_SCALAR : param ? LJG_OP_DATA : nd->op;
-    if (gn->op != op || gn->dtype != nd->dtype || gn->ndim != nd->ndim) return false;
-    for (int d = 0; d < nd->ndim; d++)
-      if (gn->shape[d] != nd->shape[d]) return false;
-    if (param) continue;
-    if (gn->nin != nd->nin) return false;
+    if (!same_description(nd, gn)) return false;
+    if (gn->op == LJG_OP_DATA || gn->op == LJG_OP_SCALAR) continue;
     const int32_t *in = ljg_in(g, gn);
     for (int k = 0; k < gn->nin; k++)
       if (in[k] != nd->in[k]->index) return false;
-    if (ljg_ops[op].attrs == LJG_A_NONE) continue;
-    int64_t x[LJ_MAX_DIMS + 2], y[LJ_MAX_DIMS + 2];
-    int nx = ljg_identity_attrs(op, nd->ndim, &nd->attr, x);
-    if (nx != ljg_identity_attrs(op, gn->ndim, &gn->attr, y) || memcmp(x, y, (size_t)nx * sizeof *x) != 0)
-      return false;
   }
   return memcmp(g->roots, w->roots.a, (size_t)g->nroots * sizeof *g->roots) == 0;
+}
+
+bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int n,
+                ljg_node *const *roots, ljg_binding_vec *binds) {
+  ljg_node *const *by_id = t->by_id.a;
+  uint32_t count = (uint32_t)t->by_id.n;
+  if (g->nroots != n) return false;
+  for (int r = 0; r < n; r++) {
+    uint32_t id = ids[g->roots[r]];
+    if (id >= count || by_id[id] != roots[r]) return false;
+  }
+  /* Every operand of every node is checked to be the node g names: the nodes reachable from
+   * the roots are exactly these, linked as in g, so a walk would number them as g does. */
+  binds->n = 0;
+  for (int i = 0; i < g->n; i++) {
+    if (ids[i] >= count) return false;
+    const ljg_node *nd = by_id[ids[i]];
+    const ljg_gnode *gn = &g->nodes[i];
+    if (!same_description(nd, gn)) return false;
+    if (gn->op == LJG_OP_DATA || gn->op == LJG_OP_SCALAR) {
+      ljb_vec_push(binds, binding_of(nd));
+      continue;
+    }
+    const int32_t *in = ljg_in(g, gn);
+    for (int k = 0; k < gn->nin; k++)
+      if (nd->in[k] != by_id[ids[in[k]]]) return false;
+  }
+  return true;
 }
 
 void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,

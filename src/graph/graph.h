@@ -112,10 +112,11 @@ typedef struct ljg_node {
 typedef struct ljg_trace {
   ljb_arena arena;
   ljg_node **table;
-  uint32_t table_cap, count;
+  uint32_t table_cap;
   uint64_t epoch;           /* bumped at every reset: tensors' cached nodes go stale */
   uint64_t walk;            /* collect.c: last walk stamp */
   uint64_t scalar_seq;      /* unique ids that keep scalar parameters apart */
+  LJB_VEC(ljg_node *) by_id; /* every node, by id (replaying a walk finds nodes by id) */
   LJB_VEC(ljg_node *) held; /* nodes holding a buffer reference */
   bool call_sites;          /* LJ_IR_DEBUG: new nodes record the user's call site (loc) */
 } ljg_trace;
@@ -212,6 +213,15 @@ void ljg_walk_graph(const ljg_walk *w, ljg_graph *g);
 /* Whether the walk's graph equals g, compared node by node without building it; valid until
  * the next walk of the trace. */
 bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g);
+/* Replays a walk: whether the trace below roots[0..n) is g again with the node ids it had
+ * (ids[i]: the id of g's node i when it was walked), checked node by node in g's order
+ * against the nodes those ids name now: their descriptions, operands and roots. A program
+ * that records the same step again gives its nodes the same ids (the trace restarts at every
+ * sync that leaves nothing pending), so a step seen before is recognized without the walk's
+ * chain of dependent loads. On success binds holds one binding per parameter, as a walk
+ * leaves it. */
+bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int n,
+                ljg_node *const *roots, ljg_binding_vec *binds);
 /* The attribute words that are part of a node's identity (scalar values are not). */
 int ljg_identity_attrs(int op, int ndim, const ljg_attr *a, int64_t out[LJ_MAX_DIMS + 2]);
 /* A node's local hash (ljg_node.lhash): op, dtype, shape and identity attributes. */

@@ -24,7 +24,7 @@ void ljg_trace_reset(ljg_trace *t) {
   }
   t->held.n = 0;
   if (t->table) memset(t->table, 0, t->table_cap * sizeof *t->table);
-  t->count = 0;
+  t->by_id.n = 0;
   ljb_arena_reset(&t->arena);
   t->epoch++;
 }
@@ -34,6 +34,7 @@ void ljg_trace_free(ljg_trace *t) {
   ljb_arena_free(&t->arena);
   free(t->table);
   ljb_vec_free(&t->held);
+  ljb_vec_free(&t->by_id);
   memset(t, 0, sizeof *t);
 }
 
@@ -98,14 +99,15 @@ static ljg_node *intern(ljg_trace *t, int op, lj_dtype dt, int ndim, const int64
   if (!attr) attr = &zero;
   LJ_ASSERT(ndim >= 0 && ndim <= LJ_MAX_DIMS);
   ljb_hash h = node_hash(op, dt, ndim, shape, nin, in, attr, data);
-  if (t->count + 1 > t->table_cap / 4 * 3) table_grow(t);
+  if ((uint32_t)t->by_id.n + 1 > t->table_cap / 4 * 3) table_grow(t);
   uint32_t b = (uint32_t)(h.lo & (t->table_cap - 1));
   for (ljg_node *n = t->table[b]; n; n = n->chain)
     if (ljb_hash_eq(n->hash, h) && node_equal(n, op, dt, ndim, shape, nin, in, attr, data))
       return n;
   ljg_node *n = ljb_arena_alloc(&t->arena, sizeof *n);
   n->hash = h;
-  n->id = t->count++;
+  n->id = (uint32_t)t->by_id.n;
+  ljb_vec_push(&t->by_id, n);
   n->op = (uint16_t)op;
   n->dtype = (uint8_t)dt;
   n->ndim = (uint8_t)ndim;

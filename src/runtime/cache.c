@@ -1,6 +1,7 @@
 /* cache.c — the per-device executable cache: a hash table by graph key with an LRU list,
- * and a second index by walk key (what a sync computes before building its graph). Every
- * lookup is confirmed by comparing the stored graph with the collected one (or the walk), so
+ * a second index by walk key (what a sync computes before building its graph), and the last
+ * walk's node ids, which a sync replays before walking at all. Every lookup is confirmed by
+ * comparing the stored graph with the collected one (or the walk, or the replayed trace), so
  * a key collision can only cost a compile, never run the wrong code. */
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
@@ -17,6 +18,7 @@ void ljr_exec_free(ljr_exec *e) {
   free(e->graph);
   free(e->opt);
   free(e->fns);
+  free(e->walk_ids);
   if (e->texts) ljc_texts_free(e->texts);
   free(e->texts);
   free(e);
@@ -95,13 +97,30 @@ static void walk_unlink(ljr_cache *c, ljr_exec *e) {
   e->has_walk = false;
 }
 
-void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, ljb_hash walk_key) {
+void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, const ljg_walk *w) {
   walk_unlink(c, e);
-  ljr_exec **b = walk_bucket(c, walk_key);
-  e->walk_key = walk_key;
+  ljr_exec **b = walk_bucket(c, w->key);
+  e->walk_key = w->key;
   e->has_walk = true;
   e->walk_next = *b;
   *b = e;
+  e->walk_ids = ljb_xrealloc(e->walk_ids, ((size_t)w->order.n + 1) * sizeof *e->walk_ids);
+  for (int i = 0; i < w->order.n; i++) e->walk_ids[i] = w->order.a[i]->id;
+}
+
+/* How many of the most recently used executables a sync tries to replay: a training loop
+ * alternates between a few graphs (the step, a loss read, an evaluation). */
+enum { REPLAY_CANDIDATES = 4 };
+
+ljr_exec *ljr_cache_replay(ljr_cache *c, const ljg_trace *t, int n, ljg_node *const *roots,
+                           ljg_binding_vec *binds) {
+  int tried = 0;
+  for (ljr_exec *e = c->lru_head; e && tried < REPLAY_CANDIDATES; e = e->lru_next) {
+    if (!e->walk_ids) continue;
+    tried++;
+    if (ljg_replay(t, e->walk_ids, e->graph, n, roots, binds)) return touch(c, e);
+  }
+  return NULL;
 }
 
 static void remove_entry(ljr_cache *c, ljr_exec *e) {

@@ -6,9 +6,10 @@
  *   (parameter buffers, scalar values, fresh output buffers, the scratch arena) → run the
  *   kernels on the device → hand out each root's buffer.
  *
- * Steady state (a training step seen before) costs a walk of the trace (one hash step per
- * node and operand), a node-by-node comparison with the cached graph and the kernels: no
- * graph is built, nothing is allocated but the outputs, which come from the pool. */
+ * Steady state (a training step seen before) costs one pass over the cached graph that
+ * checks the trace's nodes of the same ids against it (ljg_replay), the bindings and the
+ * kernels: no walk, no graph is built, nothing is allocated but the outputs, which come from
+ * the pool. */
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
 #include "runtime/disk_cache.h"
@@ -320,28 +321,35 @@ lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_bindi
   return run_whole(d, begin(d, cause), g, binds, out);
 }
 
-/* A sync: walk the trace below the roots; a walk seen before runs its executable without
- * building the graph (the walk is compared with the executable's graph node by node);
- * otherwise the graph is built, looked up by its key or compiled, and the walk key recorded
- * for the next time. */
+/* A sync: a step recorded as before (the same graph with the same node ids) is recognized by
+ * replaying the last walk of a recently used executable; otherwise the trace below the roots
+ * is walked, and a walk seen before runs its executable without building the graph (the walk
+ * is compared with the executable's graph node by node); otherwise the graph is built, looked
+ * up by its key or compiled. The walk (key and node ids) is recorded for the next time. */
 lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out,
                       ljr_cause cause) {
   bool op_by_op = begin(d, cause);
-  ljg_walk *w = &d->scratch_walk;
-  ljg_walk_run(&d->trace, n, roots, w, &d->scratch_binds);
-  ljg_graph *g = &d->scratch_graph;
-  if (op_by_op) {
-    ljg_walk_graph(w, g);
-    return run_whole(d, true, g, d->scratch_binds.a, out);
-  }
-  ljr_exec *e = ljr_cache_lookup_walk(&d->cache, w->key);
-  if (e && ljg_walk_matches(w, e->graph)) {
+  ljr_exec *e = op_by_op ? NULL : ljr_cache_replay(&d->cache, &d->trace, n, roots, &d->scratch_binds);
+  if (e) {
     ljr_count(LJR_C_CachedCompile, 1);
+    ljr_count(LJR_C_TraceReplays, 1);
   } else {
-    ljg_walk_graph(w, g);
-    e = find_or_compile(d, g);
-    if (!e) return lj_last_status();
-    ljr_cache_set_walk(&d->cache, e, w->key);
+    ljg_walk *w = &d->scratch_walk;
+    ljg_walk_run(&d->trace, n, roots, w, &d->scratch_binds);
+    ljg_graph *g = &d->scratch_graph;
+    if (op_by_op) {
+      ljg_walk_graph(w, g);
+      return run_whole(d, true, g, d->scratch_binds.a, out);
+    }
+    e = ljr_cache_lookup_walk(&d->cache, w->key);
+    if (e && ljg_walk_matches(w, e->graph)) {
+      ljr_count(LJR_C_CachedCompile, 1);
+    } else {
+      ljg_walk_graph(w, g);
+      e = find_or_compile(d, g);
+      if (!e) return lj_last_status();
+    }
+    ljr_cache_set_walk(&d->cache, e, w);
   }
   lj_status st = run(d, e, d->scratch_binds.a, out);
   if (st == LJ_OK) ljr_dump_executed(d, e->graph, d->scratch_binds.a, e);

@@ -5,18 +5,31 @@
  * jobs read them in queue order, host reads wait for that job (ljr_buffer_wait). A job that
  * fails marks its outputs failed (jobs reading them fail too, without running) and leaves its
  * error for the next barrier or read on the device to report. Waiting spins briefly before
- * sleeping, as the thread pool does. */
+ * sleeping, as the thread pool does; the executor stays awake longer when jobs have been
+ * coming in quick succession. */
 #include "runtime/runtime.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The next job, or NULL when the queue stops. */
+/* The longest the executor stays awake for the next job. */
+enum { AWAKE_MAX_NS = 1000000 };
+
+/* How long the executor stays awake for the next job: twice the last gap between jobs when
+ * that gap was short (a loop of small steps, whose syncs then cost no wake-up, tens of
+ * microseconds on a VM), else no longer than a brief spin. */
+static uint64_t awake_ns(const ljr_queue *q) { return q->gap_ns <= AWAKE_MAX_NS / 2 ? 2 * q->gap_ns : 0; }
+
+/* The next job, or NULL when the queue stops. Stays awake a while (awake_ns), yielding the
+ * CPU to any thread that wants it, before sleeping. */
 static ljr_job *next_job(struct lj_device *d) {
   ljr_queue *q = &d->queue;
+  uint64_t t0 = ljb_now_ns(), awake = awake_ns(q);
   for (int i = 0; i < LJR_SPIN_ITERATIONS && !atomic_load(&q->head_ready) && !atomic_load(&q->stop); i++)
     ljr_cpu_relax();
+  while (!atomic_load(&q->head_ready) && !atomic_load(&q->stop) && ljb_now_ns() - t0 < awake) sched_yield();
   pthread_mutex_lock(&q->lock);
   while ((!q->head || q->paused) && !atomic_load(&q->stop)) {
     q->sleeping = true;
@@ -24,6 +37,7 @@ static ljr_job *next_job(struct lj_device *d) {
     q->sleeping = false;
   }
   ljr_job *j = q->head;
+  q->gap_ns = ljb_now_ns() - t0;
   if (j && !atomic_load(&q->stop)) {
     q->head = j->next;
     if (!q->head) q->tail = NULL;
@@ -90,8 +104,9 @@ void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
   else q->head = j;
   q->tail = j;
   atomic_store(&q->head_ready, !q->paused);
-  if (q->sleeping && !q->paused) pthread_cond_signal(&q->wake);
+  bool wake = q->sleeping && !q->paused;
   pthread_mutex_unlock(&q->lock);
+  if (wake) pthread_cond_signal(&q->wake); /* after the unlock: the executor wakes to a free lock */
 }
 
 void ljr_queue_wait(struct lj_device *d, uint64_t seq) {

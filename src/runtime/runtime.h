@@ -126,6 +126,7 @@ typedef struct ljr_exec {
   uint64_t compiled_at;    /* LJ_DEBUG: the device's sync count when it was compiled */
   ljb_hash walk_key;       /* the walk key of the last sync that ran it (has_walk) */
   bool has_walk;
+  uint32_t *walk_ids;      /* the trace ids of graph's nodes in that walk (ljg_replay), or NULL */
   struct ljr_exec *lru_prev, *lru_next, *bucket_next, *walk_next;
 } ljr_exec;
 
@@ -145,8 +146,14 @@ ljr_exec *ljr_cache_lookup(ljr_cache *c, ljb_hash key, const ljg_graph *g);
 /* The executable last run by a sync with this walk key, or NULL (the caller confirms it
  * with ljg_walk_matches); marks it most recently used. */
 ljr_exec *ljr_cache_lookup_walk(ljr_cache *c, ljb_hash walk_key);
-/* Makes walk_key find e (replacing e's previous walk key). */
-void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, ljb_hash walk_key);
+/* Makes walk_key find e (replacing e's previous walk key) and keeps the walk's node ids for
+ * ljr_cache_replay. */
+void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, const ljg_walk *w);
+/* The first of the few most recently used executables whose last walk t replays below
+ * roots[0..n) (ljg_replay; binds receives the bindings), marked most recently used; or NULL.
+ * A training loop's step is found here, before any walk. */
+ljr_exec *ljr_cache_replay(ljr_cache *c, const ljg_trace *t, int n, ljg_node *const *roots,
+                           ljg_binding_vec *binds);
 /* Inserts e (owned by the cache from now), evicting the least recently used beyond
  * capacity. */
 void ljr_cache_insert(ljr_cache *c, ljr_exec *e);
@@ -191,6 +198,8 @@ typedef struct ljr_queue {
   bool sleeping, paused;         /* under lock */
   atomic_bool head_ready, stop;
   atomic_int waiters;
+  uint64_t gap_ns;               /* executor side: from the end of a job to the next one's
+                                    arrival, last time */
   uint64_t submitted;            /* host side: the last job's number */
   atomic_ullong done;            /* the last finished job's number */
   atomic_int error;              /* a failed job's lj_status, not yet reported (set under lock) */
