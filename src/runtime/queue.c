@@ -14,19 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The longest the executor stays awake for the next job. */
-enum { AWAKE_MAX_NS = 1000000 };
-
-/* How long the executor stays awake for the next job: twice the last gap between jobs when
- * that gap was short (a loop of small steps, whose syncs then cost no wake-up, tens of
- * microseconds on a VM), else no longer than a brief spin. */
-static uint64_t awake_ns(const ljr_queue *q) { return q->gap_ns <= AWAKE_MAX_NS / 2 ? 2 * q->gap_ns : 0; }
-
-/* The next job, or NULL when the queue stops. Stays awake a while (awake_ns), yielding the
- * CPU to any thread that wants it, before sleeping. */
+/* The next job, or NULL when the queue stops. Stays awake a while (ljr_awake_ns) before
+ * sleeping. */
 static ljr_job *next_job(struct lj_device *d) {
   ljr_queue *q = &d->queue;
-  uint64_t t0 = ljb_now_ns(), awake = awake_ns(q);
+  uint64_t t0 = ljb_now_ns(), awake = ljr_awake_ns(q->gap_ns);
   for (int i = 0; i < LJR_SPIN_ITERATIONS && !atomic_load(&q->head_ready) && !atomic_load(&q->stop); i++)
     ljr_cpu_relax();
   while (!atomic_load(&q->head_ready) && !atomic_load(&q->stop) && ljb_now_ns() - t0 < awake) sched_yield();

@@ -92,6 +92,16 @@ void ljr_pool_free(ljr_pool *p);
 /* Waiting threads (the pool's workers and callers, the executor and its waiters) spin this
  * many pauses for what they wait for before sleeping on a condition variable. */
 enum { LJR_SPIN_ITERATIONS = 4000 };
+/* How long a thread waiting for work (a pool worker, the executor) then stays awake, yielding
+ * the CPU to any thread that wants it, before it sleeps: twice the last gap between the end of
+ * its work and the next work when that gap was short, else no longer than the spin. On a VM,
+ * waking a sleeping thread costs the waker tens of microseconds and the sleeper up to
+ * hundreds before it runs again; work that comes in quick succession (small steps, a step's
+ * kernels, syncs in a loop) never pays that. */
+enum { LJR_AWAKE_MAX_NS = 1000000 };
+static inline uint64_t ljr_awake_ns(uint64_t gap_ns) {
+  return gap_ns <= LJR_AWAKE_MAX_NS / 2 ? 2 * gap_ns : 0;
+}
 static inline void ljr_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

@@ -1,10 +1,12 @@
 /* threadpool.c — a fork-join pool for kernel launches. The caller is one of the threads;
  * the n-1 workers wait for a new job by spinning on a generation counter for a short while
- * (a launch right after another costs well under a microsecond) and then sleep on a condition
- * variable (a condvar-only pool costs tens of microseconds per launch). A job splits [0, n)
+ * (a launch right after another costs well under a microsecond), stay awake longer when jobs
+ * have been coming in quick succession (ljr_awake_ns), and then sleep on a condition variable
+ * (a condvar-only pool costs tens of microseconds per launch). A job splits [0, n)
  * into `parts` contiguous ranges; part 0 runs on the caller. */
 #include "runtime/runtime.h"
 
+#include <sched.h>
 #include <stdlib.h>
 
 struct ljr_threadpool {
@@ -37,10 +39,16 @@ static void *worker(void *arg) {
   free(arg);
   ljr_threadpool *p = wa.pool;
   unsigned long long seen = 0;
+  uint64_t gap = 0; /* from the end of this worker's last job to the next one */
   for (;;) {
+    uint64_t t0 = ljb_now_ns(), awake = ljr_awake_ns(gap);
     unsigned long long gen = atomic_load(&p->generation);
     for (int i = 0; i < LJR_SPIN_ITERATIONS && gen == seen && !atomic_load(&p->stop); i++) {
       ljr_cpu_relax();
+      gen = atomic_load(&p->generation);
+    }
+    while (gen == seen && !atomic_load(&p->stop) && ljb_now_ns() - t0 < awake) {
+      sched_yield();
       gen = atomic_load(&p->generation);
     }
     if (gen == seen) {
@@ -51,6 +59,7 @@ static void *worker(void *arg) {
       atomic_fetch_sub(&p->sleepers, 1);
       pthread_mutex_unlock(&p->lock);
     }
+    gap = ljb_now_ns() - t0;
     if (atomic_load(&p->stop)) return NULL;
     seen = gen;
     /* Every worker acknowledges every job, even without a part of it, so none can still be
