@@ -9,7 +9,6 @@
  * coming in quick succession. */
 #include "runtime/runtime.h"
 
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,7 @@ static ljr_job *next_job(struct lj_device *d) {
   ljr_queue *q = &d->queue;
   uint64_t t0 = ljb_now_ns(), awake = ljr_awake_ns(q->gap_ns);
   for (int i = 0; i < LJR_SPIN_ITERATIONS && !atomic_load(&q->head_ready) && !atomic_load(&q->stop); i++)
-    ljr_cpu_relax();
+    ljr_spin_step(i);
   while (!atomic_load(&q->head_ready) && !atomic_load(&q->stop) && ljb_now_ns() - t0 < awake) sched_yield();
   pthread_mutex_lock(&q->lock);
   while ((!q->head || q->paused) && !atomic_load(&q->stop)) {
@@ -103,7 +102,7 @@ void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
 
 void ljr_queue_wait(struct lj_device *d, uint64_t seq) {
   ljr_queue *q = &d->queue;
-  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&q->done) < seq; i++) ljr_cpu_relax();
+  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&q->done) < seq; i++) ljr_spin_step(i);
   if (atomic_load(&q->done) >= seq) return;
   pthread_mutex_lock(&q->lock);
   atomic_fetch_add(&q->waiters, 1);

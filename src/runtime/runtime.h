@@ -8,6 +8,7 @@
 #include "graph/graph.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 struct ljc_program;
@@ -102,7 +103,16 @@ enum { LJR_AWAKE_MAX_NS = 1000000 };
 static inline uint64_t ljr_awake_ns(uint64_t gap_ns) {
   return gap_ns <= LJR_AWAKE_MAX_NS / 2 ? 2 * gap_ns : 0;
 }
-static inline void ljr_cpu_relax(void) {
+/* Step i of a spin-wait: a pause, and every 64th step a yield of the CPU. With more threads
+ * than cores (the host thread, the executor, the pool's workers) a spinning thread can share
+ * its CPU with the very thread it waits for, which then runs only when the spin ends (a 64³
+ * matmul step took 0.22 ms instead of 0.012 with the process on one core); the yields let it
+ * run. */
+static inline void ljr_spin_step(int i) {
+  if ((i & 63) == 63) {
+    sched_yield();
+    return;
+  }
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif

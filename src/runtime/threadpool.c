@@ -6,7 +6,6 @@
  * into `parts` contiguous ranges; part 0 runs on the caller. */
 #include "runtime/runtime.h"
 
-#include <sched.h>
 #include <stdlib.h>
 
 struct ljr_threadpool {
@@ -44,7 +43,7 @@ static void *worker(void *arg) {
     uint64_t t0 = ljb_now_ns(), awake = ljr_awake_ns(gap);
     unsigned long long gen = atomic_load(&p->generation);
     for (int i = 0; i < LJR_SPIN_ITERATIONS && gen == seen && !atomic_load(&p->stop); i++) {
-      ljr_cpu_relax();
+      ljr_spin_step(i);
       gen = atomic_load(&p->generation);
     }
     while (gen == seen && !atomic_load(&p->stop) && ljb_now_ns() - t0 < awake) {
@@ -128,7 +127,7 @@ void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n,
     pthread_mutex_unlock(&p->lock);
   }
   run_part(p, 0);
-  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) ljr_cpu_relax();
+  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&p->pending) > 0; i++) ljr_spin_step(i);
   if (atomic_load(&p->pending) > 0) {
     pthread_mutex_lock(&p->lock);
     while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->lock);
