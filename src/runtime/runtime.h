@@ -91,7 +91,8 @@ void ljr_pool_free(ljr_pool *p);
 /* ---- threadpool.c -------------------------------------------------------------------- */
 
 /* Waiting threads (the pool's workers and callers, the executor and its waiters) spin this
- * many pauses for what they wait for before sleeping on a condition variable. */
+ * many steps (ljr_spin_step) for what they wait for before sleeping on a condition
+ * variable. */
 enum { LJR_SPIN_ITERATIONS = 4000 };
 /* How long a thread waiting for work (a pool worker, the executor) then stays awake, yielding
  * the CPU to any thread that wants it, before it sleeps: twice the last gap between the end of
