@@ -67,15 +67,16 @@ START_TEST(test_matmul_fused_and_large) {
 }
 END_TEST
 
-/* The register-blocked f32/f64 kernels around their tile edges: rows 1, 5, 6, 13 (fewer rows
- * than a tile, whole tiles, a tile for the rows left), columns 1, 8, 17, 150 (narrow panels,
- * a full panel and a partial one, more panels than one packed block), k of 1 and 16 (B read
- * where it is), 17 (a partial vector of k when packing a transposed B) and 600 (blocks of k);
- * with B contiguous along n, B transposed (packed by transposes), A transposed, and B strided
- * along both dims (packed element by element); batched with B broadcast; and more rows than
- * a block of rows, split across threads inside a matrix. */
+/* The GEMM routines around their tile edges: rows 1, 5, 6, 13 (fewer rows than a tile, whole
+ * tiles, a tile for the rows left), columns 1, 12, 17, 150 (a last panel with its first
+ * vector partial, with its second partial for 12 under AVX2 and 150 under AVX-512, one
+ * column past a full panel under AVX2, more panels than one packed block), k of 1 and 16 (B
+ * read where it is), 17 (rows of a transposed B left after whole vectors) and 600 (blocks of
+ * k); with B contiguous along n, B transposed (packed by transposes), A transposed, and B
+ * strided along both dims (packed element by element); batched with B broadcast; and more
+ * rows than a block of rows, split across threads inside a matrix. */
 START_TEST(test_matmul_tiles) {
-  static const int64_t Ms[] = {1, 5, 6, 13}, Ns[] = {1, 8, 17, 150}, Ks[] = {1, 16, 17, 600};
+  static const int64_t Ms[] = {1, 5, 6, 13}, Ns[] = {1, 12, 17, 150}, Ks[] = {1, 16, 17, 600};
   for (int di = 0; di < 2; di++) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
     for (int layout = 0; layout < 4; layout++) {
@@ -105,6 +106,25 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *ts[3] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1))};
     tu_check_interp_tol(3, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
+}
+END_TEST
+
+/* A GEMM routine is compiled once per process: a second graph whose matmul reads B the same
+ * way (contiguous along n, f32) calls the routine the first compiled; f64 has its own. */
+START_TEST(test_matmul_routines_compiled_once) {
+  int64_t c0 = lj_counter_value("CompiledGemmRoutines");
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(9, 40), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2);
+  tu_check1(lj_matmul(a, b), 1e-4);
+  int64_t c1 = lj_counter_value("CompiledGemmRoutines");
+  ck_assert_int_le(c1 - c0, 1);
+  lj_tensor *c = tu_tensor(LJ_F32, LJ_SHAPE(3, 50, 70), TU_ANY, 3), *d = tu_tensor(LJ_F32, LJ_SHAPE(70, 5), TU_ANY, 4);
+  tu_check1(lj_tanh(lj_matmul(c, d)), 1e-4);
+  ck_assert_int_eq(lj_counter_value("CompiledGemmRoutines"), c1);
+  lj_tensor *e = tu_tensor(LJ_F64, LJ_SHAPE(7, 20), TU_ANY, 5), *f = tu_tensor(LJ_F64, LJ_SHAPE(20, 11), TU_ANY, 6);
+  tu_check1(lj_matmul(e, f), 1e-12);
+  ck_assert_int_le(lj_counter_value("CompiledGemmRoutines") - c1, 1);
+  lj_tensor *all[] = {a, b, c, d, e, f};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
 }
 END_TEST
 
@@ -149,6 +169,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_test(tc, test_matmul_tiles);
+  tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);
   suite_add_tcase(s, tc);

@@ -100,7 +100,9 @@ START_TEST(test_second_process_compiles_nothing) {
   ck_assert_int_eq(field(first, "PersistentCacheMiss"), compiled);
   ck_assert_int_eq(field(first, "PersistentCacheHit"), 0);
   ck_assert_int_eq(entries(NULL, 0), compiled);
+  ck_assert_int_ge(field(first, "CompiledGemmRoutines"), 1);
   ck_assert_int_eq(field(second, "UncachedCompile"), 0);
+  ck_assert_int_eq(field(second, "CompiledGemmRoutines"), 0);
   ck_assert_int_eq(field(second, "PersistentCacheHit"), compiled);
   ck_assert_int_eq(field(second, "PersistentCacheMiss"), 0);
   ck_assert_int_eq(field(second, "PersistentCacheDeserializeFailure"), 0);

@@ -38,28 +38,39 @@ typedef struct ljc_texts {
 } ljc_texts;
 void ljc_texts_free(ljc_texts *t);
 
-/* The object files of a program's kernels, kernel k's in data[k] (size[k] bytes), malloc'd:
- * what the persistent cache stores and LJ_DUMP_DIR writes. */
+/* The object files of a program: kernel k's in data[k] (size[k] bytes), then those of the
+ * GEMM routines its kernels call (ljc_program_routines), malloc'd: what the persistent cache
+ * stores, so that a process loading the program need not compile the routines, and what
+ * LJ_DUMP_DIR writes. n = the program's kernels + its routines. */
 typedef struct ljc_objects {
   int n;
   char **data;
   size_t *size;
 } ljc_objects;
 void ljc_objects_free(ljc_objects *o);
+/* How many GEMM routines p's kernels call: the objects after its kernels' in ljc_objects. */
+int ljc_program_routines(const ljg_program *p);
+/* The name of object i of p's ljc_objects: "k<i>" for a kernel, else the routine's symbol. */
+void ljc_object_name(const ljg_program *p, int i, char name[40]);
 
 /* Compiles every kernel of p, each into a module and an object file of its own, on the
- * session's threads, and stores kernel k's entry point in fns[k]. key is the graph key:
+ * session's threads (with the GEMM routines the kernels call that the session does not have
+ * yet, which then stay for the session's life), and stores kernel k's entry point in fns[k]. key is the graph key:
  * symbols are "lj_<first 16 hex digits of key>_k<k>", and a program whose key is live in the
  * session already (another device compiled it) is shared instead of compiled again. g is the
  * graph p was fused from (its nodes' call sites become debug info with LJC_DEBUG_INFO). With
  * texts non-NULL, also fills it; with objs non-NULL, copies the object files there (both
- * built even for a shared program). NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
+ * built even for a shared program). *routines (when not NULL): how many GEMM routines this
+ * compile added to the session. NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
-                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs);
-/* Loads the object files an earlier ljc_compile of key produced (copied; shared like a
- * compile when key is live) and stores kernel k's entry point in fns[k]. NULL with
- * LJ_ERR_COMPILE when the JIT refuses an object or a kernel symbol is missing. */
-ljc_program *ljc_load(ljc_session *s, ljb_hash key, const ljc_objects *objs, ljg_kernel_fn *fns);
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, int *routines);
+/* Loads the object files an earlier ljc_compile of key (program p) produced (copied; shared
+ * like a compile when key is live) and stores kernel k's entry point in fns[k]; the GEMM
+ * routines among them that the session does not have yet are loaded first. NULL with
+ * LJ_ERR_COMPILE when the JIT refuses an object, the objects do not match p's kernels and
+ * routines, or a kernel symbol is missing. */
+ljc_program *ljc_load(ljc_session *s, const ljg_program *p, ljb_hash key, const ljc_objects *objs,
+                      ljg_kernel_fn *fns);
 /* Drops a reference; the last one removes the program's code from the JIT. */
 void ljc_program_free(ljc_program *c);
 

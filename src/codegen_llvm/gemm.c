@@ -1,5 +1,12 @@
-/* gemm.c — register-blocked matmul kernels for f32/f64, C[b] = A[b] @ B[b] with C contiguous
- * [B, M, N] and A, B read through single-level strided views of any strides.
+/* gemm.c — the matmul routines: register-blocked f32/f64 GEMM, C[b] = A[b] @ B[b] with C
+ * contiguous [B, M, N] and A, B read through strides of any values, over shapes and strides
+ * given at run time. A JIT session compiles each routine once, when the first program that
+ * calls it is compiled or loaded (ljc_define_gemm_routine, a module of its own), and every
+ * matmul kernel calls one (ljc_emit_gemm): a kernel holds only its argument block and its
+ * fused nests, so the code generator does not go through the micro-kernel and the packers
+ * again for every matmul of every graph (they were most of a matmul kernel's compile time).
+ * One routine per dtype and way of reading B (ljc_gemm_variant), chosen from B's strides
+ * when the kernel is lowered.
  *
  * Loop order, for one matrix's run of rows of the task range [begin, end) (rows b·M + m):
  * blocks of KC values of k; blocks of NP panels of NV vectors of columns, packed; blocks of MC
@@ -9,47 +16,43 @@
  * panel, KC rows each, zeros past the last column, so the micro-kernel reads each panel
  * sequentially from L1 for every tile of rows whatever B's strides (a large power-of-two row
  * stride otherwise maps every row of a panel to the same cache set, and every row is another
- * page). Three packers, by B's layout: contiguous along n (vector copies; the block's part of
- * a row is one run), contiguous along k (vw × vw transposes in registers, e.g. a transposed
- * weight), anything else (element by element). A B contiguous along n with at most
- * LJG_MATMUL_DIRECT_K rows is read where it is: its panel already sits in L1 and packing
- * would cost more than it saves.
+ * page). Three packers: B contiguous along n (vector copies; the block's part of a row is one
+ * run), contiguous along k (vw × vw transposes in registers, e.g. a transposed weight), any
+ * other layout (element by element, as is the narrower last panel of a B contiguous along k).
+ * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows is read where it is: its panel
+ * already sits in L1 and packing would cost more than it saves.
  *
  * The micro-kernel: an MR × NV-vector tile of C lives in registers; for each k, the NV vectors
  * of the panel's row are loaded once and multiplied by MR broadcast elements of A's column k.
  * Each block of k is summed in the plain order from zero, then added to what C holds.
- * Columns that do not fill a panel form one narrower panel whose last vector is loaded and
- * stored with a mask. The vector width is the target's (ljc_ir.vec_bytes). */
+ * Columns that do not fill a panel form one last panel of one or NV vectors, loaded and
+ * stored with masks. The vector width is the target's (ljc_ir.vec_bytes). */
 #include "codegen_llvm/ir.h"
+
+#include <stdio.h>
 
 enum { MR = 6, NV = 2, KC = 256, NP = 8, MC = 384 };
 
 typedef struct gemm {
   ljc_ir *ir;
   LLVMBuilderRef b;
-  const ljg_kernel *k;
-  const ljg_view *av, *bv;
-  LLVMValueRef a, bm, c; /* the slots of A, B and C */
-  LLVMValueRef c_origin; /* C in a LOCAL slot: the element offset of its block's first row */
-  LLVMValueRef packed;   /* the packed panels of B: NP panels of KC rows of NV vectors */
-  bool direct;           /* B is read where it is (contiguous along n, short k) */
-  LLVMTypeRef t, vt;     /* element and vector types */
-  int vw;                /* elements per vector */
+  int variant;                      /* ljc_gemm_variant */
+  LLVMValueRef arg[LJC_GEMM_NARGS]; /* the argument block's fields */
+  LLVMValueRef packed;              /* the packed panels of B: NP panels of KC rows of NV vectors */
+  LLVMTypeRef t, vt;                /* element and vector types */
+  int vw;                           /* elements per vector */
   unsigned esize;
   /* the block of k being done, and whether it is the first (C starts from zero) or adds to
    * what C holds; summed over the batch, only the first matrix's first block starts C */
   LLVMValueRef k0, k1, first, batch_first;
 } gemm;
 
-/* A block of C's columns from n0: nv vectors, the last with `last` lanes. */
+/* A block of C's columns from n0: nv vectors, `cols` columns in all (i64); mask[j]: the
+ * lanes of vector j that are columns, NULL for all of them (a full panel). */
 typedef struct panel {
-  LLVMValueRef n0;
-  int nv, last;
+  LLVMValueRef n0, cols, mask[NV];
+  int nv;
 } panel;
-
-static int panel_cols(const gemm *g, const panel *p) {
-  return (p->nv - 1) * g->vw + p->last;
-}
 
 static LLVMValueRef at(gemm *g, LLVMValueRef base, LLVMValueRef off) {
   return LLVMBuildInBoundsGEP2(g->b, g->t, base, &off, 1, "");
@@ -63,11 +66,19 @@ static LLVMValueRef mul(gemm *g, LLVMValueRef x, int64_t v) {
   return LLVMBuildNSWMul(g->b, x, ljc_i64(g->ir, v), "");
 }
 
-/* Pointer to element (b, i, j) of a 3-d operand view. */
-static LLVMValueRef elem(gemm *g, const ljg_view *v, LLVMValueRef base, LLVMValueRef i0, LLVMValueRef i1,
-                         LLVMValueRef i2) {
-  ljc_point p = {3, {i0, i1, i2}};
-  return at(g, base, ljc_view_offset(g->ir, v, &p));
+static LLVMValueRef vmul(gemm *g, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildNSWMul(g->b, x, y, "");
+}
+
+static LLVMValueRef vadd(gemm *g, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildNSWAdd(g->b, x, y, "");
+}
+
+/* Pointer to element (b, i, j) of A (operand LJC_GEMM_A) or B (LJC_GEMM_B). */
+static LLVMValueRef elem(gemm *g, int operand, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef i2) {
+  const LLVMValueRef *s = &g->arg[operand + 1];
+  LLVMValueRef off = vadd(g, vadd(g, vmul(g, i0, s[0]), vmul(g, i1, s[1])), vmul(g, i2, s[2]));
+  return at(g, g->arg[operand], off);
 }
 
 /* Element `col` of row `row` (relative to the block's k0) of the packed panel at buf. */
@@ -75,11 +86,20 @@ static LLVMValueRef packed_at(gemm *g, const panel *p, LLVMValueRef buf, LLVMVal
   return at(g, buf, add(g, mul(g, row, (int64_t)p->nv * g->vw), col));
 }
 
-/* The first `lanes` lanes on: all when lanes == vw. */
-static LLVMValueRef lane_mask(gemm *g, int lanes) {
-  LLVMValueRef bits[64];
-  for (int i = 0; i < g->vw; i++) bits[i] = ljc_const_i(g->ir->i1, i < lanes);
-  return LLVMConstVector(bits, (unsigned)g->vw);
+static LLVMValueRef splat(gemm *g, LLVMValueRef x, LLVMTypeRef vt) {
+  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(vt), x, ljc_const_i(g->ir->i32, 0), "");
+  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(g->ir->i32, (unsigned)g->vw));
+  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vt), zeros, "");
+}
+
+/* The lanes l with lo + l < hi (i64 values). */
+static LLVMValueRef lanes_below(gemm *g, LLVMValueRef lo, LLVMValueRef hi) {
+  ljc_ir *ir = g->ir;
+  LLVMValueRef lanes[64];
+  for (int l = 0; l < g->vw; l++) lanes[l] = ljc_i64(ir, l);
+  LLVMTypeRef iv = LLVMVectorType(ir->i64, (unsigned)g->vw);
+  LLVMValueRef x = LLVMBuildAdd(g->b, splat(g, lo, iv), LLVMConstVector(lanes, (unsigned)g->vw), "");
+  return LLVMBuildICmp(g->b, LLVMIntSLT, x, splat(g, hi, iv), "");
 }
 
 static LLVMValueRef masked_load(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
@@ -88,21 +108,21 @@ static LLVMValueRef masked_load(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_intrinsic_over(g->ir, "masked.load", 2, types, 4, args);
 }
 
-/* `lanes` elements from p; the other lanes are zero. */
-static LLVMValueRef vload(gemm *g, LLVMValueRef p, int lanes) {
-  if (lanes < g->vw) return masked_load(g, p, lane_mask(g, lanes));
+/* The lanes of p that mask has (all with mask NULL); the others are zero. */
+static LLVMValueRef vload(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
+  if (mask) return masked_load(g, p, mask);
   LLVMValueRef v = LLVMBuildLoad2(g->b, g->vt, p, "");
   LLVMSetAlignment(v, g->esize);
   return v;
 }
 
-static void vstore(gemm *g, LLVMValueRef v, LLVMValueRef p, int lanes) {
-  if (lanes == g->vw) {
+static void vstore(gemm *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
+  if (!mask) {
     LLVMSetAlignment(LLVMBuildStore(g->b, v, p), g->esize);
     return;
   }
   LLVMTypeRef types[2] = {g->vt, g->ir->ptr};
-  LLVMValueRef args[4] = {v, p, ljc_const_i(g->ir->i32, g->esize), lane_mask(g, lanes)};
+  LLVMValueRef args[4] = {v, p, ljc_const_i(g->ir->i32, g->esize), mask};
   ljc_intrinsic_over(g->ir, "masked.store", 2, types, 4, args);
 }
 
@@ -117,10 +137,16 @@ static void packed_store(gemm *g, LLVMValueRef v, LLVMValueRef p) {
   LLVMSetAlignment(LLVMBuildStore(g->b, v, p), (unsigned)g->ir->vec_bytes);
 }
 
-static LLVMValueRef splat(gemm *g, LLVMValueRef x) {
-  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(g->vt), x, ljc_const_i(g->ir->i32, 0), "");
-  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(g->ir->i32, (unsigned)g->vw));
-  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(g->vt), zeros, "");
+/* Runs then() when cond holds; the builder continues after. */
+static void when(gemm *g, LLVMValueRef cond, void (*then)(gemm *, void *), void *ctx) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.then");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.next");
+  LLVMBuildCondBr(g->b, cond, yes, next);
+  LLVMPositionBuilderAtEnd(g->b, yes);
+  then(g, ctx);
+  LLVMBuildBr(g->b, next);
+  LLVMPositionBuilderAtEnd(g->b, next);
 }
 
 /* ---- packing B ---------------------------------------------------------------------------- */
@@ -134,15 +160,14 @@ static LLVMValueRef panel_buffer(gemm *g, const panel *p, LLVMValueRef q) {
  * block's columns are one contiguous run of the row). */
 static void pack_rows(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
-  int64_t width = (int64_t)p->nv * g->vw;
   ljc_loop K, Q;
   ljc_loop_begin(ir, &K, g->k0, g->k1, false, 0, NULL);
   LLVMValueRef row = LLVMBuildNSWSub(g->b, K.iv, g->k0, "");
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
-  LLVMValueRef src = elem(g, g->bv, g->bm, bi, K.iv, LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, width), ""));
+  LLVMValueRef src = elem(g, LJC_GEMM_B, bi, K.iv, LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, (int64_t)p->nv * g->vw), ""));
   LLVMValueRef dst = packed_at(g, p, panel_buffer(g, p, Q.iv), row, 0);
   for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef v = vload(g, at(g, src, ljc_i64(ir, (int64_t)j * g->vw)), j == p->nv - 1 ? p->last : g->vw);
+    LLVMValueRef v = vload(g, at(g, src, ljc_i64(ir, (int64_t)j * g->vw)), p->mask[j]);
     packed_store(g, v, at(g, dst, ljc_i64(ir, (int64_t)j * g->vw)));
   }
   ljc_loop_end(ir, &Q, NULL, NULL);
@@ -168,72 +193,44 @@ static void transpose(gemm *g, LLVMValueRef *v) {
   }
 }
 
-/* The lanes of k .. k + vw - 1 below g->k1. */
-static LLVMValueRef k_mask(gemm *g, LLVMValueRef k) {
-  ljc_ir *ir = g->ir;
-  int vw = g->vw;
-  LLVMValueRef lanes[64];
-  for (int l = 0; l < vw; l++) lanes[l] = ljc_i64(ir, l);
-  LLVMTypeRef iv = LLVMVectorType(ir->i64, (unsigned)vw);
-  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(ir->i32, (unsigned)vw));
-  LLVMValueRef kv = LLVMBuildInsertElement(g->b, LLVMGetUndef(iv), k, ljc_const_i(ir->i32, 0), "");
-  kv = LLVMBuildAdd(g->b, LLVMBuildShuffleVector(g->b, kv, LLVMGetUndef(iv), zeros, ""),
-                    LLVMConstVector(lanes, (unsigned)vw), "");
-  LLVMValueRef k1 = LLVMBuildInsertElement(g->b, LLVMGetUndef(iv), g->k1, ljc_const_i(ir->i32, 0), "");
-  k1 = LLVMBuildShuffleVector(g->b, k1, LLVMGetUndef(iv), zeros, "");
-  return LLVMBuildICmp(g->b, LLVMIntSLT, kv, k1, "");
-}
-
-/* Rows lo .. hi (a multiple of vw apart) of one panel of B contiguous along k, into buf: vw
- * rows of vw columns at a time, loaded along k and transposed; loads masked at k1 if `masked`. */
-static void pack_cols_run(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n0, LLVMValueRef buf,
-                          LLVMValueRef lo, LLVMValueRef hi, bool masked) {
-  int vw = g->vw, cols = panel_cols(g, p);
-  ljc_loop K;
-  ljc_loop_begin_step(g->ir, &K, lo, hi, vw, true, 0, NULL);
-  LLVMValueRef mask = masked ? k_mask(g, K.iv) : NULL;
-  LLVMValueRef row = LLVMBuildNSWSub(g->b, K.iv, g->k0, "");
-  for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef v[64];
-    for (int c = 0; c < vw; c++) {
-      int col = j * vw + c;
-      if (col >= cols) {
-        v[c] = LLVMConstNull(g->vt);
-        continue;
-      }
-      LLVMValueRef src = elem(g, g->bv, g->bm, bi, K.iv, add(g, n0, col));
-      v[c] = mask ? masked_load(g, src, mask) : vload(g, src, vw);
-    }
-    transpose(g, v);
-    for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
-  }
-  ljc_loop_end(g->ir, &K, NULL, NULL);
-}
-
-/* B contiguous along k: panel by panel, the block's whole multiples of vw rows unmasked, then
- * where K is not a multiple of vw the rest with loads masked at k1, written up to the next
- * multiple with zeros (the buffer has room: KC is a multiple of vw). */
+/* B contiguous along k, full panels: panel by panel, the block's whole multiples of vw rows
+ * vw rows of vw columns at a time, loaded along k and transposed in registers; then the rows
+ * left (where the block's length is not a multiple of vw) element by element, written up to
+ * the next multiple with zeros (the buffer has room: KC is a multiple of vw). */
 static void pack_cols(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
   int vw = g->vw;
-  int64_t width = (int64_t)p->nv * vw;
   LLVMValueRef len = LLVMBuildNSWSub(g->b, g->k1, g->k0, "");
   LLVMValueRef full = LLVMBuildNSWAdd(g->b, g->k0, LLVMBuildAnd(g->b, len, ljc_i64(ir, -vw), ""), "");
-  ljc_loop Q;
+  LLVMValueRef hi = LLVMBuildNSWAdd(g->b, g->k0, LLVMBuildAnd(g->b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
+  ljc_loop Q, K, T;
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
-  LLVMValueRef n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, width), ""), buf = panel_buffer(g, p, Q.iv);
-  pack_cols_run(g, bi, p, n0, buf, g->k0, full, false);
-  if (g->k->mm_k % vw != 0) {
-    LLVMValueRef hi = LLVMBuildNSWAdd(g->b, g->k0, LLVMBuildAnd(g->b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
-    pack_cols_run(g, bi, p, n0, buf, full, hi, true);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, (int64_t)NV * vw), ""), buf = panel_buffer(g, p, Q.iv);
+  ljc_loop_begin_step(ir, &K, g->k0, full, vw, true, 0, NULL);
+  LLVMValueRef row = LLVMBuildNSWSub(g->b, K.iv, g->k0, "");
+  for (int j = 0; j < NV; j++) {
+    LLVMValueRef v[64];
+    for (int c = 0; c < vw; c++) v[c] = vload(g, elem(g, LJC_GEMM_B, bi, K.iv, add(g, n0, j * vw + c)), NULL);
+    transpose(g, v);
+    for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
   }
+  ljc_loop_end(ir, &K, NULL, NULL);
+  ljc_loop_begin(ir, &T, full, hi, true, 0, NULL);
+  LLVMValueRef in = LLVMBuildICmp(g->b, LLVMIntSLT, T.iv, g->k1, "");
+  LLVMValueRef k = ljc_intrinsic2(ir, "smin", T.iv, add(g, g->k1, -1)); /* an address of B's */
+  row = LLVMBuildNSWSub(g->b, T.iv, g->k0, "");
+  for (int col = 0; col < NV * vw; col++) {
+    LLVMValueRef x = LLVMBuildLoad2(g->b, g->t, elem(g, LJC_GEMM_B, bi, k, add(g, n0, col)), "");
+    LLVMBuildStore(g->b, LLVMBuildSelect(g->b, in, x, ljc_const_f(g->t, 0), ""), packed_at(g, p, buf, row, col));
+  }
+  ljc_loop_end(ir, &T, NULL, NULL);
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
 
-/* Any other layout: element by element. */
+/* Any layout: element by element, zeros past the panel's last column (whose element is read
+ * in their place, so every address read is B's). */
 static void pack_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
-  int cols = panel_cols(g, p);
   int64_t width = (int64_t)p->nv * g->vw;
   ljc_loop Q, K;
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
@@ -241,8 +238,12 @@ static void pack_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef
   ljc_loop_begin(ir, &K, g->k0, g->k1, false, 0, NULL);
   LLVMValueRef row = LLVMBuildNSWSub(g->b, K.iv, g->k0, "");
   for (int col = 0; col < width; col++) {
-    LLVMValueRef x = ljc_const_f(g->t, 0);
-    if (col < cols) x = LLVMBuildLoad2(g->b, g->t, elem(g, g->bv, g->bm, bi, K.iv, add(g, n0, col)), "");
+    LLVMValueRef c = ljc_i64(ir, col);
+    if (p->mask[0]) c = ljc_intrinsic2(ir, "smin", c, add(g, p->cols, -1));
+    LLVMValueRef x = LLVMBuildLoad2(g->b, g->t, elem(g, LJC_GEMM_B, bi, K.iv, LLVMBuildNSWAdd(g->b, n0, c, "")), "");
+    if (p->mask[0])
+      x = LLVMBuildSelect(g->b, LLVMBuildICmp(g->b, LLVMIntSLT, ljc_i64(ir, col), p->cols, ""), x,
+                          ljc_const_f(g->t, 0), "");
     LLVMBuildStore(g->b, x, packed_at(g, p, buf, row, col));
   }
   ljc_loop_end(ir, &K, NULL, NULL);
@@ -251,9 +252,9 @@ static void pack_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef
 
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  if (g->bv->v[0].stride[2] == 1)
+  if (g->variant == LJC_GEMM_ROWS)
     pack_rows(g, bi, p, np);
-  else if (g->bv->v[0].stride[1] == 1)
+  else if (g->variant == LJC_GEMM_COLS && !p->mask[0])
     pack_cols(g, bi, p, np);
   else
     pack_elements(g, bi, p, np);
@@ -263,8 +264,8 @@ static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
 
 /* C's row `crow` (b·M + m), column n. */
 static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
-  LLVMValueRef off = LLVMBuildNSWAdd(g->b, mul(g, crow, g->k->mm_n), n, "");
-  return at(g, g->c, g->c_origin ? LLVMBuildNSWSub(g->b, off, g->c_origin, "") : off);
+  LLVMValueRef off = vadd(g, vmul(g, crow, g->arg[LJC_GEMM_N]), n);
+  return at(g, g->arg[LJC_GEMM_C], LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_C_ORIGIN], ""));
 }
 
 /* Stores C's tile rows r for which store[r] (an i1) is true. */
@@ -276,8 +277,7 @@ static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const 
     LLVMBuildCondBr(g->b, store[r], yes, next);
     LLVMPositionBuilderAtEnd(g->b, yes);
     for (int j = 0; j < p->nv; j++)
-      vstore(g, acc[r * p->nv + j], c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)),
-             j == p->nv - 1 ? p->last : g->vw);
+      vstore(g, acc[r * p->nv + j], c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
     LLVMBuildBr(g->b, next);
     LLVMPositionBuilderAtEnd(g->b, next);
   }
@@ -290,17 +290,17 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
   ljc_ir *ir = g->ir;
   int nv = p->nv;
   LLVMValueRef arow[MR], acc[MR * NV], next[MR * NV], bvec[NV];
-  for (int r = 0; r < MR; r++) arow[r] = elem(g, g->av, g->a, bi, m[r], g->k0);
+  for (int r = 0; r < MR; r++) arow[r] = elem(g, LJC_GEMM_A, bi, m[r], g->k0);
   for (int i = 0; i < MR * nv; i++) acc[i] = LLVMConstNull(g->vt);
   ljc_loop K;
   ljc_loop_begin(ir, &K, ljc_i64(ir, 0), LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), false, MR * nv, acc);
   for (int j = 0; j < nv; j++)
-    bvec[j] = g->direct ? vload(g, at(g, buf, add(g, mul(g, K.iv, g->bv->v[0].stride[1]), (int64_t)j * g->vw)),
-                                j == nv - 1 ? p->last : g->vw)
-                        : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
-  LLVMValueRef koff = mul(g, K.iv, g->av->v[0].stride[2]);
+    bvec[j] = g->variant == LJC_GEMM_DIRECT
+                  ? vload(g, at(g, buf, add(g, vmul(g, K.iv, g->arg[LJC_GEMM_B_SK]), (int64_t)j * g->vw)), p->mask[j])
+                  : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
+  LLVMValueRef koff = vmul(g, K.iv, g->arg[LJC_GEMM_A_SK]);
   for (int r = 0; r < MR; r++) {
-    LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""));
+    LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""), g->vt);
     for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
   }
   ljc_loop_end(ir, &K, next, acc);
@@ -308,7 +308,7 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
    * many blocks (and matrices, summed over the batch) there are */
   for (int r = 0; r < MR; r++)
     for (int j = 0; j < nv; j++) {
-      LLVMValueRef c = vload(g, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), j == nv - 1 ? p->last : g->vw);
+      LLVMValueRef c = vload(g, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
       acc[r * nv + j] = LLVMBuildSelect(g->b, g->first, acc[r * nv + j], LLVMBuildFAdd(g->b, c, acc[r * nv + j], ""), "");
     }
   store_tile(g, crow, p, acc, store);
@@ -340,131 +340,248 @@ static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef cr
   ljc_loop_end(ir, &R, NULL, NULL);
 }
 
-/* np packed panels shaped like p, for rows m0 .. m0 + len - 1 (len > 0) of matrix bi: blocks
- * of MC rows (A's block stays in L2), each done panel by panel (the panel stays in L1). */
-static void packed_panels(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len,
-                          const panel *p, LLVMValueRef np) {
+/* The rows of one matrix a routine's call is for. */
+typedef struct rows {
+  LLVMValueRef bi, m0, crow0, len;
+} rows;
+
+/* np panels shaped like p for the rows: packed (unless B is read where it is), then blocks of
+ * MC rows (A's block stays in L2), each done panel by panel (the panel stays in L1). */
+static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
-  int64_t width = (int64_t)p->nv * g->vw;
+  if (g->variant != LJC_GEMM_DIRECT) pack(g, rw->bi, p, np);
   ljc_loop mb, Q;
-  LLVMValueRef nblocks = LLVMBuildSDiv(g->b, add(g, len, MC - 1), ljc_i64(ir, MC), "");
+  LLVMValueRef nblocks = LLVMBuildSDiv(g->b, add(g, rw->len, MC - 1), ljc_i64(ir, MC), "");
   ljc_loop_begin_step(ir, &mb, ljc_i64(ir, 0), mul(g, nblocks, MC), MC, false, 0, NULL);
-  LLVMValueRef blen = ljc_intrinsic2(ir, "smin", ljc_i64(ir, MC), LLVMBuildNSWSub(g->b, len, mb.iv, ""));
-  LLVMValueRef m = LLVMBuildNSWAdd(g->b, m0, mb.iv, ""), crow = LLVMBuildNSWAdd(g->b, crow0, mb.iv, "");
+  LLVMValueRef blen = ljc_intrinsic2(ir, "smin", ljc_i64(ir, MC), LLVMBuildNSWSub(g->b, rw->len, mb.iv, ""));
+  LLVMValueRef m = LLVMBuildNSWAdd(g->b, rw->m0, mb.iv, ""), crow = LLVMBuildNSWAdd(g->b, rw->crow0, mb.iv, "");
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
-  panel q = {LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, width), ""), p->nv, p->last};
-  row_tiles(g, bi, m, crow, blen, &q, g->direct ? elem(g, g->bv, g->bm, bi, g->k0, q.n0) : panel_buffer(g, p, Q.iv));
+  panel q = *p;
+  q.n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, (int64_t)p->nv * g->vw), "");
+  LLVMValueRef buf = g->variant == LJC_GEMM_DIRECT ? elem(g, LJC_GEMM_B, rw->bi, g->k0, q.n0) : panel_buffer(g, p, Q.iv);
+  row_tiles(g, rw->bi, m, crow, blen, &q, buf);
   ljc_loop_end(ir, &Q, NULL, NULL);
   ljc_loop_end(ir, &mb, NULL, NULL);
 }
 
-/* Rows m0 .. m0 + len - 1 of matrix bi for the block of k: the full-width panels NP at a
- * time (packed together: the block's part of each row of B is one run), then the narrower
- * panel the columns leave. */
-static void panels(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len) {
+/* The last panel, of the `left` columns from nfull on (0 < left < NV·vw): one vector when
+ * they fit in one, else NV. */
+typedef struct edge {
+  const rows *rw;
+  LLVMValueRef nfull, left;
+} edge;
+
+static void edge_panel(gemm *g, const edge *e, int nv) {
+  panel p = {e->nfull, e->left, {NULL}, nv};
+  for (int j = 0; j < nv; j++) p.mask[j] = lanes_below(g, ljc_i64(g->ir, (int64_t)j * g->vw), e->left);
+  panel_run(g, e->rw, &p, ljc_i64(g->ir, 1));
+}
+
+static void edge_panel_1(gemm *g, void *ctx) { edge_panel(g, ctx, 1); }
+static void edge_panel_nv(gemm *g, void *ctx) { edge_panel(g, ctx, NV); }
+
+/* The rows for the block of k: the full panels NP at a time (packed together: the block's
+ * part of each row of B is one run), then the last panel of the columns left. */
+static void panels(gemm *g, const rows *rw) {
   ljc_ir *ir = g->ir;
-  int64_t N = g->k->mm_n, wide = (int64_t)NV * g->vw, nfull = N / wide * wide, step = NP * wide;
-  if (nfull > 0) {
-    ljc_loop n;
-    ljc_loop_begin_step(ir, &n, ljc_i64(ir, 0), ljc_i64(ir, (nfull + step - 1) / step * step), step, false, 0, NULL);
-    LLVMValueRef np = LLVMBuildSDiv(g->b, LLVMBuildNSWSub(g->b, ljc_i64(ir, nfull), n.iv, ""), ljc_i64(ir, wide), "");
-    np = ljc_intrinsic2(ir, "smin", np, ljc_i64(ir, NP));
-    panel p = {n.iv, NV, g->vw};
-    if (!g->direct) pack(g, bi, &p, np);
-    packed_panels(g, bi, m0, crow0, len, &p, np);
-    ljc_loop_end(ir, &n, NULL, NULL);
-  }
-  if (N > nfull) {
-    int left = (int)(N - nfull), nv = (left + g->vw - 1) / g->vw;
-    panel p = {ljc_i64(ir, nfull), nv, left - (nv - 1) * g->vw};
-    if (!g->direct) pack(g, bi, &p, ljc_i64(ir, 1));
-    packed_panels(g, bi, m0, crow0, len, &p, ljc_i64(ir, 1));
+  int64_t wide = (int64_t)NV * g->vw, step = NP * wide;
+  LLVMValueRef N = g->arg[LJC_GEMM_N];
+  LLVMValueRef nfull = LLVMBuildAnd(g->b, N, ljc_i64(ir, -wide), "");
+  LLVMValueRef nsteps = LLVMBuildSDiv(g->b, add(g, nfull, step - 1), ljc_i64(ir, step), "");
+  ljc_loop n;
+  ljc_loop_begin_step(ir, &n, ljc_i64(ir, 0), mul(g, nsteps, step), step, true, 0, NULL);
+  LLVMValueRef np = LLVMBuildSDiv(g->b, LLVMBuildNSWSub(g->b, nfull, n.iv, ""), ljc_i64(ir, wide), "");
+  panel p = {n.iv, ljc_i64(ir, wide), {NULL}, NV};
+  panel_run(g, rw, &p, ljc_intrinsic2(ir, "smin", np, ljc_i64(ir, NP)));
+  ljc_loop_end(ir, &n, NULL, NULL);
+  edge e = {rw, nfull, LLVMBuildNSWSub(g->b, N, nfull, "")};
+  LLVMValueRef one = LLVMBuildICmp(g->b, LLVMIntSLE, e.left, ljc_i64(ir, g->vw), "");
+  when(g, LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntSGT, e.left, ljc_i64(ir, 0), ""), one, ""), edge_panel_1, &e);
+  when(g, LLVMBuildNot(g->b, one, ""), edge_panel_nv, &e);
+}
+
+/* ---- the routines ------------------------------------------------------------------------- */
+
+void ljc_gemm_routine_name(int routine, char name[32]) {
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct"};
+  snprintf(name, 32, "lj_gemm_%s_%s", routine / LJC_GEMM_NVARIANTS ? "f64" : "f32",
+           variants[routine % LJC_GEMM_NVARIANTS]);
+}
+
+static LLVMTypeRef routine_type(ljc_ir *ir) {
+  LLVMTypeRef p = ir->ptr;
+  return LLVMFunctionType(ir->void_, &p, 1, 0);
+}
+
+/* Whether field i of the argument block is a pointer (else an i64). */
+static bool arg_is_pointer(int i) {
+  return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C;
+}
+
+/* Loads the argument block's fields into g->arg. */
+static void load_args(gemm *g, LLVMValueRef block) {
+  for (int i = 0; i < LJC_GEMM_NARGS; i++) {
+    LLVMValueRef idx = ljc_i64(g->ir, i);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->ir->i64, block, &idx, 1, "");
+    g->arg[i] = LLVMBuildLoad2(g->b, arg_is_pointer(i) ? g->ir->ptr : g->ir->i64, p, "");
   }
 }
 
-/* Rows m0 .. m0 + len - 1 of matrix bi: one block of k after another. */
-static void blocks(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len) {
+/* The internal function that computes rows m0 .. m0 + len - 1 (len > 0) of matrix bi into
+ * C's rows from crow0, adding to what C holds unless batch_first (an i8):
+ * (ptr args, i64 bi, i64 m0, i64 crow0, i64 len, i8 batch_first). */
+static LLVMValueRef define_rows(gemm *g, const char *name) {
   ljc_ir *ir = g->ir;
-  int64_t K = g->k->mm_k;
-  if (K <= KC) {
-    g->k0 = ljc_i64(ir, 0), g->k1 = ljc_i64(ir, K), g->first = g->batch_first ? g->batch_first : ljc_const_i(ir->i1, 1);
-    panels(g, bi, m0, crow0, len);
-    return;
+  LLVMTypeRef params[6] = {ir->ptr, ir->i64, ir->i64, ir->i64, ir->i64, ir->i8};
+  LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, params, 6, 0));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  ljc_add_fn_attr(ir, fn, "nounwind");
+  ljc_add_fn_attr(ir, fn, "noinline");
+  LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
+  load_args(g, LLVMGetParam(fn, 0));
+  if (g->variant != LJC_GEMM_DIRECT) {
+    g->packed = LLVMBuildAlloca(g->b, LLVMArrayType2(g->t, (uint64_t)KC * NP * NV * (uint64_t)g->vw), "packed");
+    LLVMSetAlignment(g->packed, 64);
   }
-  ljc_loop kb;
-  ljc_loop_begin_step(ir, &kb, ljc_i64(ir, 0), ljc_i64(ir, (K + KC - 1) / KC * KC), KC, false, 0, NULL);
-  g->k0 = kb.iv;
-  g->k1 = ljc_intrinsic2(ir, "smin", add(g, kb.iv, KC), ljc_i64(ir, K));
-  g->first = LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), "");
-  if (g->batch_first) g->first = LLVMBuildAnd(g->b, g->first, g->batch_first, "");
-  panels(g, bi, m0, crow0, len);
-  ljc_loop_end(ir, &kb, NULL, NULL);
+  rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
+  g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
+  LLVMValueRef K = g->arg[LJC_GEMM_K];
+  if (g->variant == LJC_GEMM_DIRECT) { /* one block of k, the whole of it */
+    g->k0 = ljc_i64(ir, 0), g->k1 = K, g->first = g->batch_first;
+    panels(g, &rw);
+  } else {
+    ljc_loop kb;
+    LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
+    ljc_loop_begin_step(ir, &kb, ljc_i64(ir, 0), mul(g, nk, KC), KC, false, 0, NULL);
+    g->k0 = kb.iv;
+    g->k1 = ljc_intrinsic2(ir, "smin", add(g, kb.iv, KC), K);
+    g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
+    panels(g, &rw);
+    ljc_loop_end(ir, &kb, NULL, NULL);
+  }
+  LLVMBuildRetVoid(g->b);
+  return fn;
 }
 
-/* The packed panel's buffer, in the function's entry block. */
-static LLVMValueRef packed_buffer(gemm *g) {
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
-  LLVMBuilderRef eb = LLVMCreateBuilderInContext(g->ir->ctx);
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
-  LLVMValueRef first = LLVMGetFirstInstruction(entry);
-  if (first)
-    LLVMPositionBuilderBefore(eb, first);
-  else
-    LLVMPositionBuilderAtEnd(eb, entry);
-  LLVMValueRef buf = LLVMBuildAlloca(eb, LLVMArrayType2(g->t, (uint64_t)KC * NP * NV * (uint64_t)g->vw), "packed");
-  LLVMSetAlignment(buf, 64);
-  LLVMDisposeBuilder(eb);
-  return buf;
+static void call_rows(gemm *g, LLVMValueRef fn, LLVMValueRef block, LLVMValueRef bi, LLVMValueRef m0,
+                      LLVMValueRef crow0, LLVMValueRef len, LLVMValueRef batch_first) {
+  LLVMValueRef args[6] = {block, bi, m0, crow0, len, LLVMBuildZExt(g->b, batch_first, g->ir->i8, "")};
+  LLVMBuildCall2(g->b, LLVMGlobalGetValueType(fn), fn, args, 6, "");
+}
+
+void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
+  lj_dtype dt = routine / LJC_GEMM_NVARIANTS ? LJ_F64 : LJ_F32;
+  gemm g = {.ir = ir, .b = ir->b, .variant = routine % LJC_GEMM_NVARIANTS};
+  g.t = ljc_compute_type(ir, dt);
+  g.esize = dt == LJ_F64 ? 8 : 4;
+  g.vw = ir->vec_bytes / (int)g.esize;
+  g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
+  char name[32], rows_name[40];
+  ljc_gemm_routine_name(routine, name);
+  snprintf(rows_name, sizeof rows_name, "%s_rows", name);
+  LLVMValueRef rows_fn = define_rows(&g, rows_name);
+  LLVMValueRef fn = LLVMAddFunction(ir->mod, name, routine_type(ir));
+  ljc_add_fn_attr(ir, fn, "nounwind");
+  LLVMBuilderRef b = ir->b;
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry");
+  LLVMBasicBlockRef sum_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.sum");
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.matrix");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.end");
+  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef block = LLVMGetParam(fn, 0);
+  load_args(&g, block);
+  LLVMValueRef begin = g.arg[LJC_GEMM_BEGIN], end = g.arg[LJC_GEMM_END], M = g.arg[LJC_GEMM_M];
+  LLVMValueRef any = LLVMBuildICmp(b, LLVMIntSLT, begin, end, "");
+  LLVMValueRef sum = LLVMBuildICmp(b, LLVMIntNE, g.arg[LJC_GEMM_SUM], ljc_i64(ir, 0), "");
+  LLVMBasicBlockRef choose = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.choose");
+  LLVMBuildCondBr(b, any, choose, done);
+  LLVMPositionBuilderAtEnd(b, choose);
+  LLVMBuildCondBr(b, sum, sum_bb, head);
+  /* MATMUL_SUM: the task range's rows of C, through each matrix in turn */
+  LLVMPositionBuilderAtEnd(b, sum_bb);
+  ljc_loop bl;
+  ljc_loop_begin(ir, &bl, ljc_i64(ir, 0), g.arg[LJC_GEMM_BATCH], false, 0, NULL);
+  call_rows(&g, rows_fn, block, bl.iv, begin, begin, LLVMBuildNSWSub(b, end, begin, ""),
+            LLVMBuildICmp(b, LLVMIntEQ, bl.iv, ljc_i64(ir, 0), ""));
+  ljc_loop_end(ir, &bl, NULL, NULL);
+  LLVMBuildBr(b, done);
+  /* otherwise the task range, one matrix's run of rows at a time */
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
+  LLVMValueRef bi = LLVMBuildUDiv(b, r, M, ""), m = LLVMBuildURem(b, r, M, "");
+  LLVMValueRef len = ljc_intrinsic2(ir, "smin", LLVMBuildNSWSub(b, end, r, ""), LLVMBuildNSWSub(b, M, m, ""));
+  call_rows(&g, rows_fn, block, bi, m, r, len, ljc_const_i(ir->i1, 1));
+  LLVMValueRef r_next = LLVMBuildNSWAdd(b, r, len, "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r_next, end, ""), head, done);
+  LLVMAddIncoming(r, &begin, &choose, 1);
+  LLVMAddIncoming(r, &r_next, &head, 1);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMBuildRetVoid(b);
+}
+
+/* ---- the call from a kernel --------------------------------------------------------------- */
+
+int ljc_gemm_routine(const ljg_kernel *k) {
+  if (k->kind != LJG_K_MATMUL || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64)) return -1;
+  const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
+  if (ea->kind != LJG_X_LOAD || eb->kind != LJG_X_LOAD) return -1;
+  const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
+  if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
+  const int64_t *bs = bv->v[0].stride;
+  int variant = bs[2] == 1 ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
+                : bs[1] == 1 ? LJC_GEMM_COLS
+                             : LJC_GEMM_ELEMENTS;
+  return (k->mm_dtype == LJ_F64) * LJC_GEMM_NVARIANTS + variant;
+}
+
+/* The address of a 3-d operand view's element (0, 0, 0) at field first and its strides at
+ * fields first + 1 .. first + 3. */
+static void operand_args(ljc_kctx *kc, LLVMValueRef *arg, int first, LLVMValueRef base, const ljg_view *v) {
+  ljc_ir *ir = kc->ir;
+  const ljg_view1 *t = &v->v[0];
+  LLVMValueRef off = ljc_i64(ir, t->offset);
+  arg[first] = LLVMBuildInBoundsGEP2(ir->b, ljc_compute_type(ir, (lj_dtype)kc->k->mm_dtype), base, &off, 1, "");
+  for (int d = 0; d < 3; d++) arg[first + 1 + d] = ljc_i64(ir, t->stride[d]);
 }
 
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   const ljg_kernel *k = kc->k;
   ljc_ir *ir = kc->ir;
-  if (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) return false;
-  const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
-  if (ea->kind != LJG_X_LOAD || eb->kind != LJG_X_LOAD) return false;
-  const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
-  if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return false;
-  gemm g = {.ir = ir, .b = ir->b, .k = k, .av = av, .bv = bv, .a = kc->slot_ptr[ea->slot],
-            .bm = kc->slot_ptr[eb->slot], .c = kc->slot_ptr[k->mm_out_slot], .c_origin = kc->slot_origin[k->mm_out_slot]};
-  g.t = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
-  g.esize = k->mm_dtype == LJ_F64 ? 8 : 4;
-  g.vw = ir->vec_bytes / (int)g.esize;
-  g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
-  g.direct = bv->v[0].stride[2] == 1 && k->mm_k <= LJG_MATMUL_DIRECT_K;
-  if (!g.direct) g.packed = packed_buffer(&g);
   LLVMBuilderRef b = ir->b;
-  if (k->mm_sum) { /* the task range's rows of C, through each matrix in turn */
-    LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "gemm.sum");
-    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "gemm.end");
-    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, begin, end, ""), body, done);
-    LLVMPositionBuilderAtEnd(b, body);
-    ljc_loop bl;
-    ljc_loop_begin(ir, &bl, ljc_i64(ir, 0), ljc_i64(ir, k->mm_b), false, 0, NULL);
-    g.batch_first = LLVMBuildICmp(b, LLVMIntEQ, bl.iv, ljc_i64(ir, 0), "");
-    blocks(&g, bl.iv, begin, begin, LLVMBuildNSWSub(b, end, begin, ""));
-    ljc_loop_end(ir, &bl, NULL, NULL);
-    LLVMBuildBr(b, done);
-    LLVMPositionBuilderAtEnd(b, done);
-    return true;
+  int routine = ljc_gemm_routine(k);
+  if (routine < 0) return false;
+  const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
+  LLVMValueRef arg[LJC_GEMM_NARGS];
+  operand_args(kc, arg, LJC_GEMM_A, kc->slot_ptr[ea->slot], &k->views[ea->view]);
+  operand_args(kc, arg, LJC_GEMM_B, kc->slot_ptr[eb->slot], &k->views[eb->view]);
+  LLVMValueRef origin = kc->slot_origin[k->mm_out_slot];
+  arg[LJC_GEMM_C] = kc->slot_ptr[k->mm_out_slot];
+  arg[LJC_GEMM_C_ORIGIN] = origin ? origin : ljc_i64(ir, 0);
+  arg[LJC_GEMM_M] = ljc_i64(ir, k->mm_m);
+  arg[LJC_GEMM_N] = ljc_i64(ir, k->mm_n);
+  arg[LJC_GEMM_K] = ljc_i64(ir, k->mm_k);
+  arg[LJC_GEMM_BATCH] = ljc_i64(ir, k->mm_b);
+  arg[LJC_GEMM_SUM] = ljc_i64(ir, k->mm_sum);
+  arg[LJC_GEMM_BEGIN] = begin;
+  arg[LJC_GEMM_END] = end;
+  /* the block in the entry block, so that a kernel's loops do not grow the stack */
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)));
+  LLVMBuilderRef eb_ = LLVMCreateBuilderInContext(ir->ctx);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first)
+    LLVMPositionBuilderBefore(eb_, first);
+  else
+    LLVMPositionBuilderAtEnd(eb_, entry);
+  LLVMValueRef block = LLVMBuildAlloca(eb_, LLVMArrayType2(ir->i64, LJC_GEMM_NARGS), "gemm.args");
+  LLVMDisposeBuilder(eb_);
+  for (int i = 0; i < LJC_GEMM_NARGS; i++) {
+    LLVMValueRef idx = ljc_i64(ir, i);
+    LLVMBuildStore(b, arg[i], LLVMBuildInBoundsGEP2(b, ir->i64, block, &idx, 1, ""));
   }
-  /* the task range, one matrix's run of rows at a time */
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.matrix");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.end");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, begin, end, ""), head, done);
-  LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
-  LLVMValueRef M = ljc_i64(ir, k->mm_m);
-  LLVMValueRef bi = LLVMBuildUDiv(b, r, M, ""), m = LLVMBuildURem(b, r, M, "");
-  LLVMValueRef len = ljc_intrinsic2(ir, "smin", LLVMBuildNSWSub(b, end, r, ""), LLVMBuildNSWSub(b, M, m, ""));
-  blocks(&g, bi, m, r, len);
-  LLVMValueRef r_next = LLVMBuildNSWAdd(b, r, len, "");
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r_next, end, ""), head, done);
-  LLVMAddIncoming(r, &begin, &pre, 1);
-  LLVMAddIncoming(r, &r_next, &latch, 1);
-  LLVMPositionBuilderAtEnd(b, done);
+  char name[32];
+  ljc_gemm_routine_name(routine, name);
+  LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);
+  if (!fn) fn = LLVMAddFunction(ir->mod, name, routine_type(ir));
+  LLVMBuildCall2(b, routine_type(ir), fn, &block, 1, "");
   return true;
 }

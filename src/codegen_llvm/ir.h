@@ -135,8 +135,31 @@ int ljc_expr_check(const ljg_kernel *k, int e);
  * may be NULL). */
 void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
 
-/* gemm.c: a register-blocked matmul kernel body with packed panels of B, for f32/f64 operands
- * loaded through single-level views (any strides); false, emitting nothing, otherwise. */
+/* gemm.c: the matmul routines, each compiled once per session into a module of its own:
+ * void lj_gemm_<f32|f64>_<variant>(i64 *args), where args is the argument block below (the
+ * pointer fields stored as pointers). A and B: the address of element (0, 0, 0) and the
+ * strides of the batch, row and column dims; C contiguous [B, M, N] (one [M, N] matrix with
+ * SUM) with C_ORIGIN subtracted from every element offset (a LOCAL slot's block); the rows
+ * [BEGIN, END) of C are computed, summed over the BATCH matrices with SUM. */
+enum {
+  LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
+  LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
+  LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
+  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_NARGS
+};
+/* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
+ * k, element by element, or where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K
+ * rows). A routine is numbered dtype · LJC_GEMM_NVARIANTS + variant (dtype 0: f32, 1: f64). */
+enum { LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_NVARIANTS };
+enum { LJC_GEMM_NROUTINES = 2 * LJC_GEMM_NVARIANTS };
+/* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
+void ljc_define_gemm_routine(ljc_ir *ir, int r);
+void ljc_gemm_routine_name(int r, char name[32]);
+/* The routine a kernel calls, or -1 when it is no matmul the routines do (not f32/f64, or
+ * an operand not a load through a single-level view). */
+int ljc_gemm_routine(const ljg_kernel *k);
+/* A matmul kernel's body as a call of its routine; false, emitting nothing, when there is
+ * none (ljc_gemm_routine). */
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
 /* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call

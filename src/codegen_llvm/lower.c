@@ -11,8 +11,8 @@
  * task range [begin, end)), and for reductions an inner set of loops carrying the
  * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
  * vectorize; a nest whose rows span several dims unravels each row of the task range into
- * them. Matmul kernels of f32/f64 whose operands are loads through single-level views are
- * gemm.c's packed, register-blocked code; a matmul with an epilogue (row fusion) computes a
+ * them. Matmul kernels of f32/f64 whose operands are loads through single-level views call
+ * one of gemm.c's register-blocked GEMM routines; a matmul with an epilogue (row fusion) computes a
  * block of rows of C and then runs its nests on them, block after block. The others compute
  * one output row per task: when B is contiguous along n,
  * zero the row and add a[k] times row k of B for each k (the inner loop over n vectorizes);

@@ -5,7 +5,11 @@
  * and module, optimized and emitted as an object file with that thread's target machine
  * (LLVM contexts and target machines are not shared between threads); the objects are then
  * added to the JIT under one resource tracker, so freeing the program frees its code. Object
- * files from the persistent cache are added the same way (ljc_load). Programs are shared by
+ * files from the persistent cache are added the same way (ljc_load). The GEMM routines that
+ * matmul kernels call (gemm.c) are built once per session, with the first program that calls
+ * each (as more items of its compile) or from the object files of a loaded program, and stay
+ * in the JIT for the session's life; their object files are kept to go into every program's
+ * ljc_objects, so a cache entry brings the routines its kernels call. Programs are shared by
  * graph key and refcounted: symbols are named by the key, so two devices' copies would clash.
  * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
  * RuntimeDyld instead of JITLink: its event listeners register every object with gdb (the GDB
@@ -39,6 +43,9 @@ struct ljc_session {
   char target[1024];
   int opt_level;
   unsigned flags; /* ljc_flags */
+  unsigned routines; /* bit r: GEMM routine r is in the JIT (under lock) */
+  char *routine_obj[LJC_GEMM_NROUTINES]; /* their object files, for ljc_objects */
+  size_t routine_size[LJC_GEMM_NROUTINES];
   pthread_mutex_t lock;
   struct ljc_program *live; /* under lock */
 };
@@ -142,6 +149,7 @@ void ljc_session_free(ljc_session *s) {
   if (s->jit) LLVMOrcDisposeLLJIT(s->jit);
   for (int i = 0; i < s->threads; i++)
     if (s->tms[i]) LLVMDisposeTargetMachine(s->tms[i]);
+  for (int r = 0; r < LJC_GEMM_NROUTINES; r++) free(s->routine_obj[r]);
   LLVMDisposeMessage(s->triple);
   LLVMDisposeMessage(s->cpu);
   LLVMDisposeMessage(s->features);
@@ -189,13 +197,16 @@ static char *asm_text(LLVMTargetMachineRef tm, LLVMModuleRef mod) {
   return ljb_str_take(&b);
 }
 
-/* Lowers and optimizes kernel k of p into an object file in memory with tm, keeping its texts
- * in *texts when that is non-NULL; NULL with the error set. */
+/* Lowers and optimizes kernel k of p (k < 0: GEMM routine -1 - k) into an object file in
+ * memory with tm, keeping its texts in *texts when that is non-NULL; NULL with the error set. */
 static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
                                         const ljg_graph *g, int k, const char *name, kernel_texts *texts) {
   LLVMContextRef ctx = LLVMContextCreate();
   char mname[112];
-  snprintf(mname, sizeof mname, "%s_k%d", name, k);
+  if (k < 0)
+    ljc_gemm_routine_name(-1 - k, mname);
+  else
+    snprintf(mname, sizeof mname, "%s_k%d", name, k);
   LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(mname, ctx);
   LLVMSetTarget(mod, s->triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
@@ -204,8 +215,11 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   ljc_ir ir;
   ljc_ir_init(&ir, ctx, mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
-  ljc_dbg_begin(&ir, s->flags & LJC_DEBUG_INFO ? g : NULL);
-  ljc_lower_kernel(&ir, p, k, name);
+  ljc_dbg_begin(&ir, s->flags & LJC_DEBUG_INFO && k >= 0 ? g : NULL);
+  if (k < 0)
+    ljc_define_gemm_routine(&ir, -1 - k);
+  else
+    ljc_lower_kernel(&ir, p, k, name);
   ljc_dbg_end(&ir);
   ljc_ir_dispose(&ir);
   LLVMMemoryBufferRef obj = NULL;
@@ -230,12 +244,16 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
 }
 
 /* The kernels of one compile, shared by its threads: each takes the next kernel until none
- * is left or one fails. */
+ * is left or one fails. The GEMM routines the kernels call that the session does not have
+ * yet come first (the longest items). */
 typedef struct compile_job {
   ljc_session *s;
   const ljg_program *p;
   const ljg_graph *g;
   const char *name;
+  int nroutines;             /* routines to build: items 0 .. nroutines - 1 */
+  int routine[LJC_GEMM_NROUTINES];
+  LLVMMemoryBufferRef routine_obj[LJC_GEMM_NROUTINES];
   LLVMMemoryBufferRef *objs; /* one per kernel */
   kernel_texts *texts;       /* one per kernel, or NULL */
   atomic_int next;
@@ -253,9 +271,12 @@ typedef struct compile_thread {
 static void *compile_kernels(void *arg) {
   const compile_thread *t = arg;
   compile_job *j = t->job;
-  for (int k; !atomic_load(&j->failed) && (k = atomic_fetch_add(&j->next, 1)) < j->p->nkernels;) {
-    j->objs[k] = build_object(j->s, t->tm, j->p, j->g, k, j->name, j->texts ? &j->texts[k] : NULL);
-    if (j->objs[k]) continue;
+  for (int i; !atomic_load(&j->failed) && (i = atomic_fetch_add(&j->next, 1)) < j->nroutines + j->p->nkernels;) {
+    int k = i - j->nroutines;
+    LLVMMemoryBufferRef *obj = k < 0 ? &j->routine_obj[i] : &j->objs[k];
+    *obj = build_object(j->s, t->tm, j->p, j->g, k < 0 ? -1 - j->routine[i] : k, j->name,
+                        k >= 0 && j->texts ? &j->texts[k] : NULL);
+    if (*obj) continue;
     pthread_mutex_lock(&j->lock);
     if (!atomic_exchange(&j->failed, true)) {
       j->status = lj_last_status();
@@ -266,14 +287,97 @@ static void *compile_kernels(void *arg) {
   return NULL;
 }
 
-/* Builds every kernel's object on up to s->threads threads (the caller is one of them);
- * false with the error set. */
+/* Adds GEMM routine r's object (taken over) to the JIT for the session's lifetime; false
+ * with the error set. Called with the session lock held. */
+static bool add_routine(ljc_session *s, int r, LLVMMemoryBufferRef obj) {
+  size_t n = LLVMGetBufferSize(obj);
+  char *bytes = memcpy(ljb_xalloc(n + 1), LLVMGetBufferStart(obj), n);
+  char sym[32];
+  ljc_gemm_routine_name(r, sym);
+  uint64_t size = s->flags & LJC_PERF ? ljc_object_symbol_size(obj, sym) : 0;
+  if (llvm_error(LLVMOrcLLJITAddObjectFile(s->jit, s->jd, obj), "cannot load a GEMM routine")) {
+    free(bytes);
+    return false;
+  }
+  s->routine_obj[r] = bytes;
+  s->routine_size[r] = n;
+  if (s->flags & LJC_PERF) {
+    LLVMOrcExecutorAddress addr = 0;
+    if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a GEMM routine")) return false;
+    ljc_perf_map_add(addr, size, sym);
+  }
+  s->routines |= 1u << r;
+  return true;
+}
+
+/* Bit r: p's kernels call GEMM routine r. */
+static unsigned routines_of(const ljg_program *p) {
+  unsigned want = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    int x = ljc_gemm_routine(&p->kernels[k]);
+    if (x >= 0) want |= 1u << x;
+  }
+  return want;
+}
+
+int ljc_program_routines(const ljg_program *p) {
+  return __builtin_popcount(routines_of(p));
+}
+
+void ljc_object_name(const ljg_program *p, int i, char name[40]) {
+  if (i < p->nkernels) {
+    snprintf(name, 40, "k%d", i);
+    return;
+  }
+  unsigned want = routines_of(p);
+  for (int r = 0, seen = p->nkernels; r < LJC_GEMM_NROUTINES; r++)
+    if (want >> r & 1 && seen++ == i) {
+      ljc_gemm_routine_name(r, name);
+      return;
+    }
+  snprintf(name, 40, "object%d", i);
+}
+
+/* The GEMM routines p's kernels call that the session does not have, into r[]; how many. */
+static int missing_routines(const ljc_session *s, const ljg_program *p, int *r) {
+  unsigned want = routines_of(p);
+  int n = 0;
+  for (int x = 0; x < LJC_GEMM_NROUTINES; x++)
+    if (want >> x & 1 && !(s->routines >> x & 1)) r[n++] = x;
+  return n;
+}
+
+/* Loads the GEMM routines p's kernels call that the session does not have from objs (p's
+ * ljc_objects); false with the error set. Called with the session lock held. */
+static bool load_routines(ljc_session *s, const ljg_program *p, const ljc_objects *objs) {
+  unsigned want = routines_of(p);
+  if (objs->n != p->nkernels + __builtin_popcount(want)) {
+    ljb_error(LJ_ERR_COMPILE, "%d object files for a program of %d kernels and %d GEMM routines", objs->n,
+              p->nkernels, __builtin_popcount(want));
+    return false;
+  }
+  for (int r = 0, i = p->nkernels; r < LJC_GEMM_NROUTINES; r++) {
+    if (!(want >> r & 1)) continue;
+    if (!(s->routines >> r & 1) &&
+        !add_routine(s, r, LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[i], objs->size[i], "lazyjit cache")))
+      return false;
+    i++;
+  }
+  return true;
+}
+
+/* Builds every kernel's object, and the GEMM routines they call that the session does not
+ * have, on up to s->threads threads (the caller is one of them), then adds the routines to
+ * the JIT, counting them in *routines (when not NULL); false with the error set. Called with
+ * the session lock held. */
 static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
-                          LLVMMemoryBufferRef *objs, kernel_texts *texts) {
-  if (p->nkernels == 0) return true;
+                          LLVMMemoryBufferRef *objs, kernel_texts *texts, int *routines) {
   compile_job j = {.s = s, .p = p, .g = g, .name = name, .objs = objs, .texts = texts};
+  j.nroutines = missing_routines(s, p, j.routine);
+  int items = j.nroutines + p->nkernels;
+  if (items == 0) return true;
   pthread_mutex_init(&j.lock, NULL);
-  int n = p->nkernels < s->threads ? p->nkernels : s->threads;
+  int n = items < s->threads ? items : s->threads;
   compile_thread t[MAX_COMPILE_THREADS];
   pthread_t tid[MAX_COMPILE_THREADS];
   int started = 1;
@@ -284,8 +388,14 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
   compile_kernels(&t[0]);
   for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
   pthread_mutex_destroy(&j.lock);
-  if (j.failed) ljb_error(j.status, "%s", j.msg);
-  return !j.failed;
+  bool ok = !j.failed;
+  if (!ok) ljb_error(j.status, "%s", j.msg);
+  for (int i = 0; i < j.nroutines; i++)
+    if (ok)
+      ok = add_routine(s, j.routine[i], j.routine_obj[i]) && (!routines || ++*routines);
+    else if (j.routine_obj[i])
+      LLVMDisposeMemoryBuffer(j.routine_obj[i]);
+  return ok;
 }
 
 /* Joins the kernels' texts into t, one text after the other. */
@@ -318,15 +428,24 @@ void ljc_objects_free(ljc_objects *o) {
   memset(o, 0, sizeof *o);
 }
 
-/* Copies the objects' bytes into o. */
-static void copy_objects(int n, LLVMMemoryBufferRef *objs, ljc_objects *o) {
+/* Copies the kernels' objects' bytes into o, then those of the GEMM routines p calls (the
+ * session has them all after p's compile). */
+static void copy_objects(const ljc_session *s, const ljg_program *p, LLVMMemoryBufferRef *objs, ljc_objects *o) {
+  unsigned want = routines_of(p);
+  int n = p->nkernels + __builtin_popcount(want);
   o->n = n;
   o->data = ljb_xcalloc((size_t)n + 1, sizeof *o->data);
   o->size = ljb_xcalloc((size_t)n + 1, sizeof *o->size);
-  for (int k = 0; k < n; k++) {
+  for (int k = 0; k < p->nkernels; k++) {
     o->size[k] = LLVMGetBufferSize(objs[k]);
     o->data[k] = memcpy(ljb_xalloc(o->size[k]), LLVMGetBufferStart(objs[k]), o->size[k]);
   }
+  for (int r = 0, i = p->nkernels; r < LJC_GEMM_NROUTINES; r++)
+    if (want >> r & 1) {
+      o->size[i] = s->routine_size[r];
+      o->data[i] = memcpy(ljb_xalloc(o->size[i]), s->routine_obj[r], o->size[i]);
+      i++;
+    }
 }
 
 /* The symbol prefix of a program: "lj_" and the first 16 hex digits of its key. */
@@ -397,7 +516,8 @@ static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemory
 }
 
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
-                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs) {
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, int *routines) {
+  if (routines) *routines = 0;
   pthread_mutex_lock(&s->lock);
   ljc_program *c = share(s, key, fns);
   if (c && !texts && !objs) {
@@ -408,10 +528,10 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *
   program_name(key, name);
   LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *bufs);
   kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
-  bool built = build_objects(s, p, g, name, bufs, kt);
+  bool built = build_objects(s, p, g, name, bufs, kt, routines);
   if (kt) join_texts(p, kt, texts);
   free(kt);
-  if (built && objs) copy_objects(p->nkernels, bufs, objs);
+  if (built && objs) copy_objects(s, p, bufs, objs);
   if (built && !c) {
     c = link_objects(s, key, p->nkernels, bufs, fns);
   } else {
@@ -428,14 +548,15 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *
   return c;
 }
 
-ljc_program *ljc_load(ljc_session *s, ljb_hash key, const ljc_objects *objs, ljg_kernel_fn *fns) {
+ljc_program *ljc_load(ljc_session *s, const ljg_program *p, ljb_hash key, const ljc_objects *objs,
+                      ljg_kernel_fn *fns) {
   pthread_mutex_lock(&s->lock);
   ljc_program *c = share(s, key, fns);
-  if (!c) {
-    LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)objs->n + 1, sizeof *bufs);
-    for (int k = 0; k < objs->n; k++)
+  if (!c && load_routines(s, p, objs)) {
+    LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *bufs);
+    for (int k = 0; k < p->nkernels; k++)
       bufs[k] = LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[k], objs->size[k], "lazyjit cache");
-    c = link_objects(s, key, objs->n, bufs, fns);
+    c = link_objects(s, key, p->nkernels, bufs, fns);
     free(bufs);
   }
   pthread_mutex_unlock(&s->lock);

@@ -216,7 +216,7 @@ static bool read_payload(ljb_reader *r, parts *p, ljr_disk_entry *e) {
   if (!bad) {
     uint32_t n;
     ljb_read(r, &n, sizeof n);
-    if (r->bad || n != (uint32_t)p->prog->nkernels) {
+    if (r->bad || n != (uint32_t)(p->prog->nkernels + ljc_program_routines(p->prog))) {
       bad = "its object files do not match its kernels";
     } else {
       p->objs.n = (int)n;
@@ -260,7 +260,7 @@ static ljr_exec *make_exec(ljr_runtime *rt, ljb_hash key, parts *p, ljr_disk_ent
   lj_status prev = lj_last_status();
   char prev_msg[512];
   snprintf(prev_msg, sizeof prev_msg, "%s", lj_last_error());
-  x->code = ljc_load(rt->cg, key, &p->objs, x->fns);
+  x->code = ljc_load(rt->cg, p->prog, key, &p->objs, x->fns);
   if (!x->code) {
     snprintf(e->problem, sizeof e->problem, "%s", lj_last_error());
     if (prev != LJ_OK)

@@ -27,8 +27,10 @@
  *     optimized graph after the graph passes (ljg_graph_write): what the kernels compute
  *     program         kernels, slots (the buffer plan and the parameter and output mapping),
  *                     roots, scratch size (ljg_program_write)
- *     objects         u32 count (the program's kernels), then per kernel a u64 size and the
- *                     ELF object file
+ *     objects         u32 count (the program's kernels and the GEMM routines they call),
+ *                     then per object a u64 size and the ELF object file: the kernels',
+ *                     then the routines' (ljc_objects), so a process that loads the entry
+ *                     need not compile the routines
  *
  * An entry that does not match this process (format, library build, LLVM, CPU, target) or
  * is truncated or damaged (size, checksum, payload) is ignored, counted in
@@ -40,7 +42,7 @@
 
 struct ljc_objects;
 
-enum { LJR_DISK_FORMAT = 3 };
+enum { LJR_DISK_FORMAT = 4 };
 
 /* The entry for key, loaded for graph g: a new executable with its code in the JIT; NULL when
  * the cache is off (or LJ_DUMP_DIR / LJ_SAVE_TENSORS_FMT=llvm|asm want a compile's texts),

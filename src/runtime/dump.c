@@ -99,8 +99,9 @@ void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t, const ljc_objects 
     write_text(path, files[i].text, false);
   }
   for (int k = 0; objs && k < objs->n; k++) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s.k%d.o", dir, hex, k);
+    char path[1200], name[40];
+    ljc_object_name(e->prog, k, name);
+    snprintf(path, sizeof path, "%s/%s.%s.o", dir, hex, name);
     write_bytes(path, objs->data[k], objs->size[k], false);
   }
   free(graph);
