@@ -440,8 +440,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   load_args(g, LLVMGetParam(fn, 0));
   if (g->variant != LJC_GEMM_DIRECT) {
-    g->packed = LLVMBuildAlloca(g->b, LLVMArrayType2(g->t, (uint64_t)KC * NP * NV * (uint64_t)g->vw), "packed");
-    LLVMSetAlignment(g->packed, 64);
+    g->packed = ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw);
   }
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
@@ -564,16 +563,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   arg[LJC_GEMM_SUM] = ljc_i64(ir, k->mm_sum);
   arg[LJC_GEMM_BEGIN] = begin;
   arg[LJC_GEMM_END] = end;
-  /* the block in the entry block, so that a kernel's loops do not grow the stack */
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)));
-  LLVMBuilderRef eb_ = LLVMCreateBuilderInContext(ir->ctx);
-  LLVMValueRef first = LLVMGetFirstInstruction(entry);
-  if (first)
-    LLVMPositionBuilderBefore(eb_, first);
-  else
-    LLVMPositionBuilderAtEnd(eb_, entry);
-  LLVMValueRef block = LLVMBuildAlloca(eb_, LLVMArrayType2(ir->i64, LJC_GEMM_NARGS), "gemm.args");
-  LLVMDisposeBuilder(eb_);
+  LLVMValueRef block = ljc_entry_array(ir, ir->i64, LJC_GEMM_NARGS);
   for (int i = 0; i < LJC_GEMM_NARGS; i++) {
     LLVMValueRef idx = ljc_i64(ir, i);
     LLVMBuildStore(b, arg[i], LLVMBuildInBoundsGEP2(b, ir->i64, block, &idx, 1, ""));

@@ -67,6 +67,21 @@ LLVMValueRef ljc_const_i(LLVMTypeRef t, int64_t v) {
 
 LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v) { return ljc_const_i(ir->i64, v); }
 
+LLVMValueRef ljc_entry_array(ljc_ir *ir, LLVMTypeRef t, int64_t n) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(ir->b));
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
+  LLVMBuilderRef eb = LLVMCreateBuilderInContext(ir->ctx);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first)
+    LLVMPositionBuilderBefore(eb, first);
+  else
+    LLVMPositionBuilderAtEnd(eb, entry);
+  LLVMValueRef a = LLVMBuildAlloca(eb, LLVMArrayType2(t, (uint64_t)n), "");
+  LLVMSetAlignment(a, 64);
+  LLVMDisposeBuilder(eb);
+  return a;
+}
+
 bool ljc_is_f64(LLVMValueRef x) {
   LLVMTypeRef t = LLVMTypeOf(x);
   if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) t = LLVMGetElementType(t);

@@ -41,6 +41,9 @@ LLVMValueRef ljc_cast(ljc_ir *ir, LLVMValueRef v, lj_dtype from, lj_dtype to);
 LLVMValueRef ljc_const_f(LLVMTypeRef t, double v);
 LLVMValueRef ljc_const_i(LLVMTypeRef t, int64_t v);
 LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v);
+/* An array of n values of type t, 64-byte aligned, in the current function's entry block (so
+ * that loops do not grow the stack). */
+LLVMValueRef ljc_entry_array(ljc_ir *ir, LLVMTypeRef t, int64_t n);
 /* Calls llvm.<name> overloaded on type t with n arguments. */
 LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args);
 /* The same for an intrinsic overloaded on several types (e.g. masked.load: vector, pointer). */

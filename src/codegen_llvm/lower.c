@@ -256,22 +256,6 @@ static bool column_order(const ljg_kernel *k, const ljg_nest *nest, int nkept) {
   return col > row;
 }
 
-/* An array of n values of type t in the function's entry block. */
-static LLVMValueRef entry_array(ljc_ir *ir, LLVMTypeRef t, int64_t n) {
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(ir->b));
-  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
-  LLVMBuilderRef eb = LLVMCreateBuilderInContext(ir->ctx);
-  LLVMValueRef first = LLVMGetFirstInstruction(entry);
-  if (first)
-    LLVMPositionBuilderBefore(eb, first);
-  else
-    LLVMPositionBuilderAtEnd(eb, entry);
-  LLVMValueRef a = LLVMBuildAlloca(eb, LLVMArrayType2(t, (uint64_t)n), "acc");
-  LLVMSetAlignment(a, 64);
-  LLVMDisposeBuilder(eb);
-  return a;
-}
-
 /* acc[a] + (iv - base) */
 static LLVMValueRef acc_at(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef arr, LLVMValueRef iv, LLVMValueRef base) {
   LLVMValueRef i = LLVMBuildNSWSub(ir->b, iv, base, "");
@@ -286,7 +270,7 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   int64_t block = nest->shape[j] < COLUMN_BLOCK ? nest->shape[j] : COLUMN_BLOCK;
   LLVMTypeRef at[2] = {g->red.acc_t, ir->i64};
   LLVMValueRef arr[2], init[2];
-  for (int a = 0; a < nacc; a++) arr[a] = entry_array(ir, at[a], block);
+  for (int a = 0; a < nacc; a++) arr[a] = ljc_entry_array(ir, at[a], block);
   reduction_init(ir, &g->red, init);
   /* blocks [j0, j1) of the range */
   ljc_loop B;
