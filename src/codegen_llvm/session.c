@@ -43,8 +43,8 @@ struct ljc_session {
   char target[1024];
   int opt_level;
   unsigned flags; /* ljc_flags */
-  unsigned routines; /* bit r: GEMM routine r is in the JIT (under lock) */
-  char *routine_obj[LJC_GEMM_NROUTINES]; /* their object files, for ljc_objects */
+  /* GEMM routine r's object file once it is in the JIT (under lock), for ljc_objects */
+  char *routine_obj[LJC_GEMM_NROUTINES];
   size_t routine_size[LJC_GEMM_NROUTINES];
   pthread_mutex_t lock;
   struct ljc_program *live; /* under lock */
@@ -306,62 +306,58 @@ static bool add_routine(ljc_session *s, int r, LLVMMemoryBufferRef obj) {
     if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a GEMM routine")) return false;
     ljc_perf_map_add(addr, size, sym);
   }
-  s->routines |= 1u << r;
   return true;
 }
 
-/* Bit r: p's kernels call GEMM routine r. */
-static unsigned routines_of(const ljg_program *p) {
+/* The GEMM routines p's kernels call, ascending (the order of their objects in
+ * ljc_objects), into r[]; how many. */
+static int routine_list(const ljg_program *p, int *r) {
   unsigned want = 0;
   for (int k = 0; k < p->nkernels; k++) {
     int x = ljc_gemm_routine(&p->kernels[k]);
     if (x >= 0) want |= 1u << x;
   }
-  return want;
+  int n = 0;
+  for (int x = 0; x < LJC_GEMM_NROUTINES; x++)
+    if (want >> x & 1) r[n++] = x;
+  return n;
 }
 
 int ljc_program_routines(const ljg_program *p) {
-  return __builtin_popcount(routines_of(p));
+  int r[LJC_GEMM_NROUTINES];
+  return routine_list(p, r);
 }
 
 void ljc_object_name(const ljg_program *p, int i, char name[40]) {
-  if (i < p->nkernels) {
+  int r[LJC_GEMM_NROUTINES], n = routine_list(p, r);
+  if (i >= p->nkernels && i < p->nkernels + n)
+    ljc_gemm_routine_name(r[i - p->nkernels], name);
+  else
     snprintf(name, 40, "k%d", i);
-    return;
-  }
-  unsigned want = routines_of(p);
-  for (int r = 0, seen = p->nkernels; r < LJC_GEMM_NROUTINES; r++)
-    if (want >> r & 1 && seen++ == i) {
-      ljc_gemm_routine_name(r, name);
-      return;
-    }
-  snprintf(name, 40, "object%d", i);
 }
 
 /* The GEMM routines p's kernels call that the session does not have, into r[]; how many. */
 static int missing_routines(const ljc_session *s, const ljg_program *p, int *r) {
-  unsigned want = routines_of(p);
-  int n = 0;
-  for (int x = 0; x < LJC_GEMM_NROUTINES; x++)
-    if (want >> x & 1 && !(s->routines >> x & 1)) r[n++] = x;
-  return n;
+  int all[LJC_GEMM_NROUTINES], n = routine_list(p, all), m = 0;
+  for (int i = 0; i < n; i++)
+    if (!s->routine_obj[all[i]]) r[m++] = all[i];
+  return m;
 }
 
 /* Loads the GEMM routines p's kernels call that the session does not have from objs (p's
  * ljc_objects); false with the error set. Called with the session lock held. */
 static bool load_routines(ljc_session *s, const ljg_program *p, const ljc_objects *objs) {
-  unsigned want = routines_of(p);
-  if (objs->n != p->nkernels + __builtin_popcount(want)) {
+  int r[LJC_GEMM_NROUTINES], n = routine_list(p, r);
+  if (objs->n != p->nkernels + n) {
     ljb_error(LJ_ERR_COMPILE, "%d object files for a program of %d kernels and %d GEMM routines", objs->n,
-              p->nkernels, __builtin_popcount(want));
+              p->nkernels, n);
     return false;
   }
-  for (int r = 0, i = p->nkernels; r < LJC_GEMM_NROUTINES; r++) {
-    if (!(want >> r & 1)) continue;
-    if (!(s->routines >> r & 1) &&
-        !add_routine(s, r, LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[i], objs->size[i], "lazyjit cache")))
+  for (int i = 0; i < n; i++) {
+    int o = p->nkernels + i;
+    if (!s->routine_obj[r[i]] &&
+        !add_routine(s, r[i], LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[o], objs->size[o], "lazyjit cache")))
       return false;
-    i++;
   }
   return true;
 }
@@ -392,9 +388,10 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
   if (!ok) ljb_error(j.status, "%s", j.msg);
   for (int i = 0; i < j.nroutines; i++)
     if (ok)
-      ok = add_routine(s, j.routine[i], j.routine_obj[i]) && (!routines || ++*routines);
+      ok = add_routine(s, j.routine[i], j.routine_obj[i]);
     else if (j.routine_obj[i])
       LLVMDisposeMemoryBuffer(j.routine_obj[i]);
+  if (ok && routines) *routines = j.nroutines;
   return ok;
 }
 
@@ -431,8 +428,7 @@ void ljc_objects_free(ljc_objects *o) {
 /* Copies the kernels' objects' bytes into o, then those of the GEMM routines p calls (the
  * session has them all after p's compile). */
 static void copy_objects(const ljc_session *s, const ljg_program *p, LLVMMemoryBufferRef *objs, ljc_objects *o) {
-  unsigned want = routines_of(p);
-  int n = p->nkernels + __builtin_popcount(want);
+  int r[LJC_GEMM_NROUTINES], nr = routine_list(p, r), n = p->nkernels + nr;
   o->n = n;
   o->data = ljb_xcalloc((size_t)n + 1, sizeof *o->data);
   o->size = ljb_xcalloc((size_t)n + 1, sizeof *o->size);
@@ -440,12 +436,11 @@ static void copy_objects(const ljc_session *s, const ljg_program *p, LLVMMemoryB
     o->size[k] = LLVMGetBufferSize(objs[k]);
     o->data[k] = memcpy(ljb_xalloc(o->size[k]), LLVMGetBufferStart(objs[k]), o->size[k]);
   }
-  for (int r = 0, i = p->nkernels; r < LJC_GEMM_NROUTINES; r++)
-    if (want >> r & 1) {
-      o->size[i] = s->routine_size[r];
-      o->data[i] = memcpy(ljb_xalloc(o->size[i]), s->routine_obj[r], o->size[i]);
-      i++;
-    }
+  for (int i = 0; i < nr; i++) {
+    int k = p->nkernels + i;
+    o->size[k] = s->routine_size[r[i]];
+    o->data[k] = memcpy(ljb_xalloc(o->size[k]), s->routine_obj[r[i]], o->size[k]);
+  }
 }
 
 /* The symbol prefix of a program: "lj_" and the first 16 hex digits of its key. */
