@@ -183,10 +183,20 @@ void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name)
 /* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);
 
-/* perfmap.c: the size of symbol sym in an object file (0 if absent), and a line for it in
- * perf's map file of this process. */
-uint64_t ljc_object_symbol_size(LLVMMemoryBufferRef obj, const char *sym);
-void ljc_perf_map_add(uint64_t start, uint64_t size, const char *sym);
+/* perfmap.c: the functions of an object file in the section of its symbol sym (sym itself and
+ * the internal helpers next to it), at offsets from sym; empty if sym is absent. */
+typedef struct ljc_perf_symbols {
+  int n;
+  struct ljc_perf_symbol {
+    int64_t offset;
+    uint64_t size;
+    char name[80];
+  } *sym;
+} ljc_perf_symbols;
+ljc_perf_symbols ljc_perf_read(LLVMMemoryBufferRef obj, const char *sym);
+/* A line in perf's map file of this process for each of syms, sym being at start; frees the
+ * list. */
+void ljc_perf_map_add(uint64_t start, ljc_perf_symbols *syms);
 /* The code generation level that goes with an opt level. */
 LLVMCodeGenOptLevel ljc_codegen_level(int opt_level);
 

@@ -294,17 +294,21 @@ static bool add_routine(ljc_session *s, int r, LLVMMemoryBufferRef obj) {
   char *bytes = memcpy(ljb_xalloc(n + 1), LLVMGetBufferStart(obj), n);
   char sym[32];
   ljc_gemm_routine_name(r, sym);
-  uint64_t size = s->flags & LJC_PERF ? ljc_object_symbol_size(obj, sym) : 0;
+  ljc_perf_symbols perf = s->flags & LJC_PERF ? ljc_perf_read(obj, sym) : (ljc_perf_symbols){0};
   if (llvm_error(LLVMOrcLLJITAddObjectFile(s->jit, s->jd, obj), "cannot load a GEMM routine")) {
     free(bytes);
+    free(perf.sym);
     return false;
   }
   s->routine_obj[r] = bytes;
   s->routine_size[r] = n;
   if (s->flags & LJC_PERF) {
     LLVMOrcExecutorAddress addr = 0;
-    if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a GEMM routine")) return false;
-    ljc_perf_map_add(addr, size, sym);
+    if (llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a GEMM routine")) {
+      free(perf.sym);
+      return false;
+    }
+    ljc_perf_map_add(addr, &perf);
   }
   return true;
 }
@@ -472,12 +476,12 @@ static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemory
   ljc_program *c = ljb_xcalloc(1, sizeof *c);
   c->session = s;
   c->rt = LLVMOrcJITDylibCreateResourceTracker(s->jd);
-  uint64_t *sizes = ljb_xcalloc((size_t)n + 1, sizeof *sizes); /* LJ_PERF: each kernel's code size */
+  ljc_perf_symbols *perf = ljb_xcalloc((size_t)n + 1, sizeof *perf); /* LJ_PERF: each kernel's functions */
   bool ok = true;
   for (int k = 0; k < n; k++) {
     char sym[64];
     snprintf(sym, sizeof sym, "%s_k%d", name, k);
-    if (ok && s->flags & LJC_PERF) sizes[k] = ljc_object_symbol_size(objs[k], sym);
+    if (ok && s->flags & LJC_PERF) perf[k] = ljc_perf_read(objs[k], sym);
     if (!ok) {
       LLVMDisposeMemoryBuffer(objs[k]);
       continue;
@@ -491,9 +495,10 @@ static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemory
     LLVMOrcExecutorAddress addr = 0;
     ok = !llvm_error(LLVMOrcLLJITLookup(s->jit, &addr, sym), "cannot find a compiled kernel");
     fns[k] = (ljg_kernel_fn)(uintptr_t)addr;
-    if (ok && s->flags & LJC_PERF) ljc_perf_map_add(addr, sizes[k], sym);
+    if (ok && s->flags & LJC_PERF) ljc_perf_map_add(addr, &perf[k]);
   }
-  free(sizes);
+  for (int k = 0; k < n; k++) free(perf[k].sym);
+  free(perf);
   if (!ok) {
     LLVMErrorRef err = LLVMOrcResourceTrackerRemove(c->rt);
     if (err) LLVMConsumeError(err);
