@@ -176,6 +176,25 @@ START_TEST(test_special_scalars) {
 }
 END_TEST
 
+/* GEMM routines outlive the runtime that built them: a runtime started after it takes them
+ * from the process instead of compiling them again. */
+START_TEST(test_gemm_routines_outlive_runtime) {
+  int64_t built = 0;
+  for (int run = 0; run < 2; run++) {
+    ck_assert_int_eq(lj_init(NULL), LJ_OK);
+    int64_t r0 = lj_counter_value("CompiledGemmRoutines");
+    lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(9, 40), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2);
+    tu_check1(lj_matmul(a, b), 1e-4);
+    built += lj_counter_value("CompiledGemmRoutines") - r0;
+    ck_assert_int_ge(lj_counter_value("CompiledGemmRoutines"), 1); /* the matmul calls one */
+    ck_assert_int_le(built, 1);
+    lj_tensor_release(a);
+    lj_tensor_release(b);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 START_TEST(test_devices_share_code) {
   lj_config c = lj_config_default();
   c.num_devices = 2;
@@ -216,6 +235,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_walk_tells_wiring_apart);
   tcase_add_test(tc, test_replay_checks_every_node);
   tcase_add_test(tc, test_special_scalars);
+  tcase_add_test(tc, test_gemm_routines_outlive_runtime);
   tcase_add_test(tc, test_devices_share_code);
   suite_add_tcase(s, tc);
   return s;

@@ -183,6 +183,11 @@ void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name)
 /* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);
 
+/* routine_store.c: GEMM routine r's object file for target (ljc_session_target) as built
+ * earlier in this process: a malloc'd copy and its size, or NULL; and keeping one (a copy). */
+char *ljc_routine_store_get(const char *target, int r, size_t *size);
+void ljc_routine_store_put(const char *target, int r, const char *bytes, size_t size);
+
 /* perfmap.c: the functions of an object file in the section of its symbol sym (sym itself and
  * the internal helpers next to it), at offsets from sym; empty if sym is absent. */
 typedef struct ljc_perf_symbols {

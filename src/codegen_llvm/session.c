@@ -6,9 +6,10 @@
  * (LLVM contexts and target machines are not shared between threads); the objects are then
  * added to the JIT under one resource tracker, so freeing the program frees its code. Object
  * files from the persistent cache are added the same way (ljc_load). The GEMM routines that
- * matmul kernels call (gemm.c) are built once per session, with the first program that calls
- * each (as more items of its compile) or from the object files of a loaded program, and stay
- * in the JIT for the session's life; their object files are kept to go into every program's
+ * matmul kernels call (gemm.c) are built once per process and target, with the first program
+ * that calls each (as more items of its compile), or come from the object files of a loaded
+ * program or from an earlier session of the process (routine_store.c), and stay in the JIT
+ * for the session's life; their object files are kept to go into every program's
  * ljc_objects, so a cache entry brings the routines its kernels call. Programs are shared by
  * graph key and refcounted: symbols are named by the key, so two devices' copies would clash.
  * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
@@ -340,11 +341,23 @@ void ljc_object_name(const ljg_program *p, int i, char name[40]) {
     snprintf(name, 40, "k%d", i);
 }
 
-/* The GEMM routines p's kernels call that the session does not have, into r[]; how many. */
-static int missing_routines(const ljc_session *s, const ljg_program *p, int *r) {
+/* The GEMM routines p's kernels call that the session does not have, into r[], after adding
+ * to the JIT those built earlier in this process (ljc_routine_store_get); how many, or -1
+ * with the error set. Called with the session lock held. */
+static int missing_routines(ljc_session *s, const ljg_program *p, int *r) {
   int all[LJC_GEMM_NROUTINES], n = routine_list(p, all), m = 0;
-  for (int i = 0; i < n; i++)
-    if (!s->routine_obj[all[i]]) r[m++] = all[i];
+  for (int i = 0; i < n; i++) {
+    if (s->routine_obj[all[i]]) continue;
+    size_t size;
+    char *bytes = ljc_routine_store_get(s->target, all[i], &size);
+    if (!bytes) {
+      r[m++] = all[i];
+      continue;
+    }
+    bool ok = add_routine(s, all[i], LLVMCreateMemoryBufferWithMemoryRangeCopy(bytes, size, "lazyjit routine"));
+    free(bytes);
+    if (!ok) return -1;
+  }
   return m;
 }
 
@@ -374,6 +387,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
                           LLVMMemoryBufferRef *objs, kernel_texts *texts, int *routines) {
   compile_job j = {.s = s, .p = p, .g = g, .name = name, .objs = objs, .texts = texts};
   j.nroutines = missing_routines(s, p, j.routine);
+  if (j.nroutines < 0) return false;
   int items = j.nroutines + p->nkernels;
   if (items == 0) return true;
   pthread_mutex_init(&j.lock, NULL);
@@ -390,11 +404,15 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
   pthread_mutex_destroy(&j.lock);
   bool ok = !j.failed;
   if (!ok) ljb_error(j.status, "%s", j.msg);
-  for (int i = 0; i < j.nroutines; i++)
-    if (ok)
-      ok = add_routine(s, j.routine[i], j.routine_obj[i]);
-    else if (j.routine_obj[i])
-      LLVMDisposeMemoryBuffer(j.routine_obj[i]);
+  for (int i = 0; i < j.nroutines; i++) {
+    int r = j.routine[i];
+    if (!ok) {
+      if (j.routine_obj[i]) LLVMDisposeMemoryBuffer(j.routine_obj[i]);
+      continue;
+    }
+    ok = add_routine(s, r, j.routine_obj[i]);
+    if (ok) ljc_routine_store_put(s->target, r, s->routine_obj[r], s->routine_size[r]);
+  }
   if (ok && routines) *routines = j.nroutines;
   return ok;
 }
