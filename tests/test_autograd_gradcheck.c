@@ -361,6 +361,9 @@ START_TEST(test_nondifferentiable_points) {
               NULL);
   expect_grad("max_pool2d", g_max_pool, LJ_SHAPE(1, 1, 2, 2), (float[]){1, 1, 0, 1}, NULL, (float[]){1, 0, 0, 0},
               NULL);
+  /* two windows: each gives its first maximum in row-major order, (0,3) and not (1,2) */
+  expect_grad("max_pool2d", g_max_pool, LJ_SHAPE(1, 1, 2, 4), (float[]){1, 1, 0, 2, 0, 1, 2, 0}, NULL,
+              (float[]){1, 0, 0, 1, 0, 0, 0, 0}, NULL);
 }
 END_TEST
 

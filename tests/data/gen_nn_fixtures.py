@@ -55,6 +55,10 @@ for name, x, k, s, p in [
          atol=1e-6)
 ties = torch.tensor([[[[1.0, 1.0, 0.0], [1.0, -5.0, 2.0], [2.0, 2.0, 2.0]]]])
 case("max_pool_ties", "max_pool2d", lambda x: F.max_pool2d(x, 2, 1), [ties], scalars=(2, 2, 1, 1, 0, 0))
+tiles = torch.tensor([[[[1.0, 1.0, 0.0, 2.0, 3.0], [0.0, 1.0, 2.0, 0.0, 9.0],
+                        [float("nan"), 4.0, -1.0, -1.0, 9.0], [5.0, float("nan"), -1.0, -2.0, 9.0]]]])
+case("max_pool_tiles_ties_nan", "max_pool2d", lambda x: F.max_pool2d(x, 2, 2), [tiles], scalars=(2, 2, 2, 2, 0, 0))
+case("avg_pool_tiles_nan", "avg_pool2d", lambda x: F.avg_pool2d(x, 2, 2), [tiles], scalars=(2, 2, 2, 2, 0, 0))
 
 # softmax family: scalar dim
 sx = randn(3, 5) * 4
