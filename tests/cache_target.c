@@ -2,7 +2,8 @@
  * cache directory comes from LJ_CACHE_DIR): three training steps of a small classifier with
  * Adam, then a read of the logits. Prints every value it computed as the hex of its bits, so
  * runs can be compared bit for bit, and the compile and persistent cache counters (the GEMM
- * routines its matmuls call come with the cache entries: a second process compiles none). */
+ * routines its matmuls call come with the cache entries, and have entries of their own: a
+ * second process compiles none). */
 #include <lazyjit.h>
 
 #include <stdint.h>

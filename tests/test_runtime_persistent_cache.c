@@ -1,5 +1,6 @@
 /* test_runtime_persistent_cache.c — the persistent cache (LJ_CACHE_DIR): a second process
- * compiles nothing and computes the same bits, processes share a directory, every kind of
+ * compiles nothing and computes the same bits, one whose graphs are new loads the GEMM
+ * routines another built, processes share a directory, every kind of
  * unusable entry is ignored, counted and replaced, read-only mode, eviction by last use, the
  * default directory and the switch that turns it off; tools/lj-cache lists, sums up and
  * clears a directory. */
@@ -49,10 +50,10 @@ static float compute(int variant) {
   return v;
 }
 
-/* The entries (*.ljc) in dir: how many, and the path of the last one listed. */
-static int entries(char *path, size_t cap) {
+/* The entries with extension ext in dir: how many, and the path of the last one listed. */
+static int entries_of(const char *ext, char *path, size_t cap) {
   char cmd[256], *out = NULL;
-  snprintf(cmd, sizeof cmd, "ls %s | grep -c '\\.ljc$'; ls %s | grep '\\.ljc$' | tail -1", dir, dir);
+  snprintf(cmd, sizeof cmd, "ls %s | grep -c '\\%s$'; ls %s | grep '\\%s$' | tail -1", dir, ext, dir, ext);
   tu_command(cmd, &out);
   int n = atoi(out);
   const char *nl = strchr(out, '\n');
@@ -62,6 +63,10 @@ static int entries(char *path, size_t cap) {
   free(out);
   return n;
 }
+
+/* Graphs' entries (*.ljc), GEMM routines' (*.ljo). */
+static int entries(char *path, size_t cap) { return entries_of(".ljc", path, cap); }
+static int routine_entries(char *path, size_t cap) { return entries_of(".ljo", path, cap); }
 
 /* ---- processes ------------------------------------------------------------------------------- */
 
@@ -434,6 +439,43 @@ START_TEST(test_unwritable_directory_is_no_cache) {
 }
 END_TEST
 
+/* A process whose graphs are not in the cache compiles them, but loads the GEMM routines
+ * another process built; a damaged routine entry is compiled again and replaced. */
+START_TEST(test_new_graphs_load_routines) {
+  make_dir();
+  char *first = run_target(NULL);
+  long long routines = field(first, "CompiledGemmRoutines");
+  ck_assert_int_ge(routines, 1);
+  ck_assert_int_eq(routine_entries(NULL, 0), routines);
+  char cmd[256], *out = NULL;
+  snprintf(cmd, sizeof cmd, "rm %s/*.ljc", dir);
+  ck_assert_int_eq(tu_command(cmd, &out), 0);
+  free(out);
+  char *second = run_target(NULL);
+  ck_assert_int_eq(field(second, "UncachedCompile"), field(first, "UncachedCompile"));
+  ck_assert_int_eq(field(second, "CompiledGemmRoutines"), 0);
+  char routine[128];
+  routine_entries(routine, sizeof routine);
+  flip_payload(routine, NULL);
+  snprintf(cmd, sizeof cmd, "rm %s/*.ljc", dir);
+  ck_assert_int_eq(tu_command(cmd, &out), 0);
+  free(out);
+  char *third = run_target(NULL);
+  ck_assert_int_eq(field(third, "CompiledGemmRoutines"), 1);
+  char *fourth = run_target(NULL); /* the entry was replaced, and the graphs are back */
+  ck_assert_int_eq(field(fourth, "CompiledGemmRoutines"), 0);
+  ck_assert_int_eq(field(fourth, "UncachedCompile"), 0);
+  char *v[4] = {values(first), values(second), values(third), values(fourth)};
+  for (int i = 1; i < 4; i++) ck_assert_str_eq(v[0], v[i]);
+  for (int i = 0; i < 4; i++) free(v[i]);
+  free(first);
+  free(second);
+  free(third);
+  free(fourth);
+  remove_dir(dir);
+}
+END_TEST
+
 /* ---- tools/lj-cache ------------------------------------------------------------------------------ */
 
 static char *lj_cache(const char *args) {
@@ -453,9 +495,11 @@ START_TEST(test_lj_cache_tool) {
   make_dir();
   free(run_target(NULL));
   char entry[128];
-  int n = entries(entry, sizeof entry);
+  int n = entries(entry, sizeof entry), r = routine_entries(NULL, 0);
+  ck_assert_int_ge(r, 1);
   char *out = lj_cache("list");
   ck_assert_int_eq(count_of(out, " ok\n"), n);
+  ck_assert_int_eq(count_of(out, " ok (GEMM routine lj_gemm_f32_"), r);
   free(out);
   flip_payload(entry, NULL);
   out = lj_cache("list");
@@ -464,15 +508,16 @@ START_TEST(test_lj_cache_tool) {
   free(out);
   out = lj_cache("stats");
   char want[64];
-  snprintf(want, sizeof want, "entries          %d ", n);
+  snprintf(want, sizeof want, "entries          %d ", n + r);
   ck_assert_msg(strstr(out, want), "%s", out);
-  snprintf(want, sizeof want, "usable here      %d ", n - 1);
+  snprintf(want, sizeof want, "usable here      %d ", n + r - 1);
   ck_assert_msg(strstr(out, want), "%s", out);
   free(out);
   out = lj_cache("clear");
   ck_assert_msg(strstr(out, "removed"), "%s", out);
   free(out);
   ck_assert_int_eq(entries(NULL, 0), 0);
+  ck_assert_int_eq(routine_entries(NULL, 0), 0);
   char cmd[256];
   snprintf(cmd, sizeof cmd, "%s --dir %s frobnicate 2>&1", LJ_CACHE_TOOL, dir);
   ck_assert_int_eq(tu_command(cmd, &out), 2);
@@ -487,6 +532,7 @@ int main(void) {
   TCase *tc = tu_tcase("processes");
   tcase_add_test(tc, test_second_process_compiles_nothing);
   tcase_add_test(tc, test_two_processes_fill_one_directory);
+  tcase_add_test(tc, test_new_graphs_load_routines);
   suite_add_tcase(s, tc);
   tc = tu_tcase("entries");
   tcase_add_loop_test(tc, test_unusable_entry_is_ignored_and_replaced, 0, (int)(sizeof damages / sizeof *damages));

@@ -16,8 +16,9 @@
 static const char usage[] =
     "usage: lj-cache [--dir DIR] COMMAND\n"
     "Looks after lazyjit's persistent cache of compiled graphs.\n"
-    "  list    one line per entry: graph key, size, last use, graph nodes, kernels, and\n"
-    "          \"ok\" or why this process could not use it (damaged, another CPU or build)\n"
+    "  list    one line per entry: key, size, last use, graph nodes, kernels, and \"ok\" or\n"
+    "          why this process could not use it (damaged, another CPU or build); a GEMM\n"
+    "          routine's entry names the routine\n"
     "  stats   the directory, its entries, their size against LJ_CACHE_MAX_MB, how many this\n"
     "          process could use, oldest and newest use\n"
     "  clear   deletes every entry (and temporary files writers left)\n"
@@ -73,8 +74,12 @@ static int list(ljr_runtime *rt, const char *dir) {
     ljr_disk_entry e;
     if (!ljr_disk_inspect(rt, path, &e)) continue; /* deleted meanwhile */
     when(e.last_use, t, sizeof t);
-    printf("%.32s %10" PRId64 "  %s %6d %7d  %s\n", v[i], e.bytes, t, e.nodes, e.kernels,
-           e.problem[0] ? e.problem : "ok");
+    if (e.routine[0])
+      printf("%.32s %10" PRId64 "  %s %6s %7s  %s (GEMM routine %s)\n", v[i], e.bytes, t, "-", "-",
+             e.problem[0] ? e.problem : "ok", e.routine);
+    else
+      printf("%.32s %10" PRId64 "  %s %6d %7d  %s\n", v[i], e.bytes, t, e.nodes, e.kernels,
+             e.problem[0] ? e.problem : "ok");
   }
   free_names(v, n);
   return 0;

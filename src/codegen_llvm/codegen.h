@@ -27,6 +27,17 @@ const char *ljc_session_llvm(const ljc_session *s);
 const char *ljc_session_cpu(const ljc_session *s);
 const char *ljc_session_features(const ljc_session *s);
 
+/* Where a session looks for the object file of a GEMM routine that this process has not built
+ * yet, and leaves each one it builds: the persistent cache. get: routine `name`'s object file
+ * for the session's target (malloc'd, its size in *size), or NULL; put: keep a copy of one.
+ * Called with the session lock held, so they must not call into the session. */
+typedef struct ljc_routine_cache {
+  void *ctx;
+  char *(*get)(void *ctx, const char *name, size_t *size);
+  void (*put)(void *ctx, const char *name, const char *obj, size_t size);
+} ljc_routine_cache;
+void ljc_session_set_routine_cache(ljc_session *s, ljc_routine_cache c);
+
 /* The machine code of one program (refcounted: see ljc_compile). */
 typedef struct ljc_program ljc_program;
 

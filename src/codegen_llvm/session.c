@@ -8,8 +8,8 @@
  * files from the persistent cache are added the same way (ljc_load). The GEMM routines that
  * matmul kernels call (gemm.c) are built once per process and target, with the first program
  * that calls each (as more items of its compile), or come from the object files of a loaded
- * program or from an earlier session of the process (routine_store.c), and stay in the JIT
- * for the session's life; their object files are kept to go into every program's
+ * program, from an earlier session of the process (routine_store.c) or from the persistent
+ * cache (the session's routine cache), and stay in the JIT for the session's life; their object files are kept to go into every program's
  * ljc_objects, so a cache entry brings the routines its kernels call. Programs are shared by
  * graph key and refcounted: symbols are named by the key, so two devices' copies would clash.
  * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
@@ -47,6 +47,7 @@ struct ljc_session {
   /* GEMM routine r's object file once it is in the JIT (under lock), for ljc_objects */
   char *routine_obj[LJC_GEMM_NROUTINES];
   size_t routine_size[LJC_GEMM_NROUTINES];
+  ljc_routine_cache routine_cache; /* the persistent cache's routines */
   pthread_mutex_t lock;
   struct ljc_program *live; /* under lock */
 };
@@ -159,6 +160,12 @@ void ljc_session_free(ljc_session *s) {
 }
 
 const char *ljc_session_target(const ljc_session *s) { return s->target; }
+
+void ljc_session_set_routine_cache(ljc_session *s, ljc_routine_cache c) {
+  pthread_mutex_lock(&s->lock);
+  s->routine_cache = c;
+  pthread_mutex_unlock(&s->lock);
+}
 const char *ljc_session_llvm(const ljc_session *s) { return s->llvm; }
 const char *ljc_session_cpu(const ljc_session *s) { return s->cpu; }
 const char *ljc_session_features(const ljc_session *s) { return s->features; }
@@ -341,15 +348,27 @@ void ljc_object_name(const ljg_program *p, int i, char name[40]) {
     snprintf(name, 40, "k%d", i);
 }
 
+/* GEMM routine r's object file as built earlier: by this process (ljc_routine_store_get), else
+ * by any (the session's routine cache, then kept in the process too); malloc'd, or NULL. */
+static char *earlier_routine(ljc_session *s, int r, size_t *size) {
+  char *bytes = ljc_routine_store_get(s->target, r, size);
+  if (bytes || !s->routine_cache.get) return bytes;
+  char name[32];
+  ljc_gemm_routine_name(r, name);
+  bytes = s->routine_cache.get(s->routine_cache.ctx, name, size);
+  if (bytes) ljc_routine_store_put(s->target, r, bytes, *size);
+  return bytes;
+}
+
 /* The GEMM routines p's kernels call that the session does not have, into r[], after adding
- * to the JIT those built earlier in this process (ljc_routine_store_get); how many, or -1
- * with the error set. Called with the session lock held. */
+ * to the JIT those built earlier (earlier_routine); how many, or -1 with the error set.
+ * Called with the session lock held. */
 static int missing_routines(ljc_session *s, const ljg_program *p, int *r) {
   int all[LJC_GEMM_NROUTINES], n = routine_list(p, all), m = 0;
   for (int i = 0; i < n; i++) {
     if (s->routine_obj[all[i]]) continue;
     size_t size;
-    char *bytes = ljc_routine_store_get(s->target, all[i], &size);
+    char *bytes = earlier_routine(s, all[i], &size);
     if (!bytes) {
       r[m++] = all[i];
       continue;
@@ -359,6 +378,16 @@ static int missing_routines(ljc_session *s, const ljg_program *p, int *r) {
     if (!ok) return -1;
   }
   return m;
+}
+
+/* Keeps GEMM routine r, just built and added, for later sessions of this process and, through
+ * the session's routine cache, of others. */
+static void keep_routine(ljc_session *s, int r) {
+  ljc_routine_store_put(s->target, r, s->routine_obj[r], s->routine_size[r]);
+  if (!s->routine_cache.put) return;
+  char name[32];
+  ljc_gemm_routine_name(r, name);
+  s->routine_cache.put(s->routine_cache.ctx, name, s->routine_obj[r], s->routine_size[r]);
 }
 
 /* Loads the GEMM routines p's kernels call that the session does not have from objs (p's
@@ -411,7 +440,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
       continue;
     }
     ok = add_routine(s, r, j.routine_obj[i]);
-    if (ok) ljc_routine_store_put(s->target, r, s->routine_obj[r], s->routine_size[r]);
+    if (ok) keep_routine(s, r);
   }
   if (ok && routines) *routines = j.nroutines;
   return ok;

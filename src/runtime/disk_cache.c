@@ -32,20 +32,40 @@ static bool key_of_name(const char *name, ljb_hash *key) {
   return true;
 }
 
+/* The extensions of a graph's entry and of a GEMM routine's. */
+static const char graph_ext[] = ".ljc", routine_ext[] = ".ljo";
+
 bool ljr_disk_is_entry(const char *name) {
   ljb_hash k;
-  return key_of_name(name, &k) && strcmp(name + 32, ".ljc") == 0;
+  return key_of_name(name, &k) && (strcmp(name + 32, graph_ext) == 0 || strcmp(name + 32, routine_ext) == 0);
 }
 
 bool ljr_disk_is_temp(const char *name) {
   ljb_hash k;
-  return key_of_name(name, &k) && strncmp(name + 32, ".ljc.tmp.", 9) == 0;
+  return key_of_name(name, &k) && (strncmp(name + 32, graph_ext, 4) == 0 || strncmp(name + 32, routine_ext, 4) == 0) &&
+         strncmp(name + 36, ".tmp.", 5) == 0;
 }
 
-static void entry_path(const ljr_runtime *rt, ljb_hash key, char *path, size_t cap) {
+static bool is_routine_entry(const char *name) {
+  size_t n = strlen(name);
+  return n >= 4 && strcmp(name + n - 4, routine_ext) == 0;
+}
+
+static void entry_path(const ljr_runtime *rt, ljb_hash key, const char *ext, char *path, size_t cap) {
   char hex[33];
   ljb_hash_hex(key, hex);
-  snprintf(path, cap, "%s/%s.ljc", rt->cfg.pub.cache_dir, hex);
+  snprintf(path, cap, "%s/%s%s", rt->cfg.pub.cache_dir, hex, ext);
+}
+
+/* The key of GEMM routine `name`'s entry: the routine and all the code depends on. */
+static ljb_hash routine_key(const ljr_runtime *rt, const char *name) {
+  ljb_hasher h;
+  ljb_hasher_init(&h, LJR_DISK_FORMAT);
+  ljb_hash_str(&h, "GEMM routine");
+  ljb_hash_str(&h, name);
+  ljb_hash_str(&h, LIBRARY);
+  ljb_hash_str(&h, ljc_session_target(rt->cg));
+  return ljb_hasher_final(&h);
 }
 
 /* The whole file (malloc'd, size in *n, its status in *st), or NULL with errno set. */
@@ -244,7 +264,36 @@ static bool read_payload(ljb_reader *r, parts *p, ljr_disk_entry *e) {
   return false;
 }
 
+/* A GEMM routine's entry's payload: its name (into e->routine) and its object file (pointing
+ * into the entry); false with the problem in e->problem. */
+static bool read_routine_payload(ljb_reader *r, ljr_disk_entry *e, const char **obj, size_t *size) {
+  uint64_t n = 0;
+  if (get_string(r, e->routine, sizeof e->routine)) ljb_read(r, &n, sizeof n);
+  if (r->bad || n != (uint64_t)(r->end - r->p)) {
+    snprintf(e->problem, sizeof e->problem, "its object file is truncated");
+    return false;
+  }
+  *obj = (const char *)r->p;
+  *size = (size_t)n;
+  return true;
+}
+
 /* ---- load ------------------------------------------------------------------------------------ */
+
+/* The entry at path, looked up under key: the file (malloc'd) with its header in *e, the
+ * problem in e->problem if this process cannot use it, and *payload at its payload; NULL when
+ * the file cannot be read (errno says why). */
+static unsigned char *read_entry(const ljr_runtime *rt, ljb_hash key, const char *path, ljr_disk_entry *e,
+                                 ljb_reader *payload) {
+  size_t n = 0;
+  struct stat st;
+  unsigned char *buf = read_file(path, &n, &st);
+  if (!buf) return NULL;
+  memset(e, 0, sizeof *e);
+  read_header(buf, n, e, payload);
+  check_host(rt, key, e);
+  return buf;
+}
 
 /* LJ_DEBUG: why an entry was not used, or written. */
 static void debug_note(const ljr_runtime *rt, const char *path, const char *what, const char *why) {
@@ -283,19 +332,15 @@ ljr_exec *ljr_disk_load(ljr_runtime *rt, ljb_hash key, const ljg_graph *g) {
   if (!rt->cfg.pub.cache_dir || ljr_dump_keeps_texts()) return NULL;
   uint64_t t0 = ljb_now_ns();
   char path[1100];
-  entry_path(rt, key, path, sizeof path);
-  size_t n = 0;
-  struct stat st;
-  unsigned char *buf = read_file(path, &n, &st);
+  entry_path(rt, key, graph_ext, path, sizeof path);
+  ljr_disk_entry e;
+  ljb_reader payload = {0};
+  unsigned char *buf = read_entry(rt, key, path, &e, &payload);
   if (!buf) {
     if (errno != ENOENT) debug_note(rt, path, "cannot read", strerror(errno));
     ljr_count(LJR_C_PersistentCacheMiss, 1);
     return NULL;
   }
-  ljr_disk_entry e = {0};
-  ljb_reader payload = {0};
-  read_header(buf, n, &e, &payload);
-  check_host(rt, key, &e);
   parts p = {0};
   ljr_exec *x = NULL;
   bool other_graph = false;
@@ -389,14 +434,38 @@ static bool write_all(int fd, const void *p, size_t n) {
   return true;
 }
 
-void ljr_disk_store(ljr_runtime *rt, const ljr_exec *e, const ljc_objects *objs) {
+/* Writes an entry (header and payload) under key with extension ext, unless the cache is off or
+ * read-only; then evicts beyond LJ_CACHE_MAX_MB. A directory that cannot be written is no
+ * cache: failures are reported with LJ_DEBUG only. */
+static void write_entry(ljr_runtime *rt, ljb_hash key, const char *ext, const ljb_str *payload) {
   const char *dir = rt->cfg.pub.cache_dir;
-  if (!dir || rt->cfg.pub.cache_readonly || !objs) return;
+  if (!dir || rt->cfg.pub.cache_readonly) return;
   if (!ljr_make_dirs(dir)) {
     debug_note(rt, dir, "cannot create", strerror(errno));
     return;
   }
-  ljb_str payload = {0}, header = {0};
+  ljb_str header = {0};
+  write_header(&header, rt, key, payload);
+  static atomic_uint serial;
+  char path[1100], tmp[1200];
+  entry_path(rt, key, ext, path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  bool ok = fd >= 0 && write_all(fd, header.s, header.n) && write_all(fd, payload->s, payload->n);
+  int saved = errno;
+  if (fd >= 0) ok &= close(fd) == 0;
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) {
+    debug_note(rt, path, "cannot write", strerror(saved ? saved : errno));
+    unlink(tmp);
+  }
+  free(ljb_str_take(&header));
+  if (ok) evict(rt, path + strlen(dir) + 1);
+}
+
+void ljr_disk_store(ljr_runtime *rt, const ljr_exec *e, const ljc_objects *objs) {
+  if (!rt->cfg.pub.cache_dir || rt->cfg.pub.cache_readonly || !objs) return;
+  ljb_str payload = {0};
   ljg_graph_write(&payload, e->graph);
   ljg_graph_write(&payload, e->opt);
   ljg_program_write(&payload, e->prog);
@@ -407,25 +476,60 @@ void ljr_disk_store(ljr_runtime *rt, const ljr_exec *e, const ljc_objects *objs)
     ljb_str_put(&payload, &size, sizeof size);
     ljb_str_put(&payload, objs->data[k], objs->size[k]);
   }
-  write_header(&header, rt, e->key, &payload);
-  static atomic_uint serial;
-  char hex[33], path[1100], tmp[1200];
-  ljb_hash_hex(e->key, hex);
-  snprintf(path, sizeof path, "%s/%s.ljc", dir, hex);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&serial, 1));
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  bool ok = fd >= 0 && write_all(fd, header.s, header.n) && write_all(fd, payload.s, payload.n);
-  int saved = errno;
-  if (fd >= 0) ok &= close(fd) == 0;
-  ok = ok && rename(tmp, path) == 0;
-  if (!ok) {
-    debug_note(rt, path, "cannot write", strerror(saved ? saved : errno));
-    unlink(tmp);
-  }
+  write_entry(rt, e->key, graph_ext, &payload);
   free(ljb_str_take(&payload));
-  free(ljb_str_take(&header));
-  if (ok) evict(rt, path + strlen(dir) + 1);
 }
+
+/* ---- GEMM routines ------------------------------------------------------------------------------ */
+
+/* Routine `name`'s object file for this process's target (malloc'd, its size in *size), or
+ * NULL: the cache is off, holds none, or holds one this process cannot use (LJ_DEBUG says
+ * why; the routine is compiled and its entry replaced). Marks the entry used. */
+static char *routine_load(void *ctx, const char *name, size_t *size) {
+  ljr_runtime *rt = ctx;
+  if (!rt->cfg.pub.cache_dir) return NULL;
+  ljb_hash key = routine_key(rt, name);
+  char path[1100];
+  entry_path(rt, key, routine_ext, path, sizeof path);
+  ljr_disk_entry e;
+  ljb_reader payload = {0};
+  unsigned char *buf = read_entry(rt, key, path, &e, &payload);
+  if (!buf) {
+    if (errno != ENOENT) debug_note(rt, path, "cannot read", strerror(errno));
+    return NULL;
+  }
+  const char *obj;
+  size_t n;
+  char *out = NULL;
+  if (!e.problem[0] && read_routine_payload(&payload, &e, &obj, &n)) {
+    if (strcmp(e.routine, name) != 0)
+      snprintf(e.problem, sizeof e.problem, "holds GEMM routine %s", e.routine);
+    else
+      out = memcpy(ljb_xalloc(n + 1), obj, n), *size = n;
+  }
+  free(buf);
+  if (!out) {
+    debug_note(rt, path, "ignored", e.problem);
+    return NULL;
+  }
+  if (!rt->cfg.pub.cache_readonly) utimensat(AT_FDCWD, path, NULL, 0);
+  debug_note(rt, path, "loaded", name);
+  return out;
+}
+
+/* Writes routine `name`'s object file into its entry. */
+static void routine_store(void *ctx, const char *name, const char *obj, size_t size) {
+  ljr_runtime *rt = ctx;
+  ljb_str payload = {0};
+  put_string(&payload, name);
+  uint64_t n = size;
+  ljb_str_put(&payload, &n, sizeof n);
+  ljb_str_put(&payload, obj, size);
+  write_entry(rt, routine_key(rt, name), routine_ext, &payload);
+  free(ljb_str_take(&payload));
+}
+
+ljc_routine_cache ljr_disk_routines(ljr_runtime *rt) { return (ljc_routine_cache){rt, routine_load, routine_store}; }
 
 /* ---- inspection (tools/lj-cache) -------------------------------------------------------------- */
 
@@ -440,9 +544,16 @@ bool ljr_disk_inspect(ljr_runtime *rt, const char *path, ljr_disk_entry *out) {
   out->last_use = st.st_mtim.tv_sec;
   ljb_reader payload = {0};
   read_header(buf, n, out, &payload);
-  parts p;
-  if (!out->problem[0] && read_payload(&payload, &p, out)) parts_free(&p);
   const char *base = strrchr(path, '/');
+  parts p;
+  const char *obj;
+  size_t size;
+  if (out->problem[0])
+    ;
+  else if (is_routine_entry(path))
+    read_routine_payload(&payload, out, &obj, &size);
+  else if (read_payload(&payload, &p, out))
+    parts_free(&p);
   ljb_hash named = {0};
   if (!key_of_name(base ? base + 1 : path, &named) && !out->problem[0])
     snprintf(out->problem, sizeof out->problem, "not named by its key");

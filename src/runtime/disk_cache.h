@@ -32,6 +32,11 @@
  *                     then the routines' (ljc_objects), so a process that loads the entry
  *                     need not compile the routines
  *
+ * A GEMM routine (codegen's ljc_routine_cache) has an entry of its own, <dir>/<key>.ljo, the
+ * key a hash of the routine's name, the library build and the target: the same header, and
+ * as payload its name (u32 length, bytes), then a u64 size and its ELF object file. A process
+ * that compiles new graphs loads the routines they call from these.
+ *
  * An entry that does not match this process (format, library build, LLVM, CPU, target) or
  * is truncated or damaged (size, checksum, payload) is ignored, counted in
  * PersistentCacheDeserializeFailure, and replaced by the compile that follows. */
@@ -39,8 +44,7 @@
 #define LJ_DISK_CACHE_H
 
 #include "runtime/runtime.h"
-
-struct ljc_objects;
+#include "codegen_llvm/codegen.h"
 
 enum { LJR_DISK_FORMAT = 4 };
 
@@ -55,6 +59,11 @@ ljr_exec *ljr_disk_load(ljr_runtime *rt, ljb_hash key, const ljg_graph *g);
  * reported with LJ_DEBUG only. */
 void ljr_disk_store(ljr_runtime *rt, const ljr_exec *e, const struct ljc_objects *objs);
 
+/* The GEMM routines' side of the cache, for the code generator (ljc_session_set_routine_cache):
+ * a process whose graphs are new loads the routines another process built instead of compiling
+ * them. Does nothing while the cache is off; writes nothing when it is read-only. */
+ljc_routine_cache ljr_disk_routines(ljr_runtime *rt);
+
 /* What tools/lj-cache shows of one entry. */
 typedef struct ljr_disk_entry {
   ljb_hash key;
@@ -62,15 +71,17 @@ typedef struct ljr_disk_entry {
   int64_t bytes;           /* file size */
   int64_t last_use;        /* modification time, seconds since the epoch */
   char library[64], llvm[32], cpu[64], features[1024], target[1280];
-  int nodes, kernels;      /* of the graph as collected, of the program (-1: unreadable) */
+  int nodes, kernels;      /* of the graph as collected, of the program (-1: unreadable or a
+                              routine's entry) */
+  char routine[32];        /* a GEMM routine's entry: the routine ("" for a graph's entry) */
   char problem[160];       /* "" when the entry is intact and this process could load it */
 } ljr_disk_entry;
 
 /* Reads the entry at path (a directory entry of the cache) into *out: header, payload check
  * and whether rt's process could use it. False when the file cannot be read at all. */
 bool ljr_disk_inspect(ljr_runtime *rt, const char *path, ljr_disk_entry *out);
-/* Whether a directory entry's name is a cache entry ("<32 hex>.ljc") or a temporary file a
- * writer left ("<32 hex>.ljc.tmp.*"). */
+/* Whether a directory entry's name is a cache entry ("<32 hex>.ljc", "<32 hex>.ljo") or a
+ * temporary file a writer left ("<32 hex>.ljc.tmp.*", "<32 hex>.ljo.tmp.*"). */
 bool ljr_disk_is_entry(const char *name);
 bool ljr_disk_is_temp(const char *name);
 

@@ -1,6 +1,7 @@
 /* runtime.c — the runtime object: started by lj_init or on first use, it owns the
  * configuration, the LLVM session and the devices. lj_shutdown frees everything. */
 #include "runtime/runtime.h"
+#include "runtime/disk_cache.h"
 #include "codegen_llvm/codegen.h"
 
 #include <stdlib.h>
@@ -31,6 +32,7 @@ static lj_status start(const lj_config *cfg) {
     free(rt);
     return lj_last_status();
   }
+  ljc_session_set_routine_cache(rt->cg, ljr_disk_routines(rt));
   rt->env_seed = env_seed(rt);
   rt->ndevices = rt->cfg.pub.num_devices;
   rt->devices = ljb_xcalloc((size_t)rt->ndevices, sizeof *rt->devices);
