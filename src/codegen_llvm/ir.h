@@ -180,8 +180,9 @@ void ljc_dbg_end(ljc_ir *ir);
 /* Lowers kernel k of p into ir's module as the function `<name>_k<k>`. */
 void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name);
 
-/* pipeline.c: optimizes the module for tm; false with LJ_ERR_COMPILE on failure. */
-bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level);
+/* pipeline.c: optimizes the module for tm (with loop vectorization at opt level 2 unless
+ * !vectorize); false with LJ_ERR_COMPILE on failure. */
+bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize);
 
 /* routine_store.c: GEMM routine r's object file for target (ljc_session_target) as built
  * earlier in this process: a malloc'd copy and its size, or NULL; and keeping one (a copy). */

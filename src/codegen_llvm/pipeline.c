@@ -6,19 +6,24 @@
  *   default<O2> + codegen Default: 204-226 ms total compile, 17.1-18.5 ms total run
  *   the short list below + codegen Less: 111-137 ms compile, 18.7-20.0 ms run
  * Kernels are already in loop-friendly form (rotated loops, noalias arguments), so the
- * vectorizer needs only SROA, InstCombine, CSE and LICM around it. Level 3 is LLVM's O3 for
- * when run time matters more than compile time; levels 0-1 skip vectorization. */
+ * vectorizer needs only SROA, InstCombine, CSE and LICM around it; a kernel too small for
+ * vector code to pay (the caller decides) goes through the same list without the vectorizer,
+ * which about halves its compile. Level 3 is LLVM's O3 for when run time matters more than
+ * compile time; levels 0-1 skip vectorization. */
 #include "codegen_llvm/ir.h"
 
 #include <llvm-c/Error.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
-static const char *pipeline_for(int opt_level) {
+static const char *pipeline_for(int opt_level, bool vectorize) {
   switch (opt_level) {
   case 0: return "default<O0>";
   case 1: return "function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,early-cse)";
   case 3: return "default<O3>";
   default:
+    if (!vectorize)
+      return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
+             "early-cse<memssa>,loop-mssa(licm),instcombine<no-verify-fixpoint>,simplifycfg)";
     return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
            "early-cse<memssa>,loop-mssa(licm),loop-vectorize,instcombine<no-verify-fixpoint>,"
            "simplifycfg)";
@@ -34,13 +39,14 @@ LLVMCodeGenOptLevel ljc_codegen_level(int opt_level) {
   }
 }
 
-bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level) {
+bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize) {
+  vectorize &= opt_level >= 2;
   LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
-  LLVMPassBuilderOptionsSetLoopVectorization(o, opt_level >= 2);
-  LLVMPassBuilderOptionsSetSLPVectorization(o, opt_level >= 2);
-  LLVMPassBuilderOptionsSetLoopInterleaving(o, opt_level >= 2);
+  LLVMPassBuilderOptionsSetLoopVectorization(o, vectorize);
+  LLVMPassBuilderOptionsSetSLPVectorization(o, vectorize);
+  LLVMPassBuilderOptionsSetLoopInterleaving(o, vectorize);
   LLVMPassBuilderOptionsSetLoopUnrolling(o, opt_level >= 2);
-  LLVMErrorRef err = LLVMRunPasses(mod, pipeline_for(opt_level), tm, o);
+  LLVMErrorRef err = LLVMRunPasses(mod, pipeline_for(opt_level, vectorize), tm, o);
   LLVMDisposePassBuilderOptions(o);
   if (!err) return true;
   char *msg = LLVMGetErrorMessage(err);
