@@ -174,6 +174,32 @@ START_TEST(test_save_tensors_file) {
 }
 END_TEST
 
+/* A kernel of a few points compiles without the loop vectorizer, one of many points with it:
+ * the saved LLVM IR of exp over 64 floats has no vector type, over 16384 it has. */
+START_TEST(test_small_kernels_scalar) {
+  static const int64_t sizes[] = {64, 16384};
+  for (int i = 0; i < 2; i++) {
+    char *dir = temp_dir(), path[256], file[300];
+    snprintf(path, sizeof path, "%s/graphs", dir);
+    snprintf(file, sizeof file, "%s.0", path);
+    lj_config cfg = lj_config_default();
+    cfg.save_tensors_file = path;
+    cfg.save_tensors_fmt = "llvm";
+    init_with(cfg);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(sizes[i]), TU_ANY, 1), *y = lj_exp(x);
+    tu_check1(y, 1e-6);
+    char *text = tu_read_file(file, NULL);
+    ck_assert_msg(text, "%s was not written", file);
+    ck_assert_msg((count(text, " x float>") > 0) == (i == 1), "%lld points: %d vector types", (long long)sizes[i],
+                  count(text, " x float>"));
+    free(text);
+    lj_tensor_release(x);
+    lj_shutdown();
+    remove_dir(dir);
+  }
+}
+END_TEST
+
 static int files_in(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
@@ -513,6 +539,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_ir_debug_call_sites);
   tcase_add_test(tc, test_metrics_file);
   tcase_add_test(tc, test_save_tensors_file);
+  tcase_add_test(tc, test_small_kernels_scalar);
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
   tcase_add_test(tc, test_hlo_debug);
