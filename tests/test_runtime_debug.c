@@ -124,6 +124,19 @@ START_TEST(test_metrics_file) {
 }
 END_TEST
 
+/* Starts lazyjit saving every executed graph in format fmt into a file of a new temporary
+ * directory (returned); the file device 0 writes into file. */
+static char *start_saving(const char *fmt, char file[300]) {
+  char *dir = temp_dir(), path[256];
+  snprintf(path, sizeof path, "%s/graphs", dir);
+  snprintf(file, 300, "%s.0", path);
+  lj_config cfg = lj_config_default();
+  cfg.save_tensors_file = path;
+  cfg.save_tensors_fmt = fmt;
+  init_with(cfg);
+  return dir;
+}
+
 /* Each format of the save file: a header per executed graph naming the graph hash and the
  * cause; text parses back to the synced graph (same key), dot is Graphviz, llvm and asm are
  * the kernels' code. */
@@ -131,13 +144,7 @@ START_TEST(test_save_tensors_file) {
   static const char *const fmts[] = {"text", "dot", "llvm", "asm"};
   static const char *const marks[] = {"IR {", "digraph", "define void @lj_", ".text"};
   for (int f = 0; f < 4; f++) {
-    char *dir = temp_dir(), path[256], file[300];
-    snprintf(path, sizeof path, "%s/graphs", dir);
-    snprintf(file, sizeof file, "%s.0", path);
-    lj_config cfg = lj_config_default();
-    cfg.save_tensors_file = path;
-    cfg.save_tensors_fmt = fmts[f];
-    init_with(cfg);
+    char file[300], *dir = start_saving(fmts[f], file);
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 7), TU_ANY, 1);
     char hash[33];
     for (int step = 0; step < 2; step++) {
@@ -179,13 +186,7 @@ END_TEST
 START_TEST(test_small_kernels_scalar) {
   static const int64_t sizes[] = {64, 16384};
   for (int i = 0; i < 2; i++) {
-    char *dir = temp_dir(), path[256], file[300];
-    snprintf(path, sizeof path, "%s/graphs", dir);
-    snprintf(file, sizeof file, "%s.0", path);
-    lj_config cfg = lj_config_default();
-    cfg.save_tensors_file = path;
-    cfg.save_tensors_fmt = "llvm";
-    init_with(cfg);
+    char file[300], *dir = start_saving("llvm", file);
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(sizes[i]), TU_ANY, 1), *y = lj_exp(x);
     tu_check1(y, 1e-6);
     char *text = tu_read_file(file, NULL);

@@ -280,24 +280,28 @@ static bool read_routine_payload(ljb_reader *r, ljr_disk_entry *e, const char **
 
 /* ---- load ------------------------------------------------------------------------------------ */
 
-/* The entry at path, looked up under key: the file (malloc'd) with its header in *e, the
- * problem in e->problem if this process cannot use it, and *payload at its payload; NULL when
- * the file cannot be read (errno says why). */
-static unsigned char *read_entry(const ljr_runtime *rt, ljb_hash key, const char *path, ljr_disk_entry *e,
-                                 ljb_reader *payload) {
+/* LJ_DEBUG: why an entry was not used, or written. */
+static void debug_note(const ljr_runtime *rt, const char *path, const char *what, const char *why) {
+  if (rt->cfg.pub.debug >= 1) fprintf(stderr, "lazyjit: persistent cache: %s %s: %s\n", what, path, why);
+}
+
+/* The entry for key with extension ext (its path into path): the file (malloc'd) with its
+ * header in *e, the problem in e->problem if this process cannot use it, and *payload at its
+ * payload; NULL when there is none or it cannot be read (LJ_DEBUG says why). */
+static unsigned char *read_entry(const ljr_runtime *rt, ljb_hash key, const char *ext, char path[1100],
+                                 ljr_disk_entry *e, ljb_reader *payload) {
+  entry_path(rt, key, ext, path, 1100);
   size_t n = 0;
   struct stat st;
   unsigned char *buf = read_file(path, &n, &st);
-  if (!buf) return NULL;
+  if (!buf) {
+    if (errno != ENOENT) debug_note(rt, path, "cannot read", strerror(errno));
+    return NULL;
+  }
   memset(e, 0, sizeof *e);
   read_header(buf, n, e, payload);
   check_host(rt, key, e);
   return buf;
-}
-
-/* LJ_DEBUG: why an entry was not used, or written. */
-static void debug_note(const ljr_runtime *rt, const char *path, const char *what, const char *why) {
-  if (rt->cfg.pub.debug >= 1) fprintf(stderr, "lazyjit: persistent cache: %s %s: %s\n", what, path, why);
 }
 
 /* Loads the code of an entry read into *p into a new executable; NULL with the problem in
@@ -332,12 +336,10 @@ ljr_exec *ljr_disk_load(ljr_runtime *rt, ljb_hash key, const ljg_graph *g) {
   if (!rt->cfg.pub.cache_dir || ljr_dump_keeps_texts()) return NULL;
   uint64_t t0 = ljb_now_ns();
   char path[1100];
-  entry_path(rt, key, graph_ext, path, sizeof path);
   ljr_disk_entry e;
   ljb_reader payload = {0};
-  unsigned char *buf = read_entry(rt, key, path, &e, &payload);
+  unsigned char *buf = read_entry(rt, key, graph_ext, path, &e, &payload);
   if (!buf) {
-    if (errno != ENOENT) debug_note(rt, path, "cannot read", strerror(errno));
     ljr_count(LJR_C_PersistentCacheMiss, 1);
     return NULL;
   }
@@ -490,14 +492,10 @@ static char *routine_load(void *ctx, const char *name, size_t *size) {
   if (!rt->cfg.pub.cache_dir) return NULL;
   ljb_hash key = routine_key(rt, name);
   char path[1100];
-  entry_path(rt, key, routine_ext, path, sizeof path);
   ljr_disk_entry e;
   ljb_reader payload = {0};
-  unsigned char *buf = read_entry(rt, key, path, &e, &payload);
-  if (!buf) {
-    if (errno != ENOENT) debug_note(rt, path, "cannot read", strerror(errno));
-    return NULL;
-  }
+  unsigned char *buf = read_entry(rt, key, routine_ext, path, &e, &payload);
+  if (!buf) return NULL;
   const char *obj;
   size_t n;
   char *out = NULL;
