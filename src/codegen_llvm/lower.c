@@ -32,13 +32,16 @@ typedef struct reduction {
   int op;
   lj_dtype in_dt;     /* dtype of the reduced values */
   LLVMTypeRef acc_t;  /* accumulator type */
+  LLVMTypeRef idx_t;  /* argmax/argmin: the index's type, i32 when the reduced dim fits (it
+                         then vectorizes lane for lane with f32 values) */
   bool isfloat, sgn;
 } reduction;
 
-static reduction reduction_of(ljc_ir *ir, int op, lj_dtype in_dt) {
-  reduction r = {op, in_dt, NULL, ljg_dtype_is_float(in_dt), in_dt != LJ_BOOL && ljg_dtype_is_signed(in_dt)};
+static reduction reduction_of(ljc_ir *ir, int op, lj_dtype in_dt, int64_t count) {
+  reduction r = {op, in_dt, NULL, NULL, ljg_dtype_is_float(in_dt), in_dt != LJ_BOOL && ljg_dtype_is_signed(in_dt)};
   bool wide = (op == LJG_OP_SUM || op == LJG_OP_MEAN || op == LJG_OP_PROD) && !r.isfloat;
   r.acc_t = wide ? ir->i64 : ljc_compute_type(ir, in_dt);
+  r.idx_t = count <= INT32_MAX ? ir->i32 : ir->i64;
   return r;
 }
 
@@ -64,7 +67,7 @@ static void reduction_init(ljc_ir *ir, const reduction *r, LLVMValueRef *acc) {
       if (r->sgn) acc[0] = LLVMConstInt(t, mx ? (1ULL << (w - 1)) : umax >> 1, 0);
       else acc[0] = LLVMConstInt(t, mx ? 0 : umax, 0);
     }
-    acc[1] = ljc_i64(ir, 0);
+    acc[1] = LLVMConstInt(r->idx_t, 0, 0);
     break;
   }
   }
@@ -109,7 +112,8 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
       better = LLVMBuildICmp(b, p, v, acc[0], "");
     }
     out[0] = LLVMBuildSelect(b, better, v, acc[0], "");
-    out[1] = LLVMBuildSelect(b, better, index ? index : ljc_i64(ir, 0), acc[1], "");
+    index = index ? LLVMBuildTrunc(b, index, r->idx_t, "") : LLVMConstInt(r->idx_t, 0, 0);
+    out[1] = LLVMBuildSelect(b, better, index, acc[1], "");
     break;
   }
   }
@@ -206,7 +210,7 @@ static LLVMValueRef reduction_result(nest_gen *g, LLVMValueRef *acc) {
   case LJG_OP_MEAN:
     return LLVMBuildFDiv(g->kc->ir->b, acc[0], ljc_const_f(LLVMTypeOf(acc[0]), (double)g->nest->rcount), "");
   case LJG_OP_ARGMAX:
-  case LJG_OP_ARGMIN: return acc[1];
+  case LJG_OP_ARGMIN: return LLVMBuildZExt(g->kc->ir->b, acc[1], g->kc->ir->i64, "");
   default: return acc[0];
   }
 }
@@ -268,7 +272,7 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   const ljg_nest *nest = g->nest;
   int nacc = reduction_nacc(&g->red);
   int64_t block = nest->shape[j] < COLUMN_BLOCK ? nest->shape[j] : COLUMN_BLOCK;
-  LLVMTypeRef at[2] = {g->red.acc_t, ir->i64};
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
   LLVMValueRef arr[2], init[2];
   for (int a = 0; a < nacc; a++) arr[a] = ljc_entry_array(ir, at[a], block);
   reduction_init(ir, &g->red, init);
@@ -366,7 +370,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   g.split = kc->k->task_dim == 0;
   g.begin = begin;
   g.end = end;
-  if (nest->rop >= 0) g.red = reduction_of(kc->ir, nest->rop, kc->k->exprs[nest->value].dtype);
+  if (nest->rop >= 0) g.red = reduction_of(kc->ir, nest->rop, kc->k->exprs[nest->value].dtype, nest->rcount);
   g.columns = column_order(kc->k, nest, g.nkept);
   for (int d = g.nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
   ljc_dbg_at(kc->ir, kc->k->exprs[nest->value].node);
