@@ -239,6 +239,36 @@ START_TEST(test_gather_scatter_dims) {
 }
 END_TEST
 
+/* Windows with a column stride of 2 over rows long enough for the vector copy (in f32 and
+ * f64, rows of one to several vectors, odd and even widths, with and without padding): max and
+ * average pooling and a strided convolution, forward and the input's gradient, against the
+ * reference interpreter. */
+START_TEST(test_stride2_windows) {
+  static const int64_t widths[] = {8, 15, 16, 17, 33, 40};
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  for (int t = 0; t < 2; t++)
+    for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) {
+      lj_tensor *x = tu_tensor(dts[t], LJ_SHAPE(2, 3, 7, widths[i]), TU_ANY, 60 + i);
+      lj_tensor *w = tu_tensor(dts[t], LJ_SHAPE(4, 3, 3, 3), TU_ANY, 70 + i);
+      lj_tensor_set_requires_grad(x, true);
+      lj_scope_begin();
+      lj_tensor *y[3] = {lj_max_pool2d(x, (const int[]){2, 2}, NULL, NULL),
+                         lj_max_pool2d(x, (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1}),
+                         lj_avg_pool2d(x, (const int[]){2, 2}, NULL, NULL)};
+      lj_tensor *c = lj_conv2d(x, w, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1);
+      lj_tensor *loss = lj_add(lj_add(lj_sum(y[0], 0, NULL, false), lj_sum(y[1], 0, NULL, false)),
+                               lj_add(lj_sum(y[2], 0, NULL, false), lj_sum(lj_mul(c, c), 0, NULL, false)));
+      ck_assert_int_eq(lj_backward(loss), LJ_OK);
+      lj_tensor *out[5] = {y[0], y[1], y[2], c, lj_tensor_grad(x)};
+      double tol = dts[t] == LJ_F32 ? 1e-4 : 1e-10; /* f32 sums of products of products */
+      tu_check_interp_tol(5, out, tol, tol);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+    }
+}
+END_TEST
+
 START_TEST(test_default_init) {
   lj_device *d = lj_default_device();
   lj_tensor *w, *b, *w2, *b2;
@@ -271,6 +301,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_gather_scatter_dims);
+  tcase_add_test(tc, test_stride2_windows);
   tcase_add_test(tc, test_default_init);
   suite_add_tcase(s, tc);
   return s;

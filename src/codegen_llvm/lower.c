@@ -563,9 +563,35 @@ static void copy_one(void *ctx, LLVMValueRef ow) {
   LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, w->st, w->row, &ow, 1, ""));
 }
 
+/* Vector v of a row copy with a column stride of 2 (a pooling window): the vw source
+ * elements from column iw0 on, every other one, out of two vector loads. They start one
+ * column early when iw0 > 0 (then the odd lanes are taken), so that they never read past
+ * the last column used; from column 0 they take the even lanes, which needs rows of at
+ * least 2·vw columns. */
+static LLVMValueRef stride2_vector(window_gen *w, LLVMTypeRef vt, int vw, unsigned esize, LLVMValueRef iw0) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef early = LLVMBuildICmp(b, LLVMIntSGT, iw0, ljc_i64(ir, 0), "");
+  LLVMValueRef start = LLVMBuildNSWSub(b, iw0, LLVMBuildZExt(b, early, ir->i64, ""), "");
+  LLVMValueRef half[2];
+  for (int h = 0; h < 2; h++) {
+    half[h] = LLVMBuildLoad2(b, vt, window_src(w, w->ih, LLVMBuildNSWAdd(b, start, ljc_i64(ir, h * vw), "")), "");
+    LLVMSetAlignment(half[h], esize);
+  }
+  LLVMValueRef lanes[2][64];
+  for (int i = 0; i < vw; i++) {
+    lanes[0][i] = ljc_const_i(ir->i32, 2 * i);
+    lanes[1][i] = ljc_const_i(ir->i32, 2 * i + 1);
+  }
+  LLVMValueRef even = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[0], (unsigned)vw), "");
+  LLVMValueRef odd = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[1], (unsigned)vw), "");
+  return LLVMBuildSelect(b, early, odd, even, "");
+}
+
 /* row[lo, hi) = the fill, or (copy) the source row a vector at a time, the last vector
  * overlapping the one before it (LLVM would mask the short rows' tails, which costs more
- * than the row on AMD CPUs); a span shorter than a vector, or a strided source, element by
+ * than the row on AMD CPUs); a source with a column stride of 2 (pooling) through
+ * stride2_vector; a span shorter than a vector, or another strided source, element by
  * element. */
 static void emit_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi, bool copy) {
   ljc_ir *ir = w->kc->ir;
@@ -574,7 +600,9 @@ static void emit_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi, bool copy
   const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
   unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->mm_dtype);
   int vw = ir->vec_bytes / (int)esize;
-  if (vw < 2 || (copy && (k->win[3] != 1 || sv->n != 1 || ljg_view_top(sv)->stride[3] != 1))) {
+  bool unit = sv->n == 1 && ljg_view_top(sv)->stride[3] == 1;
+  bool stride2 = copy && unit && k->win[3] == 2 && k->win_img[3] >= 2 * vw && vw <= 64;
+  if (vw < 2 || (copy && !stride2 && (k->win[3] != 1 || !unit))) {
     for_range(ir, lo, hi, copy ? copy_one : fill_one, w);
     return;
   }
@@ -597,7 +625,9 @@ static void emit_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi, bool copy
     LLVMValueRef ow = last ? LLVMBuildNSWSub(b, hi, ljc_i64(ir, vw), "")
                            : LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, vw), ""), "");
     LLVMValueRef v = fillv;
-    if (copy) {
+    if (stride2) {
+      v = stride2_vector(w, vt, vw, esize, window_iw(w, ow));
+    } else if (copy) {
       v = LLVMBuildLoad2(b, vt, window_src(w, w->ih, window_iw(w, ow)), "");
       LLVMSetAlignment(v, esize);
     }
