@@ -563,29 +563,46 @@ static void copy_one(void *ctx, LLVMValueRef ow) {
   LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, w->st, w->row, &ow, 1, ""));
 }
 
-/* Vector v of a row copy with a column stride of 2 (a pooling window): the vw source
- * elements from column iw0 on, every other one, out of two vector loads. They start one
- * column early when iw0 > 0 (then the odd lanes are taken), so that they never read past
- * the last column used; from column 0 they take the even lanes, which needs rows of at
- * least 2·vw columns. */
+/* Rows with a column stride of 2 (pooling windows) go a vector at a time through two vector
+ * loads that cover 2·vw columns from column iw0 on, every other one used. They start one
+ * column early when iw0 > 0 (*early; the odd lanes are used), so that they never reach past
+ * the last column used; from column 0 they use the even lanes, which needs rows of at least
+ * 2·vw columns. The first column loaded. */
+static LLVMValueRef stride2_start(ljc_ir *ir, LLVMValueRef iw0, LLVMValueRef *early) {
+  *early = LLVMBuildICmp(ir->b, LLVMIntSGT, iw0, ljc_i64(ir, 0), "");
+  return LLVMBuildNSWSub(ir->b, iw0, LLVMBuildZExt(ir->b, *early, ir->i64, ""), "");
+}
+
+/* lanes[i] = 2i + odd for i < vw (the used lanes of the two loads), and spread[h][j] the lane
+ * of a vector v (or, past vw, of a second operand) that goes to lane j of load h: v's element
+ * for the used lanes, else lane vw. */
+static void stride2_lanes(ljc_ir *ir, int vw, int odd, LLVMValueRef *lanes, LLVMValueRef spread[2][64]) {
+  for (int i = 0; i < vw; i++) lanes[i] = ljc_const_i(ir->i32, 2 * i + odd);
+  for (int h = 0; h < 2; h++)
+    for (int j = 0; j < vw; j++) {
+      int col = h * vw + j;
+      spread[h][j] = ljc_const_i(ir->i32, col % 2 == odd ? (col - odd) / 2 : vw);
+    }
+}
+
+/* Vector v of a row copy with a column stride of 2: the vw source elements from column iw0
+ * on, out of two loads (stride2_start). */
 static LLVMValueRef stride2_vector(window_gen *w, LLVMTypeRef vt, int vw, unsigned esize, LLVMValueRef iw0) {
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
-  LLVMValueRef early = LLVMBuildICmp(b, LLVMIntSGT, iw0, ljc_i64(ir, 0), "");
-  LLVMValueRef start = LLVMBuildNSWSub(b, iw0, LLVMBuildZExt(b, early, ir->i64, ""), "");
+  LLVMValueRef early, start = stride2_start(ir, iw0, &early);
   LLVMValueRef half[2];
   for (int h = 0; h < 2; h++) {
     half[h] = LLVMBuildLoad2(b, vt, window_src(w, w->ih, LLVMBuildNSWAdd(b, start, ljc_i64(ir, h * vw), "")), "");
     LLVMSetAlignment(half[h], esize);
   }
-  LLVMValueRef lanes[2][64];
-  for (int i = 0; i < vw; i++) {
-    lanes[0][i] = ljc_const_i(ir->i32, 2 * i);
-    lanes[1][i] = ljc_const_i(ir->i32, 2 * i + 1);
+  LLVMValueRef picked[2];
+  for (int odd = 0; odd < 2; odd++) {
+    LLVMValueRef lanes[64], spread[2][64];
+    stride2_lanes(ir, vw, odd, lanes, spread);
+    picked[odd] = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes, (unsigned)vw), "");
   }
-  LLVMValueRef even = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[0], (unsigned)vw), "");
-  LLVMValueRef odd = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[1], (unsigned)vw), "");
-  return LLVMBuildSelect(b, early, odd, even, "");
+  return LLVMBuildSelect(b, early, picked[1], picked[0], "");
 }
 
 /* row[lo, hi) = the fill, or (copy) the source row a vector at a time, the last vector
@@ -667,30 +684,67 @@ static void add_one(void *ctx, LLVMValueRef ow) {
   LLVMBuildStore(b, ljc_to_storage(ir, sum, dt), p);
 }
 
-/* col2im's adds over [lo, hi): f32/f64 with a stride of 1 a vector at a time, the rest (and
- * other cases) element by element. */
+/* Adds vector v of a col2im row with a column stride of 2 at p, column iw0 of the output
+ * row: two loads (stride2_start) with v spread over their used lanes and -0.0 over the others
+ * (x + -0.0 is x for every x), stored back. A task owns its plane, and the loads stay in
+ * the row, so what is stored back unchanged is what the task last wrote there. */
+static void stride2_add(ljc_ir *ir, LLVMTypeRef vt, int vw, unsigned esize, LLVMValueRef p, LLVMValueRef iw0,
+                        LLVMValueRef v) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef early, start = stride2_start(ir, iw0, &early);
+  LLVMValueRef back = LLVMBuildNSWSub(b, start, iw0, "");
+  LLVMValueRef q = LLVMBuildInBoundsGEP2(b, LLVMGetElementType(vt), p, &back, 1, "");
+  LLVMValueRef minus[64];
+  for (int i = 0; i < vw; i++) minus[i] = ljc_const_f(LLVMGetElementType(vt), -0.0);
+  LLVMValueRef negzero = LLVMConstVector(minus, (unsigned)vw);
+  LLVMValueRef add[2][2];
+  for (int odd = 0; odd < 2; odd++) {
+    LLVMValueRef lanes[64], spread[2][64];
+    stride2_lanes(ir, vw, odd, lanes, spread);
+    for (int h = 0; h < 2; h++)
+      add[odd][h] = LLVMBuildShuffleVector(b, v, negzero, LLVMConstVector(spread[h], (unsigned)vw), "");
+  }
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef off = ljc_i64(ir, h * vw);
+    LLVMValueRef at = LLVMBuildInBoundsGEP2(b, LLVMGetElementType(vt), q, &off, 1, "");
+    LLVMValueRef old = LLVMBuildLoad2(b, vt, at, "");
+    LLVMSetAlignment(old, esize);
+    LLVMValueRef sum = LLVMBuildFAdd(b, old, LLVMBuildSelect(b, early, add[1][h], add[0][h], ""), "");
+    LLVMSetAlignment(LLVMBuildStore(b, sum, at), esize);
+  }
+}
+
+/* col2im's adds over [lo, hi): f32/f64 with a stride of 1 or 2 (stride2_add) a vector at a
+ * time, the rest (and other cases) element by element. */
 static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = w->kc->k;
   const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
   lj_dtype dt = (lj_dtype)k->mm_dtype;
-  if ((dt != LJ_F32 && dt != LJ_F64) || k->win[3] != 1 || sv->n != 1 || ljg_view_top(sv)->stride[2] != 1) {
+  unsigned esize = (unsigned)lj_dtype_size(dt);
+  int vw = ir->vec_bytes / (int)esize;
+  bool stride2 = k->win[3] == 2 && k->win_img[3] >= 2 * vw && vw <= 64;
+  if ((dt != LJ_F32 && dt != LJ_F64) || vw < 2 || (k->win[3] != 1 && !stride2) || sv->n != 1 ||
+      ljg_view_top(sv)->stride[2] != 1) {
     for_range(ir, lo, hi, add_one, w);
     return;
   }
-  unsigned esize = (unsigned)lj_dtype_size(dt);
-  int vw = ir->vec_bytes / (int)esize;
   LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)vw);
   LLVMValueRef nvec = LLVMBuildSDiv(b, LLVMBuildNSWSub(b, hi, lo, ""), ljc_i64(ir, vw), "");
   ljc_loop q;
   ljc_loop_begin(ir, &q, ljc_i64(ir, 0), nvec, true, 0, NULL);
   LLVMValueRef src, p, ow = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, vw), ""), "");
   add_ptrs(w, ow, &src, &p);
-  LLVMValueRef v = LLVMBuildLoad2(b, vt, src, ""), old = LLVMBuildLoad2(b, vt, p, "");
+  LLVMValueRef v = LLVMBuildLoad2(b, vt, src, "");
   LLVMSetAlignment(v, esize);
-  LLVMSetAlignment(old, esize);
-  LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, old, v, ""), p), esize);
+  if (stride2) {
+    stride2_add(ir, vt, vw, esize, p, window_iw(w, ow), v);
+  } else {
+    LLVMValueRef old = LLVMBuildLoad2(b, vt, p, "");
+    LLVMSetAlignment(old, esize);
+    LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, old, v, ""), p), esize);
+  }
   ljc_loop_end(ir, &q, NULL, NULL);
   for_range(ir, LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, nvec, ljc_i64(ir, vw), ""), ""), hi, add_one, w);
 }
