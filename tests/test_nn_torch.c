@@ -239,12 +239,12 @@ START_TEST(test_gather_scatter_dims) {
 }
 END_TEST
 
-/* Windows with a column stride of 2 over rows long enough for the vector copy (in f32 and
- * f64, rows of one to several vectors, odd and even widths, with and without padding): max and
+/* Windows with a column stride of 2 (in f32 and f64, rows from two lanes' width to several
+ * vectors, odd and even widths, with and without padding): max and
  * average pooling and a strided convolution, forward and the input's gradient, against the
  * reference interpreter. */
 START_TEST(test_stride2_windows) {
-  static const int64_t widths[] = {8, 15, 16, 17, 33, 40};
+  static const int64_t widths[] = {4, 5, 8, 15, 16, 17, 33, 40};
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   for (int t = 0; t < 2; t++)
     for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) {

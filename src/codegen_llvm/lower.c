@@ -567,10 +567,19 @@ static void copy_one(void *ctx, LLVMValueRef ow) {
  * loads that cover 2·vw columns from column iw0 on, every other one used. They start one
  * column early when iw0 > 0 (*early; the odd lanes are used), so that they never reach past
  * the last column used; from column 0 they use the even lanes, which needs rows of at least
- * 2·vw columns. The first column loaded. */
+ * 2·vw columns: vectors narrower than the target's (stride2_width) serve shorter rows. The
+ * first column loaded. */
 static LLVMValueRef stride2_start(ljc_ir *ir, LLVMValueRef iw0, LLVMValueRef *early) {
   *early = LLVMBuildICmp(ir->b, LLVMIntSGT, iw0, ljc_i64(ir, 0), "");
   return LLVMBuildNSWSub(ir->b, iw0, LLVMBuildZExt(ir->b, *early, ir->i64, ""), "");
+}
+
+/* The vector width for window kernel k's rows of column stride 2: the widest power of two up
+ * to vw (the target's) whose two vectors fit in a row; 0 when none of at least 2 does. */
+static int stride2_width(const ljg_kernel *k, int vw) {
+  int v = vw < 64 ? vw : 64;
+  while (v >= 2 && k->win_img[3] < 2 * v) v /= 2;
+  return v >= 2 ? v : 0;
 }
 
 /* lanes[i] = 2i + odd for i < vw (the used lanes of the two loads), and spread[h][j] the lane
@@ -618,7 +627,9 @@ static void emit_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi, bool copy
   unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->mm_dtype);
   int vw = ir->vec_bytes / (int)esize;
   bool unit = sv->n == 1 && ljg_view_top(sv)->stride[3] == 1;
-  bool stride2 = copy && unit && k->win[3] == 2 && k->win_img[3] >= 2 * vw && vw <= 64;
+  int s2 = copy && unit && k->win[3] == 2 ? stride2_width(k, vw) : 0;
+  bool stride2 = s2 > 0;
+  if (stride2) vw = s2;
   if (vw < 2 || (copy && !stride2 && (k->win[3] != 1 || !unit))) {
     for_range(ir, lo, hi, copy ? copy_one : fill_one, w);
     return;
@@ -724,7 +735,9 @@ static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
   lj_dtype dt = (lj_dtype)k->mm_dtype;
   unsigned esize = (unsigned)lj_dtype_size(dt);
   int vw = ir->vec_bytes / (int)esize;
-  bool stride2 = k->win[3] == 2 && k->win_img[3] >= 2 * vw && vw <= 64;
+  int s2 = k->win[3] == 2 ? stride2_width(k, vw) : 0;
+  bool stride2 = s2 > 0;
+  if (stride2) vw = s2;
   if ((dt != LJ_F32 && dt != LJ_F64) || vw < 2 || (k->win[3] != 1 && !stride2) || sv->n != 1 ||
       ljg_view_top(sv)->stride[2] != 1) {
     for_range(ir, lo, hi, add_one, w);
