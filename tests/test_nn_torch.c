@@ -269,6 +269,33 @@ START_TEST(test_stride2_windows) {
 }
 END_TEST
 
+/* Max-pool windows two columns wide that tile the image (2×2, and 3×2 with a row stride of 3):
+ * the gradient's col2im stores each window's values into its rows instead of adding them to
+ * zeros. Widths below, at and past a vector's (the last vector overlapping the one before), in
+ * f32, f64 and bf16, against the reference interpreter. */
+START_TEST(test_paired_windows) {
+  static const int64_t widths[] = {2, 4, 6, 14, 16, 30, 34};
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64, LJ_BF16};
+  static const int k22[2] = {2, 2}, k32[2] = {3, 2}, s32[2] = {3, 2};
+  for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+    for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) {
+      lj_tensor *x = tu_tensor(dts[t], LJ_SHAPE(2, 3, 6, widths[i]), TU_ANY, 80 + i);
+      lj_tensor_set_requires_grad(x, true);
+      lj_scope_begin();
+      lj_tensor *y[2] = {lj_max_pool2d(x, k22, NULL, NULL), lj_max_pool2d(x, k32, s32, NULL)};
+      lj_tensor *g = tu_tensor(dts[t], 4, lj_tensor_shape(y[0]), TU_ANY, 90 + i);
+      lj_tensor *loss = lj_add(lj_sum(lj_mul(y[0], g), 0, NULL, false), lj_sum(lj_mul(y[1], y[1]), 0, NULL, false));
+      ck_assert_int_eq(lj_backward(loss), LJ_OK);
+      lj_tensor *out[3] = {y[0], y[1], lj_tensor_grad(x)};
+      double tol = dts[t] == LJ_BF16 ? 1e-2 : dts[t] == LJ_F32 ? 1e-5 : 1e-12;
+      tu_check_interp_tol(3, out, tol, tol);
+      lj_tensor_release(g);
+      lj_scope_end();
+      lj_tensor_release(x);
+    }
+}
+END_TEST
+
 START_TEST(test_default_init) {
   lj_device *d = lj_default_device();
   lj_tensor *w, *b, *w2, *b2;
@@ -302,6 +329,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_gather_scatter_dims);
   tcase_add_test(tc, test_stride2_windows);
+  tcase_add_test(tc, test_paired_windows);
   tcase_add_test(tc, test_default_init);
   suite_add_tcase(s, tc);
   return s;

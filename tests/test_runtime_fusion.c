@@ -2,7 +2,8 @@
  * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
  * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way;
- * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time. */
+ * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time (softmax,
+ * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
 
 #include "frontend/frontend.h"
@@ -352,6 +353,59 @@ START_TEST(test_matmul_read_transposed) {
 }
 END_TEST
 
+/* The kernel of p that is a window of op win_op, or NULL. */
+static const ljg_kernel *window_kernel(const ljg_program *p, int win_op) {
+  for (int i = 0; i < p->nkernels; i++)
+    if (p->kernels[i].kind == LJG_K_WINDOW && p->kernels[i].win_op == win_op) return &p->kernels[i];
+  return NULL;
+}
+
+/* Pooling runs its windows a block of image planes at a time: im2col leads the kernel that
+ * reduces each window (max-pool's argmax and its gather of the maximum, avg-pool's mean), its
+ * planes on the kernel's stack; max-pool's gradient (each window's maximum gets the output's
+ * gradient, scattered into zeros) ends with the col2im that adds the windows back, the
+ * scattered planes on the stack too. Values against the interpreter, blocks split across
+ * threads, f32 and f64, windows that tile the image and windows that overlap with padding. */
+START_TEST(test_window_row_fusion) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int k2[2] = {2, 2}, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+    for (int overlap = 0; overlap < 2; overlap++) {
+      lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(2, 40, 24, 30), TU_ANY, 20 + i);
+      lj_tensor *g = tu_tensor(dts[i], LJ_SHAPE(2, 40, 12, 15), TU_ANY, 30 + i);
+      lj_tensor_set_requires_grad(x, true);
+      lj_scope_begin();
+      lj_tensor *y = overlap ? lj_max_pool2d(x, k3, s2, p1) : lj_max_pool2d(x, k2, NULL, NULL);
+      lj_tensor *avg = overlap ? lj_avg_pool2d(x, k3, s2, p1) : lj_avg_pool2d(x, k2, NULL, NULL);
+      for (int f = 0; f < 2; f++) {
+        ljg_graph *opt;
+        ljg_program *p = program_of(f ? avg : y, &opt);
+        ck_assert_int_eq(p->nkernels, 1);
+        const ljg_kernel *k = window_kernel(p, LJG_OP_IM2COL);
+        ck_assert_ptr_nonnull(k);
+        ck_assert(!k->win_last && k->nnests >= 1 && k->row_block >= 1 && k->row_block < 80);
+        ck_assert_int_eq(p->slots[k->mm_out_slot].kind, LJG_SLOT_LOCAL);
+        free_program(p, opt);
+      }
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *dx = lj_tensor_grad(x);
+      ljg_graph *opt;
+      ljg_program *p = program_of(dx, &opt);
+      const ljg_kernel *k = window_kernel(p, LJG_OP_COL2IM);
+      ck_assert_ptr_nonnull(k);
+      ck_assert(k->win_last && k->nnests == 2 && k->nests[1].scatter_index >= 0);
+      ck_assert_int_eq(p->slots[k->nests[1].out_slot].kind, LJG_SLOT_LOCAL);
+      free_program(p, opt);
+      lj_tensor *outs[3] = {y, avg, dx};
+      double tol = dts[i] == LJ_F32 ? 1e-5 : 1e-12;
+      tu_check_interp_tol(3, outs, tol, tol);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(g);
+    }
+}
+END_TEST
+
 /* LJ_SYNC_TENSORS_OPBYOP (a sync) and LJ_GET_TENSORS_OPBYOP (a host read): every op its own
  * cached executable with one kernel; the values are the fused program's; a second step
  * compiles nothing. Each switch leaves the other kind of sync fused. */
@@ -411,6 +465,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
+  tcase_add_test(tc, test_window_row_fusion);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -184,7 +184,7 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
     /* every position of a small dim, each keeping its value unless the index names it */
     for (int64_t c = 0; c < bound; c++) {
       q.idx[nest->scatter_dim] = ljc_i64(ir, c);
-      LLVMValueRef off = ljc_view_offset(ir, view, &q);
+      LLVMValueRef off = ljc_slot_offset(g->kc, nest->out_slot, view, &q);
       LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
       LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
       LLVMValueRef sum = ljc_round_to(ir, isfloat ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, ""),
@@ -195,7 +195,7 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
     return;
   }
   q.idx[nest->scatter_dim] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
-  LLVMValueRef off = ljc_view_offset(ir, view, &q);
+  LLVMValueRef off = ljc_slot_offset(g->kc, nest->out_slot, view, &q);
   LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
   LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
   LLVMValueRef zero = isfloat ? ljc_const_f(LLVMTypeOf(v), 0) : ljc_const_i(LLVMTypeOf(v), 0);
@@ -379,10 +379,13 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
 
 static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
+static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
+
 /* A row-fused kernel: for each block of row_block rows of [begin, end), a matmul kernel's
- * rows of C and then every nest in order over the block's rows, so what one writes is still
- * in cache when the next reads it. LOCAL slots hold the current block only: their rows count
- * from the block's first. */
+ * rows of C (a window kernel's planes) and then every nest in order over the block's rows (the
+ * window last when it reads what they write), so what one writes is still in cache when the
+ * next reads it. LOCAL slots hold the current block only: their rows count from the block's
+ * first. */
 static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -398,8 +401,11 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
     const ljg_slot *sl = &kc->p->slots[s];
     if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
   }
+  bool window = kc->k->kind == LJG_K_WINDOW;
   if (kc->k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi);
+  if (window && !kc->k->win_last) emit_window(kc, lo, hi);
   for (int s = 0; s < kc->k->nnests; s++) emit_nest(kc, &kc->k->nests[s], nest_check[s], lo, hi);
+  if (window && kc->k->win_last) emit_window(kc, lo, hi);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
 
@@ -538,7 +544,7 @@ static LLVMValueRef window_src(window_gen *w, LLVMValueRef i1, LLVMValueRef i2) 
   } else {
     p.idx[0] = w->n, p.idx[1] = i1, p.idx[2] = i2;
   }
-  LLVMValueRef off = ljc_view_offset(w->kc->ir, &k->views[src->view], &p);
+  LLVMValueRef off = ljc_slot_offset(w->kc, src->slot, &k->views[src->view], &p);
   return LLVMBuildInBoundsGEP2(w->kc->ir->b, w->st, w->kc->slot_ptr[src->slot], &off, 1, "");
 }
 
@@ -762,9 +768,77 @@ static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
   for_range(ir, LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, nvec, ljc_i64(ir, vw), ""), ""), hi, add_one, w);
 }
 
+/* Whether col2im's windows tile its image in pairs of columns: two columns wide at a column
+ * stride of 2, as tall as their row stride, no padding or dilation, every row and column
+ * covered (a 2×2 max-pool's gradient over an even image). Each element of the image is then
+ * one window's value, stored rather than added to zeros. */
+static bool tiles_in_pairs(const ljg_kernel *k) {
+  const int64_t *a = k->win;
+  return k->win_op == LJG_OP_COL2IM && a[1] == 2 && a[3] == 2 && a[0] == a[2] && a[4] == 0 && a[5] == 0 &&
+         a[6] == 1 && a[7] == 1 && k->win_oh * a[0] == k->win_img[2] && k->win_ow * 2 == k->win_img[3];
+}
+
+/* Stores the pairs of columns ow .. ow + v - 1 of window rows src0 (kw = 0) and src1 (kw = 1)
+ * interleaved at dst + 2·ow: v-lane vectors (v > 1) shuffled into two, or one pair. */
+static void store_pairs(ljc_ir *ir, LLVMTypeRef st, unsigned esize, int v, LLVMValueRef src0, LLVMValueRef src1,
+                        LLVMValueRef dst, LLVMValueRef ow) {
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef vt = v > 1 ? LLVMVectorType(st, (unsigned)v) : st;
+  LLVMValueRef x[2];
+  LLVMValueRef srcs[2] = {src0, src1};
+  for (int j = 0; j < 2; j++) {
+    x[j] = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, st, srcs[j], &ow, 1, ""), "");
+    LLVMSetAlignment(x[j], esize);
+  }
+  LLVMValueRef at = LLVMBuildNSWMul(b, ow, ljc_i64(ir, 2), "");
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef val = x[h];
+    if (v > 1) {
+      LLVMValueRef lanes[128];
+      for (int i = 0; i < v; i++) lanes[i] = ljc_const_i(ir->i32, (i & 1) * v + h * v / 2 + i / 2);
+      val = LLVMBuildShuffleVector(b, x[0], x[1], LLVMConstVector(lanes, (unsigned)v), "");
+    }
+    LLVMValueRef off = LLVMBuildNSWAdd(b, at, ljc_i64(ir, v > 1 ? h * v : h), "");
+    LLVMSetAlignment(LLVMBuildStore(b, val, LLVMBuildInBoundsGEP2(b, st, dst, &off, 1, "")), esize);
+  }
+}
+
+/* col2im of windows that tile in pairs (tiles_in_pairs): every image row ih = oh·KH + kh is
+ * its windows' two rows (kw = 0, 1) interleaved, a vector of each at a time; a row whose
+ * length is not a multiple of the vector ends with one more vector, overlapping the last
+ * (the same values stored twice). */
+static void emit_col2im_pairs(window_gen *w, LLVMValueRef plane) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
+  int64_t KH = k->win[0], OH = k->win_oh, OW = k->win_ow;
+  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->mm_dtype);
+  int v = sv->n == 1 && ljg_view_top(sv)->stride[2] == 1 ? ir->vec_bytes / (int)esize : 1;
+  while (v > OW) v /= 2;
+  if (v < 2) v = 1;
+  ljc_loop kh, oh, q;
+  ljc_loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, KH), false, 0, NULL);
+  ljc_loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
+  LLVMValueRef r0 = LLVMBuildNSWMul(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->c, ljc_i64(ir, KH), ""), kh.iv, ""),
+                                    ljc_i64(ir, 2), "");
+  LLVMValueRef col = LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, OW), "");
+  LLVMValueRef src0 = window_src(w, r0, col), src1 = window_src(w, LLVMBuildNSWAdd(b, r0, ljc_i64(ir, 1), ""), col);
+  LLVMValueRef ih = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, KH), ""), kh.iv, "");
+  LLVMValueRef rowoff = LLVMBuildNSWMul(b, ih, ljc_i64(ir, k->win_img[3]), "");
+  LLVMValueRef dst = LLVMBuildInBoundsGEP2(b, w->st, plane, &rowoff, 1, "");
+  ljc_loop_begin(ir, &q, ljc_i64(ir, 0), ljc_i64(ir, OW / v), false, 0, NULL);
+  store_pairs(ir, w->st, esize, v, src0, src1, dst, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, v), ""));
+  ljc_loop_end(ir, &q, NULL, NULL);
+  if (OW % v) store_pairs(ir, w->st, esize, v, src0, src1, dst, ljc_i64(ir, OW - v));
+  ljc_loop_end(ir, &oh, NULL, NULL);
+  ljc_loop_end(ir, &kh, NULL, NULL);
+}
+
 /* One (n, c) plane per task. im2col: each output row (kh, kw, oh) is padding where the input
  * row is outside the image, else padding, a strided copy of the valid columns, padding.
- * col2im: zero the plane, then add each window's valid columns back. */
+ * col2im: zero the plane, then add each window's valid columns back (or store them, when the
+ * windows tile the plane in pairs of columns). */
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -785,7 +859,13 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   w.c = LLVMBuildURem(b, tasks.iv, ljc_i64(ir, C), "");
   int64_t plane = to_cols ? a[0] * a[1] * OH * OW : H * W;
   LLVMValueRef base = LLVMBuildNSWMul(b, tasks.iv, ljc_i64(ir, plane), "");
+  if (kc->slot_origin[k->mm_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->mm_out_slot], "");
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->mm_out_slot], &base, 1, "");
+  if (tiles_in_pairs(k)) {
+    emit_col2im_pairs(&w, out);
+    ljc_loop_end(ir, &tasks, NULL, NULL);
+    return;
+  }
   if (!to_cols) {
     w.row = out;
     emit_span(&w, ljc_i64(ir, 0), ljc_i64(ir, H * W), false);
@@ -965,7 +1045,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   create_checks(&kc, nest_check);
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end);
-  else if (k->kind == LJG_K_WINDOW)
+  else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
     emit_window(&kc, begin, end);
   else if (k->row_block > 0)
     emit_row_blocks(&kc, nest_check, begin, end);

@@ -316,14 +316,14 @@ static LLVMValueRef emit_gather(ljc_kctx *kc, int e, const ljc_point *p) {
   LLVMTypeRef st = ljc_storage_type(ir, buf->dtype);
   if (n < 1 || n > LJC_SMALL_DIM) {
     q.idx[x->aux] = LLVMBuildSelect(b, bad, ljc_i64(ir, 0), index, "");
-    LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[buf->view], &q);
+    LLVMValueRef off = ljc_slot_offset(kc, buf->slot, &kc->k->views[buf->view], &q);
     LLVMValueRef ptr = LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[buf->slot], &off, 1, "");
     return ljc_from_storage(ir, LLVMBuildLoad2(b, st, ptr, ""), buf->dtype);
   }
   LLVMValueRef v = NULL;
   for (int64_t c = 0; c < n; c++) {
     q.idx[x->aux] = ljc_i64(ir, c);
-    LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[buf->view], &q);
+    LLVMValueRef off = ljc_slot_offset(kc, buf->slot, &kc->k->views[buf->view], &q);
     LLVMValueRef ld = LLVMBuildLoad2(b, st, LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[buf->slot], &off, 1, ""), "");
     v = c == 0 ? ld : LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, index, ljc_i64(ir, c), ""), ld, v, "");
   }

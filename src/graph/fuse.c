@@ -648,6 +648,13 @@ static void print_expr(ljb_str *b, const ljg_kernel *k, int e) {
   ljb_str_printf(b, "  ; %%%d\n", x->node);
 }
 
+static void print_window(ljb_str *b, const ljg_kernel *k) {
+  ljb_str_printf(b, "  %s of e%d, window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64 ") pad (%" PRId64
+                 ",%" PRId64 ") dilation (%" PRId64 ",%" PRId64 ") -> slot%d\n",
+                 ljg_ops[k->win_op].name, k->mm_a, k->win[0], k->win[1], k->win[2], k->win[3], k->win[4], k->win[5],
+                 k->win[6], k->win[7], k->mm_out_slot);
+}
+
 char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
   static const char *const slot_kinds[] = {"param", "scalar", "output", "temp", "local"};
   ljb_str b = {0};
@@ -669,11 +676,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     if (k->row_block) ljb_str_printf(&b, " in blocks of %" PRId64 " rows", k->row_block);
     ljb_str_puts(&b, "\n");
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);
-    if (k->kind == LJG_K_WINDOW)
-      ljb_str_printf(&b, "  %s of e%d, window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64
-                     ") pad (%" PRId64 ",%" PRId64 ") dilation (%" PRId64 ",%" PRId64 ") -> slot%d\n",
-                     ljg_ops[k->win_op].name, k->mm_a, k->win[0], k->win[1], k->win[2], k->win[3],
-                     k->win[4], k->win[5], k->win[6], k->win[7], k->mm_out_slot);
+    if (k->kind == LJG_K_WINDOW && !k->win_last) print_window(&b, k);
     if (k->kind == LJG_K_MATMUL) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
                      "-> slot%d: e%d * e%d%s\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
@@ -692,6 +695,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       print_view(&b, &k->views[nest->out_view]);
       ljb_str_puts(&b, "\n");
     }
+    if (k->kind == LJG_K_WINDOW && k->win_last) print_window(&b, k);
   }
   return ljb_str_take(&b);
 }

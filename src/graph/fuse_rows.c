@@ -13,14 +13,22 @@
  * kernel computes a block of rows of C, then runs those nests on them — an epilogue. Its
  * blocks are sized by matmul_row_block (B is packed again for every block).
  *
+ * A window kernel's rows are its (n, c) image planes. im2col is the first kernel of a group
+ * (max-pool's argmax and gather, avg-pool's mean over each window follow it); col2im is the
+ * last, on what the group's nests wrote (max-pool's gradient, scattered into zeros window by
+ * window, then added back into the image). Such joins are made first, so that the planes,
+ * larger than the image, are the intermediate a block at a time holds.
+ *
  * A kernel B joins the group before it when
  *   - B is a LOOPS kernel split over its rows, the group has as many rows, every nest of B
  *     has them as its first dims (row_dims of them: a [B, M, N] bias add after a batched
- *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters;
+ *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters
+ *     along them; or B is a col2im and the group only LOOPS nests;
  *   - every slot the group writes is written row-disjointly (row r at [r·S, (r+1)·S) of a
- *     buffer of rows·S elements) and B reads it only through plain loads at its own row
- *     (one view level, offset 0, no negative stride, the row dims' strides S-steps row-major)
- *     — never as a gather operand, whose index may point at rows not computed yet.
+ *     buffer of rows·S elements) and B reads it only at its own row: plain loads (one view
+ *     level, offset 0, no negative stride, the row dims' strides S-steps row-major), col2im's
+ *     operand planes, gathers along a dim inside the row — never a gather across rows, whose
+ *     index may point at rows not computed yet.
  * A flat elementwise kernel (its loops collapsed to one dim) is read as rows of the other's
  * row count when that divides it. Only neighbours merge, so no kernel moves past one it
  * depends on.
@@ -76,14 +84,29 @@ static int64_t nest_rows(const ljg_nest *n) {
   return rows;
 }
 
+/* Whether nest n, split over its first row_dims dims, scatters into other rows than its own. */
+static bool scatters_across_rows(const ljg_nest *n, int row_dims) {
+  return n->scatter_index >= 0 && n->scatter_dim < row_dims;
+}
+
 static bool rows_kernel(const ljg_kernel *k) {
   if (k->kind != LJG_K_LOOPS || k->task_dim != 0 || k->ntasks < 1) return false;
   for (int s = 0; s < k->nnests; s++) {
     const ljg_nest *n = &k->nests[s];
-    if (n->ndim == 0 || nest_rows(n) != k->ntasks || (n->rmask & ((1u << n->row_dims) - 1)) || n->scatter_index >= 0)
+    if (n->ndim == 0 || nest_rows(n) != k->ntasks || (n->rmask & ((1u << n->row_dims) - 1)) ||
+        scatters_across_rows(n, n->row_dims))
       return false;
   }
   return true;
+}
+
+/* A window kernel's elements per task (one image plane): what it writes, and what it reads. */
+static int64_t window_out_row(const ljg_kernel *k) {
+  return k->win_op == LJG_OP_IM2COL ? k->win[0] * k->win[1] * k->win_oh * k->win_ow : k->win_img[2] * k->win_img[3];
+}
+
+static int64_t window_src_row(const ljg_kernel *k) {
+  return k->win_op == LJG_OP_IM2COL ? k->win_img[2] * k->win_img[3] : k->win[0] * k->win[1] * k->win_oh * k->win_ow;
 }
 
 /* The row stride S of view v as `rows` rows: its first dims whose product is rows, taken
@@ -118,12 +141,30 @@ static int64_t write_row_stride(const ljg_program *p, const ljg_kernel *k, const
   return s > 0 && s * k->ntasks == numel ? s : 0;
 }
 
-/* Whether b reads slot only at its own row, with row stride s. */
+/* The row stride of kernel k's load e, as view_row_stride. col2im's operand [N, C·KH·KW, L]
+ * is read a task's KH·KW rows at a time: rows of KH·KW·L elements when it is contiguous. */
+static int64_t load_row_stride(const ljg_kernel *k, int e) {
+  const ljg_view *v = &k->views[k->exprs[e].view];
+  if (k->kind != LJG_K_WINDOW || e != k->mm_a || k->win_op != LJG_OP_COL2IM)
+    return view_row_stride(v, k->ntasks);
+  const ljg_view1 *t = &v->v[0];
+  int64_t row = window_src_row(k);
+  bool plain = v->n == 1 && t->offset == 0 && t->ndim == 3 && t->stride[2] == 1 && t->stride[1] == t->shape[2] &&
+               t->stride[0] == t->shape[1] * t->shape[2] && t->shape[0] * t->shape[1] * t->shape[2] == k->ntasks * row;
+  return plain ? row : 0;
+}
+
+/* Whether b reads slot only at its own row, with row stride s: loads, and gathers along a dim
+ * inside the row (max-pool's pick of each window's maximum). */
 static bool reads_own_row(const ljg_kernel *b, int32_t slot, int64_t s) {
   for (int e = 0; e < b->nexprs; e++) {
     const ljg_kexpr *x = &b->exprs[e];
-    if (x->kind == LJG_X_BUFFER && x->slot == slot) return false;
-    if (x->kind == LJG_X_LOAD && x->slot == slot && view_row_stride(&b->views[x->view], b->ntasks) != s) return false;
+    if ((x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot && load_row_stride(b, e) != s)
+      return false;
+    if (x->kind == LJG_X_GATHER && b->exprs[x->in[1]].slot == slot) {
+      const ljg_view1 *t = ljg_view_top(&b->views[b->exprs[x->in[1]].view]);
+      if (x->aux < leading_dims(t->ndim, t->shape, b->ntasks)) return false;
+    }
   }
   return true;
 }
@@ -137,7 +178,7 @@ static bool as_leading_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   for (int s = 0; s < k->nnests; s++) {
     nests[s] = k->nests[s];
     int nd = leading_dims(nests[s].ndim, nests[s].shape, rows);
-    if (nd == 0 || (nests[s].rmask & ((1u << nd) - 1)) || nests[s].scatter_index >= 0) return false;
+    if (nd == 0 || (nests[s].rmask & ((1u << nd) - 1)) || scatters_across_rows(&nests[s], nd)) return false;
     nests[s].row_dims = nd;
   }
   k->nests = nests;
@@ -183,12 +224,20 @@ static bool as_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   return true;
 }
 
-/* Whether b can join a: the matmul's C (rows b·M + m of N) or what a's nests write is read by
- * b only at its own row. */
+/* Whether b can join a: the matmul's C (rows b·M + m of N), the window's planes or what a's
+ * nests write is read by b only at its own row. An im2col leads its group (its planes are
+ * larger than its image); a col2im ends one, on what the nests wrote (a gradient's planes,
+ * larger than the image they add up to). */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
-  if (!rows_kernel(b) || a->ntasks != b->ntasks) return false;
-  if (a->kind == LJG_K_MATMUL) {
+  if (a->ntasks != b->ntasks) return false;
+  if (b->kind == LJG_K_WINDOW) {
+    if (b->win_op != LJG_OP_COL2IM || b->nnests || !rows_kernel(a)) return false;
+  } else if (!rows_kernel(b)) {
+    return false;
+  } else if (a->kind == LJG_K_MATMUL) {
     if (!reads_own_row(b, a->mm_out_slot, a->mm_n)) return false;
+  } else if (a->kind == LJG_K_WINDOW) {
+    if (a->win_last || !reads_own_row(b, a->mm_out_slot, window_out_row(a))) return false;
   } else if (!rows_kernel(a)) {
     return false;
   }
@@ -219,6 +268,7 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
     ljg_nest *m = &n[a->nnests + s];
     *m = b->nests[s];
     m->value += a->nexprs;
+    if (m->scatter_index >= 0) m->scatter_index += a->nexprs;
     m->out_view += a->nviews;
   }
   a->exprs = x;
@@ -227,8 +277,21 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
   a->nviews = nv;
   a->nests = n;
   a->nnests = nn;
+  if (b->kind == LJG_K_WINDOW) {
+    a->kind = LJG_K_WINDOW;
+    a->win_op = b->win_op;
+    a->win_last = 1;
+    memcpy(a->win, b->win, sizeof a->win);
+    a->win_fill = b->win_fill;
+    memcpy(a->win_img, b->win_img, sizeof a->win_img);
+    a->win_oh = b->win_oh;
+    a->win_ow = b->win_ow;
+    a->mm_a = b->mm_a + (ne - b->nexprs);
+    a->mm_out_slot = b->mm_out_slot;
+    a->mm_dtype = b->mm_dtype;
+  }
   a->work += b->work;
-  a->task_dim = 0; /* a matmul's nests split its rows too */
+  a->task_dim = 0; /* a matmul's or a window's nests split its rows too */
   a->row_block = 1; /* sized below */
 }
 
@@ -256,16 +319,22 @@ static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
 }
 
 /* Makes slot LOCAL if only row-fused kernel k uses it: written row-disjointly with row
- * stride `stride` by nest w (-1: by the matmul, before every nest) and read by later nests
- * at their own row. */
+ * stride `stride` by nest w (-1: by the matmul or window, before every nest) and later nests
+ * that write the same rows, and read by later nests at their own row. */
 static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, int64_t stride) {
   ljg_slot *sl = &p->slots[slot];
   int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
   if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > LOCAL_MAX_BYTES ||
       !reads_own_row(k, slot, stride) || used_elsewhere(p, k, slot))
     return;
-  for (int r = 0; r < k->nnests; r++) /* no other nest writes it, none before the writer reads it */
-    if (r != w && (k->nests[r].out_slot == slot || (r < w && expr_reads(k, k->nests[r].value, slot)))) return;
+  for (int r = 0; r < k->nnests; r++) {
+    if (r == w) continue;
+    if (k->nests[r].out_slot == slot) { /* only later nests write it too, on the same rows (a scatter-add) */
+      if (r < w || w < 0 || write_row_stride(p, k, &k->nests[r]) != stride) return;
+    } else if (r < w && expr_reads(k, k->nests[r].value, slot)) { /* none reads it before it is written */
+      return;
+    }
+  }
   sl->kind = LJG_SLOT_LOCAL;
   sl->row_bytes = row_bytes;
   sl->nbytes = k->row_block * row_bytes;
@@ -274,13 +343,15 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
 /* Makes the intermediates that only row-fused kernel k uses LOCAL. */
 static void localize(ljg_program *p, ljg_kernel *k) {
   if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_n);
+  if (k->kind == LJG_K_WINDOW && !k->win_last) localize_slot(p, k, k->mm_out_slot, -1, window_out_row(k));
   for (int w = 0; w < k->nnests; w++) localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]));
 }
 
-void ljg_fuse_rows(ljg_program *p) {
+/* Joins neighbours left to right; with col2im_only, only nests followed by a col2im. */
+static void join_neighbours(ljg_program *p, bool col2im_only) {
   int out = 0;
   for (int i = 0; i < p->nkernels; i++) {
-    if (out > 0) {
+    if (out > 0 && (!col2im_only || p->kernels[i].kind == LJG_K_WINDOW)) {
       /* on copies: a flat neighbour is read as rows of the other's row count */
       ljg_kernel a = p->kernels[out - 1], b = p->kernels[i];
       if (a.ntasks != b.ntasks && !as_rows(&p->arena, &b, a.ntasks)) as_rows(&p->arena, &a, b.ntasks);
@@ -293,10 +364,22 @@ void ljg_fuse_rows(ljg_program *p) {
     p->kernels[out++] = p->kernels[i];
   }
   p->nkernels = out;
+}
+
+void ljg_fuse_rows(ljg_program *p) {
+  /* col2im's operand first: kept a block at a time, it spares a whole tensor's round trip
+   * (max-pool's gradient planes), where joining the nests to their producer instead would
+   * keep that producer's smaller rows */
+  join_neighbours(p, true);
+  join_neighbours(p, false);
   for (int i = 0; i < p->nkernels; i++) {
     ljg_kernel *k = &p->kernels[i];
     if (k->row_block == 0) continue;
     int64_t widest = 1;
+    if (k->kind == LJG_K_WINDOW) {
+      widest = window_out_row(k);
+      if (window_src_row(k) > widest) widest = window_src_row(k);
+    }
     for (int s = 0; s < k->nnests; s++) {
       int64_t row = ljg_numel(k->nests[s].ndim, k->nests[s].shape) / k->ntasks;
       if (row > widest) widest = row;

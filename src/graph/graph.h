@@ -385,7 +385,7 @@ enum { LJG_MATMUL_DIRECT_K = 16 };
 /* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
  * first nest dim that is not reduced (the task dim) across threads; MATMUL kernels compute
  * C[b,m,:] = A[b,m,:] · B[b,:,:] for one (b, m) row per task; WINDOW kernels run im2col or
- * col2im for one (n, c) image plane per task. */
+ * col2im for one (n, c) image plane per task (row-fused, also nests over the same rows). */
 typedef struct ljg_kernel {
   ljg_kkind kind;
   int32_t node;       /* the graph node it computes */
@@ -399,8 +399,9 @@ typedef struct ljg_kernel {
                          task) */
   int64_t ntasks;
   int64_t row_block;  /* after row fusion: the nests run in order on blocks of this many rows
-                         (a MATMUL kernel computes the block's rows of C first), not one after
-                         another over the task range (0) */
+                         (a MATMUL kernel computes the block's rows of C first, a WINDOW kernel
+                         its planes first or, win_last, after them), not one after another over
+                         the task range (0) */
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k; /* mm_b: the matrices A and B hold */
@@ -410,6 +411,7 @@ typedef struct ljg_kernel {
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
   /* WINDOW: the source LOAD is mm_a, the output slot mm_out_slot, the dtype mm_dtype */
   int16_t win_op;         /* LJG_OP_IM2COL or LJG_OP_COL2IM */
+  uint8_t win_last;       /* row-fused: the window runs on what the block's nests wrote */
   int64_t win[8];         /* kh, kw, sh, sw, ph, pw, dh, dw */
   double win_fill;
   int64_t win_img[4];     /* N, C, H, W */

@@ -171,6 +171,7 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_dtype);
   F(x, k->mm_sum);
   F(x, k->win_op);
+  F(x, k->win_last);
   F(x, k->win);
   F(x, k->win_fill);
   F(x, k->win_img);
