@@ -296,6 +296,30 @@ START_TEST(test_paired_windows) {
 }
 END_TEST
 
+/* A convolution's input gradient adds each window's columns back a vector at a time and the
+ * rest of a row by narrower vectors: widths 1 to 31 with padding (spans of every length below
+ * a vector), in f32 and f64, against the reference interpreter. */
+START_TEST(test_col2im_row_tails) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int p1[2] = {1, 1};
+  for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+    for (int64_t width = 1; width <= 31; width += 2) {
+      lj_tensor *x = tu_tensor(dts[t], LJ_SHAPE(2, 3, 5, width), TU_ANY, 100 + width);
+      lj_tensor *w = tu_tensor(dts[t], LJ_SHAPE(4, 3, 3, 3), TU_ANY, 140 + width);
+      lj_tensor_set_requires_grad(x, true);
+      lj_scope_begin();
+      lj_tensor *c = lj_conv2d(x, w, NULL, NULL, p1, NULL, 1);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(c, c), 0, NULL, false)), LJ_OK);
+      lj_tensor *dx = lj_tensor_grad(x);
+      double tol = dts[t] == LJ_F32 ? 1e-4 : 1e-10;
+      tu_check_interp_tol(1, &dx, tol, tol);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+    }
+}
+END_TEST
+
 START_TEST(test_default_init) {
   lj_device *d = lj_default_device();
   lj_tensor *w, *b, *w2, *b2;
@@ -330,6 +354,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_gather_scatter_dims);
   tcase_add_test(tc, test_stride2_windows);
   tcase_add_test(tc, test_paired_windows);
+  tcase_add_test(tc, test_col2im_row_tails);
   tcase_add_test(tc, test_default_init);
   suite_add_tcase(s, tc);
   return s;

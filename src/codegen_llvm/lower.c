@@ -731,8 +731,28 @@ static void stride2_add(ljc_ir *ir, LLVMTypeRef vt, int vw, unsigned esize, LLVM
   }
 }
 
+/* Adds the vw columns of col2im's row from ow on: one vector (stride2: spread over every
+ * other column, stride2_add). */
+static void add_vector(window_gen *w, int vw, unsigned esize, bool stride2, LLVMValueRef ow) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)vw);
+  LLVMValueRef src, p;
+  add_ptrs(w, ow, &src, &p);
+  LLVMValueRef v = LLVMBuildLoad2(b, vt, src, "");
+  LLVMSetAlignment(v, esize);
+  if (stride2) {
+    stride2_add(ir, vt, vw, esize, p, window_iw(w, ow), v);
+    return;
+  }
+  LLVMValueRef old = LLVMBuildLoad2(b, vt, p, "");
+  LLVMSetAlignment(old, esize);
+  LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, old, v, ""), p), esize);
+}
+
 /* col2im's adds over [lo, hi): f32/f64 with a stride of 1 or 2 (stride2_add) a vector at a
- * time, the rest (and other cases) element by element. */
+ * time; with a stride of 1 the rest by narrower vectors, down to two lanes; what remains (and
+ * other cases) element by element. */
 static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -749,23 +769,28 @@ static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
     for_range(ir, lo, hi, add_one, w);
     return;
   }
-  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)vw);
   LLVMValueRef nvec = LLVMBuildSDiv(b, LLVMBuildNSWSub(b, hi, lo, ""), ljc_i64(ir, vw), "");
   ljc_loop q;
   ljc_loop_begin(ir, &q, ljc_i64(ir, 0), nvec, true, 0, NULL);
-  LLVMValueRef src, p, ow = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, vw), ""), "");
-  add_ptrs(w, ow, &src, &p);
-  LLVMValueRef v = LLVMBuildLoad2(b, vt, src, "");
-  LLVMSetAlignment(v, esize);
-  if (stride2) {
-    stride2_add(ir, vt, vw, esize, p, window_iw(w, ow), v);
-  } else {
-    LLVMValueRef old = LLVMBuildLoad2(b, vt, p, "");
-    LLVMSetAlignment(old, esize);
-    LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, old, v, ""), p), esize);
-  }
+  add_vector(w, vw, esize, stride2, LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, vw), ""), ""));
   ljc_loop_end(ir, &q, NULL, NULL);
-  for_range(ir, LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, nvec, ljc_i64(ir, vw), ""), ""), hi, add_one, w);
+  LLVMValueRef tail = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, nvec, ljc_i64(ir, vw), ""), "");
+  if (!stride2) { /* the rest, rem < vw columns: a vector of each power of two in rem */
+    LLVMValueRef rem = LLVMBuildNSWSub(b, hi, tail, "");
+    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+    for (int h = vw / 2; h >= 2; h /= 2) {
+      LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, "tail.vector");
+      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(ir->ctx, fn, "tail.next");
+      LLVMValueRef bit = LLVMBuildAnd(b, rem, ljc_i64(ir, h), "");
+      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bit, ljc_i64(ir, 0), ""), yes, next);
+      LLVMPositionBuilderAtEnd(b, yes);
+      add_vector(w, h, esize, false, LLVMBuildNSWAdd(b, tail, LLVMBuildAnd(b, rem, ljc_i64(ir, -2 * h), ""), ""));
+      LLVMBuildBr(b, next);
+      LLVMPositionBuilderAtEnd(b, next);
+    }
+    tail = LLVMBuildNSWAdd(b, tail, LLVMBuildAnd(b, rem, ljc_i64(ir, -2), ""), "");
+  }
+  for_range(ir, tail, hi, add_one, w);
 }
 
 /* Whether col2im's windows tile its image in pairs of columns: two columns wide at a column
