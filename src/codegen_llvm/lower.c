@@ -882,7 +882,7 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_loop_begin(ir, &tasks, begin, end, true, 0, NULL);
   w.n = LLVMBuildUDiv(b, tasks.iv, ljc_i64(ir, C), "");
   w.c = LLVMBuildURem(b, tasks.iv, ljc_i64(ir, C), "");
-  int64_t plane = to_cols ? a[0] * a[1] * OH * OW : H * W;
+  int64_t plane = to_cols ? ljg_window_cols_plane(k) : ljg_window_image_plane(k);
   LLVMValueRef base = LLVMBuildNSWMul(b, tasks.iv, ljc_i64(ir, plane), "");
   if (kc->slot_origin[k->mm_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->mm_out_slot], "");
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->mm_out_slot], &base, 1, "");

@@ -102,11 +102,11 @@ static bool rows_kernel(const ljg_kernel *k) {
 
 /* A window kernel's elements per task (one image plane): what it writes, and what it reads. */
 static int64_t window_out_row(const ljg_kernel *k) {
-  return k->win_op == LJG_OP_IM2COL ? k->win[0] * k->win[1] * k->win_oh * k->win_ow : k->win_img[2] * k->win_img[3];
+  return k->win_op == LJG_OP_IM2COL ? ljg_window_cols_plane(k) : ljg_window_image_plane(k);
 }
 
 static int64_t window_src_row(const ljg_kernel *k) {
-  return k->win_op == LJG_OP_IM2COL ? k->win_img[2] * k->win_img[3] : k->win[0] * k->win[1] * k->win_oh * k->win_ow;
+  return k->win_op == LJG_OP_IM2COL ? ljg_window_image_plane(k) : ljg_window_cols_plane(k);
 }
 
 /* The row stride S of view v as `rows` rows: its first dims whose product is rows, taken

@@ -418,6 +418,12 @@ typedef struct ljg_kernel {
   int64_t win_oh, win_ow;
 } ljg_kernel;
 
+/* A WINDOW kernel's elements per task: the (n, c) plane of windows (KH·KW rows of OH·OW
+ * columns) and of the image (H·W); its output is the first for im2col, the second for col2im.
+ * Row fusion sizes LOCAL slots and the lowering addresses planes by these. */
+static inline int64_t ljg_window_cols_plane(const ljg_kernel *k) { return k->win[0] * k->win[1] * k->win_oh * k->win_ow; }
+static inline int64_t ljg_window_image_plane(const ljg_kernel *k) { return k->win_img[2] * k->win_img[3]; }
+
 /* Buffer slots an executable binds at run time. */
 typedef enum ljg_slotkind {
   LJG_SLOT_PARAM,  /* DATA parameter's buffer */
