@@ -383,8 +383,8 @@ START_TEST(test_window_row_fusion) {
         ck_assert_int_eq(p->nkernels, 1);
         const ljg_kernel *k = window_kernel(p, LJG_OP_IM2COL);
         ck_assert_ptr_nonnull(k);
-        ck_assert(!k->win_last && k->nnests >= 1 && k->row_block >= 1 && k->row_block < 80);
-        ck_assert_int_eq(p->slots[k->mm_out_slot].kind, LJG_SLOT_LOCAL);
+        ck_assert(k->win_at == 0 && k->nnests >= 1 && k->row_block >= 1 && k->row_block < 80);
+        ck_assert_int_eq(p->slots[k->win_out_slot].kind, LJG_SLOT_LOCAL);
         free_program(p, opt);
       }
       ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
@@ -393,7 +393,7 @@ START_TEST(test_window_row_fusion) {
       ljg_program *p = program_of(dx, &opt);
       const ljg_kernel *k = window_kernel(p, LJG_OP_COL2IM);
       ck_assert_ptr_nonnull(k);
-      ck_assert(k->win_last && k->nnests == 2 && k->nests[1].scatter_index >= 0);
+      ck_assert(k->win_at == 2 && k->nnests == 2 && k->nests[1].scatter_index >= 0);
       ck_assert_int_eq(p->slots[k->nests[1].out_slot].kind, LJG_SLOT_LOCAL);
       free_program(p, opt);
       lj_tensor *outs[3] = {y, avg, dx};
@@ -403,6 +403,79 @@ START_TEST(test_window_row_fusion) {
       lj_tensor_release(x);
       lj_tensor_release(g);
     }
+}
+END_TEST
+
+/* A convolution's pooling joins the matmul kernel that computes the convolution: C's rows are
+ * the (n, c) planes the pooling's im2col reads, so the kernel computes a block of them, adds
+ * the bias (when there is one), cuts the block's planes into windows and reduces them, the
+ * image and the windows of the block on the kernel's stack instead of a whole tensor each in
+ * scratch memory. Values against the interpreter with blocks split across threads: max-pool
+ * 2x2 and avg-pool 3x3 stride 2 padding 1, with a bias and without (then the im2col reads C
+ * itself), f32 and f64. A block is the matmul's (48 rows here): the windows of f64 images, and
+ * the overlapping windows (9 values per output), take more than the stack holds and stay in
+ * scratch memory. */
+START_TEST(test_conv_pool_row_fusion) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int k2[2] = {2, 2}, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+    for (int variant = 0; variant < 4; variant++) {
+      bool bias = variant & 1, avg = variant & 2;
+      lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(8, 4, 16, 20), TU_ANY, 40 + variant);
+      lj_tensor *w = tu_tensor(dts[i], LJ_SHAPE(12, 4, 3, 3), TU_ANY, 50 + variant);
+      lj_tensor *b = bias ? tu_tensor(dts[i], LJ_SHAPE(12), TU_ANY, 60 + variant) : NULL;
+      lj_scope_begin();
+      lj_tensor *c = lj_conv2d(x, w, b, NULL, p1, NULL, 1);
+      lj_tensor *y = lj_relu(avg ? lj_avg_pool2d(c, k3, s2, p1) : lj_max_pool2d(c, k2, NULL, NULL));
+      ljg_graph *opt;
+      ljg_program *p = program_of(y, &opt);
+      ck_assert_int_eq(p->nkernels, 2); /* the convolution's own im2col, then the rest */
+      const ljg_kernel *k = &p->kernels[1];
+      ck_assert_int_eq(k->kind, LJG_K_MATMUL);
+      ck_assert_int_eq(k->win_op, LJG_OP_IM2COL);
+      ck_assert_int_eq(k->win_at, bias);
+      ck_assert_int_gt(k->nnests, k->win_at);
+      ck_assert(k->row_block >= 12 && k->row_block < k->ntasks);
+      ck_assert_int_eq(p->slots[k->win_out_slot].kind, dts[i] == LJ_F32 && !avg ? LJG_SLOT_LOCAL : LJG_SLOT_TEMP);
+      free_program(p, opt);
+      double tol = dts[i] == LJ_F32 ? 1e-5 : 1e-12;
+      tu_check_interp_tol(1, &y, tol, tol);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+      lj_tensor_release(b);
+    }
+}
+END_TEST
+
+/* The buffer plan places what a row-fused kernel's nests write like any kernel's output: in
+ * scratch memory freed by temps whose last reader has run. sigmoid(x) feeds a matmul whose
+ * product feeds a second matmul with a tanh epilogue, which a third matmul reads: the
+ * epilogue's result takes sigmoid(x)'s place, so two [200, 64] temps are live at once, never
+ * three. */
+START_TEST(test_plan_fused_outputs) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(200, 64), TU_ANY, 70);
+  lj_tensor *w1 = tu_tensor(LJ_F32, LJ_SHAPE(64, 64), TU_ANY, 71), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(64, 64), TU_ANY, 72);
+  lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_ANY, 73);
+  lj_scope_begin();
+  lj_tensor *t = lj_tanh(lj_add(lj_matmul(lj_matmul(lj_sigmoid(x), w1), w2), bias));
+  lj_tensor *y = lj_matmul(t, w1);
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  ck_assert_int_eq(p->nkernels, 4);
+  ck_assert_int_eq(p->kernels[2].kind, LJG_K_MATMUL);
+  ck_assert_int_eq(p->kernels[2].nnests, 1);
+  int32_t fused = p->kernels[2].nests[0].out_slot, first = p->kernels[0].nests[0].out_slot;
+  ck_assert_int_eq(p->slots[fused].kind, LJG_SLOT_TEMP);
+  ck_assert_int_eq(p->slots[fused].offset, p->slots[first].offset);
+  ck_assert_int_eq(p->scratch_bytes, 2 * 200 * 64 * 4);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &y, 1e-4, 1e-3); /* sums of 64 products that cancel */
+  lj_scope_end();
+  lj_tensor_release(x);
+  lj_tensor_release(w1);
+  lj_tensor_release(w2);
+  lj_tensor_release(bias);
 }
 END_TEST
 
@@ -466,6 +539,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_window_row_fusion);
+  tcase_add_test(tc, test_conv_pool_row_fusion);
+  tcase_add_test(tc, test_plan_fused_outputs);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -382,10 +382,10 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
 /* A row-fused kernel: for each block of row_block rows of [begin, end), a matmul kernel's
- * rows of C (a window kernel's planes) and then every nest in order over the block's rows (the
- * window last when it reads what they write), so what one writes is still in cache when the
- * next reads it. LOCAL slots hold the current block only: their rows count from the block's
- * first. */
+ * rows of C and then every nest in order over the block's rows, the window after the first
+ * win_at of them (first when its planes lead, after those that compute what it reads), so
+ * what one writes is still in cache when the next reads it. LOCAL slots hold the current
+ * block only: their rows count from the block's first. */
 static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -401,11 +401,14 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
     const ljg_slot *sl = &kc->p->slots[s];
     if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
   }
-  bool window = kc->k->kind == LJG_K_WINDOW;
-  if (kc->k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi);
-  if (window && !kc->k->win_last) emit_window(kc, lo, hi);
-  for (int s = 0; s < kc->k->nnests; s++) emit_nest(kc, &kc->k->nests[s], nest_check[s], lo, hi);
-  if (window && kc->k->win_last) emit_window(kc, lo, hi);
+  const ljg_kernel *k = kc->k;
+  bool window = ljg_kernel_has_window(k);
+  if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi);
+  for (int s = 0; s < k->nnests; s++) {
+    if (window && k->win_at == s) emit_window(kc, lo, hi);
+    emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
+  }
+  if (window && k->win_at == k->nnests) emit_window(kc, lo, hi);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
 
@@ -537,7 +540,7 @@ typedef struct window_gen {
 
 static LLVMValueRef window_src(window_gen *w, LLVMValueRef i1, LLVMValueRef i2) {
   const ljg_kernel *k = w->kc->k;
-  const ljg_kexpr *src = &k->exprs[k->mm_a];
+  const ljg_kexpr *src = &k->exprs[k->win_src];
   ljc_point p = {src->view >= 0 ? ljg_view_top(&k->views[src->view])->ndim : 0, {0}};
   if (k->win_op == LJG_OP_IM2COL) {
     p.idx[0] = w->n, p.idx[1] = w->c, p.idx[2] = i1, p.idx[3] = i2;
@@ -629,8 +632,8 @@ static void emit_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi, bool copy
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = w->kc->k;
-  const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
-  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->mm_dtype);
+  const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
+  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->win_dtype);
   int vw = ir->vec_bytes / (int)esize;
   bool unit = sv->n == 1 && ljg_view_top(sv)->stride[3] == 1;
   int s2 = copy && unit && k->win[3] == 2 ? stride2_width(k, vw) : 0;
@@ -692,7 +695,7 @@ static void add_one(void *ctx, LLVMValueRef ow) {
   window_gen *w = ctx;
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
-  lj_dtype dt = (lj_dtype)w->kc->k->mm_dtype;
+  lj_dtype dt = (lj_dtype)w->kc->k->win_dtype;
   LLVMValueRef src, p;
   add_ptrs(w, ow, &src, &p);
   LLVMValueRef v = ljc_from_storage(ir, LLVMBuildLoad2(b, w->st, src, ""), dt);
@@ -757,8 +760,8 @@ static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = w->kc->k;
-  const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
-  lj_dtype dt = (lj_dtype)k->mm_dtype;
+  const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
+  lj_dtype dt = (lj_dtype)k->win_dtype;
   unsigned esize = (unsigned)lj_dtype_size(dt);
   int vw = ir->vec_bytes / (int)esize;
   int s2 = k->win[3] == 2 ? stride2_width(k, vw) : 0;
@@ -836,9 +839,9 @@ static void emit_col2im_pairs(window_gen *w, LLVMValueRef plane) {
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = w->kc->k;
-  const ljg_view *sv = &k->views[k->exprs[k->mm_a].view];
+  const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
   int64_t KH = k->win[0], OH = k->win_oh, OW = k->win_ow;
-  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->mm_dtype);
+  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->win_dtype);
   int v = sv->n == 1 && ljg_view_top(sv)->stride[2] == 1 ? ir->vec_bytes / (int)esize : 1;
   while (v > OW) v /= 2;
   if (v < 2) v = 1;
@@ -873,19 +876,19 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   bool to_cols = k->win_op == LJG_OP_IM2COL;
   window_gen w = {0};
   w.kc = kc;
-  w.st = ljc_storage_type(ir, (lj_dtype)k->mm_dtype);
-  LLVMTypeRef ct = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
-  LLVMValueRef fill = ljg_dtype_is_float((lj_dtype)k->mm_dtype) ? ljc_const_f(ct, to_cols ? k->win_fill : 0)
+  w.st = ljc_storage_type(ir, (lj_dtype)k->win_dtype);
+  LLVMTypeRef ct = ljc_compute_type(ir, (lj_dtype)k->win_dtype);
+  LLVMValueRef fill = ljg_dtype_is_float((lj_dtype)k->win_dtype) ? ljc_const_f(ct, to_cols ? k->win_fill : 0)
                                                                  : ljc_const_i(ct, 0);
-  w.fill = ljc_to_storage(ir, fill, (lj_dtype)k->mm_dtype);
+  w.fill = ljc_to_storage(ir, fill, (lj_dtype)k->win_dtype);
   ljc_loop tasks;
   ljc_loop_begin(ir, &tasks, begin, end, true, 0, NULL);
   w.n = LLVMBuildUDiv(b, tasks.iv, ljc_i64(ir, C), "");
   w.c = LLVMBuildURem(b, tasks.iv, ljc_i64(ir, C), "");
   int64_t plane = to_cols ? ljg_window_cols_plane(k) : ljg_window_image_plane(k);
   LLVMValueRef base = LLVMBuildNSWMul(b, tasks.iv, ljc_i64(ir, plane), "");
-  if (kc->slot_origin[k->mm_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->mm_out_slot], "");
-  LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->mm_out_slot], &base, 1, "");
+  if (kc->slot_origin[k->win_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->win_out_slot], "");
+  LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->win_out_slot], &base, 1, "");
   if (tiles_in_pairs(k)) {
     emit_col2im_pairs(&w, out);
     ljc_loop_end(ir, &tasks, NULL, NULL);
@@ -950,7 +953,8 @@ static void mark_slots(const ljg_kernel *k, uint8_t *used) {
     if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_SCALAR || k->exprs[e].kind == LJG_X_BUFFER)
       used[k->exprs[e].slot] = 1;
   for (int s = 0; s < k->nnests; s++) used[k->nests[s].out_slot] = 2;
-  if (k->kind != LJG_K_LOOPS) used[k->mm_out_slot] = 2;
+  if (k->kind == LJG_K_MATMUL) used[k->mm_out_slot] = 2;
+  if (ljg_kernel_has_window(k)) used[k->win_out_slot] = 2;
 }
 
 /* The checks a kernel makes, with their allocas, created in the entry block. */

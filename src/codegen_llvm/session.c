@@ -212,7 +212,7 @@ static char *asm_text(LLVMTargetMachineRef tm, LLVMModuleRef mod) {
 enum { SMALL_KERNEL_POINTS = 4096 };
 
 static bool worth_vectorizing(const ljg_kernel *k) {
-  int64_t points = k->kind == LJG_K_WINDOW ? ljg_numel(4, k->win_img) : 0;
+  int64_t points = ljg_kernel_has_window(k) ? ljg_numel(4, k->win_img) : 0;
   for (int i = 0; i < k->nnests; i++) points += ljg_numel(k->nests[i].ndim, k->nests[i].shape);
   return points > SMALL_KERNEL_POINTS;
 }

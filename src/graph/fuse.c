@@ -398,9 +398,9 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     const ljg_gnode *img = to_cols ? &g->nodes[in[0]] : n;
     k->kind = LJG_K_WINDOW;
     k->win_op = (int16_t)n->op;
-    k->mm_a = build(f, in[0], 0, false);
-    k->mm_out_slot = f->oslot[i];
-    k->mm_dtype = n->dtype;
+    k->win_src = build(f, in[0], 0, false);
+    k->win_out_slot = f->oslot[i];
+    k->win_dtype = n->dtype;
     memcpy(k->win, n->attr.a, sizeof k->win);
     k->win_fill = n->attr.f;
     memcpy(k->win_img, img->shape, sizeof k->win_img);
@@ -651,8 +651,8 @@ static void print_expr(ljb_str *b, const ljg_kernel *k, int e) {
 static void print_window(ljb_str *b, const ljg_kernel *k) {
   ljb_str_printf(b, "  %s of e%d, window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64 ") pad (%" PRId64
                  ",%" PRId64 ") dilation (%" PRId64 ",%" PRId64 ") -> slot%d\n",
-                 ljg_ops[k->win_op].name, k->mm_a, k->win[0], k->win[1], k->win[2], k->win[3], k->win[4], k->win[5],
-                 k->win[6], k->win[7], k->mm_out_slot);
+                 ljg_ops[k->win_op].name, k->win_src, k->win[0], k->win[1], k->win[2], k->win[3], k->win[4],
+                 k->win[5], k->win[6], k->win[7], k->win_out_slot);
 }
 
 char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
@@ -676,7 +676,6 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     if (k->row_block) ljb_str_printf(&b, " in blocks of %" PRId64 " rows", k->row_block);
     ljb_str_puts(&b, "\n");
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);
-    if (k->kind == LJG_K_WINDOW && !k->win_last) print_window(&b, k);
     if (k->kind == LJG_K_MATMUL) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
                      "-> slot%d: e%d * e%d%s\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
@@ -684,6 +683,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     }
     for (int s = 0; s < k->nnests; s++) {
       const ljg_nest *nest = &k->nests[s];
+      if (ljg_kernel_has_window(k) && k->win_at == s) print_window(&b, k);
       char shape[LJB_SHAPE_STR_MAX];
       ljb_str_printf(&b, "  nest %s", ljb_shape_str(shape, nest->ndim, nest->shape));
       if (nest->row_dims > 1) ljb_str_printf(&b, " rows over %d dims", nest->row_dims);
@@ -695,7 +695,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       print_view(&b, &k->views[nest->out_view]);
       ljb_str_puts(&b, "\n");
     }
-    if (k->kind == LJG_K_WINDOW && k->win_last) print_window(&b, k);
+    if (ljg_kernel_has_window(k) && k->win_at == k->nnests) print_window(&b, k);
   }
   return ljb_str_take(&b);
 }

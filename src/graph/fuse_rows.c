@@ -14,16 +14,19 @@
  * blocks are sized by matmul_row_block (B is packed again for every block).
  *
  * A window kernel's rows are its (n, c) image planes. im2col is the first kernel of a group
- * (max-pool's argmax and gather, avg-pool's mean over each window follow it); col2im is the
- * last, on what the group's nests wrote (max-pool's gradient, scattered into zeros window by
- * window, then added back into the image). Such joins are made first, so that the planes,
- * larger than the image, are the intermediate a block at a time holds.
+ * (max-pool's argmax and gather, avg-pool's mean over each window follow it), or follows a
+ * matmul's group whose rows are those planes (a convolution's C, biased: the pooling of a
+ * convolution runs on each block of its planes as they are computed); col2im is the last, on
+ * what the group's nests wrote (max-pool's gradient, scattered into zeros window by window,
+ * then added back into the image). col2im joins are made first, so that the planes, larger
+ * than the image, are the intermediate a block at a time holds.
  *
  * A kernel B joins the group before it when
  *   - B is a LOOPS kernel split over its rows, the group has as many rows, every nest of B
  *     has them as its first dims (row_dims of them: a [B, M, N] bias add after a batched
  *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters
- *     along them; or B is a col2im and the group only LOOPS nests;
+ *     along them; or B is a col2im and the group only LOOPS nests; or B is an im2col and the
+ *     group a matmul's without a window;
  *   - every slot the group writes is written row-disjointly (row r at [r·S, (r+1)·S) of a
  *     buffer of rows·S elements) and B reads it only at its own row: plain loads (one view
  *     level, offset 0, no negative stride, the row dims' strides S-steps row-major), col2im's
@@ -145,8 +148,7 @@ static int64_t write_row_stride(const ljg_program *p, const ljg_kernel *k, const
  * is read a task's KH·KW rows at a time: rows of KH·KW·L elements when it is contiguous. */
 static int64_t load_row_stride(const ljg_kernel *k, int e) {
   const ljg_view *v = &k->views[k->exprs[e].view];
-  if (k->kind != LJG_K_WINDOW || e != k->mm_a || k->win_op != LJG_OP_COL2IM)
-    return view_row_stride(v, k->ntasks);
+  if (k->win_op != LJG_OP_COL2IM || e != k->win_src) return view_row_stride(v, k->ntasks);
   const ljg_view1 *t = &v->v[0];
   int64_t row = window_src_row(k);
   bool plain = v->n == 1 && t->offset == 0 && t->ndim == 3 && t->stride[2] == 1 && t->stride[1] == t->shape[2] &&
@@ -226,21 +228,23 @@ static bool as_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
 
 /* Whether b can join a: the matmul's C (rows b·M + m of N), the window's planes or what a's
  * nests write is read by b only at its own row. An im2col leads its group (its planes are
- * larger than its image); a col2im ends one, on what the nests wrote (a gradient's planes,
- * larger than the image they add up to). */
+ * larger than its image) or follows a matmul's (a convolution's pooling: C's rows are the
+ * planes of the image it pools); a col2im ends a group, on what the nests wrote (a gradient's
+ * planes, larger than the image they add up to). */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
   if (a->ntasks != b->ntasks) return false;
   if (b->kind == LJG_K_WINDOW) {
-    if (b->win_op != LJG_OP_COL2IM || b->nnests || !rows_kernel(a)) return false;
+    bool ends = b->win_op == LJG_OP_COL2IM && rows_kernel(a);
+    bool pools = b->win_op == LJG_OP_IM2COL && a->kind == LJG_K_MATMUL && !ljg_kernel_has_window(a);
+    if (b->nnests || !(ends || pools)) return false;
   } else if (!rows_kernel(b)) {
     return false;
-  } else if (a->kind == LJG_K_MATMUL) {
-    if (!reads_own_row(b, a->mm_out_slot, a->mm_n)) return false;
-  } else if (a->kind == LJG_K_WINDOW) {
-    if (a->win_last || !reads_own_row(b, a->mm_out_slot, window_out_row(a))) return false;
-  } else if (!rows_kernel(a)) {
-    return false;
   }
+  if (a->kind == LJG_K_LOOPS && !rows_kernel(a)) return false;
+  if (a->kind == LJG_K_MATMUL && !reads_own_row(b, a->mm_out_slot, a->mm_n)) return false;
+  if (ljg_kernel_has_window(a) &&
+      (a->win_op == LJG_OP_COL2IM || !reads_own_row(b, a->win_out_slot, window_out_row(a))))
+    return false;
   for (int s = 0; s < a->nnests; s++) {
     int64_t stride = write_row_stride(p, a, &a->nests[s]);
     if (!stride || !reads_own_row(b, a->nests[s].out_slot, stride)) return false;
@@ -277,18 +281,18 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
   a->nviews = nv;
   a->nests = n;
   a->nnests = nn;
-  if (b->kind == LJG_K_WINDOW) {
-    a->kind = LJG_K_WINDOW;
+  if (b->kind == LJG_K_WINDOW) { /* after a's nests, on the block's rows of C or what they wrote */
+    if (a->kind == LJG_K_LOOPS) a->kind = LJG_K_WINDOW;
     a->win_op = b->win_op;
-    a->win_last = 1;
+    a->win_at = (int16_t)(nn - b->nnests);
+    a->win_src = b->win_src + (ne - b->nexprs);
+    a->win_out_slot = b->win_out_slot;
+    a->win_dtype = b->win_dtype;
     memcpy(a->win, b->win, sizeof a->win);
     a->win_fill = b->win_fill;
     memcpy(a->win_img, b->win_img, sizeof a->win_img);
     a->win_oh = b->win_oh;
     a->win_ow = b->win_ow;
-    a->mm_a = b->mm_a + (ne - b->nexprs);
-    a->mm_out_slot = b->mm_out_slot;
-    a->mm_dtype = b->mm_dtype;
   }
   a->work += b->work;
   a->task_dim = 0; /* a matmul's or a window's nests split its rows too */
@@ -304,7 +308,8 @@ static bool used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t sl
       if (o->exprs[e].kind != LJG_X_CONST && o->exprs[e].kind != LJG_X_OP && o->exprs[e].slot == slot) return true;
     for (int s = 0; s < o->nnests; s++)
       if (o->nests[s].out_slot == slot) return true;
-    if (o->kind != LJG_K_LOOPS && o->mm_out_slot == slot) return true;
+    if ((o->kind == LJG_K_MATMUL && o->mm_out_slot == slot) || (ljg_kernel_has_window(o) && o->win_out_slot == slot))
+      return true;
   }
   return false;
 }
@@ -319,8 +324,8 @@ static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
 }
 
 /* Makes slot LOCAL if only row-fused kernel k uses it: written row-disjointly with row
- * stride `stride` by nest w (-1: by the matmul or window, before every nest) and later nests
- * that write the same rows, and read by later nests at their own row. */
+ * stride `stride` by nest w and later nests that write the same rows, or (w = -1 - j) by the
+ * matmul or window that runs before nest j, and read after it is written at its own row. */
 static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, int64_t stride) {
   ljg_slot *sl = &p->slots[slot];
   int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
@@ -331,7 +336,7 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
     if (r == w) continue;
     if (k->nests[r].out_slot == slot) { /* only later nests write it too, on the same rows (a scatter-add) */
       if (r < w || w < 0 || write_row_stride(p, k, &k->nests[r]) != stride) return;
-    } else if (r < w && expr_reads(k, k->nests[r].value, slot)) { /* none reads it before it is written */
+    } else if (r < (w < 0 ? -1 - w : w) && expr_reads(k, k->nests[r].value, slot)) { /* none reads it before */
       return;
     }
   }
@@ -343,7 +348,7 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
 /* Makes the intermediates that only row-fused kernel k uses LOCAL. */
 static void localize(ljg_program *p, ljg_kernel *k) {
   if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_n);
-  if (k->kind == LJG_K_WINDOW && !k->win_last) localize_slot(p, k, k->mm_out_slot, -1, window_out_row(k));
+  if (k->win_op == LJG_OP_IM2COL) localize_slot(p, k, k->win_out_slot, -1 - k->win_at, window_out_row(k));
   for (int w = 0; w < k->nnests; w++) localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]));
 }
 
@@ -376,7 +381,7 @@ void ljg_fuse_rows(ljg_program *p) {
     ljg_kernel *k = &p->kernels[i];
     if (k->row_block == 0) continue;
     int64_t widest = 1;
-    if (k->kind == LJG_K_WINDOW) {
+    if (ljg_kernel_has_window(k)) {
       widest = window_out_row(k);
       if (window_src_row(k) > widest) widest = window_src_row(k);
     }

@@ -399,9 +399,9 @@ typedef struct ljg_kernel {
                          task) */
   int64_t ntasks;
   int64_t row_block;  /* after row fusion: the nests run in order on blocks of this many rows
-                         (a MATMUL kernel computes the block's rows of C first, a WINDOW kernel
-                         its planes first or, win_last, after them), not one after another over
-                         the task range (0) */
+                         (a MATMUL kernel computes the block's rows of C first, the window runs
+                         after the first win_at nests), not one after another over the task
+                         range (0) */
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k; /* mm_b: the matrices A and B hold */
@@ -409,14 +409,23 @@ typedef struct ljg_kernel {
   int32_t mm_out_slot;
   uint8_t mm_dtype;
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
-  /* WINDOW: the source LOAD is mm_a, the output slot mm_out_slot, the dtype mm_dtype */
-  int16_t win_op;         /* LJG_OP_IM2COL or LJG_OP_COL2IM */
-  uint8_t win_last;       /* row-fused: the window runs on what the block's nests wrote */
+  /* The window: im2col or col2im of the LOAD win_src into win_out_slot, an (n, c) image
+   * plane a task. A WINDOW kernel's own op; a row-fused MATMUL kernel's when the pooling of
+   * its rows (an im2col of what its nests wrote) joined it. */
+  int16_t win_op;         /* LJG_OP_IM2COL or LJG_OP_COL2IM; LJG_OP_DATA: none */
+  int16_t win_at;         /* row-fused: the window runs after this many nests (the last: on
+                             what the block's nests wrote) */
+  int32_t win_src, win_out_slot;
+  uint8_t win_dtype;
   int64_t win[8];         /* kh, kw, sh, sw, ph, pw, dh, dw */
   double win_fill;
   int64_t win_img[4];     /* N, C, H, W */
   int64_t win_oh, win_ow;
 } ljg_kernel;
+
+static inline bool ljg_kernel_has_window(const ljg_kernel *k) {
+  return k->win_op == LJG_OP_IM2COL || k->win_op == LJG_OP_COL2IM;
+}
 
 /* A WINDOW kernel's elements per task: the (n, c) plane of windows (KH·KW rows of OH·OW
  * columns) and of the image (H·W); its output is the first for im2col, the second for col2im.

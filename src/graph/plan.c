@@ -47,19 +47,19 @@ static void coalesce(range *r, int *n) {
   *n = m;
 }
 
-/* The slots kernel k writes: one, or one per nest of a loop kernel (a row-fused kernel has
- * several), listed once each; returns how many. */
+static void add_output(int32_t *out, int *n, int32_t slot) {
+  for (int j = 0; j < *n; j++)
+    if (out[j] == slot) return;
+  out[(*n)++] = slot;
+}
+
+/* The slots kernel k writes, listed once each: C of a matmul, a window's planes or image, and
+ * what each nest writes (a row-fused kernel has all three); returns how many. */
 static int kernel_outputs(const ljg_kernel *k, int32_t *out) {
-  if (k->kind != LJG_K_LOOPS) {
-    out[0] = k->mm_out_slot;
-    return 1;
-  }
   int n = 0;
-  for (int s = 0; s < k->nnests; s++) {
-    bool seen = false;
-    for (int j = 0; j < n; j++) seen |= out[j] == k->nests[s].out_slot;
-    if (!seen) out[n++] = k->nests[s].out_slot;
-  }
+  if (k->kind == LJG_K_MATMUL) add_output(out, &n, k->mm_out_slot);
+  if (ljg_kernel_has_window(k)) add_output(out, &n, k->win_out_slot);
+  for (int s = 0; s < k->nnests; s++) add_output(out, &n, k->nests[s].out_slot);
   return n;
 }
 
@@ -85,7 +85,7 @@ void ljg_plan(ljg_program *p) {
         k++;
       }
     }
-    int32_t *outs = ljb_xalloc(((size_t)p->kernels[i].nnests + 1) * sizeof *outs);
+    int32_t *outs = ljb_xalloc(((size_t)p->kernels[i].nnests + 2) * sizeof *outs);
     int nout = kernel_outputs(&p->kernels[i], outs);
     coalesce(free_list.a, &free_list.n);
     for (int o = 0; o < nout; o++) {

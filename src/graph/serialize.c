@@ -171,7 +171,10 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_dtype);
   F(x, k->mm_sum);
   F(x, k->win_op);
-  F(x, k->win_last);
+  F(x, k->win_at);
+  F(x, k->win_src);
+  F(x, k->win_out_slot);
+  F(x, k->win_dtype);
   F(x, k->win);
   F(x, k->win_fill);
   F(x, k->win_img);
