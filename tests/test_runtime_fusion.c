@@ -448,6 +448,46 @@ START_TEST(test_conv_pool_row_fusion) {
 }
 END_TEST
 
+/* A convolution's input gradient: the matmul Wᵀ·dY that computes the gradient's columns and
+ * the col2im that adds them into the image are one kernel whose tasks are image planes, each
+ * KH·KW rows of C; a block is whole images, their columns on the kernel's stack (never in
+ * scratch memory). Values against the interpreter with the planes split across threads
+ * (mid-image), stride 1 with padding and stride 2 without, f32 and f64. */
+START_TEST(test_conv_input_gradient_fusion) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int p1[2] = {1, 1}, s2[2] = {2, 2};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++)
+    for (int strided = 0; strided < 2; strided++) {
+      lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(5, 6, 20, 22), TU_ANY, 80 + strided);
+      lj_tensor *w = tu_tensor(dts[i], LJ_SHAPE(20, 6, 3, 3), TU_ANY, 82 + strided);
+      lj_tensor_set_requires_grad(x, true);
+      lj_scope_begin();
+      lj_tensor *y = strided ? lj_conv2d(x, w, NULL, s2, NULL, NULL, 1) : lj_conv2d(x, w, NULL, NULL, p1, NULL, 1);
+      lj_tensor *g = tu_tensor(dts[i], lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 84);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *dx = lj_tensor_grad(x);
+      ljg_graph *opt;
+      ljg_program *p = program_of(dx, &opt);
+      ck_assert_int_eq(p->nkernels, 1);
+      const ljg_kernel *k = &p->kernels[0];
+      ck_assert(k->kind == LJG_K_MATMUL && k->win_op == LJG_OP_COL2IM && k->win_at == 0 && k->nnests == 0);
+      ck_assert_int_eq(k->mm_task_rows, 9);
+      ck_assert_int_eq(k->ntasks, 5 * 6);
+      /* whole images up to 256 KiB of columns: 95 (190) KiB an image in f32 (f64), 19 (38) strided */
+      ck_assert_int_eq(k->row_block, strided ? 30 : dts[i] == LJ_F32 ? 12 : 6);
+      ck_assert_int_eq(p->slots[k->mm_out_slot].kind, LJG_SLOT_LOCAL);
+      ck_assert_int_eq(p->scratch_bytes, 0);
+      free_program(p, opt);
+      double tol = dts[i] == LJ_F32 ? 1e-4 : 1e-12; /* sums of 180 products */
+      tu_check_interp_tol(1, &dx, tol, tol);
+      lj_tensor_release(g);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+    }
+}
+END_TEST
+
 /* The buffer plan places what a row-fused kernel's nests write like any kernel's output: in
  * scratch memory freed by temps whose last reader has run. sigmoid(x) feeds a matmul whose
  * product feeds a second matmul with a tanh epilogue, which a third matmul reads: the
@@ -540,6 +580,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_conv_pool_row_fusion);
+  tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   suite_add_tcase(s, tc);
   return s;

@@ -494,6 +494,10 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
+  if (k->mm_task_rows > 1) { /* tasks of several rows of C */
+    begin = LLVMBuildNSWMul(b, begin, ljc_i64(ir, k->mm_task_rows), "");
+    end = LLVMBuildNSWMul(b, end, ljc_i64(ir, k->mm_task_rows), "");
+  }
   if (k->mm_n == 0 || ljc_emit_gemm(kc, begin, end)) return;
   LLVMTypeRef t = ljc_compute_type(ir, k->mm_dtype);
   const ljg_view1 *bview = ljg_view_top(&k->views[k->exprs[k->mm_bm].view]);

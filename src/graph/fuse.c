@@ -496,6 +496,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     k->mm_out_slot = f->oslot[i];
     k->mm_dtype = n->dtype;
     k->mm_sum = n->op == LJG_OP_MATMUL_SUM;
+    k->mm_task_rows = 1;
     k->ntasks = n->shape[0] * k->mm_m;
     /* multiply-adds run 16 to a cycle in the register tiles: count them like that many
      * points of an elementwise loop, so a small matmul stays on one thread */
@@ -678,8 +679,10 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);
     if (k->kind == LJG_K_MATMUL) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
-                     "-> slot%d: e%d * e%d%s\n", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
+                     "-> slot%d: e%d * e%d%s", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
                      k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
+      if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
+      ljb_str_puts(&b, "\n");
     }
     for (int s = 0; s < k->nnests; s++) {
       const ljg_nest *nest = &k->nests[s];

@@ -18,8 +18,11 @@
  * matmul's group whose rows are those planes (a convolution's C, biased: the pooling of a
  * convolution runs on each block of its planes as they are computed); col2im is the last, on
  * what the group's nests wrote (max-pool's gradient, scattered into zeros window by window,
- * then added back into the image). col2im joins are made first, so that the planes, larger
- * than the image, are the intermediate a block at a time holds.
+ * then added back into the image), or on a matmul's C (a convolution's input gradient: Wᵀ·dY
+ * computes each image's columns, KH·KW rows of C per plane, which col2im adds up; the joined
+ * kernel's tasks are the planes, and its blocks whole images up to L2's size). col2im joins
+ * are made first, so that the planes, larger than the image, are the intermediate a block at a
+ * time holds.
  *
  * A kernel B joins the group before it when
  *   - B is a LOOPS kernel split over its rows, the group has as many rows, every nest of B
@@ -49,24 +52,35 @@
 #define ROW_BLOCK_ELEMS 4096
 /* The most a LOCAL slot's block may take on a kernel's stack. */
 #define LOCAL_MAX_BYTES (64 << 10)
+/* The most a block of C may take when a col2im reads it (a convolution's input gradient):
+ * a whole matrix (an image's columns) up to L2's size, so B is packed once per image. */
+#define LOCAL_COLUMNS_MAX_BYTES (256 << 10)
 /* A matmul kernel with an epilogue: its blocks hold at least this many rows when it packs B
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
  * in a LOCAL slot. */
 #define MATMUL_BLOCK_MIN_ROWS 48
+
+/* The most a LOCAL block of slot may take in kernel k. */
+static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
+  return k->kind == LJG_K_MATMUL && k->mm_task_rows > 1 && slot == k->mm_out_slot ? LOCAL_COLUMNS_MAX_BYTES
+                                                                                  : LOCAL_MAX_BYTES;
+}
 
 /* Rows per block of a matmul kernel with an epilogue. One B shared by all rows (a linear
  * layer's weight) and packed, or products summed over the batch (every row goes through
  * every matrix's B): the whole task range, so B is packed once per thread as without the
  * epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
  * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway),
- * rounded down to whole matrices when more than one fits. */
+ * rounded down to whole matrices when more than one fits; in tasks, which a col2im's join
+ * makes several rows each. */
 static int64_t matmul_row_block(const ljg_kernel *k) {
   bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
-  int64_t rb = LOCAL_MAX_BYTES / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
+  int64_t rb = local_max_bytes(k, k->mm_out_slot) / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
   if (packed && rb < MATMUL_BLOCK_MIN_ROWS) rb = MATMUL_BLOCK_MIN_ROWS;
-  return rb > k->mm_m ? rb / k->mm_m * k->mm_m : rb; /* a block straddling two matrices packs both */
+  if (rb > k->mm_m) rb = rb / k->mm_m * k->mm_m; /* a block straddling two matrices packs both */
+  return rb / k->mm_task_rows;
 }
 
 /* The number of leading dims of shape whose product is rows (0: none). */
@@ -226,12 +240,26 @@ static bool as_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   return true;
 }
 
+/* Whether b is a col2im of matmul a's C, read as it lies: a gradient's columns [N, C·KH·KW, L]
+ * computed by the matmul (a convolution's input gradient, Wᵀ·dY per image), added into the
+ * image plane by plane as they are computed. A task of the joined kernel is a plane: KH·KW
+ * rows of C. */
+static bool adds_up_rows(const ljg_kernel *a, const ljg_kernel *b) {
+  if (a->kind != LJG_K_MATMUL || a->nnests || ljg_kernel_has_window(a) || a->mm_sum || a->mm_task_rows != 1 ||
+      b->kind != LJG_K_WINDOW || b->win_op != LJG_OP_COL2IM || b->nnests)
+    return false;
+  int64_t rows = b->win[0] * b->win[1];
+  return b->exprs[b->win_src].slot == a->mm_out_slot && a->ntasks == b->ntasks * rows &&
+         load_row_stride(b, b->win_src) == rows * a->mm_n;
+}
+
 /* Whether b can join a: the matmul's C (rows b·M + m of N), the window's planes or what a's
  * nests write is read by b only at its own row. An im2col leads its group (its planes are
  * larger than its image) or follows a matmul's (a convolution's pooling: C's rows are the
  * planes of the image it pools); a col2im ends a group, on what the nests wrote (a gradient's
  * planes, larger than the image they add up to). */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
+  if (adds_up_rows(a, b)) return true;
   if (a->ntasks != b->ntasks) return false;
   if (b->kind == LJG_K_WINDOW) {
     bool ends = b->win_op == LJG_OP_COL2IM && rows_kernel(a);
@@ -254,6 +282,10 @@ static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel
 
 /* a followed by b, as one kernel whose exprs and views are a's then b's. */
 static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
+  if (adds_up_rows(a, b)) {
+    a->mm_task_rows = b->win[0] * b->win[1];
+    a->ntasks = b->ntasks;
+  }
   int ne = a->nexprs + b->nexprs, nv = a->nviews + b->nviews, nn = a->nnests + b->nnests;
   ljg_kexpr *x = ljb_arena_alloc(arena, (size_t)ne * sizeof *x);
   ljg_view *v = ljb_arena_alloc(arena, (size_t)nv * sizeof *v);
@@ -329,7 +361,7 @@ static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
 static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, int64_t stride) {
   ljg_slot *sl = &p->slots[slot];
   int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
-  if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > LOCAL_MAX_BYTES ||
+  if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > local_max_bytes(k, slot) ||
       !reads_own_row(k, slot, stride) || used_elsewhere(p, k, slot))
     return;
   for (int r = 0; r < k->nnests; r++) {
@@ -347,7 +379,7 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
 
 /* Makes the intermediates that only row-fused kernel k uses LOCAL. */
 static void localize(ljg_program *p, ljg_kernel *k) {
-  if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_n);
+  if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_task_rows * k->mm_n);
   if (k->win_op == LJG_OP_IM2COL) localize_slot(p, k, k->win_out_slot, -1 - k->win_at, window_out_row(k));
   for (int w = 0; w < k->nnests; w++) localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]));
 }

@@ -409,6 +409,8 @@ typedef struct ljg_kernel {
   int32_t mm_out_slot;
   uint8_t mm_dtype;
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
+  int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
+                           (its tasks are image planes, each the sum of that many rows) */
   /* The window: im2col or col2im of the LOAD win_src into win_out_slot, an (n, c) image
    * plane a task. A WINDOW kernel's own op; a row-fused MATMUL kernel's when the pooling of
    * its rows (an im2col of what its nests wrote) joined it. */

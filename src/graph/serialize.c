@@ -170,6 +170,7 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_out_slot);
   F(x, k->mm_dtype);
   F(x, k->mm_sum);
+  F(x, k->mm_task_rows);
   F(x, k->win_op);
   F(x, k->win_at);
   F(x, k->win_src);
@@ -180,7 +181,8 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->win_img);
   F(x, k->win_oh);
   F(x, k->win_ow);
-  check(x, kind >= LJG_K_LOOPS && kind <= LJG_K_WINDOW && k->ntasks >= 0);
+  check(x, kind >= LJG_K_LOOPS && kind <= LJG_K_WINDOW && k->ntasks >= 0 &&
+               (kind != LJG_K_MATMUL || k->mm_task_rows >= 1));
 }
 
 static void slot_io(io *x, ljg_slot *s) {
