@@ -1,12 +1,14 @@
 /* test_runtime_async.c — async execution: a sync returns with its run queued, the host traces
  * the next step on the queued run's output buffers meanwhile, and reads wait for the run. The
  * executor is held back (ljr_queue_pause) so what the host does before the run is seen through
- * the queue's numbers and the kernel counters, not through timing. */
+ * the queue's numbers and the kernel counters, not through timing. And the kernels' thread
+ * pool: every task of a job runs once, in ranges or chunks. */
 #include "test_util.h"
 
 #include "runtime/runtime.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,12 +90,60 @@ START_TEST(test_shutdown_waits) {
 }
 END_TEST
 
+typedef struct pool_job {
+  atomic_int *runs;  /* per task */
+  atomic_int calls, bad_ranges;
+  int64_t n, grain; /* grain 0: any range */
+} pool_job;
+
+static void count_tasks(void *ctx, int64_t begin, int64_t end) {
+  pool_job *j = ctx;
+  atomic_fetch_add(&j->calls, 1);
+  bool chunk = j->grain == 0 || (begin % j->grain == 0 && end == (begin + j->grain < j->n ? begin + j->grain : j->n));
+  if (begin < 0 || end > j->n || begin >= end || !chunk) atomic_fetch_add(&j->bad_ranges, 1);
+  for (int64_t t = begin; t < end && t < j->n; t++) atomic_fetch_add(&j->runs[t], 1);
+}
+
+/* The ranges a job of n tasks is split into: one per part, at most one per thread and task. */
+static int64_t ranges(int64_t n, int parts, int threads) {
+  int64_t r = parts < threads ? parts : threads;
+  return r < n ? r : n;
+}
+
+/* Jobs of 1 to 1000 tasks on pools of 1 to 3 threads, split into ranges (grain 0) or handed
+ * out in chunks of 1 to more than all tasks: every task runs exactly once; a job on one
+ * thread is one call, a split one one call per range, a chunked one one call per whole chunk
+ * (the last cut at n). */
+START_TEST(test_pool_chunks) {
+  static const int64_t ns[] = {1, 7, 100, 1000}, grains[] = {0, 1, 3, 64, 2000};
+  for (int threads = 1; threads <= 3; threads++) {
+    ljr_threadpool *pool = ljr_threadpool_new(threads);
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+      for (size_t b = 0; b < sizeof grains / sizeof *grains; b++)
+        for (int parts = 1; parts <= 3; parts++)
+          for (int rep = 0; rep < 20; rep++) {
+            bool alone = threads == 1 || parts == 1; /* one call over everything */
+            pool_job j = {.runs = calloc((size_t)ns[a], sizeof(atomic_int)), .n = ns[a], .grain = alone ? 0 : grains[b]};
+            ljr_threadpool_run(pool, count_tasks, &j, j.n, parts, grains[b]);
+            for (int64_t t = 0; t < j.n; t++) ck_assert_int_eq(atomic_load(&j.runs[t]), 1);
+            ck_assert_int_eq(atomic_load(&j.bad_ranges), 0);
+            ck_assert_int_eq(atomic_load(&j.calls), alone                ? 1
+                                                    : j.grain > 0 ? (j.n + j.grain - 1) / j.grain
+                                                                  : ranges(j.n, parts, threads));
+            free(j.runs);
+          }
+    ljr_threadpool_free(pool);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_async");
   TCase *tc = tu_tcase("async");
   tcase_add_test(tc, test_trace_while_running);
   tcase_add_test(tc, test_reads_wait);
   tcase_add_test(tc, test_shutdown_waits);
+  tcase_add_test(tc, test_pool_chunks);
   suite_add_tcase(s, tc);
   return s;
 }

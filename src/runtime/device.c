@@ -14,6 +14,8 @@
 /* Below this much work (points × expression size) a second thread does not pay. */
 #define PARALLEL_MIN_WORK 32768.0
 #define HUGE_BUFFER ((size_t)2 << 20)
+/* A parallel kernel's tasks go out in about this many chunks per thread. */
+#define CHUNKS_PER_PART 4
 
 static void *cpu_alloc(struct lj_device *d, size_t n) {
   size_t align = n >= HUGE_BUFFER ? HUGE_BUFFER : 64;
@@ -42,6 +44,16 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
   l->fn(l->slots, begin, end, l->err);
 }
 
+/* The chunks a kernel's tasks are handed out in across `parts` threads: about CHUNKS_PER_PART
+ * each, whole blocks of a row-fused kernel's rows; 0 (one contiguous range each) for a matmul
+ * kernel whose call packs a B shared by all its rows (a chunk would pack it again). */
+static int64_t chunk_of(const ljg_kernel *k, int parts) {
+  if (k->row_block >= k->ntasks || (k->kind == LJG_K_MATMUL && k->row_block == 0)) return 0;
+  int64_t unit = k->row_block > 0 ? k->row_block : 1;
+  int64_t units = (k->ntasks + unit - 1) / unit, want = (int64_t)parts * CHUNKS_PER_PART;
+  return unit * ((units + want - 1) / want);
+}
+
 static void cpu_execute(struct lj_device *d, const ljr_exec *e, void *const *slots, ljg_kerr *err) {
   int nthreads = ljr_threadpool_size(d->pool);
   for (int k = 0; k < e->prog->nkernels; k++) {
@@ -52,7 +64,7 @@ static void cpu_execute(struct lj_device *d, const ljr_exec *e, void *const *slo
       double by_work = kr->work / PARALLEL_MIN_WORK;
       parts = by_work < nthreads ? (int)by_work : nthreads;
     }
-    ljr_threadpool_run(d->pool, run_range, &l, kr->ntasks, parts);
+    ljr_threadpool_run(d->pool, run_range, &l, kr->ntasks, parts, parts > 1 ? chunk_of(kr, parts) : 0);
     if (err->code) break;
   }
   ljr_count(LJR_C_ExecutedKernels, e->prog->nkernels);

@@ -3,7 +3,10 @@
  * (a launch right after another costs well under a microsecond), stay awake longer when jobs
  * have been coming in quick succession (ljr_awake_ns), and then sleep on a condition variable
  * (a condvar-only pool costs tens of microseconds per launch). A job splits [0, n)
- * into `parts` contiguous ranges; part 0 runs on the caller. */
+ * into `parts` contiguous ranges, part 0 on the caller; or, given a grain, the `parts`
+ * threads take chunks of that many tasks in turn until none is left, so a thread that started
+ * late or runs slower (a busy core, a slower one) does less of the job instead of holding up
+ * its end. */
 #include "runtime/runtime.h"
 
 #include <stdlib.h>
@@ -17,7 +20,8 @@ struct ljr_threadpool {
   atomic_bool stop;
   ljr_task_fn fn;
   void *ctx;
-  int64_t total;
+  int64_t total, grain;
+  atomic_llong next; /* the next chunk's first task, when the job is handed out in chunks */
   int parts;
   pthread_mutex_t lock;
   pthread_cond_t wake, done;
@@ -28,7 +32,13 @@ typedef struct worker_arg {
   int index;
 } worker_arg;
 
+/* Part `part` of the job: its contiguous range, or chunks taken in turn until none is left. */
 static void run_part(ljr_threadpool *p, int part) {
+  if (p->grain > 0) {
+    for (int64_t c; (c = atomic_fetch_add(&p->next, p->grain)) < p->total;)
+      p->fn(p->ctx, c, c + p->grain < p->total ? c + p->grain : p->total);
+    return;
+  }
   int64_t b = p->total * part / p->parts, e = p->total * (part + 1) / p->parts;
   if (b < e) p->fn(p->ctx, b, e);
 }
@@ -108,7 +118,7 @@ void ljr_threadpool_free(ljr_threadpool *p) {
 
 int ljr_threadpool_size(const ljr_threadpool *p) { return p->n; }
 
-void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n, int parts) {
+void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n, int parts, int64_t grain) {
   if (parts > p->n) parts = p->n;
   if (parts > n) parts = (int)n;
   if (parts <= 1) {
@@ -119,6 +129,8 @@ void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n,
   p->ctx = ctx;
   p->total = n;
   p->parts = parts;
+  p->grain = grain;
+  atomic_store(&p->next, 0);
   atomic_store(&p->pending, p->n - 1);
   atomic_fetch_add(&p->generation, 1);
   if (atomic_load(&p->sleepers) > 0) {
