@@ -165,7 +165,8 @@ static const pass_case cases[] = {
      "  %14 = f32[40,300] sub(%9, %13), ROOT=1\n"
      "}\n"},
     {"matmul: a product summed over its batch is one matmul_sum, turned where that packs less "
-     "(the rows of a weight gradient become the taps)", ljg_optimize,
+     "(the rows of a weight gradient become the taps) or fills the register tiles better (3 "
+     "columns of 8 lanes become 3 rows of a 6-row tile)", ljg_optimize,
      "IR {\n"
      "  %0 = f32[4,8,36] data(), param=0\n"
      "  %1 = f32[4,72,36] data(), param=1\n"
@@ -192,11 +193,11 @@ static const pass_case cases[] = {
      "  %4 = f32[1,8,72] permute(%3), perm=(0,2,1)\n"
      "  %5 = f32[8,72] reshape(%4), ROOT=0\n"
      "  %6 = f32[4,3,36] data(), param=2\n"
-     "  %7 = f32[4,36,3] permute(%6), perm=(0,2,1)\n"
-     "  %8 = i64[4,5,6] data(), param=3\n"
-     "  %9 = i64[4,6,7] data(), param=4\n"
-     "  %10 = i64[1,5,7] matmul_sum(%8, %9), ROOT=1\n"
-     "  %11 = f32[1,8,3] matmul_sum(%0, %7)\n"
+     "  %7 = i64[4,5,6] data(), param=3\n"
+     "  %8 = i64[4,6,7] data(), param=4\n"
+     "  %9 = i64[1,5,7] matmul_sum(%7, %8), ROOT=1\n"
+     "  %10 = f32[1,3,8] matmul_sum(%6, %2)\n"
+     "  %11 = f32[1,8,3] permute(%10), perm=(0,2,1)\n"
      "  %12 = f32[1,1,8,3] reshape(%11), ROOT=2\n"
      "}\n"},
     {"matmul: a product used elsewhere too, or summed over other dims, keeps its sum", ljg_optimize,

@@ -284,8 +284,9 @@ END_TEST
 
 /* A matmul summed over its batch (a weight's gradient when the weight was expanded over the
  * batch) is one kernel that sums the products as it computes them: no product is stored per
- * matrix. It is turned, (Σ Bᵀ·Aᵀ)ᵀ, when that packs less: a convolution's weight gradient
- * dY·colsᵀ per image, where the rows become the taps. Values against the interpreter with
+ * matrix. It is turned, (Σ Bᵀ·Aᵀ)ᵀ, when that packs less (a convolution's weight gradient
+ * dY·colsᵀ per image, where the rows become the taps) or wastes fewer lanes (a product of 9
+ * columns). Values against the interpreter with
  * rows split across threads: f32 turned (its transposed result copied out), f64 over two
  * blocks of k with a partial panel and an epilogue, i64 through the scalar loops with B
  * contiguous along n and along k. A matmul used elsewhere too keeps its sum. */
@@ -303,8 +304,17 @@ START_TEST(test_matmul_batch_sum) {
   ck_assert_int_eq(p->kernels[0].mm_b, 6);
   free_program(p, opt);
   tu_check_interp_tol(1, &dw, 1e-4, 1e-4);
+  /* a first convolution's: 9 taps take two vectors (9 of 16 lanes used), turned two tiles (9 of 12 rows) */
+  lj_tensor *dy1 = tu_tensor(LJ_F32, LJ_SHAPE(6, 32, 50), TU_ANY, 8);
+  lj_tensor *cols1 = tu_tensor(LJ_F32, LJ_SHAPE(6, 9, 50), TU_ANY, 9);
+  lj_tensor *dw1 = lj_sum(lj_matmul(dy1, lj_transpose(cols1, 1, 2)), 1, batch, false);
+  p = program_of(dw1, &opt);
+  ck_assert(p->kernels[0].kind == LJG_K_MATMUL && p->kernels[0].mm_sum);
+  ck_assert_int_eq(p->kernels[0].mm_m, 9);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &dw1, 1e-4, 1e-4);
 
-  lj_tensor *a = tu_tensor(LJ_F64, LJ_SHAPE(3, 13, 300), TU_ANY, 3), *b = tu_tensor(LJ_F64, LJ_SHAPE(3, 300, 17), TU_ANY, 4);
+  lj_tensor *a = tu_tensor(LJ_F64, LJ_SHAPE(3, 13, 300), TU_ANY, 3), *b = tu_tensor(LJ_F64, LJ_SHAPE(3, 300, 20), TU_ANY, 4);
   lj_tensor *y = lj_relu(lj_sum(lj_matmul(a, b), 1, batch, false));
   p = program_of(y, &opt);
   ck_assert_int_eq(p->nkernels, 1);

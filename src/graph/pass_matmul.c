@@ -9,9 +9,11 @@
  *    permute(A))): its readers then read it as it lies, and a transposed root (a linear
  *    layer's weight gradient, computed by autograd as d(Wᵀ) = xᵀ·dY) becomes a reshape of the
  *    product instead of a copy with strided reads;
- *  - a matmul_sum that is not a root is turned likewise when packing the swapped product's B
- *    costs less than half as much per multiply-add as packing this one's (whichever way its
- *    small result is then read: a rule that also looked at that could turn it back and forth).
+ *  - a matmul_sum that is not a root is turned likewise when that costs less per multiply-add:
+ *    the register tiles' waste (rows past a tile's last, lanes past the last column: a
+ *    product 9 columns wide fills 9 of 16 lanes, turned 9 of 12 rows) plus packing B, the
+ *    swapped product's counted twice (whichever way its small result is then read: a rule
+ *    that also looked at that could turn it back and forth).
  *
  * The matmul kernels (codegen_llvm/gemm.c) copy B into panels that serve every row sharing
  * them: the M rows of its matrix, or all rows of the batch when B is the same for each (a
@@ -31,6 +33,10 @@
 
 static const int64_t swap_last[3] = {0, 2, 1};
 
+/* The matmul kernels' register tiles (codegen_llvm/gemm.c): rows, and the vector of columns
+ * (32 bytes: AVX2's, half of AVX-512's, which wastes no more lanes on narrow products). */
+enum { MATMUL_TILE_ROWS = 6, MATMUL_VECTOR_BYTES = 32 };
+
 /* Packing cost per multiply-add of B (seen through view b) for products of m rows of
  * `batch` matrices with k terms: the packer's cost per element over the rows sharing B. */
 static double pack_cost(const ljg_view1 *b, int64_t batch, int64_t m, int64_t k) {
@@ -48,6 +54,15 @@ static bool operand_view(const ljg_graph *g, int32_t i, ljg_view1 *out) {
   return true;
 }
 
+/* Multiply-adds the register tiles make per one of an m × n product's: rows go in tiles of
+ * MATMUL_TILE_ROWS, columns in vectors of MATMUL_VECTOR_BYTES (what is past the last row or
+ * column is computed and dropped). */
+static double tile_cost(int64_t m, int64_t n, lj_dtype dt) {
+  int64_t lanes = MATMUL_VECTOR_BYTES / lj_dtype_size(dt);
+  int64_t rows = (m + MATMUL_TILE_ROWS - 1) / MATMUL_TILE_ROWS * MATMUL_TILE_ROWS, cols = (n + lanes - 1) / lanes * lanes;
+  return (double)rows / (double)m * (double)cols / (double)n;
+}
+
 static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t *in) {
   if (n->dtype != LJ_F32 && n->dtype != LJ_F64) return false;
   int64_t batch = g->nodes[in[0]].shape[0], m = n->shape[1], nn = n->shape[2], k = g->nodes[in[0]].shape[2];
@@ -57,7 +72,8 @@ static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t
   ljg_view1 at = a; /* Aᵀ, the B of the swapped product */
   at.stride[1] = a.stride[2];
   at.stride[2] = a.stride[1];
-  return 2 * pack_cost(&at, batch, nn, k) < pack_cost(&b, batch, m, k);
+  double swapped = tile_cost(nn, m, n->dtype) + 2 * pack_cost(&at, batch, nn, k);
+  return swapped < tile_cost(m, nn, n->dtype) + pack_cost(&b, batch, m, k);
 }
 
 static int transposed(ljg_rewriter *rw, const ljg_gnode *x, int32_t in) {
