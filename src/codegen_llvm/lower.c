@@ -173,7 +173,7 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
   }
   /* scatter-add: out[point with dim = index] += v, a bad index adding nothing */
   ljc_emit_exprs(g->kc, &g->pt, nest->scatter_index);
-  LLVMValueRef index = g->kc->vals[nest->scatter_index];
+  LLVMValueRef index = LLVMBuildIntCast2(b, g->kc->vals[nest->scatter_index], ir->i64, 1, ""); /* i32 or i64 */
   int64_t bound = ljg_view_top(view)->shape[nest->scatter_dim];
   LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
                                  LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, bound), ""), "");
@@ -210,7 +210,8 @@ static LLVMValueRef reduction_result(nest_gen *g, LLVMValueRef *acc) {
   case LJG_OP_MEAN:
     return LLVMBuildFDiv(g->kc->ir->b, acc[0], ljc_const_f(LLVMTypeOf(acc[0]), (double)g->nest->rcount), "");
   case LJG_OP_ARGMAX:
-  case LJG_OP_ARGMIN: return LLVMBuildZExt(g->kc->ir->b, acc[1], g->kc->ir->i64, "");
+  case LJG_OP_ARGMIN: /* the index's own type to the result's (i64, or i32) */
+    return LLVMBuildIntCast2(g->kc->ir->b, acc[1], ljc_compute_type(g->kc->ir, g->nest->out_dtype), 0, "");
   default: return acc[0];
   }
 }

@@ -308,7 +308,7 @@ static LLVMValueRef emit_gather(ljc_kctx *kc, int e, const ljc_point *p) {
   LLVMBuilderRef b = ir->b;
   const ljg_kexpr *x = &kc->k->exprs[e], *buf = &kc->k->exprs[x->in[1]];
   int64_t n = (int64_t)x->value;
-  LLVMValueRef index = kc->vals[x->in[0]];
+  LLVMValueRef index = LLVMBuildIntCast2(b, kc->vals[x->in[0]], ir->i64, 1, ""); /* i32 or i64 */
   LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
                                  LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, n), ""), "");
   ljc_fail_where(kc, kc->expr_check[e], bad, index);

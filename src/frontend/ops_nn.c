@@ -1,8 +1,8 @@
 /* ops_nn.c — neural-network ops, composed from the graph's primitives so that autograd and
  * fusion need nothing special for them:
  *   conv2d      im2col → matmul with the weight (batched over groups) → reshape, + bias
- *   max_pool2d  im2col (padding -inf) → argmax over each window → gather (so the gradient
- *               goes to the first maximum, as PyTorch's does)
+ *   max_pool2d  im2col (padding -inf) → argmax over each window (an i32 position) → gather
+ *               (so the gradient goes to the first maximum, as PyTorch's does)
  *   avg_pool2d  im2col (padding 0) → mean over each window (padding counted, PyTorch's default)
  *   softmax     exp(x - max) / sum, the max detached (exact gradients); log_softmax likewise
  *   nll_loss    -gather(logp, target) (class indices checked by the kernel), reduced
@@ -136,8 +136,17 @@ lj_tensor *lj_max_pool2d(lj_tensor *x, const int kernel[2], const int stride[2],
   int64_t N = x->shape[0], C = x->shape[1], K = a.a[0] * a.a[1];
   lj_scope_begin();
   lj_tensor *cols = lj_reshape(im2col(x, &a, oh, ow), LJ_SHAPE(N, C, K, oh * ow));
-  lj_tensor *best = lj_argmax(cols, 2, true);
-  return finish(lj_reshape(lj_gather(cols, 2, best), LJ_SHAPE(N, C, oh, ow)));
+  /* each window's position of its maximum, as i32 (half the memory of the i64 lj_argmax
+   * gives: the gradient reads it back) */
+  ljg_attr dim2 = {0};
+  dim2.a[0] = 1 << 2;
+  ljg_node *in[2] = {ljf_node(cols), NULL};
+  lj_tensor *best = wrap(x->dev, LJG_OP_ARGMAX, LJ_I32, LJ_SHAPE(N, C, 1, oh * ow), 1, in, &dim2);
+  in[1] = ljf_node(best);
+  ljg_attr gdim = {0};
+  gdim.a[0] = 2;
+  lj_tensor *y = wrap(x->dev, LJG_OP_GATHER, x->dtype, LJ_SHAPE(N, C, 1, oh * ow), 2, in, &gdim);
+  return finish(lj_reshape(y, LJ_SHAPE(N, C, oh, ow)));
 }
 
 lj_tensor *lj_avg_pool2d(lj_tensor *x, const int kernel[2], const int stride[2], const int padding[2]) {

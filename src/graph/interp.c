@@ -376,7 +376,7 @@ static lj_status run_index(const ljg_graph *g, const ljg_gnode *n, const ival *v
   lj_status st = LJ_OK;
   for (int64_t i = 0, m = ljg_gnumel(ix); i < m && st == LJ_OK; i++) {
     unravel(i, ix->ndim, ix->shape, idx);
-    int64_t k = ljg_load_i64(LJ_I64, vals[in[1]].data, i);
+    int64_t k = ljg_load_i64(ix->dtype, vals[in[1]].data, i);
     if (k < 0 || k >= x->shape[dim]) {
       st = index_error(ljg_ops[n->op].name, k, x->shape[dim], node);
       break;
@@ -466,7 +466,7 @@ static void run_reduce(const ljg_gnode *n, const ljg_gnode *xn, const ival *x, i
   }
   for (int64_t o = 0; o < on; o++) {
     if (op == LJG_OP_ARGMAX || op == LJG_OP_ARGMIN)
-      ljg_store_i64(LJ_I64, out->data, o, arg[o]);
+      ljg_store_i64(n->dtype, out->data, o, arg[o]);
     else if (op == LJG_OP_MEAN)
       ljg_store_f64(n->dtype, out->data, o, acc[o] / (double)count);
     else if (fl)

@@ -99,8 +99,8 @@ static bool check_reduce(const ljg_graph *g, int i) {
     return true;
   case LJG_OP_ARGMAX:
   case LJG_OP_ARGMIN:
-    if (n->dtype != LJ_I64 || __builtin_popcountll(mask) != 1 || x->dtype == LJ_BOOL)
-      return fail(g, i, "argmax/argmin: one dim, i64 result, non-bool operand");
+    if (!ljg_dtype_is_index(n->dtype) || __builtin_popcountll(mask) != 1 || x->dtype == LJ_BOOL)
+      return fail(g, i, "argmax/argmin: one dim, i64 or i32 result, non-bool operand");
     return true;
   default:
     return n->dtype == x->dtype ? true : fail(g, i, "dtype differs from operand");
@@ -132,7 +132,8 @@ static bool check_index(const ljg_graph *g, int i) {
   const int32_t *in = ljg_in(g, n);
   const ljg_gnode *x = &g->nodes[in[0]], *idx = &g->nodes[in[1]];
   int64_t dim = n->attr.a[0];
-  if (dim < 0 || dim >= x->ndim || idx->ndim != x->ndim || idx->dtype != LJ_I64) return fail(g, i, "bad dim or index");
+  if (dim < 0 || dim >= x->ndim || idx->ndim != x->ndim || !ljg_dtype_is_index(idx->dtype))
+    return fail(g, i, "bad dim or index");
   if (n->dtype != x->dtype) return fail(g, i, "dtype differs from the operand");
   if (n->op == LJG_OP_GATHER) {
     if (n->ndim != idx->ndim || memcmp(n->shape, idx->shape, (size_t)n->ndim * sizeof *n->shape) != 0)
