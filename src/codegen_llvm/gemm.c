@@ -31,7 +31,7 @@
 
 #include <stdio.h>
 
-enum { MR = 6, NV = 2, KC = 256, NP = 8, MC = 384 };
+enum { MR = LJG_MATMUL_TILE_ROWS, NV = 2, KC = 256, NP = 8, MC = 384 };
 
 typedef struct gemm {
   ljc_ir *ir;

@@ -33,9 +33,9 @@
 
 static const int64_t swap_last[3] = {0, 2, 1};
 
-/* The matmul kernels' register tiles (codegen_llvm/gemm.c): rows, and the vector of columns
- * (32 bytes: AVX2's, half of AVX-512's, which wastes no more lanes on narrow products). */
-enum { MATMUL_TILE_ROWS = 6, MATMUL_VECTOR_BYTES = 32 };
+/* The vector of columns the matmul kernels' register tiles count in (32 bytes: AVX2's, half of
+ * AVX-512's, which wastes no more lanes on narrow products). */
+enum { MATMUL_VECTOR_BYTES = 32 };
 
 /* Packing cost per multiply-add of B (seen through view b) for products of m rows of
  * `batch` matrices with k terms: the packer's cost per element over the rows sharing B. */
@@ -55,11 +55,12 @@ static bool operand_view(const ljg_graph *g, int32_t i, ljg_view1 *out) {
 }
 
 /* Multiply-adds the register tiles make per one of an m × n product's: rows go in tiles of
- * MATMUL_TILE_ROWS, columns in vectors of MATMUL_VECTOR_BYTES (what is past the last row or
+ * LJG_MATMUL_TILE_ROWS, columns in vectors of MATMUL_VECTOR_BYTES (what is past the last row or
  * column is computed and dropped). */
 static double tile_cost(int64_t m, int64_t n, lj_dtype dt) {
   int64_t lanes = MATMUL_VECTOR_BYTES / lj_dtype_size(dt);
-  int64_t rows = (m + MATMUL_TILE_ROWS - 1) / MATMUL_TILE_ROWS * MATMUL_TILE_ROWS, cols = (n + lanes - 1) / lanes * lanes;
+  int64_t rows = (m + LJG_MATMUL_TILE_ROWS - 1) / LJG_MATMUL_TILE_ROWS * LJG_MATMUL_TILE_ROWS;
+  int64_t cols = (n + lanes - 1) / lanes * lanes;
   return (double)rows / (double)m * (double)cols / (double)n;
 }
 
