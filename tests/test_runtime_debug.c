@@ -201,6 +201,25 @@ START_TEST(test_small_kernels_scalar) {
 }
 END_TEST
 
+/* In a kernel worth vector code, a nest of a few points keeps its loops scalar: softmax over
+ * [128, 128] vectorizes its four nests of 16384 points, but not the reciprocal over 128. */
+START_TEST(test_small_nests_scalar) {
+  char file[300], *dir = start_saving("llvm", file);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(128, 128), TU_ANY, 1), *y = lj_softmax(x, 1);
+  tu_check1(y, 1e-5);
+  char *text = tu_read_file(file, NULL);
+  ck_assert_msg(text, "%s was not written", file);
+  ck_assert_int_gt(count(text, " x float>"), 0);
+  ck_assert_int_gt(count(text, "!\"llvm.loop.vectorize.enable\", i1 false"), 0);
+  ck_assert_int_gt(count(text, "fdiv float"), 0);
+  ck_assert_int_eq(count(text, "fdiv <"), 0);
+  free(text);
+  lj_tensor_release(x);
+  lj_shutdown();
+  remove_dir(dir);
+}
+END_TEST
+
 static int files_in(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
@@ -541,6 +560,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_metrics_file);
   tcase_add_test(tc, test_save_tensors_file);
   tcase_add_test(tc, test_small_kernels_scalar);
+  tcase_add_test(tc, test_small_nests_scalar);
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
   tcase_add_test(tc, test_hlo_debug);

@@ -4,6 +4,8 @@
  * phis. */
 #include "codegen_llvm/ir.h"
 
+#include <llvm-c/DebugInfo.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -244,11 +246,25 @@ void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, b
   ljc_loop_begin_step(ir, L, lo, hi, 1, guard, nacc, acc_in);
 }
 
+/* Gives the loop whose back edge is `br` the loop ID !{self, !{"llvm.loop.vectorize.enable",
+ * false}}, which keeps the loop vectorizer off it. */
+static void mark_scalar(ljc_ir *ir, LLVMValueRef br) {
+  static const char hint[] = "llvm.loop.vectorize.enable";
+  LLVMMetadataRef off[2] = {LLVMMDStringInContext2(ir->ctx, hint, sizeof hint - 1),
+                            LLVMValueAsMetadata(LLVMConstInt(ir->i1, 0, 0))};
+  LLVMMetadataRef self = LLVMTemporaryMDNode(ir->ctx, NULL, 0);
+  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ir->ctx, off, 2)};
+  LLVMMetadataRef id = LLVMMDNodeInContext2(ir->ctx, ops, 2);
+  LLVMMetadataReplaceAllUsesWith(self, id);
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(ir->ctx, "llvm.loop", 9), LLVMMetadataAsValue(ir->ctx, id));
+}
+
 void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out) {
   LLVMBuilderRef b = ir->b;
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMValueRef next = LLVMBuildNSWAdd(b, L->iv, ljc_i64(ir, L->step), "");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, L->hi, ""), L->header, L->exit);
+  LLVMValueRef br = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, L->hi, ""), L->header, L->exit);
+  if (ir->scalar_loops) mark_scalar(ir, br);
   LLVMAddIncoming(L->iv, &next, &latch, 1);
   for (int a = 0; a < L->nacc; a++) LLVMAddIncoming(L->acc[a], &acc_next[a], &latch, 1);
   LLVMPositionBuilderAtEnd(b, L->exit);

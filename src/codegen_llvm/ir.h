@@ -18,7 +18,14 @@ typedef struct ljc_ir {
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
+  bool scalar_loops;   /* loops closed while set are marked not to be vectorized */
 } ljc_ir;
+
+/* Code that computes at most this many points is not worth vector code: a kernel that small
+ * skips the loop vectorizer, and in a larger kernel a nest that small keeps its loops scalar.
+ * Vectorizing is most of such code's compile (a main vector loop, a scalar remainder and the
+ * checks between them), while scalar code costs it a few microseconds a run. */
+enum { LJC_SMALL_POINTS = 4096 };
 
 /* ir.c */
 void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod);
@@ -75,7 +82,8 @@ void ljc_loop_begin_step(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef 
                          int nacc, LLVMValueRef *acc_in);
 void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, bool guard, int nacc,
                     LLVMValueRef *acc_in);
-/* Closes the loop with the carried values' next values; acc_out receives them after it. */
+/* Closes the loop with the carried values' next values; acc_out receives them after it. The
+ * loop is marked not to be vectorized when ir->scalar_loops is set. */
 void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out);
 
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each

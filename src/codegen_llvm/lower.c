@@ -375,7 +375,9 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   g.columns = column_order(kc->k, nest, g.nkept);
   for (int d = g.nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
   ljc_dbg_at(kc->ir, kc->k->exprs[nest->value].node);
+  kc->ir->scalar_loops = ljg_numel(nest->ndim, nest->shape) <= LJC_SMALL_POINTS;
   emit_kept(&g, 0);
+  kc->ir->scalar_loops = false;
 }
 
 static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);

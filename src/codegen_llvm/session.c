@@ -205,16 +205,14 @@ static char *asm_text(LLVMTargetMachineRef tm, LLVMModuleRef mod) {
   return ljb_str_take(&b);
 }
 
-/* A kernel that computes at most this many points (summed over its nests, and the image of a
- * window kernel) is compiled without loop vectorization: that halves its compile (on the
+/* A kernel that computes at most LJC_SMALL_POINTS points (summed over its nests, and the image
+ * of a window kernel) is compiled without loop vectorization: that halves its compile (on the
  * MNISTNet step, its ten kernels on the loss, the last layer and the biases take 60-70 ms
- * instead of 120), while scalar code costs it a few microseconds a run. */
-enum { SMALL_KERNEL_POINTS = 4096 };
-
+ * instead of 120). */
 static bool worth_vectorizing(const ljg_kernel *k) {
   int64_t points = ljg_kernel_has_window(k) ? ljg_numel(4, k->win_img) : 0;
   for (int i = 0; i < k->nnests; i++) points += ljg_numel(k->nests[i].ndim, k->nests[i].shape);
-  return points > SMALL_KERNEL_POINTS;
+  return points > LJC_SMALL_POINTS;
 }
 
 /* Lowers and optimizes kernel k of p (k < 0: GEMM routine -1 - k) into an object file in
