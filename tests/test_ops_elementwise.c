@@ -4,7 +4,9 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef enum rule { ANY, NOBOOL, FLOATS } rule;
 
@@ -133,6 +135,35 @@ START_TEST(test_unary_wide_range) {
     free(v);
     free(vf);
   }
+}
+END_TEST
+
+/* f32 exp within 1.05 ulp of libm's double exp (the error in units of the result's last
+ * place) on every 2048th float of the range with normal results, tiny arguments included. */
+START_TEST(test_exp_ulp) {
+  enum { N = 1 << 21 };
+  float *v = malloc(N * sizeof *v), *y = malloc(N * sizeof *y);
+  uint32_t lo, hi;
+  float flo = -87.3f, fhi = 88.7f;
+  memcpy(&lo, &flo, 4);
+  memcpy(&hi, &fhi, 4);
+  int n = 0;
+  for (uint32_t b = lo; b > 0x80000000u && n < N; b -= 2048) memcpy(&v[n++], &b, 4); /* negative */
+  for (uint32_t b = 0; b < hi && n < N; b += 2048) memcpy(&v[n++], &b, 4);
+  lj_tensor *x = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(n), v);
+  lj_tensor *e = lj_exp(x);
+  ck_assert_int_eq(lj_tensor_to_host(e, y, (size_t)n * sizeof *y), LJ_OK);
+  double worst = 0;
+  int at = 0;
+  for (int i = 0; i < n; i++) {
+    double t = exp((double)v[i]), ulp = ldexp(1.0, ilogb(t) - 23), err = fabs(y[i] - t) / ulp;
+    if (err > worst) worst = err, at = i;
+  }
+  ck_assert_msg(worst <= 1.05, "exp(%a) = %a: %.3f ulp from %a", v[at], y[at], worst, exp((double)v[at]));
+  lj_tensor_release(e);
+  lj_tensor_release(x);
+  free(v);
+  free(y);
 }
 END_TEST
 
@@ -352,6 +383,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_unary, 0, nu);
   tcase_add_loop_test(tc, test_unary_special_values, 0, nu);
   tcase_add_test(tc, test_unary_wide_range);
+  tcase_add_test(tc, test_exp_ulp);
   tcase_add_loop_test(tc, test_binary, 0, nb);
   tcase_add_loop_test(tc, test_binary_special_values, 0, nb);
   tcase_add_loop_test(tc, test_scalar_forms, 0, (int)(sizeof scalars / sizeof *scalars));
