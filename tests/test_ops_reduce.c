@@ -152,9 +152,10 @@ START_TEST(test_large_rows) {
 END_TEST
 
 /* Reductions over leading dims, whose values are contiguous along the kept dim (the code
- * runs them in column order, in blocks of the kept dim): every op and dtype class, kept dims
- * longer than a block and split across threads, NaN and ties in arg-reductions, and windows
- * reduced as max-pooling does. */
+ * runs them in column order: up to 16 reduced points unrolled with the accumulators in
+ * registers, more in blocks of the kept dim with the accumulators in an array): every op and
+ * dtype class, kept dims longer than a block and split across threads, NaN and ties in
+ * arg-reductions, 16 and 17 reduced points, and windows reduced as max-pooling does. */
 START_TEST(test_column_reductions) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 5000), TU_SPECIAL, 11);
   lj_tensor *y = tu_tensor(LJ_F64, LJ_SHAPE(2, 9, 3000), TU_ANY, 12);
@@ -178,6 +179,11 @@ START_TEST(test_column_reductions) {
   ts[n++] = lj_amax(t, 1, (const int[]){0}, false);
   /* max-pool's shape: windows of 4 laid out in rows of 196 */
   ts[n++] = lj_argmax(lj_reshape(y, LJ_SHAPE(2, 3, 3, 3000)), 2, false);
+  /* on either side of the unrolled reductions' limit */
+  lj_tensor *z = tu_tensor(LJ_F32, LJ_SHAPE(17, 700), TU_SPECIAL, 15);
+  ts[n++] = lj_argmax(z, 0, false);
+  ts[n++] = lj_argmin(lj_slice(z, 0, 1, 17, 1), 0, true);
+  ts[n++] = lj_sum(lj_slice(z, 0, 0, 16, 1), 1, (const int[]){0}, false);
   tu_check_interp_tol(n, ts, 1e-5, 1e-5);
   int64_t got[4];
   ck_assert_int_eq(lj_tensor_to_host(ts[9], got, sizeof got), LJ_OK);

@@ -232,9 +232,9 @@ static void emit_point(nest_gen *g) {
 /* Column order: the values are contiguous along the last kept dim and not along the last
  * reduced one (a reduction over a leading dim, or over windows laid out in rows), so the
  * reduced dims run outside a loop over the last kept dim that combines into accumulators in
- * a stack array; the loop vectorizes, and each output still combines its values in the same
- * order as the plain nest does. Decided by the loads the value reads; a long kept dim goes
- * in blocks of COLUMN_BLOCK. */
+ * a stack array (or, for a few reduced points, inside it: emit_columns_unrolled); the loop
+ * vectorizes, and each output still combines its values in the same order as the plain nest
+ * does. Decided by the loads the value reads; a long kept dim goes in blocks of COLUMN_BLOCK. */
 enum { COLUMN_BLOCK = 2048 };
 
 static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
@@ -316,6 +316,36 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   ljc_loop_end(ir, &B, NULL, NULL);
 }
 
+/* Column order over at most UNROLLED_POINTS reduced points (max-pool's windows): the reduced
+ * points are unrolled in the plain order inside the loop over the last kept dim, so each
+ * output's accumulators stay in registers instead of a stack array that every reduced point
+ * loads and stores again. */
+enum { UNROLLED_POINTS = 16 };
+
+static int64_t reduced_points(const nest_gen *g) {
+  int64_t n = 1;
+  for (int d = g->nkept; d < g->nest->ndim; d++) n *= g->nest->shape[d];
+  return n;
+}
+
+static void emit_columns_unrolled(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, bool guard) {
+  ljc_ir *ir = g->kc->ir;
+  const ljg_nest *nest = g->nest;
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, guard, 0, NULL);
+  g->pt.idx[j] = L.iv;
+  LLVMValueRef acc[2], out[2];
+  reduction_init(ir, &g->red, acc);
+  for (int64_t p = 0, n = reduced_points(g); p < n; p++) {
+    for (int64_t d = nest->ndim - 1, rest = p; d >= g->nkept; rest /= nest->shape[d], d--)
+      g->pt.idx[d] = ljc_i64(ir, rest % nest->shape[d]);
+    reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[nest->ndim - 1], out);
+    for (int a = 0; a < reduction_nacc(&g->red); a++) acc[a] = out[a];
+  }
+  store_point(g, reduction_result(g, acc));
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
 static void emit_kept(nest_gen *g, int d);
 
 /* The task range [begin, end) of a nest whose rows are its first row_dims dims: one loop over
@@ -351,7 +381,10 @@ static void emit_kept(nest_gen *g, int d) {
   LLVMValueRef lo = task ? g->begin : ljc_i64(ir, 0);
   LLVMValueRef hi = task ? g->end : ljc_i64(ir, g->nest->shape[d]);
   if (g->columns && d == g->nkept - 1) {
-    emit_columns(g, d, lo, hi, task);
+    if (reduced_points(g) <= UNROLLED_POINTS)
+      emit_columns_unrolled(g, d, lo, hi, task);
+    else
+      emit_columns(g, d, lo, hi, task);
     return;
   }
   ljc_loop L;
