@@ -192,6 +192,41 @@ static lj_tensor *index_tensor(int ndim, const int64_t *shape, int64_t n, uint64
   return t;
 }
 
+/* A scatter-add of one value per line along a small dim into zeros (max-pool's gradient) is
+ * stored without the zeros being written first: f32, bf16 and i32 against the interpreter,
+ * -0.0 added to zeros gives +0.0 as it does there, and a bad index is reported with the
+ * other lines right. */
+START_TEST(test_scatter_into_zeros) {
+  lj_device *d = lj_default_device();
+  static const lj_dtype dts[] = {LJ_F32, LJ_BF16, LJ_I32};
+  for (int k = 0; k < 3; k++)
+    for (int dim = 1; dim <= 2; dim++) {
+      int64_t xs[3] = {5, dim == 1 ? 4 : 37, dim == 2 ? 4 : 37}, is[3] = {5, dim == 1 ? 1 : 37, dim == 2 ? 1 : 37};
+      lj_tensor *idx = index_tensor(3, is, 4, (size_t)(k + dim));
+      lj_tensor *src = tu_tensor(dts[k], 3, is, TU_ANY, 60 + k);
+      lj_tensor *r = lj_scatter_add(lj_zeros(d, dts[k], 3, xs), dim, idx, src);
+      tu_check_interp_tol(1, &r, 1e-5, 1e-5);
+      lj_tensor_release(r);
+      lj_tensor_release(src);
+      lj_tensor_release(idx);
+    }
+  lj_tensor *idx = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3, 1), (int64_t[]){1, 9, 3});
+  lj_tensor *src = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(3, 1), (float[]){-0.0f, 2.5f, -1.0f});
+  lj_tensor *r = lj_scatter_add(lj_zeros(d, LJ_F32, LJ_SHAPE(3, 4)), 1, idx, src);
+  float got[12];
+  ck_assert_int_ne(lj_tensor_to_host(r, got, sizeof got), LJ_OK);
+  tu_expect_error(LJ_ERR_RUNTIME, "index 9", "[0, 4)", NULL);
+  lj_tensor_release(r);
+  r = lj_scatter_add(lj_zeros(d, LJ_F32, LJ_SHAPE(3, 4)), 1, lj_clamp(idx, 0, 3), src);
+  ck_assert_int_eq(lj_tensor_to_host(r, got, sizeof got), LJ_OK);
+  static const float want[12] = {0, 0, 0, 0, 0, 0, 0, 2.5f, 0, 0, 0, -1.0f};
+  for (int i = 0; i < 12; i++) ck_assert_msg(got[i] == want[i] && !signbit(got[i]) == !signbit(want[i]), "element %d: %g", i, got[i]);
+  lj_tensor_release(r);
+  lj_tensor_release(src);
+  lj_tensor_release(idx);
+}
+END_TEST
+
 START_TEST(test_gather_scatter_dims) {
   /* dims of 1, 4, 8 (selected) and 9, 33 (addressed), along the middle and the last dim */
   static const int64_t sizes[] = {1, 4, 8, 9, 33};
@@ -352,6 +387,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_bad_inputs);
   tcase_add_test(tc, test_gather_scatter_dims);
+  tcase_add_test(tc, test_scatter_into_zeros);
   tcase_add_test(tc, test_stride2_windows);
   tcase_add_test(tc, test_paired_windows);
   tcase_add_test(tc, test_col2im_row_tails);

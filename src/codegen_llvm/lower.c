@@ -129,6 +129,7 @@ typedef struct nest_gen {
   int nkept;          /* leading dims that are not reduced */
   bool split;         /* dim 0 runs over the task range */
   bool columns;       /* reduce with the last kept dim innermost (emit_columns) */
+  bool into_zeros;    /* a scatter-add whose target the previous nest filled with zeros (skipped) */
   LLVMValueRef begin, end;
   reduction red;
 } nest_gen;
@@ -186,7 +187,8 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
       q.idx[nest->scatter_dim] = ljc_i64(ir, c);
       LLVMValueRef off = ljc_slot_offset(g->kc, nest->out_slot, view, &q);
       LLVMValueRef p = LLVMBuildInBoundsGEP2(b, st, g->kc->slot_ptr[nest->out_slot], &off, 1, "");
-      LLVMValueRef old = ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
+      LLVMValueRef old = g->into_zeros ? (isfloat ? ljc_const_f(LLVMTypeOf(v), 0) : ljc_const_i(LLVMTypeOf(v), 0))
+                                       : ljc_from_storage(ir, LLVMBuildLoad2(b, st, p, ""), nest->out_dtype);
       LLVMValueRef sum = ljc_round_to(ir, isfloat ? LLVMBuildFAdd(b, old, v, "") : LLVMBuildAdd(b, old, v, ""),
                                       nest->out_dtype);
       LLVMValueRef hit = LLVMBuildICmp(b, LLVMIntEQ, index, ljc_i64(ir, c), "");
@@ -394,11 +396,37 @@ static void emit_kept(nest_gen *g, int d) {
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
+/* Whether nest s only fills with zeros the target of nest s + 1, a scatter-add of one value
+ * per line along a small dim (max-pool's gradient): that nest then writes every position of
+ * the dim itself, adding to zeros it does not load, and the fill is not emitted. */
+static bool fills_for_scatter(const ljg_kernel *k, int s) {
+  if (s + 1 >= k->nnests || (ljg_kernel_has_window(k) && k->win_at == s + 1)) return false;
+  const ljg_nest *z = &k->nests[s], *sc = &k->nests[s + 1];
+  const ljg_kexpr *v = &k->exprs[z->value];
+  if (z->rop >= 0 || z->scatter_index >= 0 || v->kind != LJG_X_CONST || v->value != 0 || signbit(v->value))
+    return false;
+  if (sc->scatter_index < 0 || sc->out_slot != z->out_slot || sc->ndim != z->ndim || sc->shape[sc->scatter_dim] != 1)
+    return false;
+  const ljg_view *zv = &k->views[z->out_view], *sv = &k->views[sc->out_view];
+  int64_t bound = ljg_view_top(sv)->shape[sc->scatter_dim];
+  if (bound < 1 || bound > LJC_SMALL_DIM || zv->n != 1 || sv->n != 1 || zv->v[0].ndim != z->ndim ||
+      sv->v[0].ndim != z->ndim || zv->v[0].offset != sv->v[0].offset)
+    return false;
+  for (int d = 0; d < z->ndim; d++)
+    if (z->shape[d] != (d == sc->scatter_dim ? bound : sc->shape[d]) || zv->v[0].shape[d] != sv->v[0].shape[d] ||
+        zv->v[0].stride[d] != sv->v[0].stride[d])
+      return false;
+  return true;
+}
+
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
+  int s = (int)(nest - kc->k->nests);
+  if (fills_for_scatter(kc->k, s)) return;
   nest_gen g = {0};
   g.kc = kc;
   g.nest = nest;
   g.check = check;
+  g.into_zeros = s > 0 && fills_for_scatter(kc->k, s - 1);
   g.pt.ndim = nest->ndim;
   g.nkept = nest->ndim - __builtin_popcount(nest->rmask);
   g.split = kc->k->task_dim == 0;
