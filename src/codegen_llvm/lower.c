@@ -405,7 +405,8 @@ static bool fills_for_scatter(const ljg_kernel *k, int s) {
   const ljg_kexpr *v = &k->exprs[z->value];
   if (z->rop >= 0 || z->scatter_index >= 0 || v->kind != LJG_X_CONST || v->value != 0 || signbit(v->value))
     return false;
-  if (sc->scatter_index < 0 || sc->out_slot != z->out_slot || sc->ndim != z->ndim || sc->shape[sc->scatter_dim] != 1)
+  if (sc->scatter_index < 0 || sc->out_slot != z->out_slot || sc->ndim != z->ndim || sc->shape[sc->scatter_dim] != 1 ||
+      sc->row_dims != z->row_dims || sc->scatter_dim < sc->row_dims)
     return false;
   const ljg_view *zv = &k->views[z->out_view], *sv = &k->views[sc->out_view];
   int64_t bound = ljg_view_top(sv)->shape[sc->scatter_dim];
