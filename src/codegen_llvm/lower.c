@@ -324,12 +324,6 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
  * loads and stores again. */
 enum { UNROLLED_POINTS = 16 };
 
-static int64_t reduced_points(const nest_gen *g) {
-  int64_t n = 1;
-  for (int d = g->nkept; d < g->nest->ndim; d++) n *= g->nest->shape[d];
-  return n;
-}
-
 static void emit_columns_unrolled(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, bool guard) {
   ljc_ir *ir = g->kc->ir;
   const ljg_nest *nest = g->nest;
@@ -338,7 +332,7 @@ static void emit_columns_unrolled(nest_gen *g, int j, LLVMValueRef lo, LLVMValue
   g->pt.idx[j] = L.iv;
   LLVMValueRef acc[2], out[2];
   reduction_init(ir, &g->red, acc);
-  for (int64_t p = 0, n = reduced_points(g); p < n; p++) {
+  for (int64_t p = 0; p < nest->rcount; p++) {
     for (int64_t d = nest->ndim - 1, rest = p; d >= g->nkept; rest /= nest->shape[d], d--)
       g->pt.idx[d] = ljc_i64(ir, rest % nest->shape[d]);
     reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[nest->ndim - 1], out);
@@ -383,7 +377,7 @@ static void emit_kept(nest_gen *g, int d) {
   LLVMValueRef lo = task ? g->begin : ljc_i64(ir, 0);
   LLVMValueRef hi = task ? g->end : ljc_i64(ir, g->nest->shape[d]);
   if (g->columns && d == g->nkept - 1) {
-    if (reduced_points(g) <= UNROLLED_POINTS)
+    if (g->nest->rcount <= UNROLLED_POINTS)
       emit_columns_unrolled(g, d, lo, hi, task);
     else
       emit_columns(g, d, lo, hi, task);
