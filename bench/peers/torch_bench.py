@@ -5,13 +5,8 @@ Runs lj-bench (--lj, default build/bench/lj-bench) with --json, then the workloa
 same names in PyTorch, and prints per workload the wall time of a step in each, the ratio
 (PyTorch's time / lazyjit's: above 1 means lazyjit is faster) and both throughputs.
 
-PyTorch is tuned as fairly as this machine allows: the script re-executes itself with
-OPENBLAS_CORETYPE unset (a preset Haswell core type halves OpenBLAS matmuls on AVX-512
-machines), OMP_WAIT_POLICY=PASSIVE, OPENBLAS_NUM_THREADS=--threads and
-ATEN_CPU_CAPABILITY=avx512 where the CPU has AVX-512F, else avx2. Debian's PyTorch calls
-whatever libblas.so.3 points to: install libopenblas0-pthread, or its matmuls run the
-reference BLAS at a few GFLOP/s (`LJ_WITH_TORCH=1 tools/install-deps.sh` installs both).
-Run with Debian's python3-torch:
+PyTorch is tuned as fairly as this machine allows (fair_env.py says how): the script
+re-executes itself in that environment before it imports torch. Run with Debian's python3-torch:
 
   /usr/bin/python3 bench/peers/torch_bench.py [--threads N] [--runs N] [--filter S] [--json F]
 """
@@ -23,32 +18,12 @@ import sys
 import tempfile
 import time
 
+from fair_env import reexec_fairly
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def threads_arg():
-    """--threads N from the command line (the environment must be set before torch loads)."""
-    for i, a in enumerate(sys.argv[:-1]):
-        if a == "--threads":
-            return sys.argv[i + 1]
-    return str(os.cpu_count())
-
-
-def fair_env():
-    """The environment PyTorch should run in, or None when this one is already it."""
-    with open("/proc/cpuinfo") as f:
-        cap = "avx512" if " avx512f" in f.read() else "avx2"
-    want = {"ATEN_CPU_CAPABILITY": cap, "OMP_WAIT_POLICY": "PASSIVE", "OPENBLAS_NUM_THREADS": threads_arg()}
-    if "OPENBLAS_CORETYPE" not in os.environ and all(os.environ.get(k) == v for k, v in want.items()):
-        return None
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    env.update(want)
-    return env
-
-
-env = fair_env()
-if env is not None:
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+reexec_fairly()
 
 import torch  # noqa: E402  (after the environment is set)
 import torch.nn as nn  # noqa: E402

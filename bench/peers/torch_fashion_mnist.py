@@ -3,19 +3,22 @@
 MNISTNet, default initialization, normalization, SGD (lr 0.01, momentum 0.5), batch 64, a
 fresh shuffle per epoch, 2 epochs; prints training time, images per second and test accuracy.
 
-Run with Debian's python3-torch, fairly configured:
-  env -u OPENBLAS_CORETYPE ATEN_CPU_CAPABILITY=avx2 OMP_WAIT_POLICY=PASSIVE \
-      /usr/bin/python3 bench/peers/torch_fashion_mnist.py [--threads N] [--data DIR]
-(ATEN_CPU_CAPABILITY=avx512 where the CPU exposes AVX-512.)
+Run with Debian's python3-torch (the script re-executes itself in fair_env.py's environment
+before it imports torch):
+  /usr/bin/python3 bench/peers/torch_fashion_mnist.py [--threads N] [--data DIR]
 """
 import argparse
 import gzip
 import time
 
-import numpy as np
-import torch
-import torch.nn.functional as F
-from torch_models import MNISTNet
+from fair_env import reexec_fairly
+
+reexec_fairly()
+
+import numpy as np  # noqa: E402  (after the environment is set)
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch_models import MNISTNet  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530
 
