@@ -9,8 +9,9 @@
  * when the kernel is lowered.
  *
  * Loop order, for one matrix's run of rows of the task range [begin, end) (rows b·M + m):
- * blocks of KC values of k; blocks of NP panels of NV vectors of columns, packed; blocks of MC
- * rows (A's block stays in L2 while the panels go by); panels; tiles of MR rows.
+ * blocks of at most KC values of k, as equal as whole vectors allow; blocks of NP panels of
+ * NV vectors of columns, packed; blocks of MC rows (A's block stays in L2 while the panels go
+ * by); panels; tiles of MR rows.
  *
  * Packing copies a block of panels of B into an aligned buffer on the stack, panel after
  * panel, KC rows each, zeros past the last column, so the micro-kernel reads each panel
@@ -449,11 +450,15 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
     g->k0 = ljc_i64(ir, 0), g->k1 = K, g->first = g->batch_first;
     panels(g, &rw);
   } else {
+    /* nk blocks of about equal length, whole vectors (a K a little over KC would otherwise
+     * leave a short last block, whose pass over C costs about what a long one's does) */
     ljc_loop kb;
     LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
-    ljc_loop_begin_step(ir, &kb, ljc_i64(ir, 0), mul(g, nk, KC), KC, false, 0, NULL);
-    g->k0 = kb.iv;
-    g->k1 = ljc_intrinsic2(ir, "smin", add(g, kb.iv, KC), K);
+    LLVMValueRef len = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, K, add(g, nk, -1), ""), nk, "");
+    len = LLVMBuildAnd(g->b, add(g, len, g->vw - 1), ljc_i64(ir, -g->vw), "");
+    ljc_loop_begin(ir, &kb, ljc_i64(ir, 0), nk, false, 0, NULL);
+    g->k0 = vmul(g, kb.iv, len);
+    g->k1 = ljc_intrinsic2(ir, "smin", vadd(g, g->k0, len), K);
     g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
     panels(g, &rw);
     ljc_loop_end(ir, &kb, NULL, NULL);
