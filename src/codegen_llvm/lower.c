@@ -926,6 +926,63 @@ static void emit_col2im_pairs(window_gen *w, LLVMValueRef plane) {
   ljc_loop_end(ir, &kh, NULL, NULL);
 }
 
+/* A window of at most this many positions has its (kh, kw) loops unrolled when it is emitted:
+ * each position's valid columns are then constants, and its row copies short loops of a
+ * fixed length (a pooling window's rows are a few vectors each). */
+enum { UNROLLED_WINDOW = 9 };
+
+/* The output rows (kh, kw, oh) of one window position (kh, kw) for every oh: im2col's rows are
+ * padding where the input row is outside the image, else padding, a strided copy of the valid
+ * columns, padding; col2im adds the valid columns back. */
+static void window_rows(window_gen *w, LLVMValueRef out, LLVMValueRef khv, LLVMValueRef kwv) {
+  ljc_kctx *kc = w->kc;
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  const int64_t *a = k->win;
+  int64_t H = k->win_img[2], W = k->win_img[3], OH = k->win_oh, OW = k->win_ow;
+  bool to_cols = k->win_op == LJG_OP_IM2COL;
+  w->kh = khv, w->kw = kwv;
+  ljc_loop oh;
+  ljc_loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
+  w->oh = oh.iv;
+  w->ih = LLVMBuildNSWSub(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, a[2]), ""),
+                                              LLVMBuildNSWMul(b, khv, ljc_i64(ir, a[6]), ""), ""),
+                          ljc_i64(ir, a[4]), "");
+  LLVMValueRef inside = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, w->ih, ljc_i64(ir, 0), ""),
+                                     LLVMBuildICmp(b, LLVMIntSLT, w->ih, ljc_i64(ir, H), ""), "");
+  /* valid output columns: 0 <= ow*sw + kw*dw - pw < W */
+  LLVMValueRef shift = LLVMBuildNSWSub(b, ljc_i64(ir, a[5]), LLVMBuildNSWMul(b, kwv, ljc_i64(ir, a[7]), ""), "");
+  LLVMValueRef lo = ceil_div_clamp(ir, shift, a[3], OW);
+  LLVMValueRef hi = ceil_div_clamp(ir, LLVMBuildNSWAdd(b, shift, ljc_i64(ir, W), ""), a[3], OW);
+  hi = ljc_intrinsic2(ir, "smax", hi, lo);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.inside");
+  LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.outside");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.done");
+  if (to_cols) {
+    LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, khv, ljc_i64(ir, a[1]), ""), kwv, ""),
+                                                        ljc_i64(ir, OH), ""), oh.iv, "");
+    LLVMValueRef rowoff = LLVMBuildNSWMul(b, r, ljc_i64(ir, OW), "");
+    w->row = LLVMBuildInBoundsGEP2(b, w->st, out, &rowoff, 1, "");
+  }
+  LLVMBuildCondBr(b, inside, yes, no);
+  LLVMPositionBuilderAtEnd(b, yes);
+  if (to_cols) {
+    for_range(ir, ljc_i64(ir, 0), lo, fill_one, w);
+    emit_span(w, lo, hi, true);
+    for_range(ir, hi, ljc_i64(ir, OW), fill_one, w);
+  } else {
+    emit_add_span(w, lo, hi);
+  }
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, no);
+  if (to_cols) emit_span(w, ljc_i64(ir, 0), ljc_i64(ir, OW), false);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+  ljc_loop_end(ir, &oh, NULL, NULL);
+}
+
 /* One (n, c) plane per task. im2col: each output row (kh, kw, oh) is padding where the input
  * row is outside the image, else padding, a strided copy of the valid columns, padding.
  * col2im: zero the plane, then add each window's valid columns back (or store them, when the
@@ -935,7 +992,7 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
   const int64_t *a = k->win;
-  int64_t C = k->win_img[1], H = k->win_img[2], W = k->win_img[3], OH = k->win_oh, OW = k->win_ow;
+  int64_t C = k->win_img[1], H = k->win_img[2], W = k->win_img[3];
   bool to_cols = k->win_op == LJG_OP_IM2COL;
   window_gen w = {0};
   w.kc = kc;
@@ -961,50 +1018,17 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
     w.row = out;
     emit_span(&w, ljc_i64(ir, 0), ljc_i64(ir, H * W), false);
   }
-  ljc_loop kh, kw, oh;
-  ljc_loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, a[0]), false, 0, NULL);
-  w.kh = kh.iv;
-  ljc_loop_begin(ir, &kw, ljc_i64(ir, 0), ljc_i64(ir, a[1]), false, 0, NULL);
-  w.kw = kw.iv;
-  ljc_loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
-  w.oh = oh.iv;
-  w.ih = LLVMBuildNSWSub(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, a[2]), ""),
-                                             LLVMBuildNSWMul(b, kh.iv, ljc_i64(ir, a[6]), ""), ""),
-                         ljc_i64(ir, a[4]), "");
-  LLVMValueRef inside = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, w.ih, ljc_i64(ir, 0), ""),
-                                     LLVMBuildICmp(b, LLVMIntSLT, w.ih, ljc_i64(ir, H), ""), "");
-  /* valid output columns: 0 <= ow*sw + kw*dw - pw < W */
-  LLVMValueRef shift = LLVMBuildNSWSub(b, ljc_i64(ir, a[5]), LLVMBuildNSWMul(b, kw.iv, ljc_i64(ir, a[7]), ""), "");
-  LLVMValueRef lo = ceil_div_clamp(ir, shift, a[3], OW);
-  LLVMValueRef hi = ceil_div_clamp(ir, LLVMBuildNSWAdd(b, shift, ljc_i64(ir, W), ""), a[3], OW);
-  hi = ljc_intrinsic2(ir, "smax", hi, lo);
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.inside");
-  LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.outside");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "row.done");
-  if (to_cols) {
-    LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, kh.iv, ljc_i64(ir, a[1]), ""), kw.iv, ""),
-                                                        ljc_i64(ir, OH), ""), oh.iv, "");
-    LLVMValueRef rowoff = LLVMBuildNSWMul(b, r, ljc_i64(ir, OW), "");
-    w.row = LLVMBuildInBoundsGEP2(b, w.st, out, &rowoff, 1, "");
-  }
-  LLVMBuildCondBr(b, inside, yes, no);
-  LLVMPositionBuilderAtEnd(b, yes);
-  if (to_cols) {
-    for_range(ir, ljc_i64(ir, 0), lo, fill_one, &w);
-    emit_span(&w, lo, hi, true);
-    for_range(ir, hi, ljc_i64(ir, OW), fill_one, &w);
+  if (a[0] * a[1] <= UNROLLED_WINDOW) {
+    for (int64_t i = 0; i < a[0]; i++)
+      for (int64_t j = 0; j < a[1]; j++) window_rows(&w, out, ljc_i64(ir, i), ljc_i64(ir, j));
   } else {
-    emit_add_span(&w, lo, hi);
+    ljc_loop kh, kw;
+    ljc_loop_begin(ir, &kh, ljc_i64(ir, 0), ljc_i64(ir, a[0]), false, 0, NULL);
+    ljc_loop_begin(ir, &kw, ljc_i64(ir, 0), ljc_i64(ir, a[1]), false, 0, NULL);
+    window_rows(&w, out, kh.iv, kw.iv);
+    ljc_loop_end(ir, &kw, NULL, NULL);
+    ljc_loop_end(ir, &kh, NULL, NULL);
   }
-  LLVMBuildBr(b, done);
-  LLVMPositionBuilderAtEnd(b, no);
-  if (to_cols) emit_span(&w, ljc_i64(ir, 0), ljc_i64(ir, OW), false);
-  LLVMBuildBr(b, done);
-  LLVMPositionBuilderAtEnd(b, done);
-  ljc_loop_end(ir, &oh, NULL, NULL);
-  ljc_loop_end(ir, &kw, NULL, NULL);
-  ljc_loop_end(ir, &kh, NULL, NULL);
   ljc_loop_end(ir, &tasks, NULL, NULL);
 }
 

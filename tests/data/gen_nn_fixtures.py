@@ -139,4 +139,11 @@ case("pad_last", "pad", lambda x: F.pad(x, (1, 2)), [xp], scalars=(0.0, 1, 2))
 case("pad_two_dims_value", "pad", lambda x: F.pad(x, (0, 1, 2, 0), value=-1.5), [xp], scalars=(-1.5, 0, 1, 2, 0))
 case("pad_crop", "pad", lambda x: F.pad(x, (-1, 1, 0, 0, 1, -1)), [xp], scalars=(0.0, -1, 1, 0, 0, 1, -1))
 
+# windows of more than 9 positions (im2col loops over them at run time, smaller ones unrolled);
+# last, so that the cases above keep their random inputs
+case("conv_5x5_pad", "conv2d", lambda x, w, b: F.conv2d(x, w, b, 1, 2), [randn(2, 3, 9, 8), randn(4, 3, 5, 5), randn(4)],
+     scalars=(1, 1, 2, 2, 1, 1, 1), tol=1e-5, atol=1e-5)
+case("max_pool_4x3", "max_pool2d", lambda x: F.max_pool2d(x, (4, 3), (2, 1), (1, 1)), [randn(2, 2, 9, 7)],
+     scalars=(4, 3, 2, 1, 1, 1))
+
 fixtures.write(os.path.join(os.path.dirname(os.path.abspath(__file__)), "nn_fixtures.txt"), "gen_nn_fixtures.py")
