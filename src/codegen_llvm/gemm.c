@@ -11,7 +11,7 @@
  * Loop order, for one matrix's run of rows of the task range [begin, end) (rows b·M + m):
  * blocks of at most KC values of k, as equal as whole vectors allow; blocks of NP panels of
  * NV vectors of columns, packed; blocks of MC rows (A's block stays in L2 while the panels go
- * by); panels; tiles of MR rows.
+ * by); panels; tiles of mr rows.
  *
  * Packing copies a block of panels of B into an aligned buffer on the stack, panel after
  * panel, KC rows each, zeros past the last column, so the micro-kernel reads each panel
@@ -23,8 +23,8 @@
  * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows is read where it is: its panel
  * already sits in L1 and packing would cost more than it saves.
  *
- * The micro-kernel: an MR × NV-vector tile of C lives in registers; for each k, the NV vectors
- * of the panel's row are loaded once and multiplied by MR broadcast elements of A's column k.
+ * The micro-kernel: an mr × NV-vector tile of C lives in registers; for each k, the NV vectors
+ * of the panel's row are loaded once and multiplied by mr broadcast elements of A's column k.
  * Each block of k is summed in the plain order from zero, then added to what C holds.
  * Columns that do not fill a panel form one last panel of one or NV vectors, loaded and
  * stored with masks. The vector width is the target's (ljc_ir.vec_bytes). */
@@ -32,7 +32,10 @@
 
 #include <stdio.h>
 
-enum { MR = LJG_MATMUL_TILE_ROWS, NV = 2, KC = 256, NP = 8, MC = 384 };
+/* MR_MAX: the most rows a tile has (tile_rows). KC and MC by measurement (one thread of a
+ * 5th-generation Xeon, AVX-512 and AVX2 code; 256 and 384 before): a K up to 320 (conv2's
+ * 288) is one block, and A's block of MC rows stays in L2 beside the packed panels. */
+enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
 
 typedef struct gemm {
   ljc_ir *ir;
@@ -42,6 +45,7 @@ typedef struct gemm {
   LLVMValueRef packed;              /* the packed panels of B: NP panels of KC rows of NV vectors */
   LLVMTypeRef t, vt;                /* element and vector types */
   int vw;                           /* elements per vector */
+  int mr;                           /* rows of C in a tile (the register file decides) */
   unsigned esize;
   /* the block of k being done, and whether it is the first (C starts from zero) or adds to
    * what C holds; summed over the batch, only the first matrix's first block starts C */
@@ -137,6 +141,10 @@ static LLVMValueRef packed_load(gemm *g, LLVMValueRef p) {
 static void packed_store(gemm *g, LLVMValueRef v, LLVMValueRef p) {
   LLVMSetAlignment(LLVMBuildStore(g->b, v, p), (unsigned)g->ir->vec_bytes);
 }
+
+/* Rows of a tile: NV·mr accumulators, NV vectors of B and a broadcast element of A fit the
+ * vector registers: 16 of them (AVX2) hold 6 rows, 32 (AVX-512, 64-byte vectors) 8. */
+static int tile_rows(int vec_bytes) { return vec_bytes == 64 ? MR_MAX : LJG_MATMUL_TILE_ROWS; }
 
 /* Runs then() when cond holds; the builder continues after. */
 static void when(gemm *g, LLVMValueRef cond, void (*then)(gemm *, void *), void *ctx) {
@@ -272,7 +280,7 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
 /* Stores C's tile rows r for which store[r] (an i1) is true. */
 static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc, const LLVMValueRef *store) {
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
-  for (int r = 0; r < MR; r++) {
+  for (int r = 0; r < g->mr; r++) {
     LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.store");
     LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.stored");
     LLVMBuildCondBr(g->b, store[r], yes, next);
@@ -284,30 +292,34 @@ static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const 
   }
 }
 
-/* An MR-row tile of C in panel p: row r is C's row crow[r] and A's row m[r] of matrix bi;
+/* An mr-row tile of C in panel p: row r is C's row crow[r] and A's row m[r] of matrix bi;
  * only the rows `store` marks are stored. */
 static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValueRef *crow, const panel *p,
                  LLVMValueRef buf, const LLVMValueRef *store) {
   ljc_ir *ir = g->ir;
-  int nv = p->nv;
-  LLVMValueRef arow[MR], acc[MR * NV], next[MR * NV], bvec[NV];
-  for (int r = 0; r < MR; r++) arow[r] = elem(g, LJC_GEMM_A, bi, m[r], g->k0);
-  for (int i = 0; i < MR * nv; i++) acc[i] = LLVMConstNull(g->vt);
+  int nv = p->nv, mr = g->mr;
+  /* the accumulators, then the offset of A's column k from each row's k0 (added to, so the
+   * loop multiplies nothing) */
+  LLVMValueRef arow[MR_MAX], acc[MR_MAX * NV + 1], next[MR_MAX * NV + 1], bvec[NV];
+  for (int r = 0; r < mr; r++) arow[r] = elem(g, LJC_GEMM_A, bi, m[r], g->k0);
+  for (int i = 0; i < mr * nv; i++) acc[i] = LLVMConstNull(g->vt);
+  acc[mr * nv] = ljc_i64(ir, 0);
   ljc_loop K;
-  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), false, MR * nv, acc);
+  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), false, mr * nv + 1, acc);
   for (int j = 0; j < nv; j++)
     bvec[j] = g->variant == LJC_GEMM_DIRECT
                   ? vload(g, at(g, buf, add(g, vmul(g, K.iv, g->arg[LJC_GEMM_B_SK]), (int64_t)j * g->vw)), p->mask[j])
                   : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
-  LLVMValueRef koff = vmul(g, K.iv, g->arg[LJC_GEMM_A_SK]);
-  for (int r = 0; r < MR; r++) {
+  LLVMValueRef koff = K.acc[mr * nv];
+  next[mr * nv] = vadd(g, koff, g->arg[LJC_GEMM_A_SK]);
+  for (int r = 0; r < mr; r++) {
     LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""), g->vt);
     for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
   }
   ljc_loop_end(ir, &K, next, acc);
   /* the block's sum joins what C holds: sums of a block's length stay accurate however
    * many blocks (and matrices, summed over the batch) there are */
-  for (int r = 0; r < MR; r++)
+  for (int r = 0; r < mr; r++)
     for (int j = 0; j < nv; j++) {
       LLVMValueRef c = vload(g, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
       acc[r * nv + j] = LLVMBuildSelect(g->b, g->first, acc[r * nv + j], LLVMBuildFAdd(g->b, c, acc[r * nv + j], ""), "");
@@ -315,22 +327,23 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
   store_tile(g, crow, p, acc, store);
 }
 
-/* Rows m0 .. m0 + len - 1 (len > 0) of matrix bi in panel p, MR rows at a time by one tile:
+/* Rows m0 .. m0 + len - 1 (len > 0) of matrix bi in panel p, mr rows at a time by one tile:
  * the tile for the rows left after the last full one ends at the last row and stores only
  * the rows left (it recomputes rows already done in this block of k, but must not add to
- * them again); with fewer than MR rows in all, its rows past the last repeat the last and
+ * them again); with fewer than mr rows in all, its rows past the last repeat the last and
  * are not stored. */
 static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len,
                       const panel *p, LLVMValueRef buf) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
-  LLVMValueRef m[MR], crow[MR], store[MR];
-  LLVMValueRef tiles = LLVMBuildSDiv(b, add(g, len, MR - 1), ljc_i64(ir, MR), "");
-  LLVMValueRef last = add(g, len, -1), first_max = ljc_intrinsic2(ir, "smax", add(g, len, -MR), ljc_i64(ir, 0));
+  int mr = g->mr;
+  LLVMValueRef m[MR_MAX], crow[MR_MAX], store[MR_MAX];
+  LLVMValueRef tiles = LLVMBuildSDiv(b, add(g, len, mr - 1), ljc_i64(ir, mr), "");
+  LLVMValueRef last = add(g, len, -1), first_max = ljc_intrinsic2(ir, "smax", add(g, len, -mr), ljc_i64(ir, 0));
   ljc_loop R;
-  ljc_loop_begin_step(ir, &R, ljc_i64(ir, 0), mul(g, tiles, MR), MR, false, 0, NULL);
+  ljc_loop_begin_step(ir, &R, ljc_i64(ir, 0), mul(g, tiles, mr), mr, false, 0, NULL);
   LLVMValueRef first = ljc_intrinsic2(ir, "smin", R.iv, first_max);
-  for (int r = 0; r < MR; r++) {
+  for (int r = 0; r < mr; r++) {
     LLVMValueRef i = add(g, first, r);
     store[r] = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, i, R.iv, ""), LLVMBuildICmp(b, LLVMIntSLE, i, last, ""), "");
     i = ljc_intrinsic2(ir, "smin", i, last);
@@ -480,6 +493,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.esize = dt == LJ_F64 ? 8 : 4;
   g.vw = ir->vec_bytes / (int)g.esize;
   g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
+  g.mr = tile_rows(ir->vec_bytes);
   char name[32], rows_name[40];
   ljc_gemm_routine_name(routine, name);
   snprintf(rows_name, sizeof rows_name, "%s_rows", name);

@@ -384,8 +384,9 @@ typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
 /* A MATMUL whose B is contiguous along n and whose k is at most this reads B where it is;
  * longer ones pack it, block of rows by block of rows. */
 enum { LJG_MATMUL_DIRECT_K = 16 };
-/* Rows of C a matmul kernel's register tile holds (codegen_llvm/gemm.c); the orientation of
- * batch sums (pass_matmul.c) counts the rows a product leaves unused in its last tile. */
+/* Rows of C a matmul kernel's register tile holds with 16 vector registers (codegen_llvm/gemm.c;
+ * 8 with AVX-512's 32); the orientation of batch sums (pass_matmul.c) counts the rows a
+ * product leaves unused in its last tile. */
 enum { LJG_MATMUL_TILE_ROWS = 6 };
 
 /* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
