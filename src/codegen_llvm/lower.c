@@ -983,10 +983,8 @@ static void window_rows(window_gen *w, LLVMValueRef out, LLVMValueRef khv, LLVMV
   ljc_loop_end(ir, &oh, NULL, NULL);
 }
 
-/* One (n, c) plane per task. im2col: each output row (kh, kw, oh) is padding where the input
- * row is outside the image, else padding, a strided copy of the valid columns, padding.
- * col2im: zero the plane, then add each window's valid columns back (or store them, when the
- * windows tile the plane in pairs of columns). */
+/* One (n, c) plane per task: each window position's rows (window_rows); col2im first zeroes
+ * the plane, or stores the windows instead when they tile it in pairs of columns. */
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
