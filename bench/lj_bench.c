@@ -2,7 +2,7 @@
 /* lj_bench.c — lj-bench: times the named workloads of workloads.c through the public API.
  *
  * Each workload runs in a fresh runtime: one cold step (its compile time is the CompileTime
- * metric), then N timed steps. A step is recorded (trace µs), synced (sync µs: collection,
+ * metric), untimed steps for WARMUP_S, then N timed steps. A step is recorded (trace µs), synced (sync µs: collection,
  * hashing, cache lookup, buffer binding, queuing the run) and waited for; the kernels' run
  * time is the ExecuteTime metric, the step's wall time runs from the first op to the end of
  * the wait (it includes handing the run to the device's executor thread and back). Then the
@@ -30,6 +30,9 @@
 #include <unistd.h>
 
 extern char **environ;
+
+/* Seconds of untimed steps between a workload's cold step and its timed ones. */
+#define WARMUP_S 0.2
 
 typedef struct options {
   const char *filter, *json;
@@ -121,6 +124,10 @@ static bool measure(const options *o, const workload *w, bool opbyop, int runs, 
     r->compile_ms = t.compile * 1e3;
     r->kernels = (int)((double)lj_counter_value("CompiledKernels") - k0);
   }
+  /* untimed steps for WARMUP_S after the cold one: a fresh runtime's threads start on the
+   * CPU of the thread that made them, and the kernel spreads them over the CPUs only after
+   * a few milliseconds, in which a short step can run at about its one-thread time */
+  for (double t0 = now(); ok && now() - t0 < WARMUP_S;) ok = step(w, &s, &t);
   double *v[4];
   for (int k = 0; k < 4; k++) v[k] = calloc((size_t)runs, sizeof(double));
   for (int i = 0; ok && i < runs; i++) {
