@@ -242,7 +242,8 @@ static void usage(FILE *f, const char *argv0) {
           "          [--no-first-step] [--list]\n"
           "  --filter SUBSTR  only the workloads whose name contains SUBSTR\n"
           "  --threads N      threads per device (default: LJ_NUM_THREADS or the online CPUs)\n"
-          "  --runs N         timed steps after the cold one (default 20; op by op a quarter)\n"
+          "  --runs N         timed steps after the cold one and the warm-up (default 20; op by op a\n"
+          "                   quarter)\n"
           "  --json FILE      also write the results as JSON\n"
           "  --no-opbyop      skip the op-by-op runs\n"
           "  --no-first-step  skip the time to the first training step of fresh processes\n"
@@ -301,8 +302,8 @@ int main(int argc, char **argv) {
     perror(o.json);
     return 1;
   }
-  printf("lj-bench: %d thread(s), %d timed steps after a cold one (op by op: %d)\n", threads, o.runs,
-         o.opbyop ? (o.runs + 3) / 4 : 0);
+  printf("lj-bench: %d thread(s), %d timed steps after a cold one and %.1f s of warm-up (op by op: %d)\n", threads,
+         o.runs, WARMUP_S, o.opbyop ? (o.runs + 3) / 4 : 0);
   printf("%-22s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "workload", "compile", "krn", "trace", "sync",
          "run", "min", "step", "rate", "op-by-op");
   printf("%-22s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "", "ms", "", "us", "us", "ms", "ms", "ms", "", "ms");
