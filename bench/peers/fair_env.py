@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids", "zen")
+AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")  # OpenBLAS's cores with AVX-512 kernels
 
 
 def cpu_flags():
