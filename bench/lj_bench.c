@@ -7,8 +7,8 @@
  * waited for; the kernels' run time is the ExecuteTime metric, the step's wall time runs from
  * the first op to the end of the wait (it includes handing the run to the device's executor
  * thread and back). Then the same workload runs again with LJ_SYNC_TENSORS_OPBYOP, every op
- * an executable of its own, for its wall time per step. These runs never use the persistent cache: they measure
- * compiles.
+ * an executable of its own, for its wall time per step. These runs never use the persistent
+ * cache: they measure compiles.
  *
  * For the training steps it also measures the time to the first step of a fresh process:
  * lj-bench starts itself (--first-step-child NAME), which starts lazyjit, sets the workload up,
