@@ -64,6 +64,8 @@ LLVMValueRef ljc_fmuladd(ljc_ir *ir, LLVMValueRef a, LLVMValueRef b, LLVMValueRe
 bool ljc_is_f64(LLVMValueRef x);
 LLVMValueRef ljc_fconst_like(LLVMValueRef x, double v);
 void ljc_add_fn_attr(ljc_ir *ir, LLVMValueRef fn, const char *name);
+/* Has the vectorizer use the target's widest vectors (ljc_ir.vec_bytes) in fn. */
+void ljc_prefer_target_vectors(ljc_ir *ir, LLVMValueRef fn);
 void ljc_add_param_attr(ljc_ir *ir, LLVMValueRef fn, unsigned param, const char *name, uint64_t v);
 
 /* Loops over an i64 induction variable carrying up to LJC_LOOP_ACC values in phis. */

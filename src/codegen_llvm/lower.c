@@ -97,6 +97,9 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
     const char *fn = r->isfloat ? (mx ? "maximum" : "minimum")
                                 : r->sgn ? (mx ? "smax" : "smin") : (mx ? "umax" : "umin");
     out[0] = ljc_intrinsic2(ir, fn, acc[0], v);
+    /* NaN propagates; which of -0 and +0 comes out is left open (as in PyTorch), which saves
+     * the sign test per element */
+    if (r->isfloat) LLVMSetFastMathFlags(out[0], LLVMFastMathNoSignedZeros);
     break;
   }
   default: {
@@ -1131,6 +1134,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMValueRef body = LLVMAddFunction(ir->mod, fname, body_t);
   LLVMSetLinkage(body, LLVMInternalLinkage);
   ljc_add_fn_attr(ir, body, "nounwind");
+  ljc_prefer_target_vectors(ir, body);
   ljc_dbg_function(ir, body, k->node);
   ljc_kctx kc = {.ir = ir,
                  .p = p,
@@ -1173,6 +1177,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   snprintf(fname, sizeof fname, "%s_k%d", name, ki);
   LLVMValueRef outer = LLVMAddFunction(ir->mod, fname, outer_t);
   ljc_add_fn_attr(ir, outer, "nounwind");
+  ljc_prefer_target_vectors(ir, outer);
   ljc_dbg_function(ir, outer, k->node);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, outer, "entry"));
   LLVMValueRef *args = ljb_xalloc(((size_t)nused + 3) * sizeof *args);
