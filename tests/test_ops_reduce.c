@@ -134,6 +134,39 @@ START_TEST(test_arg_ties_and_nan) {
 }
 END_TEST
 
+/* A NaN anywhere in a long row (the vectorized loops, several accumulators) makes its amax,
+ * amin and every softmax value NaN; the other rows keep their values. */
+START_TEST(test_nan_in_long_rows) {
+  enum { R = 4, C = 1000 };
+  static float v[R * C];
+  for (int i = 0; i < R * C; i++) v[i] = (float)((i * 37) % 101) - 50;
+  v[1 * C + 517] = NAN; /* row 1: in the middle */
+  v[2 * C + C - 1] = NAN; /* row 2: the last element (the loop's remainder) */
+  v[3 * C + 7] = 1000;
+  lj_tensor *x = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(R, C), v);
+  lj_tensor *mx = lj_amax(x, 1, (const int[]){1}, false), *mn = lj_amin(x, 1, (const int[]){1}, false);
+  lj_tensor *sm = lj_softmax(x, 1);
+  float a[R], b[R];
+  static float s[R * C];
+  ck_assert_int_eq(lj_tensor_to_host(mx, a, sizeof a), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(mn, b, sizeof b), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(sm, s, sizeof s), LJ_OK);
+  ck_assert_float_eq(a[0], 50);
+  ck_assert_float_eq(b[0], -50);
+  ck_assert(isnan(a[1]) && isnan(b[1]) && isnan(a[2]) && isnan(b[2]));
+  ck_assert_float_eq(a[3], 1000);
+  for (int j = 0; j < C; j++) ck_assert(isnan(s[1 * C + j]) && isnan(s[2 * C + j]));
+  ck_assert_float_eq_tol(s[3 * C + 7], 1, 1e-6);
+  double total = 0;
+  for (int j = 0; j < C; j++) total += s[j];
+  ck_assert_double_eq_tol(total, 1, 1e-5);
+  lj_tensor_release(sm);
+  lj_tensor_release(mn);
+  lj_tensor_release(mx);
+  lj_tensor_release(x);
+}
+END_TEST
+
 /* Reductions big enough to be split across threads, with a mean of a softmax-like chain. */
 START_TEST(test_large_rows) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(512, 300), TU_ANY, 3);
@@ -214,6 +247,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_reductions, 0, (int)(sizeof reductions / sizeof *reductions));
   tcase_add_test(tc, test_arg_reductions);
   tcase_add_test(tc, test_arg_ties_and_nan);
+  tcase_add_test(tc, test_nan_in_long_rows);
   tcase_add_test(tc, test_large_rows);
   tcase_add_test(tc, test_column_reductions);
   tcase_add_test(tc, test_reduce_errors);
