@@ -121,6 +121,9 @@ typedef struct lj_config {
                                    reads (lj_tensor_to_host, lj_item) run */
   bool sync_wait;             /**< LJ_SYNC_WAIT: a sync returns when its graph has run (and
                                    returns its runtime error), instead of when it is queued */
+  bool enable_param_aliasing; /**< LJ_ENABLE_PARAM_ALIASING: lj_sync writes the new value of
+                                   a tensor given one by lj_assign into the buffer it held
+                                   before, when nothing else holds that buffer (default on) */
   const char *metrics_file;   /**< LJ_METRICS_FILE: after every executed graph, append
                                    "[MetricsData; step=N]" and the metrics report to this file
                                    ("STDOUT" / "STDERR": those streams); NULL or "" = off.

@@ -19,6 +19,8 @@ struct lj_tensor {
   ljr_buffer *buf;           /* the value when computed */
   ljg_node *node;            /* pending value, or buf's node; valid while epoch matches */
   uint64_t epoch;            /* trace epoch of node */
+  ljg_node *donor;           /* pending after lj_assign: the node of the buffer it held before,
+                                which lj_sync may overwrite with the new value; or NULL */
   struct lj_tensor *prev, *next; /* the device's live tensors, by id */
   int scope_level;           /* index of the owning scope on its thread's stack, or -1 */
   int scope_index;

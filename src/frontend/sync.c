@@ -8,12 +8,16 @@
 #include <string.h>
 
 /* Runs ts[0..n) (pending, on d, sorted by id) and binds the buffers the run writes (also
- * when it waited for the run and returns its error: LJ_SYNC_WAIT). */
-static lj_status run(struct lj_device *d, int n, lj_tensor *const *ts, ljr_cause cause) {
-  ljg_node **nodes = ljb_xalloc((size_t)n * sizeof *nodes);
+ * when it waited for the run and returns its error: LJ_SYNC_WAIT). With donate, a tensor
+ * lj_assign gave a new value may get it written into the buffer it held before. */
+static lj_status run(struct lj_device *d, int n, lj_tensor *const *ts, bool donate, ljr_cause cause) {
+  ljg_node **nodes = ljb_xalloc((size_t)n * 2 * sizeof *nodes), **donors = nodes + n;
   ljr_buffer **bufs = ljb_xcalloc((size_t)n, sizeof *bufs);
-  for (int i = 0; i < n; i++) nodes[i] = ts[i]->node;
-  lj_status st = ljr_execute(d, n, nodes, bufs, cause);
+  for (int i = 0; i < n; i++) {
+    nodes[i] = ts[i]->node;
+    donors[i] = ts[i]->donor;
+  }
+  lj_status st = ljr_execute(d, n, nodes, donate ? donors : NULL, bufs, cause);
   for (int i = 0; i < n; i++)
     if (bufs[i]) ljf_bind(ts[i], bufs[i]);
   free(nodes);
@@ -34,7 +38,10 @@ lj_status ljf_sync(lj_device *d, ljr_cause cause) {
     if (ljf_pending(t)) ljb_vec_push(&roots, t);
   ljr_count(LJR_C_MarkStep, 1);
   ljr_analysis_step(d);
-  lj_status st = roots.n ? run(d, roots.n, roots.a, cause) : ljr_queue_finish(d);
+  /* every pending tensor is a root, and the trace is reset after the run: nothing can read a
+   * donated buffer's old value afterwards */
+  bool donate = ljr_get()->cfg.pub.enable_param_aliasing;
+  lj_status st = roots.n ? run(d, roots.n, roots.a, donate, cause) : ljr_queue_finish(d);
   ljb_vec_free(&roots);
   if (st == LJ_OK) ljg_trace_reset(&d->trace);
   return st;
@@ -70,7 +77,7 @@ lj_status ljf_sync_tensors(int n, lj_tensor *const *ts, ljr_cause cause) {
   if (roots.n) {
     qsort(roots.a, (size_t)roots.n, sizeof *roots.a, by_id);
     struct lj_device *d = roots.a[0]->dev;
-    st = run(d, roots.n, roots.a, cause);
+    st = run(d, roots.n, roots.a, false, cause);
     if (st == LJ_OK) reset_if_idle(d);
   } else if (n > 0) {
     st = ljr_queue_finish(ts[0]->dev);

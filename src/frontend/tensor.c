@@ -138,6 +138,7 @@ bool ljf_pending(lj_tensor *t) {
 void ljf_bind(lj_tensor *t, ljr_buffer *buf) {
   LJ_ASSERT(!t->buf);
   t->buf = buf;
+  t->donor = NULL;
   if (!t->node->data) ljg_node_set_data(&t->dev->trace, t->node, buf);
 }
 
@@ -230,9 +231,15 @@ lj_status lj_assign(lj_tensor *dst, lj_tensor *src) {
   }
   ljg_node *n = ljf_cast(d, ljf_node(src), dst->dtype);
   n = ljf_expand_node(d, n, dst->ndim, dst->shape);
+  /* the buffer dst held, if this trace uses it: the donor of dst's new value (a pending dst
+   * keeps the donor of its first assignment) */
+  bool current = dst->node && dst->epoch == d->trace.epoch;
+  if (dst->buf) dst->donor = current ? dst->node : NULL;
+  else if (!current) dst->donor = NULL;
   ljr_buffer_release(dst->buf);
   dst->buf = n->data ? ljr_buffer_retain(n->data) : NULL;
   dst->node = n;
   dst->epoch = d->trace.epoch;
+  if (dst->buf) dst->donor = NULL;
   return LJ_OK;
 }

@@ -26,6 +26,7 @@ void ljg_graph_free(ljg_graph *g) {
   free(g->nodes);
   free(g->operands);
   free(g->roots);
+  free(g->donors);
   free(g->params);
   free(g->strings);
   memset(g, 0, sizeof *g);
@@ -56,6 +57,7 @@ ljg_graph *ljg_graph_clone(const ljg_graph *g) {
   c->operands = copy_array(g->operands, g->nops, sizeof *g->operands);
   c->nroots = c->roots_cap = g->nroots;
   c->roots = copy_array(g->roots, g->nroots, sizeof *g->roots);
+  c->donors = copy_array(g->donors, g->nroots, sizeof *g->donors);
   c->nparams = c->params_cap = g->nparams;
   c->params = copy_array(g->params, g->nparams, sizeof *g->params);
   /* Call sites are copied into the clone's own strings: it outlives the text they came from. */
@@ -99,8 +101,13 @@ int ljg_graph_add(ljg_graph *g, const ljg_gnode *proto, const int32_t *in) {
   return g->n++;
 }
 
-void ljg_graph_add_root(ljg_graph *g, int32_t node) {
-  GROW(g->roots, g->nroots, g->roots_cap, 1);
+void ljg_graph_add_root(ljg_graph *g, int32_t node, int32_t donor) {
+  if (g->nroots + 1 > g->roots_cap) {
+    int cap = g->roots_cap;
+    GROW(g->roots, g->nroots, cap, 1);
+    GROW(g->donors, g->nroots, g->roots_cap, 1);
+  }
+  g->donors[g->nroots] = donor;
   g->roots[g->nroots++] = node;
 }
 
@@ -147,9 +154,15 @@ static void visit(ljg_walk *w, ljg_node *nd, uint64_t stamp, ljg_binding_vec *bi
   for (int i = 0; i < nd->nin; i++) ljb_hash_u64(h, (uint64_t)nd->in[i]->index);
 }
 
-void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_walk *w,
-                  ljg_binding_vec *binds) {
-  w->order.n = w->roots.n = 0;
+/* Whether d can receive root's value: a buffer (not a scalar) of root's dtype and size. */
+static bool donor_fits(const ljg_node *root, const ljg_node *d) {
+  return d && d != root && is_param(d) && d->op != LJG_OP_SCALAR && d->dtype == root->dtype &&
+         ljg_numel(d->ndim, d->shape) == ljg_numel(root->ndim, root->shape);
+}
+
+void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_node *const *donors,
+                  ljg_walk *w, ljg_binding_vec *binds) {
+  w->order.n = w->roots.n = w->donors.n = 0;
   if (binds) binds->n = 0;
   ljb_hasher h;
   ljb_hasher_init(&h, (uint64_t)n);
@@ -174,6 +187,12 @@ void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_walk *w,
     ljb_vec_push(&w->roots, root->index);
     ljb_hash_u64(&h, (uint64_t)root->index);
   }
+  for (int r = 0; r < n; r++) {
+    ljg_node *d = donors ? donors[r] : NULL;
+    int32_t idx = donor_fits(roots[r], d) && d->walk == stamp ? d->index : -1;
+    ljb_vec_push(&w->donors, idx);
+    ljb_hash_u64(&h, (uint64_t)(int64_t)idx);
+  }
   ljb_vec_free(&stack);
   w->key = ljb_hasher_final(&h);
 }
@@ -181,6 +200,7 @@ void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_walk *w,
 void ljg_walk_free(ljg_walk *w) {
   ljb_vec_free(&w->order);
   ljb_vec_free(&w->roots);
+  ljb_vec_free(&w->donors);
 }
 
 /* The graph node a walked trace node becomes (operands aside). */
@@ -215,7 +235,10 @@ void ljg_walk_graph(const ljg_walk *w, ljg_graph *g) {
     for (int k = 0; k < gn.nin; k++) ljb_vec_push(&in, nd->in[k]->index);
     ljg_graph_add(g, &gn, in.a);
   }
-  for (int r = 0; r < w->roots.n; r++) ljg_graph_add_root(g, w->roots.a[r]);
+  for (int r = 0; r < w->roots.n; r++) {
+    int32_t d = w->donors.a[r];
+    ljg_graph_add_root(g, w->roots.a[r], d < 0 ? -1 : g->nodes[d].param);
+  }
   ljb_vec_free(&in);
 }
 
@@ -246,17 +269,33 @@ bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g) {
     for (int k = 0; k < gn->nin; k++)
       if (in[k] != nd->in[k]->index) return false;
   }
-  return memcmp(g->roots, w->roots.a, (size_t)g->nroots * sizeof *g->roots) == 0;
+  for (int r = 0; r < g->nroots; r++) {
+    int32_t d = w->donors.a[r];
+    if (g->roots[r] != w->roots.a[r] || g->donors[r] != (d < 0 ? -1 : g->nodes[d].param)) return false;
+  }
+  return true;
+}
+
+/* The parameter of g that trace node d is when g's node i is by_id[ids[i]], or -1. */
+static int32_t replayed_param(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g,
+                              const ljg_node *d) {
+  for (int p = 0; p < g->nparams; p++) {
+    uint32_t id = ids[g->params[p]];
+    if (id < (uint32_t)t->by_id.n && t->by_id.a[id] == d) return p;
+  }
+  return -1;
 }
 
 bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int n,
-                ljg_node *const *roots, ljg_binding_vec *binds) {
+                ljg_node *const *roots, ljg_node *const *donors, ljg_binding_vec *binds) {
   ljg_node *const *by_id = t->by_id.a;
   uint32_t count = (uint32_t)t->by_id.n;
   if (g->nroots != n) return false;
   for (int r = 0; r < n; r++) {
     uint32_t id = ids[g->roots[r]];
     if (id >= count || by_id[id] != roots[r]) return false;
+    ljg_node *d = donors ? donors[r] : NULL;
+    if (g->donors[r] != (donor_fits(roots[r], d) ? replayed_param(t, ids, g, d) : -1)) return false;
   }
   /* Every operand of every node is checked to be the node g names: the nodes reachable from
    * the roots are exactly these, linked as in g, so a walk would number them as g does. */
@@ -280,7 +319,7 @@ bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int
 void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
                  ljg_binding_vec *binds) {
   ljg_walk w = {0};
-  ljg_walk_run(t, n, roots, &w, binds);
+  ljg_walk_run(t, n, roots, NULL, &w, binds);
   ljg_walk_graph(&w, g);
   ljg_walk_free(&w);
 }
@@ -339,6 +378,7 @@ ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed) {
   }
   ljb_hash_u64(&h, (uint64_t)g->nroots);
   for (int r = 0; r < g->nroots; r++) ljb_hash_u64(&h, (uint64_t)g->roots[r]);
+  for (int r = 0; r < g->nroots; r++) ljb_hash_u64(&h, (uint64_t)(int64_t)g->donors[r]);
   return ljb_hasher_final(&h);
 }
 
@@ -361,7 +401,8 @@ int ljg_graph_first_difference(const ljg_graph *a, const ljg_graph *b) {
     if (!node_same(a, &a->nodes[i], b, &b->nodes[i])) return i;
   if (a->n != b->n) return n;
   if (a->nroots != b->nroots ||
-      (a->nroots && memcmp(a->roots, b->roots, (size_t)a->nroots * sizeof *a->roots) != 0))
+      (a->nroots && (memcmp(a->roots, b->roots, (size_t)a->nroots * sizeof *a->roots) != 0 ||
+                     memcmp(a->donors, b->donors, (size_t)a->nroots * sizeof *a->donors) != 0)))
     return a->n;
   return -1;
 }

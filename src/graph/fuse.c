@@ -17,7 +17,8 @@
  *    kernel over contiguous buffers becomes a single loop, whatever the rank. (Gather and
  *    scatter kernels keep their dims: the indexed dim must stay a loop of its own.)
  * 4. Row fusion (fuse_rows.c) joins neighbouring kernels over the same rows.
- * The buffer plan (plan.c) then places intermediates in the scratch arena. */
+ * Roots with a donor are then made to work in place where they can (donate.c), and the buffer
+ * plan (plan.c) places intermediates in the scratch arena. */
 #include "graph/graph.h"
 
 #include <inttypes.h>
@@ -251,7 +252,7 @@ static int32_t add_slot(fuser *f, ljg_slotkind kind, const ljg_gnode *n, int32_t
   ljg_slot s = {0};
   s.kind = (uint8_t)kind;
   s.dtype = n->dtype;
-  s.param = n->param;
+  s.param = kind == LJG_SLOT_PARAM || kind == LJG_SLOT_SCALAR ? n->param : -1;
   s.node = node;
   s.nbytes = kind == LJG_SLOT_SCALAR ? 8 : ljg_gnumel(n) * (int64_t)lj_dtype_size(n->dtype);
   s.offset = -1;
@@ -585,6 +586,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
     p->root_slot[r] = f.realized[i] ? f.oslot[i] : f.pslot[i];
   }
   if (!(opt && opt->disable_fusion)) ljg_fuse_rows(p);
+  ljg_donate(p, g);
   ljg_plan(p);
   free(f.realized);
   free(f.is_root);
@@ -667,6 +669,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
                    lj_dtype_name(sl->dtype), sl->nbytes, sl->node);
     if (sl->kind == LJG_SLOT_TEMP) ljb_str_printf(&b, " at %" PRId64, sl->offset);
     if (sl->kind == LJG_SLOT_LOCAL) ljb_str_printf(&b, " per block of %" PRId64 "-byte rows", sl->row_bytes);
+    if (sl->kind == LJG_SLOT_OUTPUT && sl->param >= 0) ljb_str_printf(&b, " in place of parameter %d", sl->param);
     ljb_str_puts(&b, "\n");
   }
   for (int i = 0; i < p->nkernels; i++) {

@@ -163,6 +163,8 @@ typedef struct ljg_graph {
   int32_t *operands;
   int nroots, roots_cap;
   int32_t *roots;   /* node index of each root, in root order (a node may repeat) */
+  int32_t *donors;  /* per root: the DATA parameter whose buffer may receive the root's value
+                       (buffer donation: the caller lets the run overwrite it), or -1 */
   int nparams, params_cap;
   int32_t *params;  /* node index of each parameter, in first-use order */
   char *strings;    /* call-site strings owned by the graph (NULL when none) */
@@ -189,8 +191,8 @@ void ljg_graph_clear(ljg_graph *g);
 ljg_graph *ljg_graph_clone(const ljg_graph *g);
 /* Appends a node (operands copied); returns its index. */
 int ljg_graph_add(ljg_graph *g, const ljg_gnode *proto, const int32_t *in);
-/* Appends node `node` to g's roots. */
-void ljg_graph_add_root(ljg_graph *g, int32_t node);
+/* Appends node `node` to g's roots, with the parameter it may be written into (-1: none). */
+void ljg_graph_add_root(ljg_graph *g, int32_t node, int32_t donor);
 /* Collects the graph that computes roots[0..n) into g (cleared first), walking operands in
  * order; data nodes and nodes with a computed buffer become DATA parameters, scalar nodes
  * SCALAR parameters, in first-use order. binds (may be NULL) receives one binding per
@@ -206,32 +208,37 @@ void ljg_collect(ljg_trace *t, int n, ljg_node *const *roots, ljg_graph *g,
 typedef struct ljg_walk {
   LJB_VEC(ljg_node *) order;
   LJB_VEC(int32_t) roots;
+  LJB_VEC(int32_t) donors; /* per root: the index of its donor's node in order, or -1 */
   ljb_hash key;
 } ljg_walk;
-void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_walk *w,
-                  ljg_binding_vec *binds);
+/* donors (NULL: none) gives each root the node of a buffer the run may write the root's value
+ * into (the value the root replaces, lj_assign), or NULL. A donor that is not a DATA parameter
+ * of the walked graph, or differs from its root in dtype or size, is dropped. */
+void ljg_walk_run(ljg_trace *t, int n, ljg_node *const *roots, ljg_node *const *donors,
+                  ljg_walk *w, ljg_binding_vec *binds);
 void ljg_walk_free(ljg_walk *w);
 /* The walk's graph, into g (cleared first). */
 void ljg_walk_graph(const ljg_walk *w, ljg_graph *g);
 /* Whether the walk's graph equals g, compared node by node without building it; valid until
  * the next walk of the trace. */
 bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g);
-/* Replays a walk: whether the trace below roots[0..n) is g again with the node ids it had
- * (ids[i]: the id of g's node i when it was walked), checked node by node in g's order
- * against the nodes those ids name now: their descriptions, operands and roots. A program
+/* Replays a walk: whether the trace below roots[0..n) (with donors, as ljg_walk_run takes
+ * them) is g again with the node ids it had (ids[i]: the id of g's node i when it was
+ * walked), checked node by node in g's order against the nodes those ids name now: their
+ * descriptions, operands, roots and donors. A program
  * that records the same step again gives its nodes the same ids (the trace restarts at every
  * sync that leaves nothing pending), so a step seen before is recognized without the walk's
  * chain of dependent loads. On success binds holds one binding per parameter, as a walk
  * leaves it. */
 bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int n,
-                ljg_node *const *roots, ljg_binding_vec *binds);
+                ljg_node *const *roots, ljg_node *const *donors, ljg_binding_vec *binds);
 /* The attribute words that are part of a node's identity (scalar values are not). */
 int ljg_identity_attrs(int op, int ndim, const ljg_attr *a, int64_t out[LJ_MAX_DIMS + 2]);
 /* A node's local hash (ljg_node.lhash): op, dtype, shape and identity attributes. */
 uint64_t ljg_local_hash(int op, int dt, int ndim, const int64_t *shape, const ljg_attr *attr);
 
 /* The graph key: env seed + every node's op, dtype, shape, attributes and operand indices +
- * the roots. Two graphs have the same key exactly when they compute the same function of
+ * the roots and their donors. Two graphs have the same key exactly when they compute the same function of
  * their parameters (up to hash collisions, which ljg_graph_equal rules out). */
 ljb_hash ljg_graph_key(const ljg_graph *g, ljb_hash env_seed);
 bool ljg_graph_equal(const ljg_graph *a, const ljg_graph *b);
@@ -446,7 +453,7 @@ static inline int64_t ljg_window_image_plane(const ljg_kernel *k) { return k->wi
 typedef enum ljg_slotkind {
   LJG_SLOT_PARAM,  /* DATA parameter's buffer */
   LJG_SLOT_SCALAR, /* SCALAR parameter's value (8 bytes in the scalar block) */
-  LJG_SLOT_OUTPUT, /* a root's fresh buffer */
+  LJG_SLOT_OUTPUT, /* a root's buffer: fresh, or its donor's (param >= 0: ljg_donate) */
   LJG_SLOT_TEMP,   /* an intermediate at offset in the scratch arena */
   LJG_SLOT_LOCAL   /* an intermediate of one row-fused kernel, written and read a block of
                       rows at a time: only the current block exists, on the stack of the
@@ -456,7 +463,7 @@ typedef enum ljg_slotkind {
 typedef struct ljg_slot {
   uint8_t kind;
   uint8_t dtype;
-  int32_t param;    /* PARAM/SCALAR: parameter index */
+  int32_t param;    /* PARAM/SCALAR: parameter index; OUTPUT: the donor parameter or -1 */
   int32_t node;     /* graph node whose value it holds */
   int64_t nbytes;
   int64_t offset;   /* TEMP: offset in the scratch arena */
@@ -499,6 +506,10 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g);
 /* plan.c: assigns TEMP slots offsets in one scratch arena, reusing memory whose last reader
  * has run. */
 void ljg_plan(ljg_program *p);
+/* Buffer donation (donate.c): each root with a donor whose writing nest can work in place
+ * gets its OUTPUT slot's param set to the donor, the nest's loads of the donor redirected to
+ * the slot. Runs after row fusion. */
+void ljg_donate(ljg_program *p, const ljg_graph *g);
 /* Row fusion (fuse_rows.c): neighbouring loop kernels over the same rows, each reading the
  * others' results only at its own row, become one kernel run block of rows by block. */
 void ljg_fuse_rows(ljg_program *p);

@@ -24,7 +24,7 @@ static bool evaluate(const ljg_graph *g, const ljg_gnode *n, const int32_t *in, 
   ljg_gnode m = *n;
   m.ndim = 0;
   int root = ljg_graph_add(&t, &m, tin);
-  ljg_graph_add_root(&t, root);
+  ljg_graph_add_root(&t, root, -1);
   unsigned char buf[8] = {0};
   void *outs[1] = {buf};
   lj_status saved = lj_last_status();

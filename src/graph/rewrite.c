@@ -74,7 +74,7 @@ int ljg_rw_copy(ljg_rewriter *rw, const ljg_graph *old, int i) {
 
 void ljg_rw_finish(ljg_rewriter *rw, ljg_graph *old) {
   ljg_graph *g = &rw->out;
-  for (int r = 0; r < old->nroots; r++) ljg_graph_add_root(g, rw->map[old->roots[r]]);
+  for (int r = 0; r < old->nroots; r++) ljg_graph_add_root(g, rw->map[old->roots[r]], old->donors[r]);
   g->strings = old->strings;
   old->strings = NULL;
   ljg_graph_free(old);

@@ -68,8 +68,10 @@ static void graph_io(io *x, ljg_graph *g) {
   if ((g->operands = count(x, &g->nops, g->operands, sizeof *g->operands, sizeof *g->operands))) {
     int32s_io(x, g->operands, g->nops);
   }
-  if ((g->roots = count(x, &g->nroots, g->roots, sizeof *g->roots, sizeof *g->roots))) {
+  if ((g->roots = count(x, &g->nroots, g->roots, sizeof *g->roots, 2 * sizeof *g->roots))) {
     int32s_io(x, g->roots, g->nroots);
+    if (x->in) g->donors = ljb_xcalloc((size_t)g->nroots + 1, sizeof *g->donors);
+    int32s_io(x, g->donors, g->nroots);
   }
   if ((g->params = count(x, &g->nparams, g->params, sizeof *g->params, sizeof *g->params))) {
     int32s_io(x, g->params, g->nparams);
@@ -81,7 +83,8 @@ static void graph_io(io *x, ljg_graph *g) {
                  n->in0 >= 0 && n->in0 <= g->nops - n->nin && n->param >= -1 && n->param < g->nparams);
     for (int k = 0; !bad(x) && k < n->nin; k++) check(x, g->operands[n->in0 + k] >= 0 && g->operands[n->in0 + k] < i);
   }
-  for (int r = 0; r < g->nroots; r++) check(x, g->roots[r] >= 0 && g->roots[r] < g->n);
+  for (int r = 0; r < g->nroots; r++)
+    check(x, g->roots[r] >= 0 && g->roots[r] < g->n && g->donors[r] >= -1 && g->donors[r] < g->nparams);
   for (int p = 0; p < g->nparams; p++) check(x, g->params[p] >= 0 && g->params[p] < g->n);
 }
 
@@ -205,7 +208,11 @@ static void check_slots(io *x, const ljg_program *p, const ljg_graph *g) {
     switch (sl->kind) {
     case LJG_SLOT_PARAM:
     case LJG_SLOT_SCALAR: check(x, sl->param >= 0 && sl->param < g->nparams); break;
-    case LJG_SLOT_OUTPUT: break;
+    case LJG_SLOT_OUTPUT: /* a donor: a DATA parameter of the same size */
+      check(x, sl->param == -1 || (sl->param >= 0 && sl->param < g->nparams &&
+                                   g->nodes[g->params[sl->param]].op == LJG_OP_DATA &&
+                                   ljg_gnumel(&g->nodes[g->params[sl->param]]) * (int64_t)lj_dtype_size(sl->dtype) == sl->nbytes));
+      break;
     case LJG_SLOT_TEMP: check(x, sl->offset >= 0 && sl->offset <= p->scratch_bytes - sl->nbytes); break;
     case LJG_SLOT_LOCAL: check(x, sl->row_bytes > 0 && sl->nbytes % sl->row_bytes == 0); break;
     default: check(x, false); break;

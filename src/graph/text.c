@@ -62,6 +62,19 @@ static void print_attrs(ljb_str *b, const ljg_gnode *n, const ljg_binding *binds
   }
 }
 
+/* ", key=r" or ", key=(r1,r2)" for the roots r whose entry in per_root is v; nothing if none. */
+static void print_roots(ljb_str *b, const ljg_graph *g, const char *key, const int32_t *per_root, int32_t v) {
+  int64_t roots[64];
+  int nr = 0;
+  for (int r = 0; r < g->nroots && nr < 64; r++)
+    if (per_root[r] == v) roots[nr++] = r;
+  if (nr == 1) ljb_str_printf(b, ", %s=%" PRId64, key, roots[0]);
+  if (nr > 1) {
+    ljb_str_printf(b, ", %s=", key);
+    print_ilist(b, roots, nr);
+  }
+}
+
 static void print_node(ljb_str *b, const ljg_graph *g, int i, const ljg_binding *binds) {
   const ljg_gnode *n = &g->nodes[i];
   char shape[LJB_SHAPE_STR_MAX];
@@ -72,15 +85,8 @@ static void print_node(ljb_str *b, const ljg_graph *g, int i, const ljg_binding 
   ljb_str_puts(b, ")");
   if (n->param >= 0) ljb_str_printf(b, ", param=%d", n->param);
   print_attrs(b, n, binds);
-  int64_t roots[64];
-  int nr = 0;
-  for (int r = 0; r < g->nroots && nr < 64; r++)
-    if (g->roots[r] == i) roots[nr++] = r;
-  if (nr == 1) ljb_str_printf(b, ", ROOT=%" PRId64, roots[0]);
-  if (nr > 1) {
-    ljb_str_puts(b, ", ROOT=");
-    print_ilist(b, roots, nr);
-  }
+  print_roots(b, g, "ROOT", g->roots, i);
+  if (n->op == LJG_OP_DATA) print_roots(b, g, "DONOR", g->donors, n->param);
   if (n->loc) ljb_str_printf(b, ", location=%s", n->loc);
 }
 
@@ -208,6 +214,7 @@ static bool parse_type(parser *ps, ljg_gnode *n) {
 typedef struct parsed_root {
   int64_t root;
   int32_t node;
+  bool donor; /* DONOR=: node is the root's donor, not the root */
 } parsed_root;
 typedef LJB_VEC(parsed_root) root_vec;
 typedef LJB_VEC(int64_t) i64_vec;
@@ -249,7 +256,7 @@ static bool parse_attr(parser *ps, ljg_gnode *n, root_vec *roots,
       if (dims[k] < 0 || dims[k] >= LJ_MAX_DIMS) return perr(ps, "bad dims");
       n->attr.a[0] |= (int64_t)1 << dims[k];
     }
-  } else if (strcmp(key, "ROOT") == 0) {
+  } else if (strcmp(key, "ROOT") == 0 || strcmp(key, "DONOR") == 0) {
     int64_t list[64];
     int nr = 1;
     skip_spaces(ps);
@@ -259,7 +266,8 @@ static bool parse_attr(parser *ps, ljg_gnode *n, root_vec *roots,
     } else if (!parse_int(ps, &list[0])) {
       return false;
     }
-    for (int k = 0; k < nr; k++) ljb_vec_push(roots, ((parsed_root){list[k], idx}));
+    bool donor = key[0] == 'D';
+    for (int k = 0; k < nr; k++) ljb_vec_push(roots, ((parsed_root){list[k], idx, donor}));
   } else if (strcmp(key, "location") == 0) {
     skip_spaces(ps);
     const char *end = strchr(ps->p, '\n');
@@ -351,18 +359,23 @@ bool ljg_graph_parse(const char *text, ljg_graph *g, ljg_binding **binds) {
       goto done;
     }
   }
-  /* Roots by index: each index 0..nroots-1 exactly once. */
-  g->nroots = roots.n;
-  g->roots = ljb_xrealloc(g->roots, (size_t)(roots.n + 1) * sizeof *g->roots);
-  g->roots_cap = roots.n + 1;
-  for (int r = 0; r < roots.n; r++) g->roots[r] = -1;
+  /* Roots by index: each index 0..nroots-1 exactly once, and at most one donor each. */
+  int nroots = 0;
+  for (int r = 0; r < roots.n; r++) nroots += !roots.a[r].donor;
+  for (int r = 0; r < nroots; r++) ljg_graph_add_root(g, -1, -1);
   for (int r = 0; r < roots.n; r++) {
-    int64_t k = roots.a[r].root;
-    if (k < 0 || k >= roots.n || g->roots[k] >= 0) {
-      perr(&ps, "ROOT indices must be 0..n-1, each once");
+    const parsed_root *pr = &roots.a[r];
+    int32_t *at = pr->donor ? &g->donors[pr->root] : &g->roots[pr->root];
+    if (pr->donor && g->nodes[pr->node].op != LJG_OP_DATA) {
+      perr(&ps, "DONOR goes with data only");
       goto done;
     }
-    g->roots[k] = roots.a[r].node;
+    if (pr->root < 0 || pr->root >= nroots || *at >= 0) {
+      perr(&ps, pr->donor ? "DONOR names a root that does not exist or has a donor already"
+                          : "ROOT indices must be 0..n-1, each once");
+      goto done;
+    }
+    *at = pr->donor ? g->nodes[pr->node].param : pr->node;
   }
   if (locs.n) {
     g->strings = ljb_str_take(&locs);

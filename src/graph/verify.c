@@ -206,11 +206,19 @@ static bool check_node(const ljg_graph *g, int i) {
 bool ljg_graph_verify(const ljg_graph *g) {
   for (int i = 0; i < g->n; i++)
     if (!check_node(g, i)) return false;
-  for (int r = 0; r < g->nroots; r++)
+  for (int r = 0; r < g->nroots; r++) {
     if (g->roots[r] < 0 || g->roots[r] >= g->n) {
       ljb_error(LJ_ERR_ARG, "graph: root %d is not a node", r);
       return false;
     }
+    int32_t d = g->donors[r];
+    if (d < 0) continue;
+    const ljg_gnode *root = &g->nodes[g->roots[r]], *p = d < g->nparams ? &g->nodes[g->params[d]] : NULL;
+    if (!p || p->op != LJG_OP_DATA || p->dtype != root->dtype || ljg_gnumel(p) != ljg_gnumel(root)) {
+      ljb_error(LJ_ERR_ARG, "graph: the donor of root %d (parameter %d) is not data of the root's dtype and size", r, d);
+      return false;
+    }
+  }
   int p = 0;
   for (int i = 0; i < g->n; i++)
     if (g->nodes[i].param >= 0 && g->nodes[i].param != p++) {

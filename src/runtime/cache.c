@@ -113,12 +113,12 @@ void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, const ljg_walk *w) {
 enum { REPLAY_CANDIDATES = 4 };
 
 ljr_exec *ljr_cache_replay(ljr_cache *c, const ljg_trace *t, int n, ljg_node *const *roots,
-                           ljg_binding_vec *binds) {
+                           ljg_node *const *donors, ljg_binding_vec *binds) {
   int tried = 0;
   for (ljr_exec *e = c->lru_head; e && tried < REPLAY_CANDIDATES; e = e->lru_next) {
     if (!e->walk_ids) continue;
     tried++;
-    if (ljg_replay(t, e->walk_ids, e->graph, n, roots, binds)) return touch(c, e);
+    if (ljg_replay(t, e->walk_ids, e->graph, n, roots, donors, binds)) return touch(c, e);
   }
   return NULL;
 }

@@ -33,6 +33,7 @@ static const env_var env_vars[] = {
     {"LJ_GET_TENSORS_OPBYOP", {"XLA_GET_TENSORS_OPBYOP", "GET_TENSORS_OPBYOP"}, ENV_BOOL,
      FIELD(get_tensors_opbyop)},
     {"LJ_SYNC_WAIT", {"XLA_SYNC_WAIT"}, ENV_BOOL, FIELD(sync_wait)},
+    {"LJ_ENABLE_PARAM_ALIASING", {"XLA_ENABLE_PARAM_ALIASING"}, ENV_BOOL, FIELD(enable_param_aliasing)},
     {"LJ_METRICS_FILE", {"XLA_METRICS_FILE"}, ENV_STRING, FIELD(metrics_file)},
     {"LJ_SAVE_TENSORS_FILE", {"XLA_SAVE_TENSORS_FILE"}, ENV_STRING, FIELD(save_tensors_file)},
     {"LJ_SAVE_TENSORS_FMT", {"XLA_SAVE_TENSORS_FMT"}, ENV_STRING, FIELD(save_tensors_fmt)},
@@ -69,6 +70,7 @@ lj_config lj_config_default(void) {
   c.cpu = NULL;
   c.compilation_cache_size = 1024;
   c.cache_max_mb = 1024;
+  c.enable_param_aliasing = true;
   for (size_t i = 0; i < LJ_COUNT_OF(env_vars); i++) {
     const env_var *v = &env_vars[i];
     const char *s = getenv(v->name);

@@ -76,6 +76,7 @@ const ljr_backend ljr_cpu_backend = {
     .free = cpu_free,
     .to_device = cpu_copy,
     .to_host = cpu_copy,
+    .copy = cpu_copy,
     .execute = cpu_execute,
 };
 

@@ -113,9 +113,11 @@ static bool waits(void) {
 }
 
 /* Waits for the device's previous run and reports its error; then binds e's slots
- * (parameters from binds, fresh output buffers) into a job and queues it. out[r] receives root
- * r's buffer, written once the job has run. */
-static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *binds,
+ * (parameters from binds, output buffers) into a job and queues it. An output that works in
+ * place of a parameter (ljg_donate) takes the parameter's buffer when the caller donates it
+ * and nothing but the trace holds it; otherwise it gets a fresh buffer with a copy of the
+ * parameter. out[r] receives root r's buffer, written once the job has run. */
+static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *binds, bool donate,
                      ljr_buffer **out) {
   const ljg_program *p = e->prog;
   /* one run in flight per device: this sync reports the previous run's error */
@@ -131,6 +133,14 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
   j->cells = (uint64_t *)(j->slots + n);
   j->owned = (ljr_buffer **)(j->cells + n);
   j->seq = ljr_queue_next(d);
+  /* donations first: the parameter slots below take references of their own */
+  for (int s = 0; donate && s < p->nslots; s++) {
+    const ljg_slot *sl = &p->slots[s];
+    if (sl->kind == LJG_SLOT_OUTPUT && sl->param >= 0 && atomic_load(&binds[sl->param].buf->refs) == 1) {
+      j->owned[s] = ljr_buffer_retain(binds[sl->param].buf);
+      ljr_count(LJR_C_DonatedBuffers, 1);
+    }
+  }
   for (int s = 0; s < p->nslots; s++) {
     const ljg_slot *sl = &p->slots[s];
     switch (sl->kind) {
@@ -143,10 +153,16 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
       j->slots[s] = &j->cells[s];
       break;
     case LJG_SLOT_OUTPUT:
-      if (!(j->owned[s] = ljr_buffer_new(d, (size_t)sl->nbytes))) {
-        for (int k = 0; k < s; k++) ljr_buffer_release(j->owned[k]);
-        free(j);
-        return LJ_ERR_OOM;
+      if (!j->owned[s]) {
+        if (!(j->owned[s] = ljr_buffer_new(d, (size_t)sl->nbytes))) {
+          for (int k = 0; k < p->nslots; k++) ljr_buffer_release(j->owned[k]);
+          free(j);
+          return LJ_ERR_OOM;
+        }
+        if (sl->param >= 0) {
+          d->backend->copy(d, j->owned[s]->data, binds[sl->param].buf->data, (size_t)sl->nbytes);
+          ljr_count(LJR_C_DonationCopies, 1);
+        }
       }
       j->owned[s]->seq = j->seq;
       j->slots[s] = j->owned[s]->data;
@@ -232,7 +248,7 @@ static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_bi
                            ljr_buffer **out, ljr_exec **ran) {
   ljr_exec *e = find_or_compile(d, g);
   if (ran) *ran = e;
-  return e ? run(d, e, binds, out) : lj_last_status();
+  return e ? run(d, e, binds, false, out) : lj_last_status();
 }
 
 /* Adds operand src of g to the one-op graph `one` as a parameter (once), bound to its value:
@@ -284,7 +300,7 @@ static lj_status run_op_by_op(struct lj_device *d, const ljg_graph *g, const ljg
     const int32_t *gin = ljg_in(g, n);
     for (int k = 0; k < n->nin; k++) in[k] = op_operand(&one, &b, g, binds, val, map, gin[k]);
     ljg_graph_add_root(&one, n->op == LJG_OP_SCALAR ? op_operand(&one, &b, g, binds, val, map, i)
-                                                    : ljg_graph_add(&one, n, in));
+                                                    : ljg_graph_add(&one, n, in), -1);
     st = run_fused(d, &one, b.a, &val[i], NULL);
     for (int k = 0; k < n->nin; k++) map[gin[k]] = -1;
     map[i] = -1;
@@ -328,16 +344,16 @@ lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_bindi
  * is walked, and a walk seen before runs its executable without building the graph (the walk
  * is compared with the executable's graph node by node); otherwise the graph is built, looked
  * up by its key or compiled. The walk (key and node ids) is recorded for the next time. */
-lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out,
-                      ljr_cause cause) {
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljg_node *const *donors,
+                      ljr_buffer **out, ljr_cause cause) {
   bool op_by_op = begin(d, cause);
-  ljr_exec *e = op_by_op ? NULL : ljr_cache_replay(&d->cache, &d->trace, n, roots, &d->scratch_binds);
+  ljr_exec *e = op_by_op ? NULL : ljr_cache_replay(&d->cache, &d->trace, n, roots, donors, &d->scratch_binds);
   if (e) {
     ljr_count(LJR_C_CachedCompile, 1);
     ljr_count(LJR_C_TraceReplays, 1);
   } else {
     ljg_walk *w = &d->scratch_walk;
-    ljg_walk_run(&d->trace, n, roots, w, &d->scratch_binds);
+    ljg_walk_run(&d->trace, n, roots, op_by_op ? NULL : donors, w, &d->scratch_binds);
     ljg_graph *g = &d->scratch_graph;
     if (op_by_op) {
       ljg_walk_graph(w, g);
@@ -353,7 +369,7 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_bu
     }
     ljr_cache_set_walk(&d->cache, e, w);
   }
-  lj_status st = run(d, e, d->scratch_binds.a, out);
+  lj_status st = run(d, e, d->scratch_binds.a, donors != NULL, out);
   if (st == LJ_OK) ljr_dump_executed(d, e->graph, d->scratch_binds.a, e);
   return st;
 }

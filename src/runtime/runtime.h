@@ -172,10 +172,10 @@ ljr_exec *ljr_cache_lookup_walk(ljr_cache *c, ljb_hash walk_key);
  * ljr_cache_replay. */
 void ljr_cache_set_walk(ljr_cache *c, ljr_exec *e, const ljg_walk *w);
 /* The first of the few most recently used executables whose last walk t replays below
- * roots[0..n) (ljg_replay; binds receives the bindings), marked most recently used; or NULL.
+ * roots[0..n) with donors (ljg_replay; binds receives the bindings), marked most recently used; or NULL.
  * A training loop's step is found here, before any walk. */
 ljr_exec *ljr_cache_replay(ljr_cache *c, const ljg_trace *t, int n, ljg_node *const *roots,
-                           ljg_binding_vec *binds);
+                           ljg_node *const *donors, ljg_binding_vec *binds);
 /* Inserts e (owned by the cache from now), evicting the least recently used beyond
  * capacity. */
 void ljr_cache_insert(ljr_cache *c, ljr_exec *e);
@@ -189,6 +189,7 @@ typedef struct ljr_backend {
   void (*free)(struct lj_device *d, void *p, size_t nbytes);
   void (*to_device)(struct lj_device *d, void *dst, const void *src, size_t n);
   void (*to_host)(struct lj_device *d, void *dst, const void *src, size_t n);
+  void (*copy)(struct lj_device *d, void *dst, const void *src, size_t n); /* device to device */
   /* Runs e with its slot table bound; fills *err with a data-dependent error if any. */
   void (*execute)(struct lj_device *d, const ljr_exec *e, void *const *slots, ljg_kerr *err);
 } ljr_backend;
@@ -360,9 +361,13 @@ void ljr_device_free(struct lj_device *d);
 /* Runs the graph that computes roots[0..n) (pending nodes of d's trace): collects it, finds
  * or compiles its executable, binds parameters and queues its run (queue.c). out[i] receives
  * a new reference to root i's buffer, written once the run has ended (ljr_buffer_wait),
- * whenever the run was queued, even when an error is returned (LJ_SYNC_WAIT: the run's). */
-lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljr_buffer **out,
-                      ljr_cause cause);
+ * whenever the run was queued, even when an error is returned (LJ_SYNC_WAIT: the run's).
+ * donors (NULL: none) gives each root a node whose buffer the run may overwrite with the
+ * root's value (ljg_walk_run): the caller guarantees that nothing reads that node after this
+ * run (the trace is reset after it). The buffer is taken when nothing but the trace holds
+ * it; otherwise the root gets a fresh buffer. */
+lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljg_node *const *donors,
+                      ljr_buffer **out, ljr_cause cause);
 /* Runs a collected (or parsed) graph on d with its parameters bound to binds (buffers of d
  * for DATA parameters, values for SCALAR ones); out[r] receives root r's buffer, as
  * ljr_execute. */
