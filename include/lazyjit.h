@@ -287,7 +287,9 @@ void lj_tensor_release(lj_tensor *t);
 
 /** dst takes src's value and keeps its identity (its place in the graph's roots). src is
  *  broadcast to dst's shape and cast to dst's dtype (like Tensor.copy_); the assignment is
- *  recorded lazily and is not recorded by autograd. Errors: LJ_ERR_ARG (NULL), LJ_ERR_DEVICE,
+ *  recorded lazily and is not recorded by autograd. The next lj_sync may write the new value
+ *  into the buffer dst held before when nothing else holds that buffer (buffer donation,
+ *  docs/semantics.md; LJ_ENABLE_PARAM_ALIASING). Errors: LJ_ERR_ARG (NULL), LJ_ERR_DEVICE,
  *  LJ_ERR_SHAPE (not broadcastable to dst's shape). */
 lj_status lj_assign(lj_tensor *dst, lj_tensor *src);
 

@@ -3,7 +3,7 @@
  * Adam, then a read of the logits. Prints every value it computed as the hex of its bits, so
  * runs can be compared bit for bit, and the compile and persistent cache counters (the GEMM
  * routines its matmuls call come with the cache entries, and have entries of their own: a
- * second process compiles none). */
+ * second process compiles none) and the buffers its steps updated in place. */
 #include <lazyjit.h>
 
 #include <stdint.h>
@@ -58,11 +58,12 @@ int main(void) {
   print_bits("w2", w2);
   if (lj_last_status() != LJ_OK) printf("error: %s\n", lj_last_error());
   printf("UncachedCompile=%lld CompiledGemmRoutines=%lld PersistentCacheHit=%lld PersistentCacheMiss=%lld "
-         "PersistentCacheDeserializeFailure=%lld\n",
+         "PersistentCacheDeserializeFailure=%lld DonatedBuffers=%lld\n",
          (long long)lj_counter_value("UncachedCompile"), (long long)lj_counter_value("CompiledGemmRoutines"),
          (long long)lj_counter_value("PersistentCacheHit"),
          (long long)lj_counter_value("PersistentCacheMiss"),
-         (long long)lj_counter_value("PersistentCacheDeserializeFailure"));
+         (long long)lj_counter_value("PersistentCacheDeserializeFailure"),
+         (long long)lj_counter_value("DonatedBuffers"));
   lj_tensor *all[] = {logits, x, y, w1, b1, w2, b2};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   lj_optim_free(opt);

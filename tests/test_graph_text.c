@@ -124,6 +124,51 @@ START_TEST(test_binary_round_trip) {
 }
 END_TEST
 
+/* Donors (buffer donation) print on their parameter, parse back, are part of the graph key
+ * and survive the binary records; the fused program writes the donated root in place. */
+START_TEST(test_donors) {
+  static const char text[] = "IR {\n"
+                             "  %0 = f32[2,3] data(), param=0, DONOR=1\n"
+                             "  %1 = f32[2,3] exp(%0), ROOT=0\n"
+                             "  %2 = f32[2,3] neg(%0), ROOT=1\n"
+                             "}\n";
+  ljg_graph g, plain;
+  ljg_graph_init(&g);
+  ljg_graph_init(&plain);
+  ck_assert_msg(ljg_graph_parse(text, &g, NULL), "%s", lj_last_error());
+  ck_assert_int_eq(g.donors[0], -1);
+  ck_assert_int_eq(g.donors[1], 0);
+  char *back = ljg_graph_text(&g, NULL);
+  ck_assert_str_eq(back, text);
+  free(back);
+  char *no_donor = strdup(text);
+  memcpy(strstr(no_donor, ", DONOR=1"), "         ", 9);
+  ck_assert(ljg_graph_parse(no_donor, &plain, NULL));
+  ck_assert(!ljg_graph_equal(&g, &plain));
+  ljb_hash a = ljg_graph_key(&g, (ljb_hash){0}), b = ljg_graph_key(&plain, (ljb_hash){0});
+  ck_assert(a.lo != b.lo || a.hi != b.hi);
+  ljb_str rec = {0};
+  ljg_graph_write(&rec, &g);
+  ljb_reader r = {(const unsigned char *)rec.s, (const unsigned char *)rec.s + rec.n, false};
+  ljg_graph read;
+  ck_assert(ljg_graph_read(&r, &read));
+  ck_assert(ljg_graph_equal(&read, &g));
+  /* exp reads the parameter before neg overwrites it in place */
+  ljg_program *p = ljg_fuse(&g, &(ljg_fuse_options){0});
+  char *kt = ljg_program_text(p, &g);
+  ck_assert_msg(strstr(kt, "in place of parameter 0"), "%s", kt);
+  ck_assert_int_eq(p->slots[p->root_slot[1]].param, 0);
+  ck_assert_int_eq(p->slots[p->root_slot[0]].param, -1);
+  free(kt);
+  ljg_program_free(p);
+  ljg_graph_free(&read);
+  free(ljb_str_take(&rec));
+  free(no_donor);
+  ljg_graph_free(&g);
+  ljg_graph_free(&plain);
+}
+END_TEST
+
 START_TEST(test_parse_errors) {
   static const struct {
     const char *text, *msg;
@@ -140,6 +185,10 @@ START_TEST(test_parse_errors) {
       {"IR {\n  %0 = f32[2] data(), param=0, ROOT=3\n}\n", "ROOT"},
       {"IR {\n  %0 = f32[2,3] data(), param=0\n  %1 = f32[2,2] permute(%0), perm=(0,0), ROOT=0\n}\n", "permutation"},
       {"IR {\n  %0 = f32[2] data(), param=0 junk\n}\n", "unexpected"},
+      {"IR {\n  %0 = f32[2] data(), param=0\n  %1 = f32[2] exp(%0), ROOT=0, DONOR=0\n}\n", "DONOR goes with data"},
+      {"IR {\n  %0 = f32[2] data(), param=0, DONOR=1\n  %1 = f32[2] exp(%0), ROOT=0\n}\n", "DONOR names a root"},
+      {"IR {\n  %0 = f32[3] data(), param=0, DONOR=0\n  %1 = f32[2] data(), param=1\n  %2 = f32[2] exp(%1), ROOT=0\n}\n",
+       "donor of root 0"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     ljg_graph g;
@@ -184,6 +233,7 @@ static Suite *suite(void) {
   TCase *tc = tu_tcase("text");
   tcase_add_test(tc, test_round_trip);
   tcase_add_test(tc, test_binary_round_trip);
+  tcase_add_test(tc, test_donors);
   tcase_add_test(tc, test_parse_errors);
   tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_hash_is_structural);

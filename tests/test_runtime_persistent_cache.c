@@ -111,6 +111,9 @@ START_TEST(test_second_process_compiles_nothing) {
   ck_assert_int_eq(field(second, "PersistentCacheHit"), compiled);
   ck_assert_int_eq(field(second, "PersistentCacheMiss"), 0);
   ck_assert_int_eq(field(second, "PersistentCacheDeserializeFailure"), 0);
+  /* the loaded programs update the parameters and Adam's state in place as compiled ones do */
+  ck_assert_int_ge(field(first, "DonatedBuffers"), 4);
+  ck_assert_int_eq(field(second, "DonatedBuffers"), field(first, "DonatedBuffers"));
   char *a = values(first), *b = values(second);
   ck_assert_str_eq(a, b); /* bit for bit */
   free(a);

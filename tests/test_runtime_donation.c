@@ -1,0 +1,334 @@
+/* test_runtime_donation.c — buffer donation: lj_sync writes the new value lj_assign gave a
+ * tensor into the buffer the tensor held before, when the program can work in place and
+ * nothing else holds that buffer. Counted by DonatedBuffers (written in place) and
+ * DonationCopies (planned in place, but the old buffer was still held, so its value was
+ * copied into a fresh one); values are checked against host arithmetic. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t donated(void) { return lj_counter_value("DonatedBuffers"); }
+static int64_t copied(void) { return lj_counter_value("DonationCopies"); }
+static int64_t compiles(void) { return lj_counter_value("UncachedCompile"); }
+
+static void check_values(lj_tensor *t, const double *want, int64_t n, double tol) {
+  int64_t got_n;
+  double *got = tu_read(t, &got_n);
+  ck_assert_int_eq(got_n, n);
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(fabs(got[i] - want[i]) <= tol * (1 + fabs(want[i])), "element %lld: %g, want %g",
+                  (long long)i, got[i], want[i]);
+  free(got);
+}
+
+/* w <- w - 0.5 g, three steps: every step writes w's buffer in place, from one compile. */
+START_TEST(test_update_in_place) {
+  lj_device *d = lj_default_device();
+  int64_t n = 64 * 33;
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(64, 33), TU_ANY, 1);
+  lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(64, 33), TU_ANY, 2);
+  int64_t k;
+  double *want = tu_read(w, &k), *gv = tu_read(g, &k);
+  int64_t c0 = compiles(), d0 = donated(), k0 = copied();
+  for (int step = 1; step <= 3; step++) {
+    lj_scope_begin();
+    ck_assert_int_eq(lj_assign(w, lj_sub(w, lj_mul_scalar(g, 0.5))), LJ_OK);
+    lj_scope_end();
+    ck_assert_int_eq(lj_sync(d), LJ_OK);
+    ck_assert_int_eq(donated() - d0, step);
+    for (int64_t i = 0; i < n; i++) want[i] = (float)(want[i] - (float)(0.5f * (float)gv[i]));
+  }
+  check_values(w, want, n, 1e-6);
+  ck_assert_int_eq(compiles() - c0, 1);
+  ck_assert_int_eq(copied() - k0, 0);
+  free(want);
+  free(gv);
+  lj_tensor_release(w);
+  lj_tensor_release(g);
+}
+END_TEST
+
+/* Another tensor still holds the old buffer: the new value goes to a fresh buffer holding a
+ * copy of the old one, and the other tensor keeps the old value. */
+START_TEST(test_held_elsewhere_copies) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 3);
+  lj_tensor *old = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 4);
+  ck_assert_int_eq(lj_assign(old, w), LJ_OK); /* shares w's buffer */
+  int64_t k;
+  double *before = tu_read(w, &k);
+  int64_t d0 = donated(), k0 = copied();
+  lj_scope_begin();
+  ck_assert_int_eq(lj_assign(w, lj_add_scalar(lj_mul_scalar(w, 2.0), 1.0)), LJ_OK);
+  lj_scope_end();
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert_int_eq(donated() - d0, 0);
+  ck_assert_int_eq(copied() - k0, 1);
+  check_values(old, before, 40, 0);
+  double want[40];
+  for (int i = 0; i < 40; i++) want[i] = (float)((float)(before[i] * 2) + 1);
+  check_values(w, want, 40, 1e-6);
+  free(before);
+  lj_tensor_release(w);
+  lj_tensor_release(old);
+}
+END_TEST
+
+/* lj_sync_tensors and host reads may leave other pending work that reads the old value: they
+ * never donate, and their graph (no donors) is another executable. */
+START_TEST(test_partial_syncs_never_donate) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(16, 16), TU_ANY, 5);
+  int64_t n;
+  double *want = tu_read(w, &n);
+  lj_tensor *t = lj_add_scalar(w, 1.0);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(t);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  int64_t c0 = compiles(), d0 = donated(), k0 = copied();
+  t = lj_add_scalar(w, 1.0);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(t);
+  ck_assert_int_eq(lj_sync_tensors(1, &w), LJ_OK);
+  t = lj_add_scalar(w, 1.0);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(t);
+  for (int64_t i = 0; i < n; i++) want[i] = (float)((float)((float)(want[i] + 1) + 1) + 1);
+  check_values(w, want, n, 1e-6); /* a host read runs the third update */
+  ck_assert_int_eq(compiles() - c0, 1);
+  ck_assert_int_eq(donated() - d0, 0);
+  ck_assert_int_eq(copied() - k0, 0);
+  free(want);
+  lj_tensor_release(w);
+}
+END_TEST
+
+/* New values that read the old one elsewhere than at the element they write, or that a
+ * matmul writes, are not computed in place; the values are right either way. */
+START_TEST(test_not_in_place) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 6);
+  int64_t n;
+  double *v = tu_read(w, &n), want[64];
+  int64_t d0 = donated(), k0 = copied();
+  lj_scope_begin();
+  ck_assert_int_eq(lj_assign(w, lj_add(lj_transpose(w, 0, 1), w)), LJ_OK);
+  lj_scope_end();
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++) want[i * 8 + j] = (float)(v[j * 8 + i] + v[i * 8 + j]);
+  check_values(w, want, 64, 1e-6);
+  memcpy(v, want, sizeof want);
+  lj_tensor *t = lj_matmul(w, w);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(t);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  for (int i = 0; i < 8; i++)
+    for (int j = 0; j < 8; j++) {
+      double s = 0;
+      for (int k = 0; k < 8; k++) s += v[i * 8 + k] * v[k * 8 + j];
+      want[i * 8 + j] = s;
+    }
+  check_values(w, want, 64, 1e-5);
+  ck_assert_int_eq(donated() - d0, 0);
+  ck_assert_int_eq(copied() - k0, 0);
+  free(v);
+  lj_tensor_release(w);
+}
+END_TEST
+
+/* A value read again by a later kernel (through another tensor holding it) stays out of
+ * place: no donation, no copy. */
+START_TEST(test_later_reader_keeps_old_value) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(100), TU_ANY, 7);
+  lj_tensor *old = tu_tensor(LJ_F32, LJ_SHAPE(100), TU_ANY, 8);
+  ck_assert_int_eq(lj_assign(old, w), LJ_OK);
+  int64_t n;
+  double *v = tu_read(w, &n), want_w[100], want_y[100];
+  int64_t d0 = donated(), k0 = copied();
+  lj_tensor *t = lj_neg(w);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(t);
+  lj_tensor *y = lj_mul_scalar(old, 3.0);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  for (int i = 0; i < 100; i++) {
+    want_w[i] = -v[i];
+    want_y[i] = (float)(v[i] * 3);
+  }
+  check_values(w, want_w, 100, 0);
+  check_values(y, want_y, 100, 1e-6);
+  check_values(old, v, 100, 0);
+  ck_assert_int_eq(donated() - d0, 0);
+  ck_assert_int_eq(copied() - k0, 0);
+  free(v);
+  lj_tensor_release(w);
+  lj_tensor_release(old);
+  lj_tensor_release(y);
+}
+END_TEST
+
+/* A pending view of the old value shares its buffer once computed: the buffer is not
+ * donated. */
+START_TEST(test_view_root_keeps_old_value) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 25), TU_ANY, 13);
+  int64_t n;
+  double *v = tu_read(w, &n), want[100];
+  lj_tensor *flat = lj_reshape(w, LJ_SHAPE(100));
+  lj_scope_begin();
+  ck_assert_int_eq(lj_assign(w, lj_add_scalar(w, 1.0)), LJ_OK);
+  lj_scope_end();
+  int64_t d0 = donated();
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert_int_eq(donated() - d0, 0);
+  for (int i = 0; i < 100; i++) want[i] = (float)(v[i] + 1);
+  check_values(w, want, 100, 1e-6);
+  check_values(flat, v, 100, 0);
+  free(v);
+  lj_tensor_release(w);
+  lj_tensor_release(flat);
+}
+END_TEST
+
+/* Row-wise ops whose reductions read the old value in the same kernel before it is written
+ * (row fusion): normalizing rows and softmax, in place. Odd sizes leave vector remainders. */
+START_TEST(test_row_ops_in_place) {
+  lj_device *d = lj_default_device();
+  enum { R = 19, C = 37 };
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(R, C), TU_ANY, 9);
+  int64_t n;
+  double *v = tu_read(w, &n), want[R * C];
+  int64_t d0 = donated();
+  lj_tensor *m = lj_mean(w, 1, (int[]){1}, true);
+  lj_tensor *t = lj_sub(w, m);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(m);
+  lj_tensor_release(t);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  for (int i = 0; i < R; i++) {
+    double s = 0;
+    for (int j = 0; j < C; j++) s += v[i * C + j];
+    for (int j = 0; j < C; j++) want[i * C + j] = v[i * C + j] - s / C;
+  }
+  check_values(w, want, n, 1e-5);
+  memcpy(v, want, sizeof want);
+  t = lj_softmax(w, 1);
+  ck_assert_int_eq(lj_assign(w, t), LJ_OK);
+  lj_tensor_release(t);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  for (int i = 0; i < R; i++) {
+    double mx = -INFINITY, s = 0;
+    for (int j = 0; j < C; j++) mx = fmax(mx, v[i * C + j]);
+    for (int j = 0; j < C; j++) s += exp(v[i * C + j] - mx);
+    for (int j = 0; j < C; j++) want[i * C + j] = exp(v[i * C + j] - mx) / s;
+  }
+  check_values(w, want, n, 1e-5);
+  ck_assert_int_eq(donated() - d0, 2);
+  free(v);
+  lj_tensor_release(w);
+}
+END_TEST
+
+/* SGD with momentum on a linear model, loss sum((x wᵀ + b)²), against the same arithmetic in
+ * double on the host: every step updates w, b and both momentum buffers in place. */
+enum { B = 6, I = 5, O = 3, STEPS = 4 };
+
+static void host_sgd(const double *x, double *w, double *b, double lr, double mu) {
+  double vw[O * I], vb[O];
+  for (int step = 0; step < STEPS; step++) {
+    double y[B * O], gw[O * I] = {0}, gb[O] = {0};
+    for (int r = 0; r < B; r++)
+      for (int o = 0; o < O; o++) {
+        double s = b[o];
+        for (int i = 0; i < I; i++) s += x[r * I + i] * w[o * I + i];
+        y[r * O + o] = 2 * s; /* dloss/dy */
+      }
+    for (int r = 0; r < B; r++)
+      for (int o = 0; o < O; o++) {
+        gb[o] += y[r * O + o];
+        for (int i = 0; i < I; i++) gw[o * I + i] += y[r * O + o] * x[r * I + i];
+      }
+    for (int k = 0; k < O * I; k++) {
+      vw[k] = step ? mu * vw[k] + gw[k] : gw[k];
+      w[k] -= lr * vw[k];
+    }
+    for (int o = 0; o < O; o++) {
+      vb[o] = step ? mu * vb[o] + gb[o] : gb[o];
+      b[o] -= lr * vb[o];
+    }
+  }
+}
+
+/* Runs the training loop on the default device; returns DonatedBuffers' growth. */
+static int64_t train(void) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(B, I), TU_UNIT, 10);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(O, I), TU_UNIT, 11);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(O), TU_UNIT, 12);
+  int64_t n;
+  double *xv = tu_read(x, &n), *wv = tu_read(w, &n), *bv = tu_read(b, &n);
+  lj_tensor_set_requires_grad(w, true);
+  lj_tensor_set_requires_grad(b, true);
+  lj_tensor *params[2] = {w, b};
+  lj_optim *opt = lj_optim_sgd(2, params, (lj_sgd_options){.lr = 0.01, .momentum = 0.9});
+  ck_assert_ptr_nonnull(opt);
+  int64_t d0 = donated();
+  for (int step = 0; step < STEPS; step++) {
+    lj_scope_begin();
+    lj_tensor *y = lj_linear(x, w, b);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, y), 0, NULL, false)), LJ_OK);
+    ck_assert_int_eq(lj_optim_step(opt), LJ_OK);
+    lj_scope_end();
+    ck_assert_int_eq(lj_sync(d), LJ_OK);
+    lj_optim_zero_grad(opt);
+  }
+  int64_t grew = donated() - d0;
+  host_sgd(xv, wv, bv, 0.01, 0.9);
+  check_values(w, wv, O * I, 1e-5);
+  check_values(b, bv, O, 1e-5);
+  lj_optim_free(opt);
+  free(xv);
+  free(wv);
+  free(bv);
+  lj_tensor_release(x);
+  lj_tensor_release(w);
+  lj_tensor_release(b);
+  return grew;
+}
+
+START_TEST(test_sgd_momentum) {
+  /* the first step creates the momentum buffers: only w and b are updated in place */
+  ck_assert_int_eq(train(), 2 + 4 * (STEPS - 1));
+}
+END_TEST
+
+START_TEST(test_aliasing_off) {
+  lj_config cfg = lj_config_default();
+  cfg.enable_param_aliasing = false;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  int64_t k0 = copied();
+  ck_assert_int_eq(train(), 0);
+  ck_assert_int_eq(copied() - k0, 0);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("runtime_donation");
+  TCase *tc = tu_tcase("donation");
+  tcase_add_test(tc, test_update_in_place);
+  tcase_add_test(tc, test_held_elsewhere_copies);
+  tcase_add_test(tc, test_partial_syncs_never_donate);
+  tcase_add_test(tc, test_not_in_place);
+  tcase_add_test(tc, test_later_reader_keeps_old_value);
+  tcase_add_test(tc, test_view_root_keeps_old_value);
+  tcase_add_test(tc, test_row_ops_in_place);
+  tcase_add_test(tc, test_sgd_momentum);
+  tcase_add_test(tc, test_aliasing_off);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(suite()); }
