@@ -308,6 +308,32 @@ static void changing_loop(void) {
   lj_tensor_release(w);
 }
 
+/* The same update synced by lj_sync (its buffer donated) and by lj_sync_tensors (not). */
+static void donor_loop(void) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3), TU_ANY, 1);
+  for (int step = 0; step < 2; step++) {
+    lj_scope_begin();
+    lj_assign(w, lj_add_scalar(w, 0.01));
+    lj_scope_end();
+    if (step == 0) lj_sync(d);
+    else lj_sync_tensors(1, &w);
+  }
+  lj_tensor_release(w);
+}
+
+START_TEST(test_debug_donors) {
+  lj_config cfg = lj_config_default();
+  cfg.debug = 1;
+  init_with(cfg);
+  char *text = capture_stderr(donor_loop);
+  ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\n"), 2);
+  ck_assert_int_eq(count(text, "First Difference: the same nodes and roots, other donated buffers"), 1);
+  free(text);
+  lj_shutdown();
+}
+END_TEST
+
 START_TEST(test_debug_analysis) {
   lj_config cfg = lj_config_default();
   cfg.debug = 1;
@@ -563,6 +589,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_small_nests_scalar);
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
+  tcase_add_test(tc, test_debug_donors);
   tcase_add_test(tc, test_hlo_debug);
   tcase_add_test(tc, test_perf_map);
   tcase_add_test(tc, test_config_errors);

@@ -98,8 +98,11 @@ static void cache_miss(ljb_str *b, const struct lj_device *d, const ljg_graph *g
     free(mine);
   } else if (best_at < c->n) {
     ljb_str_printf(&why, "this graph ends after %d nodes; the cached graph has %d", g->n, c->n);
-  } else {
+  } else if (g->nroots != c->nroots || memcmp(g->roots, c->roots, (size_t)g->nroots * sizeof *g->roots) != 0) {
     ljb_str_printf(&why, "the same nodes, other roots (%d outputs instead of %d)", g->nroots, c->nroots);
+  } else {
+    ljb_str_puts(&why, "the same nodes and roots, other donated buffers (lj_sync donates what lj_assign "
+                       "replaced; lj_sync_tensors and reads do not)");
   }
   line(b, "Compilation Analysis", "  First Difference: %s", why.s);
   free(why.s);
