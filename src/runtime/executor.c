@@ -134,11 +134,12 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
   j->owned = (ljr_buffer **)(j->cells + n);
   j->seq = ljr_queue_next(d);
   /* donations first: the parameter slots below take references of their own */
+  int donated = 0, copied = 0;
   for (int s = 0; donate && s < p->nslots; s++) {
     const ljg_slot *sl = &p->slots[s];
     if (sl->kind == LJG_SLOT_OUTPUT && sl->param >= 0 && atomic_load(&binds[sl->param].buf->refs) == 1) {
       j->owned[s] = ljr_buffer_retain(binds[sl->param].buf);
-      ljr_count(LJR_C_DonatedBuffers, 1);
+      donated++;
     }
   }
   for (int s = 0; s < p->nslots; s++) {
@@ -161,7 +162,7 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
         }
         if (sl->param >= 0) {
           d->backend->copy(d, j->owned[s]->data, binds[sl->param].buf->data, (size_t)sl->nbytes);
-          ljr_count(LJR_C_DonationCopies, 1);
+          copied++;
         }
       }
       j->owned[s]->seq = j->seq;
@@ -171,6 +172,8 @@ static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *
     case LJG_SLOT_LOCAL: break; /* on the kernel's stack */
     }
   }
+  ljr_count(LJR_C_DonatedBuffers, donated);
+  ljr_count(LJR_C_DonationCopies, copied);
   for (int r = 0; r < p->nroots; r++) out[r] = ljr_buffer_retain(j->owned[p->root_slot[r]]);
   uint64_t seq = j->seq;
   ljr_queue_submit(d, j);
