@@ -315,6 +315,69 @@ START_TEST(test_aliasing_off) {
 }
 END_TEST
 
+/* A two-layer classifier (odd sizes: several row blocks, both threads, vector remainders)
+ * trained three steps with SGD (momentum, weight decay) then Adam; returns every parameter's
+ * bits, malloc'd, and the DonatedBuffers growth in *grew. */
+static float *train_mlp(int64_t *n, int64_t *grew) {
+  lj_device *d = lj_default_device();
+  lj_manual_seed(d, 3);
+  lj_tensor *w1, *b1, *w2, *b2;
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 300, 37, true, &w1, &b1), LJ_OK);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 37, 11, true, &w2, &b2), LJ_OK);
+  lj_tensor *params[4] = {w1, b1, w2, b2};
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(50, 300), TU_ANY, 20);
+  int64_t labels[50];
+  for (int i = 0; i < 50; i++) labels[i] = (i * 7) % 11;
+  lj_tensor *y = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(50), labels);
+  lj_optim *opts[2] = {lj_optim_sgd(4, params, (lj_sgd_options){.lr = 0.05, .momentum = 0.9, .weight_decay = 1e-3}),
+                       lj_optim_adam(4, params, lj_adam_defaults())};
+  int64_t d0 = donated();
+  for (int o = 0; o < 2; o++)
+    for (int step = 0; step < 3; step++) {
+      lj_scope_begin();
+      lj_tensor *logits = lj_linear(lj_relu(lj_linear(x, w1, b1)), w2, b2);
+      lj_optim_zero_grad(opts[o]);
+      ck_assert_int_eq(lj_backward(lj_cross_entropy(logits, y, LJ_REDUCE_MEAN)), LJ_OK);
+      ck_assert_int_eq(lj_optimizer_step(opts[o], true), LJ_OK);
+      lj_scope_end();
+    }
+  *grew = donated() - d0;
+  *n = 0;
+  for (int i = 0; i < 4; i++) *n += lj_tensor_numel(params[i]);
+  float *bits = malloc((size_t)*n * sizeof *bits), *at = bits;
+  for (int i = 0; i < 4; i++) {
+    size_t bytes = (size_t)lj_tensor_numel(params[i]) * sizeof *bits;
+    ck_assert_int_eq(lj_tensor_to_host(params[i], at, bytes), LJ_OK);
+    at += lj_tensor_numel(params[i]);
+  }
+  for (int o = 0; o < 2; o++) lj_optim_free(opts[o]);
+  for (int i = 0; i < 4; i++) lj_tensor_release(params[i]);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+  return bits;
+}
+
+/* In place or not, training computes the same bits. */
+START_TEST(test_same_bits_either_way) {
+  int64_t n, m, on, off;
+  float *with = train_mlp(&n, &on);
+  lj_shutdown();
+  lj_config cfg = lj_config_default();
+  cfg.enable_param_aliasing = false;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  float *without = train_mlp(&m, &off);
+  ck_assert_int_eq(n, m);
+  ck_assert_int_eq(off, 0);
+  /* SGD's first step computes the initial parameters and creates the momentum buffers: then
+   * 4 parameters + 4 buffers a step; Adam's first step creates its moments: the 4 parameters,
+   * then 4 + 8 a step */
+  ck_assert_int_eq(on, 0 + 8 + 8 + 4 + 12 + 12);
+  ck_assert_mem_eq(with, without, (size_t)n * sizeof *with);
+  free(with);
+  free(without);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_donation");
   TCase *tc = tu_tcase("donation");
@@ -327,6 +390,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_ops_in_place);
   tcase_add_test(tc, test_sgd_momentum);
   tcase_add_test(tc, test_aliasing_off);
+  tcase_add_test(tc, test_same_bits_either_way);
   suite_add_tcase(s, tc);
   return s;
 }
