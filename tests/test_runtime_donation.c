@@ -34,7 +34,8 @@ static void check_values(lj_tensor *t, const double *want, int64_t n, double tol
   free(got);
 }
 
-/* w <- w - 0.5 g, three steps: every step writes w's buffer in place, from one compile. */
+/* w <- w - 0.5 g, three steps: every step writes w's buffer in place, from one compile; the
+ * later steps are recognized by replaying the first one's walk, donor included. */
 START_TEST(test_update_in_place) {
   lj_device *d = lj_default_device();
   int64_t n = 64 * 33;
@@ -42,7 +43,7 @@ START_TEST(test_update_in_place) {
   lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(64, 33), TU_ANY, 2);
   int64_t k;
   double *want = tu_read(w, &k), *gv = tu_read(g, &k);
-  int64_t c0 = compiles();
+  int64_t c0 = compiles(), r0 = lj_counter_value("TraceReplays");
   counts c = counts_now();
   for (int step = 1; step <= 3; step++) {
     lj_scope_begin();
@@ -54,6 +55,7 @@ START_TEST(test_update_in_place) {
   }
   check_values(w, want, n, 1e-6);
   ck_assert_int_eq(compiles() - c0, 1);
+  ck_assert_int_eq(lj_counter_value("TraceReplays") - r0, 2); /* steps 2 and 3, donor checked */
   free(want);
   free(gv);
   lj_tensor_release(w);

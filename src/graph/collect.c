@@ -276,16 +276,6 @@ bool ljg_walk_matches(const ljg_walk *w, const ljg_graph *g) {
   return true;
 }
 
-/* The parameter of g that trace node d is when g's node i is by_id[ids[i]], or -1. */
-static int32_t replayed_param(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g,
-                              const ljg_node *d) {
-  for (int p = 0; p < g->nparams; p++) {
-    uint32_t id = ids[g->params[p]];
-    if (id < (uint32_t)t->by_id.n && t->by_id.a[id] == d) return p;
-  }
-  return -1;
-}
-
 bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int n,
                 ljg_node *const *roots, ljg_node *const *donors, ljg_binding_vec *binds) {
   ljg_node *const *by_id = t->by_id.a;
@@ -294,8 +284,13 @@ bool ljg_replay(const ljg_trace *t, const uint32_t *ids, const ljg_graph *g, int
   for (int r = 0; r < n; r++) {
     uint32_t id = ids[g->roots[r]];
     if (id >= count || by_id[id] != roots[r]) return false;
+    /* the donor must be the parameter g names (a donor outside the graph is left to a walk,
+     * which sees whether it is among the nodes below the roots) */
     ljg_node *d = donors ? donors[r] : NULL;
-    if (g->donors[r] != (donor_fits(roots[r], d) ? replayed_param(t, ids, g, d) : -1)) return false;
+    int32_t p = g->donors[r];
+    bool same = donor_fits(roots[r], d) ? p >= 0 && ids[g->params[p]] < count && by_id[ids[g->params[p]]] == d
+                                        : p < 0;
+    if (!same) return false;
   }
   /* Every operand of every node is checked to be the node g names: the nodes reachable from
    * the roots are exactly these, linked as in g, so a walk would number them as g does. */
