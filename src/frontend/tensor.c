@@ -233,9 +233,7 @@ lj_status lj_assign(lj_tensor *dst, lj_tensor *src) {
   n = ljf_expand_node(d, n, dst->ndim, dst->shape);
   /* the buffer dst held, if this trace uses it: the donor of dst's new value (a pending dst
    * keeps the donor of its first assignment) */
-  bool current = dst->node && dst->epoch == d->trace.epoch;
-  if (dst->buf) dst->donor = current ? dst->node : NULL;
-  else if (!current) dst->donor = NULL;
+  if (dst->buf) dst->donor = dst->node && dst->epoch == d->trace.epoch ? dst->node : NULL;
   ljr_buffer_release(dst->buf);
   dst->buf = n->data ? ljr_buffer_retain(n->data) : NULL;
   dst->node = n;
