@@ -158,16 +158,20 @@ START_TEST(test_row_fusion_values) {
 END_TEST
 
 /* The fused program of t's pending graph (the caller frees it and *opt). */
-static ljg_program *program_of(lj_tensor *t, ljg_graph **opt) {
-  ljg_node *n = ljf_node(t);
+/* The program of n tensors' graph together (their roots in order). */
+static ljg_program *program_of_n(int n, lj_tensor *const *t, ljg_graph **opt) {
+  ljg_node *nodes[8];
+  for (int i = 0; i < n; i++) nodes[i] = ljf_node(t[i]);
   ljg_graph g;
   ljg_graph_init(&g);
-  ljg_collect(&lj_default_device()->trace, 1, &n, &g, NULL);
+  ljg_collect(&lj_default_device()->trace, n, nodes, &g, NULL);
   *opt = ljg_graph_clone(&g);
   ljg_graph_free(&g);
   ljg_optimize(*opt);
   return ljg_fuse(*opt, &(ljg_fuse_options){0});
 }
+
+static ljg_program *program_of(lj_tensor *t, ljg_graph **opt) { return program_of_n(1, &t, opt); }
 
 static void free_program(ljg_program *p, ljg_graph *opt) {
   ljg_program_free(p);
@@ -417,7 +421,8 @@ START_TEST(test_window_row_fusion) {
 }
 END_TEST
 
-/* A convolution's pooling joins the matmul kernel that computes the convolution: C's rows are
+/* A convolution's pooling joins the matmul kernel that computes the convolution (B packed from
+ * the image, test_conv_implicit_gemm): C's rows are
  * the (n, c) planes the pooling's im2col reads, so the kernel computes a block of them, adds
  * the bias (when there is one), cuts the block's planes into windows and reduces them, the
  * image and the windows of the block on the kernel's stack instead of a whole tensor each in
@@ -440,9 +445,10 @@ START_TEST(test_conv_pool_row_fusion) {
       lj_tensor *y = lj_relu(avg ? lj_avg_pool2d(c, k3, s2, p1) : lj_max_pool2d(c, k2, NULL, NULL));
       ljg_graph *opt;
       ljg_program *p = program_of(y, &opt);
-      ck_assert_int_eq(p->nkernels, 2); /* the convolution's own im2col, then the rest */
-      const ljg_kernel *k = &p->kernels[1];
+      ck_assert_int_eq(p->nkernels, 1); /* the convolution packs B from the image: no im2col */
+      const ljg_kernel *k = &p->kernels[0];
       ck_assert_int_eq(k->kind, LJG_K_MATMUL);
+      ck_assert_int_eq(k->mm_bcols, 1);
       ck_assert_int_eq(k->win_op, LJG_OP_IM2COL);
       ck_assert_int_eq(k->win_at, bias);
       ck_assert_int_gt(k->nnests, k->win_at);
@@ -456,6 +462,81 @@ START_TEST(test_conv_pool_row_fusion) {
       lj_tensor_release(w);
       lj_tensor_release(b);
     }
+}
+END_TEST
+
+/* Implicit GEMM: a convolution's matmul packs B's panels from the image, and no im2col is
+ * stored. Values against the interpreter, f32 and f64, for windows read as runs of the image
+ * (stride 1 and "same" padding, with dilation, 1x1) and gathered (stride 2, no padding, an
+ * even window, an image read through a transpose); a K of 360 in two blocks; 35 and 9 columns
+ * (one panel and its edge); batch 1. */
+START_TEST(test_conv_implicit_gemm) {
+  static const struct {
+    int64_t n, c, h, w, oc;
+    int k, s, p, d;
+    bool transposed;
+  } cases[] = {
+      {2, 3, 5, 7, 5, 3, 1, 1, 1, false}, {1, 1, 28, 28, 8, 3, 1, 1, 1, false}, {3, 40, 6, 6, 7, 3, 1, 1, 1, false},
+      {2, 4, 9, 11, 6, 3, 2, 1, 1, false}, {2, 3, 8, 8, 4, 3, 1, 2, 2, false}, {2, 3, 8, 8, 4, 3, 1, 0, 1, false},
+      {2, 5, 7, 5, 3, 5, 1, 2, 1, false},  {2, 2, 3, 3, 3, 1, 1, 0, 1, false}, {2, 3, 10, 9, 4, 2, 1, 0, 1, false},
+      {2, 3, 6, 9, 4, 3, 1, 1, 1, true},
+  };
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  for (size_t t = 0; t < sizeof dts / sizeof *dts; t++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      lj_tensor *x = tu_tensor(dts[t], LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 90 + i);
+      lj_tensor *w = tu_tensor(dts[t], LJ_SHAPE(cases[i].oc, cases[i].c, cases[i].k, cases[i].k), TU_ANY, 110 + i);
+      int s[2] = {cases[i].s, cases[i].s}, pad[2] = {cases[i].p, cases[i].p}, d[2] = {cases[i].d, cases[i].d};
+      lj_scope_begin();
+      lj_tensor *img = cases[i].transposed ? lj_permute(x, 4, (const int[]){0, 1, 3, 2}) : x;
+      lj_tensor *y = lj_conv2d(img, w, NULL, s, pad, d, 1);
+      ljg_graph *opt;
+      ljg_program *p = program_of(y, &opt);
+      ck_assert_msg(p->nkernels == 1 && p->kernels[0].kind == LJG_K_MATMUL && p->kernels[0].mm_bcols,
+                    "case %zu: %d kernels", i, p->nkernels);
+      free_program(p, opt);
+      double tol = dts[t] == LJ_F32 ? 1e-4 : 1e-12;
+      tu_check_interp_tol(1, &y, tol, tol);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+    }
+}
+END_TEST
+
+/* In training the weight gradient reads the im2col too, so it is stored; the forward matmul
+ * still packs from the image when K is long (8 channels: 72), and reads the stored columns in
+ * place when K is short enough to skip packing (1 channel: 9). Values of the output and the
+ * weight gradient against the interpreter. */
+START_TEST(test_conv_implicit_gemm_training) {
+  for (int64_t c = 1; c <= 8; c += 7) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, c, 9, 10), TU_ANY, 130 + c);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(6, c, 3, 3), TU_ANY, 140 + c);
+    lj_tensor_set_requires_grad(w, true);
+    lj_scope_begin();
+    static const int p1[2] = {1, 1};
+    lj_tensor *y = lj_conv2d(x, w, NULL, NULL, p1, NULL, 1);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 150);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *out[2] = {y, lj_tensor_grad(w)};
+    ljg_graph *opt;
+    ljg_program *p = program_of_n(2, out, &opt);
+    int windows = 0, implicit = 0, matmuls = 0;
+    for (int k = 0; k < p->nkernels; k++) {
+      windows += p->kernels[k].kind == LJG_K_WINDOW && p->kernels[k].win_op == LJG_OP_IM2COL;
+      matmuls += p->kernels[k].kind == LJG_K_MATMUL;
+      implicit += p->kernels[k].kind == LJG_K_MATMUL && p->kernels[k].mm_bcols;
+    }
+    ck_assert_int_eq(windows, 1);
+    ck_assert_int_eq(matmuls, 2);
+    ck_assert_int_eq(implicit, c == 8);
+    free_program(p, opt);
+    tu_check_interp_tol(2, out, 1e-4, 1e-4);
+    lj_tensor_release(g);
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+  }
 }
 END_TEST
 
@@ -591,6 +672,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_conv_pool_row_fusion);
+  tcase_add_test(tc, test_conv_implicit_gemm);
+  tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   suite_add_tcase(s, tc);

@@ -31,6 +31,7 @@
 #include "codegen_llvm/ir.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* MR_MAX: the most rows a tile has (tile_rows). KC and MC by measurement (one thread of a
  * 5th-generation Xeon, AVX-512 and AVX2 code; 256 and 384 before): a K up to 320 (conv2's
@@ -259,9 +260,138 @@ static void pack_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
 
+static LLVMValueRef splat32(gemm *g, LLVMValueRef x64) {
+  LLVMTypeRef iv = LLVMVectorType(g->ir->i32, (unsigned)g->vw);
+  return splat(g, LLVMBuildTrunc(g->b, x64, g->ir->i32, ""), iv);
+}
+
+/* B an im2col of an image, packed from the image (implicit GEMM): panel by panel, the lanes'
+ * window positions (oh, ow) are worked out once, as i32 vectors of oh·sy - py and ow·sx - px;
+ * then row by row of k, whose (c, kh, kw) are carried along, each vector of the row holds
+ * channel c's elements at the lanes inside the image and zeros at the others (padding, and
+ * the columns past the last). When a window's next column and next row are the image's next
+ * element and next row (stride 1 over contiguous rows of the image: a "same" convolution),
+ * those elements are a run of the image, read by one masked load; otherwise gathered.
+ * Offsets within an image fit in i32 (implicit_cols in fuse.c). */
+typedef struct window_pack {
+  const panel *p;
+  LLVMValueRef image, bi, np, iota, all, start[3];
+} window_pack;
+
+/* The window positions (oh, ow) of the vw columns from n0 on, as i32 vectors: lane 0's by a
+ * division, the others' by subtracting OW from the lanes past the row's end until none is
+ * (once or twice unless rows are narrower than a vector). */
+static void lane_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMValueRef *oh, LLVMValueRef *ow) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef OW = g->arg[LJC_GEMM_WIN_OW], OWv = splat32(g, OW);
+  LLVMValueRef oh0 = LLVMBuildSDiv(b, n0, OW, "");
+  LLVMValueRef t0 = LLVMBuildAdd(b, splat32(g, LLVMBuildNSWSub(b, n0, vmul(g, oh0, OW), "")), w->iota, "");
+  LLVMValueRef h0 = splat32(g, oh0);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef loop = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.wrap");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.wrapped");
+  LLVMBuildBr(b, loop);
+  LLVMPositionBuilderAtEnd(b, loop);
+  LLVMValueRef t = LLVMBuildPhi(b, LLVMTypeOf(t0), ""), h = LLVMBuildPhi(b, LLVMTypeOf(h0), "");
+  LLVMValueRef past = LLVMBuildICmp(b, LLVMIntSGE, t, OWv, "");
+  LLVMValueRef t1 = LLVMBuildSelect(b, past, LLVMBuildSub(b, t, OWv, ""), t, "");
+  LLVMValueRef h1 = LLVMBuildAdd(b, h, LLVMBuildZExt(b, past, LLVMTypeOf(h0), ""), "");
+  LLVMValueRef bits = LLVMBuildBitCast(b, past, LLVMIntTypeInContext(ir->ctx, (unsigned)g->vw), "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bits, LLVMConstNull(LLVMTypeOf(bits)), ""), loop, done);
+  LLVMAddIncoming(t, (LLVMValueRef[]){t0, t1}, (LLVMBasicBlockRef[]){pre, loop}, 2);
+  LLVMAddIncoming(h, (LLVMValueRef[]){h0, h1}, (LLVMBasicBlockRef[]){pre, loop}, 2);
+  LLVMPositionBuilderAtEnd(b, done);
+  *oh = h, *ow = t;
+}
+
+static void pack_window_panels(gemm *g, const window_pack *w, bool run) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  const panel *p = w->p;
+  int vw = g->vw;
+  LLVMValueRef H = splat32(g, a[LJC_GEMM_IMG_H]), W = splat32(g, a[LJC_GEMM_IMG_W]);
+  LLVMValueRef SH = splat32(g, a[LJC_GEMM_IMG_SH]), SW = splat32(g, a[LJC_GEMM_IMG_SW]);
+  ljc_loop Q, K;
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), w->np, false, 0, NULL);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, (int64_t)p->nv * vw), ""), buf = panel_buffer(g, p, Q.iv);
+  LLVMValueRef ohs[NV], ows[NV];
+  for (int j = 0; j < p->nv; j++) {
+    LLVMValueRef oh, ow;
+    lane_positions(g, w, add(g, n0, (int64_t)j * vw), &oh, &ow);
+    ohs[j] = LLVMBuildSub(b, LLVMBuildMul(b, oh, splat32(g, a[LJC_GEMM_WIN_SY]), ""), splat32(g, a[LJC_GEMM_WIN_PY]), "");
+    ows[j] = LLVMBuildSub(b, LLVMBuildMul(b, ow, splat32(g, a[LJC_GEMM_WIN_SX]), ""), splat32(g, a[LJC_GEMM_WIN_PX]), "");
+  }
+  ljc_loop_begin(ir, &K, g->k0, g->k1, false, 3, (LLVMValueRef *)w->start);
+  LLVMValueRef c = K.acc[0], kh = K.acc[1], kw = K.acc[2];
+  LLVMValueRef row = LLVMBuildNSWSub(b, K.iv, g->k0, "");
+  LLVMValueRef plane = at(g, w->image, vmul(g, c, a[LJC_GEMM_IMG_SC]));
+  LLVMValueRef dy = vmul(g, kh, a[LJC_GEMM_WIN_DY]), dx = vmul(g, kw, a[LJC_GEMM_WIN_DX]);
+  /* the run's start for lane 0 of column n0: (kh·dy - py, kw·dx - px) + n0 */
+  LLVMValueRef shift = vadd(g, vmul(g, LLVMBuildNSWSub(b, dy, a[LJC_GEMM_WIN_PY], ""), a[LJC_GEMM_IMG_SH]),
+                            LLVMBuildNSWSub(b, dx, a[LJC_GEMM_WIN_PX], ""));
+  shift = vadd(g, shift, n0);
+  for (int j = 0; j < p->nv; j++) {
+    LLVMValueRef ih = LLVMBuildAdd(b, ohs[j], splat32(g, dy), ""), iw = LLVMBuildAdd(b, ows[j], splat32(g, dx), "");
+    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ih, H, ""), LLVMBuildICmp(b, LLVMIntULT, iw, W, ""), "");
+    in = LLVMBuildAnd(b, in, p->mask[j] ? p->mask[j] : w->all, "");
+    LLVMValueRef v;
+    if (run) {
+      LLVMValueRef off = add(g, shift, (int64_t)j * vw);
+      v = masked_load(g, LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), in);
+    } else {
+      LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, SH, ""), LLVMBuildMul(b, iw, SW, ""), "");
+      LLVMTypeRef types[2] = {g->vt, LLVMVectorType(ir->ptr, (unsigned)vw)};
+      LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), ljc_const_i(ir->i32, g->esize), in,
+                              LLVMConstNull(g->vt)};
+      v = ljc_intrinsic_over(ir, "masked.gather", 2, types, 4, args);
+    }
+    packed_store(g, v, packed_at(g, p, buf, row, (int64_t)j * vw));
+  }
+  /* the next k's (c, kh, kw) */
+  LLVMValueRef kw1 = add(g, kw, 1), wrap = LLVMBuildICmp(b, LLVMIntEQ, kw1, a[LJC_GEMM_WIN_KW], "");
+  LLVMValueRef kh1 = LLVMBuildNSWAdd(b, kh, LLVMBuildZExt(b, wrap, ir->i64, ""), "");
+  LLVMValueRef wrap2 = LLVMBuildICmp(b, LLVMIntEQ, kh1, a[LJC_GEMM_WIN_KH], "");
+  LLVMValueRef next[3] = {LLVMBuildNSWAdd(b, c, LLVMBuildZExt(b, wrap2, ir->i64, ""), ""),
+                          LLVMBuildSelect(b, wrap2, ljc_i64(ir, 0), kh1, ""),
+                          LLVMBuildSelect(b, wrap, ljc_i64(ir, 0), kw1, "")};
+  LLVMValueRef last[3];
+  ljc_loop_end(ir, &K, next, last);
+  ljc_loop_end(ir, &Q, NULL, NULL);
+}
+
+static void pack_window_run(gemm *g, void *w) { pack_window_panels(g, w, true); }
+static void pack_window_gather(gemm *g, void *w) { pack_window_panels(g, w, false); }
+
+static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  window_pack w = {.p = p, .bi = bi, .np = np};
+  LLVMValueRef lanes[64];
+  for (int l = 0; l < g->vw; l++) lanes[l] = ljc_const_i(ir->i32, l);
+  w.iota = LLVMConstVector(lanes, (unsigned)g->vw);
+  w.all = LLVMConstAllOnes(LLVMVectorType(ir->i1, (unsigned)g->vw));
+  LLVMValueRef taps = LLVMBuildNSWMul(b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
+  LLVMValueRef tap0 = LLVMBuildSRem(b, g->k0, taps, "");
+  w.start[0] = LLVMBuildSDiv(b, g->k0, taps, "");
+  w.start[1] = LLVMBuildSDiv(b, tap0, a[LJC_GEMM_WIN_KW], "");
+  w.start[2] = LLVMBuildSRem(b, tap0, a[LJC_GEMM_WIN_KW], "");
+  w.image = at(g, a[LJC_GEMM_B], vmul(g, bi, a[LJC_GEMM_B_SB]));
+  LLVMValueRef run = LLVMBuildAnd(
+      b, LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]), ljc_i64(ir, 1), ""),
+      LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SY], a[LJC_GEMM_IMG_SH]), a[LJC_GEMM_WIN_OW], ""), "");
+  when(g, run, pack_window_run, &w);
+  when(g, LLVMBuildNot(b, run, ""), pack_window_gather, &w);
+}
+
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  if (g->variant == LJC_GEMM_ROWS)
+  if (g->variant == LJC_GEMM_WINDOW)
+    pack_window(g, bi, p, np);
+  else if (g->variant == LJC_GEMM_ROWS)
     pack_rows(g, bi, p, np);
   else if (g->variant == LJC_GEMM_COLS && !p->mask[0])
     pack_cols(g, bi, p, np);
@@ -417,7 +547,7 @@ static void panels(gemm *g, const rows *rw) {
 /* ---- the routines ------------------------------------------------------------------------- */
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
-  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct"};
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window"};
   snprintf(name, 32, "lj_gemm_%s_%s", routine / LJC_GEMM_NVARIANTS ? "f64" : "f32",
            variants[routine % LJC_GEMM_NVARIANTS]);
 }
@@ -546,7 +676,8 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  int variant = bs[2] == 1 ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
+  int variant = k->mm_bcols   ? LJC_GEMM_WINDOW
+                : bs[2] == 1 ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1 ? LJC_GEMM_COLS
                              : LJC_GEMM_ELEMENTS;
   return (k->mm_dtype == LJ_F64) * LJC_GEMM_NVARIANTS + variant;
@@ -582,6 +713,15 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   arg[LJC_GEMM_SUM] = ljc_i64(ir, k->mm_sum);
   arg[LJC_GEMM_BEGIN] = begin;
   arg[LJC_GEMM_END] = end;
+  const int64_t *img = k->views[eb->view].v[0].stride; /* the image's, with mm_bcols */
+  int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
+  if (k->mm_bcols) {
+    int64_t w[] = {img[1], img[2], img[3], k->mm_bimg[2], k->mm_bimg[3], k->mm_bwin[0], k->mm_bwin[1], k->mm_bwin[2],
+                   k->mm_bwin[3], k->mm_bwin[4], k->mm_bwin[5], k->mm_bwin[6], k->mm_bwin[7], k->mm_bow};
+    _Static_assert(sizeof w == sizeof win, "the window's argument fields");
+    memcpy(win, w, sizeof w);
+  }
+  for (int i = LJC_GEMM_IMG_SC; i < LJC_GEMM_NARGS; i++) arg[i] = ljc_i64(ir, win[i - LJC_GEMM_IMG_SC]);
   LLVMValueRef block = ljc_entry_array(ir, ir->i64, LJC_GEMM_NARGS);
   for (int i = 0; i < LJC_GEMM_NARGS; i++) {
     LLVMValueRef idx = ljc_i64(ir, i);

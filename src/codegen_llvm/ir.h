@@ -153,17 +153,24 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * pointer fields stored as pointers). A and B: the address of element (0, 0, 0) and the
  * strides of the batch, row and column dims; C contiguous [B, M, N] (one [M, N] matrix with
  * SUM) with C_ORIGIN subtracted from every element offset (a LOCAL slot's block); the rows
- * [BEGIN, END) of C are computed, summed over the BATCH matrices with SUM. */
+ * [BEGIN, END) of C are computed, summed over the BATCH matrices with SUM. With the WINDOW
+ * variant, B is the address of an image's element (0, 0, 0, 0) with B_SB its batch stride
+ * and IMG_* its other strides and sizes, and B's element (b, k, n) that of the im2col with
+ * window WIN_* (kh, kw, stride, pad, dilation; OW windows a row), B_SK and B_SN unused. */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
-  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_NARGS
+  LJC_GEMM_BEGIN, LJC_GEMM_END,
+  LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
+  LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
+  LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS
 };
 /* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
- * k, element by element, or where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K
- * rows). A routine is numbered dtype · LJC_GEMM_NVARIANTS + variant (dtype 0: f32, 1: f64). */
-enum { LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_NVARIANTS };
+ * k, element by element, where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K rows),
+ * or packed from the image of an im2col (ljg_kernel.mm_bcols). A routine is numbered
+ * dtype · LJC_GEMM_NVARIANTS + variant (dtype 0: f32, 1: f64). */
+enum { LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_NVARIANTS };
 enum { LJC_GEMM_NROUTINES = 2 * LJC_GEMM_NVARIANTS };
 /* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);

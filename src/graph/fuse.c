@@ -38,6 +38,7 @@ typedef struct fuser {
   int32_t *eff;    /* uses of each node, counting through views */
   int32_t *pslot;  /* parameter slot of DATA/SCALAR nodes */
   int32_t *oslot;  /* slot a realized node's kernel writes */
+  int32_t *bcols;  /* for a matmul: the im2col node it reads as B implicitly (implicit_cols), or -1 */
   LJB_VEC(ljg_slot) slots;
   LJB_VEC(ljg_kernel) kernels;
   /* the kernel being built */
@@ -202,6 +203,23 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
   return ljg_chain_view(g, top, src, &v) ? v.n : LJG_MAX_VIEWS + 1;
 }
 
+/* The im2col node whose windows matmul i reads as B, when the matmul routines can pack B's
+ * panels straight from its image (implicit GEMM): a float matmul of one product per matrix,
+ * B the im2col (zero fill) seen whole through reshapes; else -1. */
+static int32_t implicit_cols(const ljg_graph *g, int32_t i) {
+  const ljg_gnode *n = &g->nodes[i];
+  if (n->op != LJG_OP_MATMUL || (n->dtype != LJ_F32 && n->dtype != LJ_F64) || ljg_gnumel(n) == 0) return -1;
+  int32_t b = ljg_in(g, n)[1], src = ljg_strip_views(g, b);
+  const ljg_gnode *cols = &g->nodes[src];
+  if (cols->op != LJG_OP_IM2COL || cols->attr.f != 0 || cols->ndim != 3 || g->nodes[b].shape[1] == 0) return -1;
+  ljg_view v, whole;
+  ljg_view_contiguous(&whole, cols->ndim, cols->shape);
+  if (!ljg_chain_view(g, b, src, &v) || v.n != 1 || v.v[0].ndim != 3 || v.v[0].offset != 0) return -1;
+  for (int d = 0; d < 3; d++)
+    if (v.v[0].shape[d] != cols->shape[d] || v.v[0].stride[d] != whole.v[0].stride[d]) return -1;
+  return src;
+}
+
 static void decide(fuser *f) {
   const ljg_graph *g = f->g;
   for (int r = 0; r < g->nroots; r++) {
@@ -229,10 +247,28 @@ static void decide(fuser *f) {
                      k == LJG_WINDOW || k == LJG_INDEX ||
                      ((k == LJG_ELEMWISE || k == LJG_INDEXED) && f->eff[i] > 1);
   }
+  /* an im2col that only implicit GEMMs read is never stored */
+  bool fusing = !(f->opt && f->opt->disable_fusion);
+  int32_t *implicit_uses = ljb_xcalloc((size_t)g->n, sizeof *implicit_uses);
+  for (int i = 0; i < g->n; i++) {
+    f->bcols[i] = fusing ? implicit_cols(g, i) : -1;
+    if (f->bcols[i] >= 0) implicit_uses[f->bcols[i]]++;
+  }
+  for (int i = 0; i < g->n; i++) {
+    int32_t c = f->bcols[i];
+    if (c < 0 || f->is_root[c] || f->eff[c] == implicit_uses[c]) continue;
+    /* stored for other readers anyway: a short K reads it in place, which costs less than
+     * packing from the image */
+    if (g->nodes[c].shape[1] <= LJG_MATMUL_DIRECT_K) f->bcols[i] = -1, implicit_uses[c]--;
+  }
+  for (int i = 0; i < g->n; i++)
+    if (implicit_uses[i] && !f->is_root[i] && f->eff[i] == implicit_uses[i]) f->realized[i] = false;
+  free(implicit_uses);
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
-    int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
+    int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? (f->bcols[i] >= 0 ? 1 : 2)
+               : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
     for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
       int32_t src = ljg_strip_views(g, in[k]);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
@@ -489,7 +525,18 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
   case LJG_MATMUL: {
     k->kind = LJG_K_MATMUL;
     k->mm_a = build(f, in[0], 0, false);
-    k->mm_bm = build(f, in[1], 0, false);
+    int32_t cols = f->bcols[i];
+    if (cols >= 0) {
+      const ljg_gnode *c = &g->nodes[cols];
+      int32_t img = ljg_in(g, c)[0];
+      k->mm_bm = build(f, img, 0, false);
+      k->mm_bcols = 1;
+      memcpy(k->mm_bwin, c->attr.a, sizeof k->mm_bwin);
+      memcpy(k->mm_bimg, g->nodes[img].shape, sizeof k->mm_bimg);
+      ljg_window_out(c->attr.a, k->mm_bimg[2], k->mm_bimg[3], &k->mm_boh, &k->mm_bow);
+    } else {
+      k->mm_bm = build(f, in[1], 0, false);
+    }
     k->mm_b = g->nodes[in[0]].shape[0];
     k->mm_m = n->shape[1];
     k->mm_n = n->shape[2];
@@ -565,6 +612,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   f.root_src = ljb_xalloc(n * sizeof *f.root_src);
   f.pslot = ljb_xalloc(n * sizeof *f.pslot);
   f.oslot = ljb_xalloc(n * sizeof *f.oslot);
+  f.bcols = ljb_xalloc(n * sizeof *f.bcols);
   memset(f.pslot, 0xff, n * sizeof *f.pslot);
   memset(f.oslot, 0xff, n * sizeof *f.oslot);
   decide(&f);
@@ -594,6 +642,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   free(f.root_src);
   free(f.pslot);
   free(f.oslot);
+  free(f.bcols);
   ljb_vec_free(&f.slots);
   ljb_vec_free(&f.kernels);
   ljb_vec_free(&f.exprs);
@@ -651,11 +700,15 @@ static void print_expr(ljb_str *b, const ljg_kernel *k, int e) {
   ljb_str_printf(b, "  ; %%%d\n", x->node);
 }
 
+static void print_window_attr(ljb_str *b, const int64_t *w) {
+  ljb_str_printf(b, "window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64 ") pad (%" PRId64 ",%" PRId64
+                 ") dilation (%" PRId64 ",%" PRId64 ")", w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]);
+}
+
 static void print_window(ljb_str *b, const ljg_kernel *k) {
-  ljb_str_printf(b, "  %s of e%d, window (%" PRId64 ",%" PRId64 ") stride (%" PRId64 ",%" PRId64 ") pad (%" PRId64
-                 ",%" PRId64 ") dilation (%" PRId64 ",%" PRId64 ") -> slot%d\n",
-                 ljg_ops[k->win_op].name, k->win_src, k->win[0], k->win[1], k->win[2], k->win[3], k->win[4],
-                 k->win[5], k->win[6], k->win[7], k->win_out_slot);
+  ljb_str_printf(b, "  %s of e%d, ", ljg_ops[k->win_op].name, k->win_src);
+  print_window_attr(b, k->win);
+  ljb_str_printf(b, " -> slot%d\n", k->win_out_slot);
 }
 
 char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
@@ -686,6 +739,11 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
                      k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
       ljb_str_puts(&b, "\n");
+      if (k->mm_bcols) {
+        ljb_str_printf(&b, "  B: im2col of e%d, ", k->mm_bm);
+        print_window_attr(&b, k->mm_bwin);
+        ljb_str_puts(&b, ", packed from the image\n");
+      }
     }
     for (int s = 0; s < k->nnests; s++) {
       const ljg_nest *nest = &k->nests[s];

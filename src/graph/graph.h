@@ -425,6 +425,13 @@ typedef struct ljg_kernel {
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
                            (its tasks are image planes, each the sum of that many rows) */
+  /* Implicit GEMM: B is the im2col of the image [N, C, H, W] that mm_bm loads, with window
+   * mm_bwin (kh, kw, sh, sw, ph, pw, dh, dw; fill 0) and OH × OW windows, never stored: the
+   * matmul routine packs B's panels from the image (mm_bcols = 0: B is read as it lies). */
+  uint8_t mm_bcols;
+  int64_t mm_bwin[8];
+  int64_t mm_bimg[4];
+  int64_t mm_boh, mm_bow;
   /* The window: im2col or col2im of the LOAD win_src into win_out_slot, an (n, c) image
    * plane a task. A WINDOW kernel's own op; a row-fused MATMUL kernel's when the pooling of
    * its rows (an im2col of what its nests wrote) joined it. */
