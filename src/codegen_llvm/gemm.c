@@ -265,17 +265,10 @@ static LLVMValueRef splat32(gemm *g, LLVMValueRef x64) {
   return splat(g, LLVMBuildTrunc(g->b, x64, g->ir->i32, ""), iv);
 }
 
-/* B an im2col of an image, packed from the image (implicit GEMM): panel by panel, the lanes'
- * window positions (oh, ow) are worked out once, as i32 vectors of oh·sy - py and ow·sx - px;
- * then row by row of k, whose (c, kh, kw) are carried along, each vector of the row holds
- * channel c's elements at the lanes inside the image and zeros at the others (padding, and
- * the columns past the last). When a window's next column and next row are the image's next
- * element and next row (stride 1 over contiguous rows of the image: a "same" convolution),
- * those elements are a run of the image, read by one masked load; otherwise gathered.
- * Offsets within an image fit in i32 (implicit_cols in fuse.c). */
+/* The state of packing B from an image (pack_window). */
 typedef struct window_pack {
   const panel *p;
-  LLVMValueRef image, bi, np, iota, all, start[3];
+  LLVMValueRef image, bi, np, iota, all;
 } window_pack;
 
 /* The window positions (oh, ow) of the vw columns from n0 on, as i32 vectors: lane 0's by a
@@ -306,65 +299,149 @@ static void lane_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMV
   *oh = h, *ow = t;
 }
 
+/* Window position vector (ohs = oh·sy - py, ows = ow·sx - px) of tap (kh, kw) of channel
+ * `plane` (dy = kh·dh, dx = kw·dw): the image's elements at the lanes inside it that mask
+ * has, zeros at the others; n0 is lane 0's column of the im2col, which makes the address of a
+ * run (pack_window). */
+static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef ohs, LLVMValueRef ows, LLVMValueRef plane,
+                                  LLVMValueRef dy, LLVMValueRef dx, LLVMValueRef n0, LLVMValueRef mask, bool run) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef ih = LLVMBuildAdd(b, ohs, splat32(g, dy), ""), iw = LLVMBuildAdd(b, ows, splat32(g, dx), "");
+  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ih, splat32(g, a[LJC_GEMM_IMG_H]), ""),
+                                 LLVMBuildICmp(b, LLVMIntULT, iw, splat32(g, a[LJC_GEMM_IMG_W]), ""), "");
+  in = LLVMBuildAnd(b, in, mask ? mask : w->all, "");
+  if (run) { /* lane 0 at (oh0·sy + dy - py, ow0 + dx - px): n0 + (dy - py)·SH + dx - px */
+    LLVMValueRef off = vmul(g, LLVMBuildNSWSub(b, dy, a[LJC_GEMM_WIN_PY], ""), a[LJC_GEMM_IMG_SH]);
+    off = vadd(g, vadd(g, off, LLVMBuildNSWSub(b, dx, a[LJC_GEMM_WIN_PX], "")), n0);
+    return masked_load(g, LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), in);
+  }
+  LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
+                                  LLVMBuildMul(b, iw, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
+  LLVMTypeRef types[2] = {g->vt, LLVMVectorType(ir->ptr, (unsigned)g->vw)};
+  LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), ljc_const_i(ir->i32, g->esize), in,
+                          LLVMConstNull(g->vt)};
+  return ljc_intrinsic_over(ir, "masked.gather", 2, types, 4, args);
+}
+
+/* The window position vectors of the vw im2col columns from n0 on. */
+static void window_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMValueRef *ohs, LLVMValueRef *ows) {
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef oh, ow;
+  lane_positions(g, w, n0, &oh, &ow);
+  *ohs = LLVMBuildSub(b, LLVMBuildMul(b, oh, splat32(g, a[LJC_GEMM_WIN_SY]), ""), splat32(g, a[LJC_GEMM_WIN_PY]), "");
+  *ows = LLVMBuildSub(b, LLVMBuildMul(b, ow, splat32(g, a[LJC_GEMM_WIN_SX]), ""), splat32(g, a[LJC_GEMM_WIN_PX]), "");
+}
+
+/* The tap after (c, kh, kw), in place. */
+static void next_tap(gemm *g, LLVMValueRef *tap) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef kw1 = add(g, tap[2], 1), wrap = LLVMBuildICmp(b, LLVMIntEQ, kw1, g->arg[LJC_GEMM_WIN_KW], "");
+  LLVMValueRef kh1 = LLVMBuildNSWAdd(b, tap[1], LLVMBuildZExt(b, wrap, g->ir->i64, ""), "");
+  LLVMValueRef wrap2 = LLVMBuildICmp(b, LLVMIntEQ, kh1, g->arg[LJC_GEMM_WIN_KH], "");
+  tap[0] = LLVMBuildNSWAdd(b, tap[0], LLVMBuildZExt(b, wrap2, g->ir->i64, ""), "");
+  tap[1] = LLVMBuildSelect(b, wrap2, ljc_i64(g->ir, 0), kh1, "");
+  tap[2] = LLVMBuildSelect(b, wrap, ljc_i64(g->ir, 0), kw1, "");
+}
+
+/* Tap t's (c, kh, kw). */
+static void tap_of(gemm *g, LLVMValueRef t, LLVMValueRef *tap) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef taps = LLVMBuildNSWMul(b, g->arg[LJC_GEMM_WIN_KH], g->arg[LJC_GEMM_WIN_KW], "");
+  LLVMValueRef r = LLVMBuildSRem(b, t, taps, "");
+  tap[0] = LLVMBuildSDiv(b, t, taps, "");
+  tap[1] = LLVMBuildSDiv(b, r, g->arg[LJC_GEMM_WIN_KW], "");
+  tap[2] = LLVMBuildSRem(b, r, g->arg[LJC_GEMM_WIN_KW], "");
+}
+
+/* B the im2col (rows of k are taps, columns window positions): panel by panel, the lanes'
+ * positions once, then row by row of k with its tap carried along. */
 static void pack_window_panels(gemm *g, const window_pack *w, bool run) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
   const panel *p = w->p;
   int vw = g->vw;
-  LLVMValueRef H = splat32(g, a[LJC_GEMM_IMG_H]), W = splat32(g, a[LJC_GEMM_IMG_W]);
-  LLVMValueRef SH = splat32(g, a[LJC_GEMM_IMG_SH]), SW = splat32(g, a[LJC_GEMM_IMG_SW]);
   ljc_loop Q, K;
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), w->np, false, 0, NULL);
   LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, (int64_t)p->nv * vw), ""), buf = panel_buffer(g, p, Q.iv);
   LLVMValueRef ohs[NV], ows[NV];
-  for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef oh, ow;
-    lane_positions(g, w, add(g, n0, (int64_t)j * vw), &oh, &ow);
-    ohs[j] = LLVMBuildSub(b, LLVMBuildMul(b, oh, splat32(g, a[LJC_GEMM_WIN_SY]), ""), splat32(g, a[LJC_GEMM_WIN_PY]), "");
-    ows[j] = LLVMBuildSub(b, LLVMBuildMul(b, ow, splat32(g, a[LJC_GEMM_WIN_SX]), ""), splat32(g, a[LJC_GEMM_WIN_PX]), "");
-  }
-  ljc_loop_begin(ir, &K, g->k0, g->k1, false, 3, (LLVMValueRef *)w->start);
-  LLVMValueRef c = K.acc[0], kh = K.acc[1], kw = K.acc[2];
+  for (int j = 0; j < p->nv; j++) window_positions(g, w, add(g, n0, (int64_t)j * vw), &ohs[j], &ows[j]);
+  LLVMValueRef start[3];
+  tap_of(g, g->k0, start);
+  ljc_loop_begin(ir, &K, g->k0, g->k1, false, 3, start);
+  LLVMValueRef tap[3] = {K.acc[0], K.acc[1], K.acc[2]};
   LLVMValueRef row = LLVMBuildNSWSub(b, K.iv, g->k0, "");
-  LLVMValueRef plane = at(g, w->image, vmul(g, c, a[LJC_GEMM_IMG_SC]));
-  LLVMValueRef dy = vmul(g, kh, a[LJC_GEMM_WIN_DY]), dx = vmul(g, kw, a[LJC_GEMM_WIN_DX]);
-  /* the run's start for lane 0 of column n0: (kh·dy - py, kw·dx - px) + n0 */
-  LLVMValueRef shift = vadd(g, vmul(g, LLVMBuildNSWSub(b, dy, a[LJC_GEMM_WIN_PY], ""), a[LJC_GEMM_IMG_SH]),
-                            LLVMBuildNSWSub(b, dx, a[LJC_GEMM_WIN_PX], ""));
-  shift = vadd(g, shift, n0);
+  LLVMValueRef plane = at(g, w->image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
+  LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
   for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef ih = LLVMBuildAdd(b, ohs[j], splat32(g, dy), ""), iw = LLVMBuildAdd(b, ows[j], splat32(g, dx), "");
-    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ih, H, ""), LLVMBuildICmp(b, LLVMIntULT, iw, W, ""), "");
-    in = LLVMBuildAnd(b, in, p->mask[j] ? p->mask[j] : w->all, "");
-    LLVMValueRef v;
-    if (run) {
-      LLVMValueRef off = add(g, shift, (int64_t)j * vw);
-      v = masked_load(g, LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), in);
-    } else {
-      LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, SH, ""), LLVMBuildMul(b, iw, SW, ""), "");
-      LLVMTypeRef types[2] = {g->vt, LLVMVectorType(ir->ptr, (unsigned)vw)};
-      LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), ljc_const_i(ir->i32, g->esize), in,
-                              LLVMConstNull(g->vt)};
-      v = ljc_intrinsic_over(ir, "masked.gather", 2, types, 4, args);
-    }
+    LLVMValueRef v = window_vector(g, w, ohs[j], ows[j], plane, dy, dx, add(g, n0, (int64_t)j * vw), p->mask[j], run);
     packed_store(g, v, packed_at(g, p, buf, row, (int64_t)j * vw));
   }
-  /* the next k's (c, kh, kw) */
-  LLVMValueRef kw1 = add(g, kw, 1), wrap = LLVMBuildICmp(b, LLVMIntEQ, kw1, a[LJC_GEMM_WIN_KW], "");
-  LLVMValueRef kh1 = LLVMBuildNSWAdd(b, kh, LLVMBuildZExt(b, wrap, ir->i64, ""), "");
-  LLVMValueRef wrap2 = LLVMBuildICmp(b, LLVMIntEQ, kh1, a[LJC_GEMM_WIN_KH], "");
-  LLVMValueRef next[3] = {LLVMBuildNSWAdd(b, c, LLVMBuildZExt(b, wrap2, ir->i64, ""), ""),
-                          LLVMBuildSelect(b, wrap2, ljc_i64(ir, 0), kh1, ""),
-                          LLVMBuildSelect(b, wrap, ljc_i64(ir, 0), kw1, "")};
+  next_tap(g, tap);
   LLVMValueRef last[3];
-  ljc_loop_end(ir, &K, next, last);
+  ljc_loop_end(ir, &K, tap, last);
+  ljc_loop_end(ir, &Q, NULL, NULL);
+}
+
+/* B the transposed im2col (rows of k are window positions, columns taps): panel by panel, the
+ * columns' taps once; then vw rows at a time, each column's vector along k from the image,
+ * transposed in registers into vw rows (zeros past the block's last row: the buffer holds KC
+ * rows, a multiple of vw). */
+static void pack_window_t_panels(gemm *g, const window_pack *w, bool run) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  const panel *p = w->p;
+  int vw = g->vw, width = p->nv * vw;
+  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
+  LLVMValueRef hi = LLVMBuildNSWAdd(b, g->k0, LLVMBuildAnd(b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
+  ljc_loop Q, K;
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), w->np, false, 0, NULL);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, width), ""), buf = panel_buffer(g, p, Q.iv);
+  LLVMValueRef plane[NV * 64], dy[NV * 64], dx[NV * 64], col_in[NV * 64];
+  LLVMValueRef tap[3];
+  tap_of(g, n0, tap);
+  for (int col = 0; col < width; col++) {
+    plane[col] = at(g, w->image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
+    dy[col] = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]);
+    dx[col] = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
+    col_in[col] = LLVMBuildICmp(b, LLVMIntSLT, add(g, n0, col), a[LJC_GEMM_N], "");
+    if (col + 1 < width) next_tap(g, tap);
+  }
+  ljc_loop_begin_step(ir, &K, g->k0, hi, vw, false, 0, NULL);
+  LLVMValueRef row = LLVMBuildNSWSub(b, K.iv, g->k0, "");
+  LLVMValueRef ohs, ows;
+  window_positions(g, w, K.iv, &ohs, &ows);
+  LLVMValueRef rows_in = lanes_below(g, K.iv, g->k1);
+  for (int j = 0; j < p->nv; j++) {
+    LLVMValueRef v[64];
+    for (int c = 0; c < vw; c++) {
+      int col = j * vw + c;
+      LLVMValueRef mask = LLVMBuildSelect(b, col_in[col], rows_in, LLVMConstNull(LLVMTypeOf(rows_in)), "");
+      v[c] = window_vector(g, w, ohs, ows, plane[col], dy[col], dx[col], K.iv, mask, run);
+    }
+    transpose(g, v);
+    for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
+  }
+  ljc_loop_end(ir, &K, NULL, NULL);
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
 
 static void pack_window_run(gemm *g, void *w) { pack_window_panels(g, w, true); }
 static void pack_window_gather(gemm *g, void *w) { pack_window_panels(g, w, false); }
+static void pack_window_t_run(gemm *g, void *w) { pack_window_t_panels(g, w, true); }
+static void pack_window_t_gather(gemm *g, void *w) { pack_window_t_panels(g, w, false); }
 
+/* B an im2col of an image or its transpose, packed from the image (implicit GEMM): each
+ * vector holds one tap's elements at vw window positions, the image's where the window
+ * position is inside it and zeros elsewhere (padding, and past B's last row or column). When
+ * a window's next column and next row are the image's next element and next row (stride 1
+ * over contiguous rows of the image: a "same" convolution), a vector's elements are a run of
+ * the image, read by one masked load; otherwise gathered. Offsets within an image fit in i32
+ * (implicit_cols in fuse.c). */
 static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -374,22 +451,18 @@ static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n
   for (int l = 0; l < g->vw; l++) lanes[l] = ljc_const_i(ir->i32, l);
   w.iota = LLVMConstVector(lanes, (unsigned)g->vw);
   w.all = LLVMConstAllOnes(LLVMVectorType(ir->i1, (unsigned)g->vw));
-  LLVMValueRef taps = LLVMBuildNSWMul(b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
-  LLVMValueRef tap0 = LLVMBuildSRem(b, g->k0, taps, "");
-  w.start[0] = LLVMBuildSDiv(b, g->k0, taps, "");
-  w.start[1] = LLVMBuildSDiv(b, tap0, a[LJC_GEMM_WIN_KW], "");
-  w.start[2] = LLVMBuildSRem(b, tap0, a[LJC_GEMM_WIN_KW], "");
   w.image = at(g, a[LJC_GEMM_B], vmul(g, bi, a[LJC_GEMM_B_SB]));
   LLVMValueRef run = LLVMBuildAnd(
       b, LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]), ljc_i64(ir, 1), ""),
       LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SY], a[LJC_GEMM_IMG_SH]), a[LJC_GEMM_WIN_OW], ""), "");
-  when(g, run, pack_window_run, &w);
-  when(g, LLVMBuildNot(b, run, ""), pack_window_gather, &w);
+  bool t = g->variant == LJC_GEMM_WINDOW_T;
+  when(g, run, t ? pack_window_t_run : pack_window_run, &w);
+  when(g, LLVMBuildNot(b, run, ""), t ? pack_window_t_gather : pack_window_gather, &w);
 }
 
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  if (g->variant == LJC_GEMM_WINDOW)
+  if (g->variant == LJC_GEMM_WINDOW || g->variant == LJC_GEMM_WINDOW_T)
     pack_window(g, bi, p, np);
   else if (g->variant == LJC_GEMM_ROWS)
     pack_rows(g, bi, p, np);
@@ -547,7 +620,7 @@ static void panels(gemm *g, const rows *rw) {
 /* ---- the routines ------------------------------------------------------------------------- */
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
-  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window"};
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window", "window_t"};
   snprintf(name, 32, "lj_gemm_%s_%s", routine / LJC_GEMM_NVARIANTS ? "f64" : "f32",
            variants[routine % LJC_GEMM_NVARIANTS]);
 }
@@ -676,7 +749,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  int variant = k->mm_bcols   ? LJC_GEMM_WINDOW
+  int variant = k->mm_bcols   ? (k->mm_bcols == 2 ? LJC_GEMM_WINDOW_T : LJC_GEMM_WINDOW)
                 : bs[2] == 1 ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1 ? LJC_GEMM_COLS
                              : LJC_GEMM_ELEMENTS;

@@ -168,9 +168,12 @@ enum {
 };
 /* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
  * k, element by element, where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K rows),
- * or packed from the image of an im2col (ljg_kernel.mm_bcols). A routine is numbered
+ * or packed from the image of an im2col or of its transpose (ljg_kernel.mm_bcols). A routine is numbered
  * dtype · LJC_GEMM_NVARIANTS + variant (dtype 0: f32, 1: f64). */
-enum { LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_NVARIANTS };
+enum {
+  LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINDOW_T,
+  LJC_GEMM_NVARIANTS
+};
 enum { LJC_GEMM_NROUTINES = 2 * LJC_GEMM_NVARIANTS };
 /* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);

@@ -39,6 +39,7 @@ typedef struct fuser {
   int32_t *pslot;  /* parameter slot of DATA/SCALAR nodes */
   int32_t *oslot;  /* slot a realized node's kernel writes */
   int32_t *bcols;  /* for a matmul: the im2col node it reads as B implicitly (implicit_cols), or -1 */
+  bool *bcols_t;   /* ... through a transpose */
   LJB_VEC(ljg_slot) slots;
   LJB_VEC(ljg_kernel) kernels;
   /* the kernel being built */
@@ -203,21 +204,19 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
   return ljg_chain_view(g, top, src, &v) ? v.n : LJG_MAX_VIEWS + 1;
 }
 
-/* The im2col node whose windows matmul i reads as B, when the matmul routines can pack B's
- * panels straight from its image (implicit GEMM): a float matmul of one product per matrix,
- * B the im2col (zero fill) seen whole through reshapes; else -1. */
-static int32_t implicit_cols(const ljg_graph *g, int32_t i) {
+/* The im2col node whose windows matmul i reads as B when the matmul routines can pack B's
+ * panels straight from its image (implicit GEMM): a float matmul whose B is a whole im2col or
+ * its transpose (ljg_cols_operand; *transposed says which), with offsets within the image's
+ * buffer that fit in 32 bits; else -1. */
+static int32_t implicit_cols(const ljg_graph *g, int32_t i, bool *transposed) {
   const ljg_gnode *n = &g->nodes[i];
-  if (n->op != LJG_OP_MATMUL || (n->dtype != LJ_F32 && n->dtype != LJ_F64) || ljg_gnumel(n) == 0) return -1;
-  int32_t b = ljg_in(g, n)[1], src = ljg_strip_views(g, b);
-  const ljg_gnode *cols = &g->nodes[src];
-  if (cols->op != LJG_OP_IM2COL || cols->attr.f != 0 || cols->ndim != 3 || g->nodes[b].shape[1] == 0) return -1;
-  ljg_view v, whole;
-  ljg_view_contiguous(&whole, cols->ndim, cols->shape);
-  if (!ljg_chain_view(g, b, src, &v) || v.n != 1 || v.v[0].ndim != 3 || v.v[0].offset != 0) return -1;
-  for (int d = 0; d < 3; d++)
-    if (v.v[0].shape[d] != cols->shape[d] || v.v[0].stride[d] != whole.v[0].stride[d]) return -1;
-  return src;
+  if ((n->op != LJG_OP_MATMUL && n->op != LJG_OP_MATMUL_SUM) || (n->dtype != LJ_F32 && n->dtype != LJ_F64) ||
+      ljg_gnumel(n) == 0)
+    return -1;
+  int32_t cols = ljg_cols_operand(g, ljg_in(g, n)[1], transposed);
+  if (cols < 0 || g->nodes[ljg_in(g, n)[0]].shape[2] == 0) return -1;
+  int32_t img = ljg_strip_views(g, ljg_in(g, &g->nodes[cols])[0]);
+  return ljg_gnumel(&g->nodes[img]) <= INT32_MAX / 4 ? cols : -1;
 }
 
 static void decide(fuser *f) {
@@ -251,15 +250,15 @@ static void decide(fuser *f) {
   bool fusing = !(f->opt && f->opt->disable_fusion);
   int32_t *implicit_uses = ljb_xcalloc((size_t)g->n, sizeof *implicit_uses);
   for (int i = 0; i < g->n; i++) {
-    f->bcols[i] = fusing ? implicit_cols(g, i) : -1;
+    f->bcols[i] = fusing ? implicit_cols(g, i, &f->bcols_t[i]) : -1;
     if (f->bcols[i] >= 0) implicit_uses[f->bcols[i]]++;
   }
   for (int i = 0; i < g->n; i++) {
     int32_t c = f->bcols[i];
     if (c < 0 || f->is_root[c] || f->eff[c] == implicit_uses[c]) continue;
-    /* stored for other readers anyway: a short K reads it in place, which costs less than
-     * packing from the image */
-    if (g->nodes[c].shape[1] <= LJG_MATMUL_DIRECT_K) f->bcols[i] = -1, implicit_uses[c]--;
+    /* stored for other readers anyway: a convolution's short K reads it in place, which
+     * costs less than packing from the image */
+    if (!f->bcols_t[i] && g->nodes[c].shape[1] <= LJG_MATMUL_DIRECT_K) f->bcols[i] = -1, implicit_uses[c]--;
   }
   for (int i = 0; i < g->n; i++)
     if (implicit_uses[i] && !f->is_root[i] && f->eff[i] == implicit_uses[i]) f->realized[i] = false;
@@ -530,7 +529,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
       const ljg_gnode *c = &g->nodes[cols];
       int32_t img = ljg_in(g, c)[0];
       k->mm_bm = build(f, img, 0, false);
-      k->mm_bcols = 1;
+      k->mm_bcols = f->bcols_t[i] ? 2 : 1;
       memcpy(k->mm_bwin, c->attr.a, sizeof k->mm_bwin);
       memcpy(k->mm_bimg, g->nodes[img].shape, sizeof k->mm_bimg);
       ljg_window_out(c->attr.a, k->mm_bimg[2], k->mm_bimg[3], &k->mm_boh, &k->mm_bow);
@@ -613,6 +612,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   f.pslot = ljb_xalloc(n * sizeof *f.pslot);
   f.oslot = ljb_xalloc(n * sizeof *f.oslot);
   f.bcols = ljb_xalloc(n * sizeof *f.bcols);
+  f.bcols_t = ljb_xcalloc(n, sizeof *f.bcols_t);
   memset(f.pslot, 0xff, n * sizeof *f.pslot);
   memset(f.oslot, 0xff, n * sizeof *f.oslot);
   decide(&f);
@@ -643,6 +643,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   free(f.pslot);
   free(f.oslot);
   free(f.bcols);
+  free(f.bcols_t);
   ljb_vec_free(&f.slots);
   ljb_vec_free(&f.kernels);
   ljb_vec_free(&f.exprs);
@@ -740,7 +741,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
       ljb_str_puts(&b, "\n");
       if (k->mm_bcols) {
-        ljb_str_printf(&b, "  B: im2col of e%d, ", k->mm_bm);
+        ljb_str_printf(&b, "  B: im2col%s of e%d, ", k->mm_bcols == 2 ? " transposed" : "", k->mm_bm);
         print_window_attr(&b, k->mm_bwin);
         ljb_str_puts(&b, ", packed from the image\n");
       }

@@ -336,6 +336,10 @@ int32_t ljg_strip_views(const ljg_graph *g, int32_t i);
 /* The view of node src's buffer seen through the chain of view nodes from top down to src;
  * false when the chain is too long or needs more than LJG_MAX_VIEWS levels. */
 bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v);
+/* The im2col node (zero fill, [N, C·KH·KW, OH·OW]) that matmul operand x is, seen whole
+ * through reshapes (*transposed false: a convolution's B) or through a transpose of its last
+ * two dims (true: the B of its weight gradient, dY · colsᵀ); -1 when it is neither. */
+int32_t ljg_cols_operand(const ljg_graph *g, int32_t x, bool *transposed);
 /* Offset of index idx under v (host-side evaluation, for tests and the interpreter). */
 int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx);
 
@@ -425,9 +429,10 @@ typedef struct ljg_kernel {
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
                            (its tasks are image planes, each the sum of that many rows) */
-  /* Implicit GEMM: B is the im2col of the image [N, C, H, W] that mm_bm loads, with window
-   * mm_bwin (kh, kw, sh, sw, ph, pw, dh, dw; fill 0) and OH × OW windows, never stored: the
-   * matmul routine packs B's panels from the image (mm_bcols = 0: B is read as it lies). */
+  /* Implicit GEMM: B is the im2col of the image [N, C, H, W] that mm_bm loads (mm_bcols 1) or
+   * its transpose (2), with window mm_bwin (kh, kw, sh, sw, ph, pw, dh, dw; fill 0) and
+   * OH × OW windows: the matmul routine packs B's panels from the image (mm_bcols 0: B is
+   * read as it lies). */
   uint8_t mm_bcols;
   int64_t mm_bwin[8];
   int64_t mm_bimg[4];
