@@ -448,7 +448,7 @@ START_TEST(test_conv_pool_row_fusion) {
       ck_assert_int_eq(p->nkernels, 1); /* the convolution packs B from the image: no im2col */
       const ljg_kernel *k = &p->kernels[0];
       ck_assert_int_eq(k->kind, LJG_K_MATMUL);
-      ck_assert_int_eq(k->mm_bcols, 1);
+      ck_assert_int_eq(k->mm_cols, LJG_MM_COLS_B);
       ck_assert_int_eq(k->win_op, LJG_OP_IM2COL);
       ck_assert_int_eq(k->win_at, bias);
       ck_assert_int_gt(k->nnests, k->win_at);
@@ -492,7 +492,7 @@ START_TEST(test_conv_implicit_gemm) {
       lj_tensor *y = lj_conv2d(img, w, NULL, s, pad, d, 1);
       ljg_graph *opt;
       ljg_program *p = program_of(y, &opt);
-      ck_assert_msg(p->nkernels == 1 && p->kernels[0].kind == LJG_K_MATMUL && p->kernels[0].mm_bcols,
+      ck_assert_msg(p->nkernels == 1 && p->kernels[0].kind == LJG_K_MATMUL && p->kernels[0].mm_cols == LJG_MM_COLS_B,
                     "case %zu: %d kernels", i, p->nkernels);
       free_program(p, opt);
       double tol = dts[t] == LJ_F32 ? 1e-4 : 1e-12;
@@ -504,11 +504,12 @@ START_TEST(test_conv_implicit_gemm) {
 }
 END_TEST
 
-/* In training the weight gradient dY·colsᵀ (one matmul_sum, not turned) packs the transposed
- * im2col from the image too, so no im2col is stored. Values of the output and the weight
- * gradient against the interpreter, f32 and f64: one or eight channels (a K of 9 or 72 for
- * the convolution; 9 or 72 columns for the gradient, one panel's edge), 420 window positions
- * (K in two blocks), stride 2 (gathered) and dilation 2 (runs). */
+/* In training the weight gradient, one matmul_sum turned to Σ cols·dYᵀ, packs its A (the
+ * im2col) from the image too, a block of rows at a time, so no im2col is stored. Values of
+ * the output and the weight gradient against the interpreter, f32 and f64: one or eight
+ * channels (a K of 9 or 72 for the convolution, as many rows for the gradient: less than a
+ * tile, and 72 in a block of 64 and one of 8), 420 window positions (K in two blocks),
+ * stride 2 (gathered) and dilation 2 (runs). */
 START_TEST(test_conv_implicit_gemm_training) {
   static const struct {
     int64_t c, h, w;
@@ -529,15 +530,16 @@ START_TEST(test_conv_implicit_gemm_training) {
     lj_tensor *out[2] = {y, lj_tensor_grad(w)};
     ljg_graph *opt;
     ljg_program *p = program_of_n(2, out, &opt);
-    int windows = 0, implicit = 0, matmuls = 0;
+    int windows = 0, cols[3] = {0}, matmuls = 0;
     for (int k = 0; k < p->nkernels; k++) {
       windows += p->kernels[k].kind == LJG_K_WINDOW && p->kernels[k].win_op == LJG_OP_IM2COL;
       matmuls += p->kernels[k].kind == LJG_K_MATMUL;
-      implicit += p->kernels[k].kind == LJG_K_MATMUL && p->kernels[k].mm_bcols;
+      if (p->kernels[k].kind == LJG_K_MATMUL) cols[p->kernels[k].mm_cols]++;
     }
     ck_assert_int_eq(windows, 0);
     ck_assert_int_eq(matmuls, 2);
-    ck_assert_int_eq(implicit, 2);
+    ck_assert_int_eq(cols[LJG_MM_COLS_A], 1);
+    ck_assert_int_eq(cols[LJG_MM_COLS_B], 1);
     free_program(p, opt);
     double tol = dt == LJ_F32 ? 1e-4 : 1e-12;
     tu_check_interp_tol(2, out, tol, tol);

@@ -42,8 +42,11 @@ typedef struct gemm {
   ljc_ir *ir;
   LLVMBuilderRef b;
   int variant;                      /* ljc_gemm_variant */
+  bool a_window;                    /* A an im2col, packed from its image into apack */
   LLVMValueRef arg[LJC_GEMM_NARGS]; /* the argument block's fields */
   LLVMValueRef packed;              /* the packed panels of B: NP panels of KC rows of NV vectors */
+  LLVMValueRef apack, apos;         /* a_window: A's block of MC rows of KC, and its k's positions */
+  LLVMValueRef a_m0;                /* a_window: the first row of A's block in apack */
   LLVMTypeRef t, vt;                /* element and vector types */
   int vw;                           /* elements per vector */
   int mr;                           /* rows of C in a tile (the register file decides) */
@@ -386,83 +389,104 @@ static void pack_window_panels(gemm *g, const window_pack *w, bool run) {
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
 
-/* B the transposed im2col (rows of k are window positions, columns taps): panel by panel, the
- * columns' taps once; then vw rows at a time, each column's vector along k from the image,
- * transposed in registers into vw rows (zeros past the block's last row: the buffer holds KC
- * rows, a multiple of vw). */
-static void pack_window_t_panels(gemm *g, const window_pack *w, bool run) {
-  ljc_ir *ir = g->ir;
-  LLVMBuilderRef b = g->b;
-  const LLVMValueRef *a = g->arg;
-  const panel *p = w->p;
-  int vw = g->vw, width = p->nv * vw;
-  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
-  LLVMValueRef hi = LLVMBuildNSWAdd(b, g->k0, LLVMBuildAnd(b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
-  ljc_loop Q, K;
-  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), w->np, false, 0, NULL);
-  LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, width), ""), buf = panel_buffer(g, p, Q.iv);
-  LLVMValueRef plane[NV * 64], dy[NV * 64], dx[NV * 64], col_in[NV * 64];
-  LLVMValueRef tap[3];
-  tap_of(g, n0, tap);
-  for (int col = 0; col < width; col++) {
-    plane[col] = at(g, w->image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
-    dy[col] = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]);
-    dx[col] = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
-    col_in[col] = LLVMBuildICmp(b, LLVMIntSLT, add(g, n0, col), a[LJC_GEMM_N], "");
-    if (col + 1 < width) next_tap(g, tap);
-  }
-  ljc_loop_begin_step(ir, &K, g->k0, hi, vw, false, 0, NULL);
-  LLVMValueRef row = LLVMBuildNSWSub(b, K.iv, g->k0, "");
-  LLVMValueRef ohs, ows;
-  window_positions(g, w, K.iv, &ohs, &ows);
-  LLVMValueRef rows_in = lanes_below(g, K.iv, g->k1);
-  for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef v[64];
-    for (int c = 0; c < vw; c++) {
-      int col = j * vw + c;
-      LLVMValueRef mask = LLVMBuildSelect(b, col_in[col], rows_in, LLVMConstNull(LLVMTypeOf(rows_in)), "");
-      v[c] = window_vector(g, w, ohs, ows, plane[col], dy[col], dx[col], K.iv, mask, run);
-    }
-    transpose(g, v);
-    for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
-  }
-  ljc_loop_end(ir, &K, NULL, NULL);
-  ljc_loop_end(ir, &Q, NULL, NULL);
-}
-
 static void pack_window_run(gemm *g, void *w) { pack_window_panels(g, w, true); }
 static void pack_window_gather(gemm *g, void *w) { pack_window_panels(g, w, false); }
-static void pack_window_t_run(gemm *g, void *w) { pack_window_t_panels(g, w, true); }
-static void pack_window_t_gather(gemm *g, void *w) { pack_window_t_panels(g, w, false); }
 
-/* B an im2col of an image or its transpose, packed from the image (implicit GEMM): each
- * vector holds one tap's elements at vw window positions, the image's where the window
- * position is inside it and zeros elsewhere (padding, and past B's last row or column). When
- * a window's next column and next row are the image's next element and next row (stride 1
- * over contiguous rows of the image: a "same" convolution), a vector's elements are a run of
- * the image, read by one masked load; otherwise gathered. Offsets within an image fit in i32
- * (implicit_cols in fuse.c). */
+/* A window_pack for matrix bi of the image at operand (LJC_GEMM_A or LJC_GEMM_B). */
+static window_pack window_pack_of(gemm *g, int operand, LLVMValueRef bi) {
+  window_pack w = {.bi = bi};
+  LLVMValueRef lanes[64];
+  for (int l = 0; l < g->vw; l++) lanes[l] = ljc_const_i(g->ir->i32, l);
+  w.iota = LLVMConstVector(lanes, (unsigned)g->vw);
+  w.all = LLVMConstAllOnes(LLVMVectorType(g->ir->i1, (unsigned)g->vw));
+  w.image = at(g, g->arg[operand], vmul(g, bi, g->arg[operand + 1]));
+  return w;
+}
+
+/* Whether a window's next column and next row are the image's next element and next row
+ * (stride 1 over contiguous rows of the image: a "same" convolution), which makes a vector of
+ * window positions a run of the image. */
+static LLVMValueRef window_runs(gemm *g) {
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef sx = LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]), ljc_i64(g->ir, 1), "");
+  LLVMValueRef sy = LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SY], a[LJC_GEMM_IMG_SH]), a[LJC_GEMM_WIN_OW], "");
+  return LLVMBuildAnd(b, sx, sy, "");
+}
+
+/* B an im2col of an image, packed from the image (implicit GEMM): each vector holds one tap's
+ * elements at vw window positions, the image's where the window position is inside it and
+ * zeros elsewhere (padding, and past B's last column); a run of the image read by one masked
+ * load when window_runs, else gathered. Offsets within an image fit in i32 (implicit_cols in
+ * fuse.c). */
 static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  window_pack w = window_pack_of(g, LJC_GEMM_B, bi);
+  w.p = p, w.np = np;
+  LLVMValueRef run = window_runs(g);
+  when(g, run, pack_window_run, &w);
+  when(g, LLVMBuildNot(g->b, run, ""), pack_window_gather, &w);
+}
+
+/* A an im2col (rows are taps, k window positions): its block of rows [m0, m0 + len) and of k,
+ * row after row into g->apack (KC values a row), the window positions of the block's vectors
+ * of k worked out first (into g->apos) and the row's tap carried along. Past the block's last
+ * k, zeros up to the vector's end. */
+typedef struct a_block {
+  window_pack w;
+  LLVMValueRef m0, len;
+} a_block;
+
+static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
-  window_pack w = {.p = p, .bi = bi, .np = np};
-  LLVMValueRef lanes[64];
-  for (int l = 0; l < g->vw; l++) lanes[l] = ljc_const_i(ir->i32, l);
-  w.iota = LLVMConstVector(lanes, (unsigned)g->vw);
-  w.all = LLVMConstAllOnes(LLVMVectorType(ir->i1, (unsigned)g->vw));
-  w.image = at(g, a[LJC_GEMM_B], vmul(g, bi, a[LJC_GEMM_B_SB]));
-  LLVMValueRef run = LLVMBuildAnd(
-      b, LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]), ljc_i64(ir, 1), ""),
-      LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SY], a[LJC_GEMM_IMG_SH]), a[LJC_GEMM_WIN_OW], ""), "");
-  bool t = g->variant == LJC_GEMM_WINDOW_T;
-  when(g, run, t ? pack_window_t_run : pack_window_run, &w);
-  when(g, LLVMBuildNot(b, run, ""), t ? pack_window_t_gather : pack_window_gather, &w);
+  int vw = g->vw;
+  LLVMTypeRef iv = LLVMVectorType(ir->i32, (unsigned)vw);
+  LLVMValueRef nkv = LLVMBuildSDiv(b, add(g, LLVMBuildNSWSub(b, g->k1, g->k0, ""), vw - 1), ljc_i64(ir, vw), "");
+  ljc_loop P, R, V;
+  ljc_loop_begin(ir, &P, ljc_i64(ir, 0), nkv, false, 0, NULL);
+  LLVMValueRef ohs, ows;
+  window_positions(g, &ab->w, vadd(g, g->k0, mul(g, P.iv, vw)), &ohs, &ows);
+  LLVMValueRef at_p = mul(g, P.iv, 2 * vw);
+  LLVMSetAlignment(LLVMBuildStore(b, ohs, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &at_p, 1, "")), (unsigned)ir->vec_bytes);
+  at_p = add(g, at_p, vw);
+  LLVMSetAlignment(LLVMBuildStore(b, ows, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &at_p, 1, "")), (unsigned)ir->vec_bytes);
+  ljc_loop_end(ir, &P, NULL, NULL);
+  LLVMValueRef start[3];
+  tap_of(g, ab->m0, start);
+  ljc_loop_begin(ir, &R, ljc_i64(ir, 0), ab->len, false, 3, start);
+  LLVMValueRef tap[3] = {R.acc[0], R.acc[1], R.acc[2]};
+  LLVMValueRef plane = at(g, ab->w.image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
+  LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
+  LLVMValueRef row = at(g, g->apack, mul(g, R.iv, KC));
+  ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nkv, false, 0, NULL);
+  LLVMValueRef k = vadd(g, g->k0, mul(g, V.iv, vw)), pos[2];
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef off = add(g, mul(g, V.iv, 2 * vw), h * vw);
+    pos[h] = LLVMBuildLoad2(b, iv, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &off, 1, ""), "");
+    LLVMSetAlignment(pos[h], (unsigned)ir->vec_bytes);
+  }
+  LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, lanes_below(g, k, g->k1), run);
+  packed_store(g, v, at(g, row, mul(g, V.iv, vw)));
+  ljc_loop_end(ir, &V, NULL, NULL);
+  next_tap(g, tap);
+  LLVMValueRef last[3];
+  ljc_loop_end(ir, &R, tap, last);
+}
+
+static void pack_a_run(gemm *g, void *ab) { pack_a_rows(g, ab, true); }
+static void pack_a_gather(gemm *g, void *ab) { pack_a_rows(g, ab, false); }
+
+static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
+  a_block ab = {window_pack_of(g, LJC_GEMM_A, bi), m0, len};
+  LLVMValueRef run = window_runs(g);
+  when(g, run, pack_a_run, &ab);
+  when(g, LLVMBuildNot(g->b, run, ""), pack_a_gather, &ab);
 }
 
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  if (g->variant == LJC_GEMM_WINDOW || g->variant == LJC_GEMM_WINDOW_T)
+  if (g->variant == LJC_GEMM_WINDOW)
     pack_window(g, bi, p, np);
   else if (g->variant == LJC_GEMM_ROWS)
     pack_rows(g, bi, p, np);
@@ -504,7 +528,9 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
   /* the accumulators, then the offset of A's column k from each row's k0 (added to, so the
    * loop multiplies nothing) */
   LLVMValueRef arow[MR_MAX], acc[MR_MAX * NV + 1], next[MR_MAX * NV + 1], bvec[NV];
-  for (int r = 0; r < mr; r++) arow[r] = elem(g, LJC_GEMM_A, bi, m[r], g->k0);
+  for (int r = 0; r < mr; r++)
+    arow[r] = g->a_window ? at(g, g->apack, mul(g, LLVMBuildNSWSub(g->b, m[r], g->a_m0, ""), KC))
+                          : elem(g, LJC_GEMM_A, bi, m[r], g->k0);
   for (int i = 0; i < mr * nv; i++) acc[i] = LLVMConstNull(g->vt);
   acc[mr * nv] = ljc_i64(ir, 0);
   ljc_loop K;
@@ -514,7 +540,7 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
                   ? vload(g, at(g, buf, add(g, vmul(g, K.iv, g->arg[LJC_GEMM_B_SK]), (int64_t)j * g->vw)), p->mask[j])
                   : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
   LLVMValueRef koff = K.acc[mr * nv];
-  next[mr * nv] = vadd(g, koff, g->arg[LJC_GEMM_A_SK]);
+  next[mr * nv] = g->a_window ? add(g, koff, 1) : vadd(g, koff, g->arg[LJC_GEMM_A_SK]);
   for (int r = 0; r < mr; r++) {
     LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""), g->vt);
     for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
@@ -572,6 +598,10 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   ljc_loop_begin_step(ir, &mb, ljc_i64(ir, 0), mul(g, nblocks, MC), MC, false, 0, NULL);
   LLVMValueRef blen = ljc_intrinsic2(ir, "smin", ljc_i64(ir, MC), LLVMBuildNSWSub(g->b, rw->len, mb.iv, ""));
   LLVMValueRef m = LLVMBuildNSWAdd(g->b, rw->m0, mb.iv, ""), crow = LLVMBuildNSWAdd(g->b, rw->crow0, mb.iv, "");
+  if (g->a_window) {
+    pack_a(g, rw->bi, m, blen);
+    g->a_m0 = m;
+  }
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
   panel q = *p;
   q.n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, (int64_t)p->nv * g->vw), "");
@@ -620,9 +650,10 @@ static void panels(gemm *g, const rows *rw) {
 /* ---- the routines ------------------------------------------------------------------------- */
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
-  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window", "window_t"};
-  snprintf(name, 32, "lj_gemm_%s_%s", routine / LJC_GEMM_NVARIANTS ? "f64" : "f32",
-           variants[routine % LJC_GEMM_NVARIANTS]);
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window"};
+  int kind = routine / LJC_GEMM_NVARIANTS;
+  snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[routine % LJC_GEMM_NVARIANTS],
+           kind & 2 ? "_a_window" : "");
 }
 
 static LLVMTypeRef routine_type(ljc_ir *ir) {
@@ -656,8 +687,10 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   ljc_add_fn_attr(ir, fn, "noinline");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   load_args(g, LLVMGetParam(fn, 0));
-  if (g->variant != LJC_GEMM_DIRECT) {
-    g->packed = ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw);
+  if (g->variant != LJC_GEMM_DIRECT) g->packed = ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw);
+  if (g->a_window) {
+    g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
+    g->apos = ljc_entry_array(ir, ir->i32, 2 * (int64_t)KC);
   }
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
@@ -690,8 +723,9 @@ static void call_rows(gemm *g, LLVMValueRef fn, LLVMValueRef block, LLVMValueRef
 }
 
 void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
-  lj_dtype dt = routine / LJC_GEMM_NVARIANTS ? LJ_F64 : LJ_F32;
-  gemm g = {.ir = ir, .b = ir->b, .variant = routine % LJC_GEMM_NVARIANTS};
+  int kind = routine / LJC_GEMM_NVARIANTS;
+  lj_dtype dt = kind & 1 ? LJ_F64 : LJ_F32;
+  gemm g = {.ir = ir, .b = ir->b, .variant = routine % LJC_GEMM_NVARIANTS, .a_window = kind & 2};
   g.t = ljc_compute_type(ir, dt);
   g.esize = dt == LJ_F64 ? 8 : 4;
   g.vw = ir->vec_bytes / (int)g.esize;
@@ -749,11 +783,12 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  int variant = k->mm_bcols   ? (k->mm_bcols == 2 ? LJC_GEMM_WINDOW_T : LJC_GEMM_WINDOW)
-                : bs[2] == 1 ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
-                : bs[1] == 1 ? LJC_GEMM_COLS
-                             : LJC_GEMM_ELEMENTS;
-  return (k->mm_dtype == LJ_F64) * LJC_GEMM_NVARIANTS + variant;
+  int variant = k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
+                : bs[2] == 1              ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
+                : bs[1] == 1              ? LJC_GEMM_COLS
+                                          : LJC_GEMM_ELEMENTS;
+  int kind = (k->mm_dtype == LJ_F64) + 2 * (k->mm_cols == LJG_MM_COLS_A);
+  return kind * LJC_GEMM_NVARIANTS + variant;
 }
 
 /* The address of a 3-d operand view's element (0, 0, 0) at field first and its strides at
@@ -786,11 +821,11 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   arg[LJC_GEMM_SUM] = ljc_i64(ir, k->mm_sum);
   arg[LJC_GEMM_BEGIN] = begin;
   arg[LJC_GEMM_END] = end;
-  const int64_t *img = k->views[eb->view].v[0].stride; /* the image's, with mm_bcols */
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
-  if (k->mm_bcols) {
-    int64_t w[] = {img[1], img[2], img[3], k->mm_bimg[2], k->mm_bimg[3], k->mm_bwin[0], k->mm_bwin[1], k->mm_bwin[2],
-                   k->mm_bwin[3], k->mm_bwin[4], k->mm_bwin[5], k->mm_bwin[6], k->mm_bwin[7], k->mm_bow};
+  if (k->mm_cols) {
+    const int64_t *img = k->views[(k->mm_cols == LJG_MM_COLS_A ? ea : eb)->view].v[0].stride;
+    int64_t w[] = {img[1], img[2],       img[3],       k->mm_img[2], k->mm_img[3], k->mm_win[0], k->mm_win[1],
+                   k->mm_win[2], k->mm_win[3], k->mm_win[4], k->mm_win[5], k->mm_win[6], k->mm_win[7], k->mm_ow};
     _Static_assert(sizeof w == sizeof win, "the window's argument fields");
     memcpy(win, w, sizeof w);
   }

@@ -149,14 +149,16 @@ int ljc_expr_check(const ljg_kernel *k, int e);
 void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
 
 /* gemm.c: the matmul routines, each compiled once per session into a module of its own:
- * void lj_gemm_<f32|f64>_<variant>(i64 *args), where args is the argument block below (the
+ * void lj_gemm_<f32|f64>_<variant>[_a_window](i64 *args), where args is the argument block below (the
  * pointer fields stored as pointers). A and B: the address of element (0, 0, 0) and the
  * strides of the batch, row and column dims; C contiguous [B, M, N] (one [M, N] matrix with
  * SUM) with C_ORIGIN subtracted from every element offset (a LOCAL slot's block); the rows
- * [BEGIN, END) of C are computed, summed over the BATCH matrices with SUM. With the WINDOW
- * variant, B is the address of an image's element (0, 0, 0, 0) with B_SB its batch stride
- * and IMG_* its other strides and sizes, and B's element (b, k, n) that of the im2col with
- * window WIN_* (kh, kw, stride, pad, dilation; OW windows a row), B_SK and B_SN unused. */
+ * [BEGIN, END) of C are computed, summed over the BATCH matrices with SUM. When an operand is
+ * an im2col packed from its image (B with the WINDOW variant, A in an A-window routine), its
+ * address is the image's element (0, 0, 0, 0), its batch stride the image's, and the IMG_*
+ * fields the image's other strides and sizes; its element (b, k, n) of B or (b, m, k) of A is
+ * the im2col's with window WIN_* (kh, kw, stride, pad, dilation; OW windows a row), and its
+ * other strides are unused. */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
@@ -168,13 +170,11 @@ enum {
 };
 /* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
  * k, element by element, where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K rows),
- * or packed from the image of an im2col or of its transpose (ljg_kernel.mm_bcols). A routine is numbered
- * dtype · LJC_GEMM_NVARIANTS + variant (dtype 0: f32, 1: f64). */
-enum {
-  LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINDOW_T,
-  LJC_GEMM_NVARIANTS
-};
-enum { LJC_GEMM_NROUTINES = 2 * LJC_GEMM_NVARIANTS };
+ * or packed from the image of an im2col (ljg_kernel.mm_cols). A routine is numbered
+ * kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2 when A is an im2col
+ * packed from its image, a block of rows at a time. */
+enum { LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_NVARIANTS };
+enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
 /* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);
 void ljc_gemm_routine_name(int r, char name[32]);

@@ -38,8 +38,8 @@ typedef struct fuser {
   int32_t *eff;    /* uses of each node, counting through views */
   int32_t *pslot;  /* parameter slot of DATA/SCALAR nodes */
   int32_t *oslot;  /* slot a realized node's kernel writes */
-  int32_t *bcols;  /* for a matmul: the im2col node it reads as B implicitly (implicit_cols), or -1 */
-  bool *bcols_t;   /* ... through a transpose */
+  int32_t *cols;   /* for a matmul: the im2col node it reads implicitly (implicit_cols), or -1 */
+  uint8_t *cols_op; /* ... as that operand (ljg_mm_cols) */
   LJB_VEC(ljg_slot) slots;
   LJB_VEC(ljg_kernel) kernels;
   /* the kernel being built */
@@ -204,17 +204,19 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
   return ljg_chain_view(g, top, src, &v) ? v.n : LJG_MAX_VIEWS + 1;
 }
 
-/* The im2col node whose windows matmul i reads as B when the matmul routines can pack B's
- * panels straight from its image (implicit GEMM): a float matmul whose B is a whole im2col or
- * its transpose (ljg_cols_operand; *transposed says which), with offsets within the image's
- * buffer that fit in 32 bits; else -1. */
-static int32_t implicit_cols(const ljg_graph *g, int32_t i, bool *transposed) {
+/* The im2col node that matmul i reads as its operand *op (LJG_MM_COLS_B, else _A) when the
+ * matmul routines can pack that operand straight from the im2col's image (implicit GEMM): a
+ * float matmul with an operand that is a whole im2col (ljg_cols_operand), B first, with
+ * offsets within the image's buffer that fit in 32 bits; else -1. */
+static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
   const ljg_gnode *n = &g->nodes[i];
   if ((n->op != LJG_OP_MATMUL && n->op != LJG_OP_MATMUL_SUM) || (n->dtype != LJ_F32 && n->dtype != LJ_F64) ||
-      ljg_gnumel(n) == 0)
+      ljg_gnumel(n) == 0 || g->nodes[ljg_in(g, n)[0]].shape[2] == 0)
     return -1;
-  int32_t cols = ljg_cols_operand(g, ljg_in(g, n)[1], transposed);
-  if (cols < 0 || g->nodes[ljg_in(g, n)[0]].shape[2] == 0) return -1;
+  *op = LJG_MM_COLS_B;
+  int32_t cols = ljg_cols_operand(g, ljg_in(g, n)[1], false);
+  if (cols < 0) *op = LJG_MM_COLS_A, cols = ljg_cols_operand(g, ljg_in(g, n)[0], false);
+  if (cols < 0) return -1;
   int32_t img = ljg_strip_views(g, ljg_in(g, &g->nodes[cols])[0]);
   return ljg_gnumel(&g->nodes[img]) <= INT32_MAX / 4 ? cols : -1;
 }
@@ -250,15 +252,15 @@ static void decide(fuser *f) {
   bool fusing = !(f->opt && f->opt->disable_fusion);
   int32_t *implicit_uses = ljb_xcalloc((size_t)g->n, sizeof *implicit_uses);
   for (int i = 0; i < g->n; i++) {
-    f->bcols[i] = fusing ? implicit_cols(g, i, &f->bcols_t[i]) : -1;
-    if (f->bcols[i] >= 0) implicit_uses[f->bcols[i]]++;
+    f->cols[i] = fusing ? implicit_cols(g, i, &f->cols_op[i]) : -1;
+    if (f->cols[i] >= 0) implicit_uses[f->cols[i]]++;
   }
   for (int i = 0; i < g->n; i++) {
-    int32_t c = f->bcols[i];
+    int32_t c = f->cols[i];
     if (c < 0 || f->is_root[c] || f->eff[c] == implicit_uses[c]) continue;
     /* stored for other readers anyway: a convolution's short K reads it in place, which
      * costs less than packing from the image */
-    if (!f->bcols_t[i] && g->nodes[c].shape[1] <= LJG_MATMUL_DIRECT_K) f->bcols[i] = -1, implicit_uses[c]--;
+    if (f->cols_op[i] == LJG_MM_COLS_B && g->nodes[c].shape[1] <= LJG_MATMUL_DIRECT_K) f->cols[i] = -1, implicit_uses[c]--;
   }
   for (int i = 0; i < g->n; i++)
     if (implicit_uses[i] && !f->is_root[i] && f->eff[i] == implicit_uses[i]) f->realized[i] = false;
@@ -266,9 +268,9 @@ static void decide(fuser *f) {
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
-    int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? (f->bcols[i] >= 0 ? 1 : 2)
-               : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
+    int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
     for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
+      if (ljg_ops[n->op].kind == LJG_MATMUL && f->cols[i] >= 0 && k == f->cols_op[i] - LJG_MM_COLS_A) continue;
       int32_t src = ljg_strip_views(g, in[k]);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
       if (chain_levels(g, in[k], src) > 1) f->realized[in[k]] = true;
@@ -523,19 +525,18 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
   }
   case LJG_MATMUL: {
     k->kind = LJG_K_MATMUL;
-    k->mm_a = build(f, in[0], 0, false);
-    int32_t cols = f->bcols[i];
-    if (cols >= 0) {
+    int32_t cols = f->cols[i], operand[2] = {in[0], in[1]};
+    if (cols >= 0) { /* the operand's load reads the image */
       const ljg_gnode *c = &g->nodes[cols];
       int32_t img = ljg_in(g, c)[0];
-      k->mm_bm = build(f, img, 0, false);
-      k->mm_bcols = f->bcols_t[i] ? 2 : 1;
-      memcpy(k->mm_bwin, c->attr.a, sizeof k->mm_bwin);
-      memcpy(k->mm_bimg, g->nodes[img].shape, sizeof k->mm_bimg);
-      ljg_window_out(c->attr.a, k->mm_bimg[2], k->mm_bimg[3], &k->mm_boh, &k->mm_bow);
-    } else {
-      k->mm_bm = build(f, in[1], 0, false);
+      k->mm_cols = f->cols_op[i];
+      operand[k->mm_cols - LJG_MM_COLS_A] = img;
+      memcpy(k->mm_win, c->attr.a, sizeof k->mm_win);
+      memcpy(k->mm_img, g->nodes[img].shape, sizeof k->mm_img);
+      ljg_window_out(c->attr.a, k->mm_img[2], k->mm_img[3], &k->mm_oh, &k->mm_ow);
     }
+    k->mm_a = build(f, operand[0], 0, false);
+    k->mm_bm = build(f, operand[1], 0, false);
     k->mm_b = g->nodes[in[0]].shape[0];
     k->mm_m = n->shape[1];
     k->mm_n = n->shape[2];
@@ -611,8 +612,8 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   f.root_src = ljb_xalloc(n * sizeof *f.root_src);
   f.pslot = ljb_xalloc(n * sizeof *f.pslot);
   f.oslot = ljb_xalloc(n * sizeof *f.oslot);
-  f.bcols = ljb_xalloc(n * sizeof *f.bcols);
-  f.bcols_t = ljb_xcalloc(n, sizeof *f.bcols_t);
+  f.cols = ljb_xalloc(n * sizeof *f.cols);
+  f.cols_op = ljb_xcalloc(n, sizeof *f.cols_op);
   memset(f.pslot, 0xff, n * sizeof *f.pslot);
   memset(f.oslot, 0xff, n * sizeof *f.oslot);
   decide(&f);
@@ -642,8 +643,8 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   free(f.root_src);
   free(f.pslot);
   free(f.oslot);
-  free(f.bcols);
-  free(f.bcols_t);
+  free(f.cols);
+  free(f.cols_op);
   ljb_vec_free(&f.slots);
   ljb_vec_free(&f.kernels);
   ljb_vec_free(&f.exprs);
@@ -740,9 +741,10 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
                      k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
       ljb_str_puts(&b, "\n");
-      if (k->mm_bcols) {
-        ljb_str_printf(&b, "  B: im2col%s of e%d, ", k->mm_bcols == 2 ? " transposed" : "", k->mm_bm);
-        print_window_attr(&b, k->mm_bwin);
+      if (k->mm_cols) {
+        bool a = k->mm_cols == LJG_MM_COLS_A;
+        ljb_str_printf(&b, "  %s: im2col of e%d, ", a ? "A" : "B", a ? k->mm_a : k->mm_bm);
+        print_window_attr(&b, k->mm_win);
         ljb_str_puts(&b, ", packed from the image\n");
       }
     }

@@ -337,9 +337,10 @@ int32_t ljg_strip_views(const ljg_graph *g, int32_t i);
  * false when the chain is too long or needs more than LJG_MAX_VIEWS levels. */
 bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v);
 /* The im2col node (zero fill, [N, C·KH·KW, OH·OW]) that matmul operand x is, seen whole
- * through reshapes (*transposed false: a convolution's B) or through a transpose of its last
- * two dims (true: the B of its weight gradient, dY · colsᵀ); -1 when it is neither. */
-int32_t ljg_cols_operand(const ljg_graph *g, int32_t x, bool *transposed);
+ * through reshapes (a convolution's B; the A of its weight gradient turned, Σ cols·dYᵀ) or,
+ * when transposed, through a transpose of its last two dims (that gradient's B before it is
+ * turned, dY·colsᵀ); -1 when it is not. */
+int32_t ljg_cols_operand(const ljg_graph *g, int32_t x, bool transposed);
 /* Offset of index idx under v (host-side evaluation, for tests and the interpreter). */
 int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx);
 
@@ -400,6 +401,9 @@ enum { LJG_MATMUL_DIRECT_K = 16 };
  * product leaves unused in its last tile. */
 enum { LJG_MATMUL_TILE_ROWS = 6 };
 
+/* Which operand of a matmul kernel is an im2col packed from its image (implicit GEMM). */
+typedef enum ljg_mm_cols { LJG_MM_COLS_NONE, LJG_MM_COLS_A, LJG_MM_COLS_B } ljg_mm_cols;
+
 /* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
  * first nest dim that is not reduced (the task dim) across threads; MATMUL kernels compute
  * C[b,m,:] = A[b,m,:] · B[b,:,:] for one (b, m) row per task; WINDOW kernels run im2col or
@@ -429,14 +433,13 @@ typedef struct ljg_kernel {
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
                            (its tasks are image planes, each the sum of that many rows) */
-  /* Implicit GEMM: B is the im2col of the image [N, C, H, W] that mm_bm loads (mm_bcols 1) or
-   * its transpose (2), with window mm_bwin (kh, kw, sh, sw, ph, pw, dh, dw; fill 0) and
-   * OH × OW windows: the matmul routine packs B's panels from the image (mm_bcols 0: B is
-   * read as it lies). */
-  uint8_t mm_bcols;
-  int64_t mm_bwin[8];
-  int64_t mm_bimg[4];
-  int64_t mm_boh, mm_bow;
+  /* Implicit GEMM: operand A or B (mm_cols) is the im2col of the image [N, C, H, W] that
+   * its LOAD (mm_a or mm_bm) reads, with window mm_win (kh, kw, sh, sw, ph, pw, dh, dw; fill
+   * 0) and OH × OW windows: the matmul routine packs it from the image. */
+  uint8_t mm_cols; /* ljg_mm_cols */
+  int64_t mm_win[8];
+  int64_t mm_img[4];
+  int64_t mm_oh, mm_ow;
   /* The window: im2col or col2im of the LOAD win_src into win_out_slot, an (n, c) image
    * plane a task. A WINDOW kernel's own op; a row-fused MATMUL kernel's when the pooling of
    * its rows (an im2col of what its nests wrote) joined it. */

@@ -14,13 +14,16 @@
  *    product 9 columns wide fills 9 of 16 lanes, turned 9 of 12 rows) plus packing B, the
  *    swapped product's counted twice (whichever way its small result is then read: a rule
  *    that also looked at that could turn it back and forth). A B that is the transpose of an
- *    im2col stays: the matmul routine packs its panels from the image, and the columns are
- *    never stored (fuse.c).
+ *    im2col is always turned: as A, the matmul routine packs it from the image (fuse.c), and
+ *    the im2col is never stored.
  *
  * The matmul kernels (codegen_llvm/gemm.c) copy B into panels that serve every row sharing
  * them: the M rows of its matrix, or all rows of the batch when B is the same for each (a
  * weight expanded over it). Packing thus costs about (the packer's cost per element) / (rows
- * sharing B) per multiply-add, nothing when B is read in place. A product that is turned
+ * sharing B) per multiply-add, nothing when B is read in place. A convolution's weight
+ * gradient, dY·colsᵀ per image, has M = output channels and a B of positions × taps that must
+ * be transposed while packed; swapped, the rows are the taps and the packed operand is dY,
+ * several times smaller. The product
  * comes out transposed, [1, N, M]; its readers see it through a permute, which fusion folds
  * into their loads. Only batch sums are turned for
  * packing: their one matrix is small next to the products summed into it, so reading it
@@ -66,10 +69,9 @@ static double tile_cost(int64_t m, int64_t n, lj_dtype dt) {
 
 static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t *in) {
   if (n->dtype != LJ_F32 && n->dtype != LJ_F64) return false;
+  if (ljg_cols_operand(g, in[1], true) >= 0) return true; /* A, packed from the image */
   int64_t batch = g->nodes[in[0]].shape[0], m = n->shape[1], nn = n->shape[2], k = g->nodes[in[0]].shape[2];
   if (ljg_gnumel(n) == 0 || k == 0) return false;
-  bool transposed;
-  if (ljg_cols_operand(g, in[1], &transposed) >= 0 && transposed) return false; /* packed from the image */
   ljg_view1 a, b;
   if (!operand_view(g, in[0], &a) || !operand_view(g, in[1], &b)) return false;
   ljg_view1 at = a; /* Aᵀ, the B of the swapped product */

@@ -174,11 +174,11 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_dtype);
   F(x, k->mm_sum);
   F(x, k->mm_task_rows);
-  F(x, k->mm_bcols);
-  F(x, k->mm_bwin);
-  F(x, k->mm_bimg);
-  F(x, k->mm_boh);
-  F(x, k->mm_bow);
+  F(x, k->mm_cols);
+  F(x, k->mm_win);
+  F(x, k->mm_img);
+  F(x, k->mm_oh);
+  F(x, k->mm_ow);
   F(x, k->win_op);
   F(x, k->win_at);
   F(x, k->win_src);

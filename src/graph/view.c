@@ -155,18 +155,16 @@ int64_t ljg_view_offset(const ljg_view *v, const int64_t *idx) {
   return off;
 }
 
-int32_t ljg_cols_operand(const ljg_graph *g, int32_t x, bool *transposed) {
+int32_t ljg_cols_operand(const ljg_graph *g, int32_t x, bool transposed) {
   int32_t src = ljg_strip_views(g, x);
   const ljg_gnode *cols = &g->nodes[src];
   if (cols->op != LJG_OP_IM2COL || cols->attr.f != 0 || cols->ndim != 3) return -1;
   ljg_view v, whole;
   ljg_view_contiguous(&whole, 3, cols->shape);
   if (!ljg_chain_view(g, x, src, &v) || v.n != 1 || v.v[0].ndim != 3 || v.v[0].offset != 0) return -1;
-  const ljg_view1 *t = &v.v[0], *w = &whole.v[0];
-  *transposed = t->shape[1] != cols->shape[1] || t->stride[1] != w->stride[1];
   for (int d = 0; d < 3; d++) {
-    int from = *transposed && d ? 3 - d : d; /* the im2col's dim that dim d of x is */
-    if (t->shape[d] != cols->shape[from] || t->stride[d] != w->stride[from]) return -1;
+    int from = transposed && d ? 3 - d : d; /* the im2col's dim that x's dim d is */
+    if (v.v[0].shape[d] != cols->shape[from] || v.v[0].stride[d] != whole.v[0].stride[from]) return -1;
   }
   return src;
 }
