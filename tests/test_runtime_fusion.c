@@ -508,14 +508,15 @@ END_TEST
  * im2col) from the image too, a block of rows at a time, so no im2col is stored. Values of
  * the output and the weight gradient against the interpreter, f32 and f64: one or eight
  * channels (a K of 9 or 72 for the convolution, as many rows for the gradient: less than a
- * tile, and 72 in a block of 64 and one of 8), 420 window positions (K in two blocks),
- * stride 2 (gathered) and dilation 2 (runs). */
+ * tile, and whole tiles), 12 channels (108 rows: two blocks of rows), 420 window positions (K
+ * in two blocks), stride 2 (gathered) and dilation 2 (runs). */
 START_TEST(test_conv_implicit_gemm_training) {
   static const struct {
     int64_t c, h, w;
     int s, p, d;
-  } cases[] = {{1, 9, 10, 1, 1, 1}, {8, 9, 10, 1, 1, 1}, {3, 20, 21, 1, 1, 1}, {4, 9, 11, 2, 1, 1}, {3, 8, 8, 1, 2, 2}};
-  for (int i = 0; i < 10; i++) {
+  } cases[] = {{1, 9, 10, 1, 1, 1}, {8, 9, 10, 1, 1, 1},  {12, 7, 9, 1, 1, 1},
+               {3, 20, 21, 1, 1, 1}, {4, 9, 11, 2, 1, 1}, {3, 8, 8, 1, 2, 2}};
+  for (int i = 0; i < 12; i++) {
     int64_t c = cases[i / 2].c;
     lj_dtype dt = i & 1 ? LJ_F64 : LJ_F32;
     lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, c, cases[i / 2].h, cases[i / 2].w), TU_ANY, 130 + i);
