@@ -504,6 +504,32 @@ START_TEST(test_conv_implicit_gemm) {
 }
 END_TEST
 
+/* An im2col that something else reads too is stored, and the convolution still packs from
+ * the image: a 3x3 convolution and a 3x3 average pooling (stride 1, padding 1) of one image
+ * share their im2col node. */
+START_TEST(test_conv_implicit_gemm_shared_cols) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 6, 7), TU_ANY, 120);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 3, 3), TU_ANY, 121);
+  static const int k3[2] = {3, 3}, s1[2] = {1, 1}, p1[2] = {1, 1};
+  lj_scope_begin();
+  lj_tensor *out[2] = {lj_conv2d(x, w, NULL, NULL, p1, NULL, 1), lj_avg_pool2d(x, k3, s1, p1)};
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(2, out, &opt);
+  int windows = 0, implicit = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    windows += p->kernels[k].kind == LJG_K_WINDOW || p->kernels[k].win_op == LJG_OP_IM2COL;
+    implicit += p->kernels[k].kind == LJG_K_MATMUL && p->kernels[k].mm_cols == LJG_MM_COLS_B;
+  }
+  ck_assert_int_eq(windows, 1);
+  ck_assert_int_eq(implicit, 1);
+  free_program(p, opt);
+  tu_check_interp_tol(2, out, 1e-5, 1e-5);
+  lj_scope_end();
+  lj_tensor_release(x);
+  lj_tensor_release(w);
+}
+END_TEST
+
 /* In training the weight gradient, one matmul_sum turned to Σ cols·dYᵀ, packs its A (the
  * im2col) from the image too, a block of rows at a time, so no im2col is stored. Values of
  * the output and the weight gradient against the interpreter, f32 and f64: one or eight
@@ -685,6 +711,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_conv_implicit_gemm);
+  tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);
   tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);

@@ -255,13 +255,6 @@ static void decide(fuser *f) {
     f->cols[i] = fusing ? implicit_cols(g, i, &f->cols_op[i]) : -1;
     if (f->cols[i] >= 0) implicit_uses[f->cols[i]]++;
   }
-  for (int i = 0; i < g->n; i++) {
-    int32_t c = f->cols[i];
-    if (c < 0 || f->is_root[c] || f->eff[c] == implicit_uses[c]) continue;
-    /* stored for other readers anyway: a convolution's short K reads it in place, which
-     * costs less than packing from the image */
-    if (f->cols_op[i] == LJG_MM_COLS_B && g->nodes[c].shape[1] <= LJG_MATMUL_DIRECT_K) f->cols[i] = -1, implicit_uses[c]--;
-  }
   for (int i = 0; i < g->n; i++)
     if (implicit_uses[i] && !f->is_root[i] && f->eff[i] == implicit_uses[i]) f->realized[i] = false;
   free(implicit_uses);
