@@ -268,7 +268,8 @@ static LLVMValueRef splat32(gemm *g, LLVMValueRef x64) {
   return splat(g, LLVMBuildTrunc(g->b, x64, g->ir->i32, ""), iv);
 }
 
-/* The state of packing B from an image (pack_window). */
+/* Packing an operand from its image: the matrix's image, the lanes' indices, all lanes, and
+ * for B the panels packed (pack_window, pack_a). */
 typedef struct window_pack {
   const panel *p;
   LLVMValueRef image, bi, np, iota, all;
@@ -427,15 +428,16 @@ static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n
   when(g, LLVMBuildNot(g->b, run, ""), pack_window_gather, &w);
 }
 
-/* A an im2col (rows are taps, k window positions): its block of rows [m0, m0 + len) and of k,
- * row after row into g->apack (KC values a row), the window positions of the block's vectors
- * of k worked out first (into g->apos) and the row's tap carried along. Past the block's last
- * k, zeros up to the vector's end. */
+/* A's block of rows [m0, m0 + len) of one matrix (pack_a). */
 typedef struct a_block {
   window_pack w;
   LLVMValueRef m0, len;
 } a_block;
 
+/* A an im2col (rows are taps, k window positions): the block of rows and of k, row after row
+ * into g->apack (KC values a row), the window positions of the block's vectors of k worked
+ * out first (into g->apos) and the row's tap carried along; past the block's last k, zeros up
+ * to the vector's end. */
 static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -477,6 +479,8 @@ static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
 static void pack_a_run(gemm *g, void *ab) { pack_a_rows(g, ab, true); }
 static void pack_a_gather(gemm *g, void *ab) { pack_a_rows(g, ab, false); }
 
+/* A an im2col of an image, its rows [m0, m0 + len) of matrix bi packed from the image into
+ * g->apack (implicit GEMM, as pack_window for B). */
 static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
   a_block ab = {window_pack_of(g, LJC_GEMM_A, bi), m0, len};
   LLVMValueRef run = window_runs(g);
@@ -824,8 +828,9 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
   if (k->mm_cols) {
     const int64_t *img = k->views[(k->mm_cols == LJG_MM_COLS_A ? ea : eb)->view].v[0].stride;
-    int64_t w[] = {img[1], img[2],       img[3],       k->mm_img[2], k->mm_img[3], k->mm_win[0], k->mm_win[1],
-                   k->mm_win[2], k->mm_win[3], k->mm_win[4], k->mm_win[5], k->mm_win[6], k->mm_win[7], k->mm_ow};
+    int64_t w[] = {img[1],       img[2],       img[3],       k->mm_img[2], k->mm_img[3],
+                   k->mm_win[0], k->mm_win[1], k->mm_win[2], k->mm_win[3], k->mm_win[4],
+                   k->mm_win[5], k->mm_win[6], k->mm_win[7], k->mm_ow};
     _Static_assert(sizeof w == sizeof win, "the window's argument fields");
     memcpy(win, w, sizeof w);
   }

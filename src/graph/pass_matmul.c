@@ -23,9 +23,8 @@
  * sharing B) per multiply-add, nothing when B is read in place. A convolution's weight
  * gradient, dY·colsᵀ per image, has M = output channels and a B of positions × taps that must
  * be transposed while packed; swapped, the rows are the taps and the packed operand is dY,
- * several times smaller. The product
- * comes out transposed, [1, N, M]; its readers see it through a permute, which fusion folds
- * into their loads. Only batch sums are turned for
+ * several times smaller. The product comes out transposed, [1, N, M]; its readers see it
+ * through a permute, which fusion folds into their loads. Only batch sums are turned for
  * packing: their one matrix is small next to the products summed into it, so reading it
  * transposed costs little, while a per-matrix product read transposed by elementwise ops
  * would lose its epilogue (fuse_rows.c) and vector loads. */
