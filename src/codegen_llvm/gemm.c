@@ -5,8 +5,9 @@
  * matmul kernel calls one (ljc_emit_gemm): a kernel holds only its argument block and its
  * fused nests, so the code generator does not go through the micro-kernel and the packers
  * again for every matmul of every graph (they were most of a matmul kernel's compile time).
- * One routine per dtype and way of reading B (ljc_gemm_variant), chosen from B's strides
- * when the kernel is lowered.
+ * One routine per dtype, way of reading B (ljc_gemm_variant), chosen from B's strides when
+ * the kernel is lowered, and way of reading A: where it is, or, for an A that is an im2col,
+ * packed from its image (implicit GEMM, as B can be; ljg_kernel.mm_cols).
  *
  * Loop order, for one matrix's run of rows of the task range [begin, end) (rows b·M + m):
  * blocks of at most KC values of k, as equal as whole vectors allow; blocks of NP panels of
@@ -21,7 +22,9 @@
  * run), contiguous along k (vw × vw transposes in registers, e.g. a transposed weight), any
  * other layout (element by element, as is the narrower last panel of a B contiguous along k).
  * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows is read where it is: its panel
- * already sits in L1 and packing would cost more than it saves.
+ * already sits in L1 and packing would cost more than it saves. A B that is an im2col is
+ * packed from the image (pack_window); an A that is one, a block of MC rows at a time into
+ * a buffer of KC values a row, from which the tiles broadcast (pack_a).
  *
  * The micro-kernel: an mr × NV-vector tile of C lives in registers; for each k, the NV vectors
  * of the panel's row are loaded once and multiplied by mr broadcast elements of A's column k.
