@@ -504,6 +504,31 @@ START_TEST(test_conv_implicit_gemm) {
 }
 END_TEST
 
+/* A window whose padded image is too tall for the packers' i32 lane arithmetic is stored as
+ * an im2col and read as it lies (the program is only built: its output would be 14 GB). */
+START_TEST(test_conv_implicit_gemm_limits) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(1, 1, 1, 1), TU_ANY, 122);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(1, 1, 3, 1), TU_ANY, 123);
+  static const int pad[2] = {600000000, 0};
+  lj_scope_begin();
+  lj_tensor *y = lj_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+  ck_assert_ptr_nonnull(y);
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  int windows = 0, implicit = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    windows += p->kernels[k].kind == LJG_K_WINDOW;
+    implicit += p->kernels[k].kind == LJG_K_MATMUL && p->kernels[k].mm_cols != LJG_MM_COLS_NONE;
+  }
+  ck_assert_int_eq(windows, 1);
+  ck_assert_int_eq(implicit, 0);
+  free_program(p, opt);
+  lj_scope_end();
+  lj_tensor_release(x);
+  lj_tensor_release(w);
+}
+END_TEST
+
 /* An im2col that something else reads too is stored, and the convolution still packs from
  * the image: a 3x3 convolution and a 3x3 average pooling (stride 1, padding 1) of one image
  * share their im2col node. */
@@ -711,6 +736,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_conv_implicit_gemm);
+  tcase_add_test(tc, test_conv_implicit_gemm_limits);
   tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);
   tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_input_gradient_fusion);

@@ -206,8 +206,9 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
 
 /* The im2col node that matmul i reads as its operand *op (LJG_MM_COLS_B, else _A) when the
  * matmul routines can pack that operand straight from the im2col's image (implicit GEMM): a
- * float matmul with an operand that is a whole im2col (ljg_cols_operand), B first, with
- * offsets within the image's buffer that fit in 32 bits; else -1. */
+ * float matmul with an operand that is a whole im2col (ljg_cols_operand), B first, whose
+ * offsets within the image's buffer, padded rows and columns and window positions fit in 32
+ * bits with room to spare (the packers' lane arithmetic is i32); else -1. */
 static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
   const ljg_gnode *n = &g->nodes[i];
   if ((n->op != LJG_OP_MATMUL && n->op != LJG_OP_MATMUL_SUM) || (n->dtype != LJ_F32 && n->dtype != LJ_F64) ||
@@ -217,8 +218,11 @@ static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
   int32_t cols = ljg_cols_operand(g, ljg_in(g, n)[1], false);
   if (cols < 0) *op = LJG_MM_COLS_A, cols = ljg_cols_operand(g, ljg_in(g, n)[0], false);
   if (cols < 0) return -1;
-  int32_t img = ljg_strip_views(g, ljg_in(g, &g->nodes[cols])[0]);
-  return ljg_gnumel(&g->nodes[img]) <= INT32_MAX / 4 ? cols : -1;
+  const ljg_gnode *c = &g->nodes[cols], *img = &g->nodes[ljg_in(g, c)[0]];
+  const int64_t *a = c->attr.a, small = INT32_MAX / 4;
+  bool fits = ljg_gnumel(&g->nodes[ljg_strip_views(g, ljg_in(g, c)[0])]) <= small && c->shape[2] <= small &&
+              img->shape[2] + 2 * a[4] <= small && img->shape[3] + 2 * a[5] <= small;
+  return fits ? cols : -1;
 }
 
 static void decide(fuser *f) {
