@@ -179,6 +179,16 @@ static void free_program(ljg_program *p, ljg_graph *opt) {
   free(opt);
 }
 
+/* What p's kernels compute: im2cols (a window kernel's own, or one joined to another kernel)
+ * and matmuls by the operand they pack from an image (ljg_mm_cols). */
+static void conv_kernels(const ljg_program *p, int *im2cols, int matmuls[3]) {
+  *im2cols = matmuls[0] = matmuls[1] = matmuls[2] = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    *im2cols += p->kernels[k].win_op == LJG_OP_IM2COL;
+    if (p->kernels[k].kind == LJG_K_MATMUL) matmuls[p->kernels[k].mm_cols]++;
+  }
+}
+
 static int local_slots(const ljg_program *p) {
   int n = 0;
   for (int s = 0; s < p->nslots; s++) n += p->slots[s].kind == LJG_SLOT_LOCAL;
@@ -515,13 +525,10 @@ START_TEST(test_conv_implicit_gemm_limits) {
   ck_assert_ptr_nonnull(y);
   ljg_graph *opt;
   ljg_program *p = program_of(y, &opt);
-  int windows = 0, implicit = 0;
-  for (int k = 0; k < p->nkernels; k++) {
-    windows += p->kernels[k].kind == LJG_K_WINDOW;
-    implicit += p->kernels[k].kind == LJG_K_MATMUL && p->kernels[k].mm_cols != LJG_MM_COLS_NONE;
-  }
-  ck_assert_int_eq(windows, 1);
-  ck_assert_int_eq(implicit, 0);
+  int im2cols, matmuls[3];
+  conv_kernels(p, &im2cols, matmuls);
+  ck_assert_int_eq(im2cols, 1);
+  ck_assert_int_eq(matmuls[LJG_MM_COLS_NONE], 1);
   free_program(p, opt);
   lj_scope_end();
   lj_tensor_release(x);
@@ -540,13 +547,10 @@ START_TEST(test_conv_implicit_gemm_shared_cols) {
   lj_tensor *out[2] = {lj_conv2d(x, w, NULL, NULL, p1, NULL, 1), lj_avg_pool2d(x, k3, s1, p1)};
   ljg_graph *opt;
   ljg_program *p = program_of_n(2, out, &opt);
-  int windows = 0, implicit = 0;
-  for (int k = 0; k < p->nkernels; k++) {
-    windows += p->kernels[k].kind == LJG_K_WINDOW || p->kernels[k].win_op == LJG_OP_IM2COL;
-    implicit += p->kernels[k].kind == LJG_K_MATMUL && p->kernels[k].mm_cols == LJG_MM_COLS_B;
-  }
-  ck_assert_int_eq(windows, 1);
-  ck_assert_int_eq(implicit, 1);
+  int im2cols, matmuls[3];
+  conv_kernels(p, &im2cols, matmuls);
+  ck_assert_int_eq(im2cols, 1);
+  ck_assert_int_eq(matmuls[LJG_MM_COLS_B], 1);
   free_program(p, opt);
   tu_check_interp_tol(2, out, 1e-5, 1e-5);
   lj_scope_end();
@@ -582,16 +586,12 @@ START_TEST(test_conv_implicit_gemm_training) {
     lj_tensor *out[2] = {y, lj_tensor_grad(w)};
     ljg_graph *opt;
     ljg_program *p = program_of_n(2, out, &opt);
-    int windows = 0, cols[3] = {0}, matmuls = 0;
-    for (int k = 0; k < p->nkernels; k++) {
-      windows += p->kernels[k].kind == LJG_K_WINDOW && p->kernels[k].win_op == LJG_OP_IM2COL;
-      matmuls += p->kernels[k].kind == LJG_K_MATMUL;
-      if (p->kernels[k].kind == LJG_K_MATMUL) cols[p->kernels[k].mm_cols]++;
-    }
-    ck_assert_int_eq(windows, 0);
-    ck_assert_int_eq(matmuls, 2);
-    ck_assert_int_eq(cols[LJG_MM_COLS_A], 1);
-    ck_assert_int_eq(cols[LJG_MM_COLS_B], 1);
+    int im2cols, matmuls[3];
+    conv_kernels(p, &im2cols, matmuls);
+    ck_assert_int_eq(im2cols, 0);
+    ck_assert_int_eq(matmuls[LJG_MM_COLS_NONE], 0);
+    ck_assert_int_eq(matmuls[LJG_MM_COLS_A], 1);
+    ck_assert_int_eq(matmuls[LJG_MM_COLS_B], 1);
     free_program(p, opt);
     double tol = dt == LJ_F32 ? 1e-4 : 1e-12;
     tu_check_interp_tol(2, out, tol, tol);
