@@ -471,7 +471,8 @@ static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
     pos[h] = LLVMBuildLoad2(b, iv, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &off, 1, ""), "");
     LLVMSetAlignment(pos[h], (unsigned)ir->vec_bytes);
   }
-  LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, lanes_below(g, k, g->k1), run);
+  LLVMValueRef rows_in = LLVMBuildICmp(b, LLVMIntULT, ab->w.iota, splat32(g, LLVMBuildNSWSub(b, g->k1, k, "")), "");
+  LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, rows_in, run);
   packed_store(g, v, at(g, row, mul(g, V.iv, vw)));
   ljc_loop_end(ir, &V, NULL, NULL);
   next_tap(g, tap);
