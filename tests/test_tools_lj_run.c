@@ -1,7 +1,8 @@
 /* test_tools_lj_run.c — lj-run replays a graph saved by LJ_SAVE_TENSORS_FILE: on the inputs
  * its documented generator makes, its outputs are bit for bit what the program computed on the
  * same inputs; it picks graphs by index and by hash, agrees with the reference interpreter,
- * writes the compile's dump files, and rejects a bad choice with a message. */
+ * writes the compile's dump files, and rejects a bad choice with a message; graphs written as
+ * IR text reach code paths the public ops do not. */
 #include "test_util.h"
 
 #include "graph/graph.h"
@@ -115,10 +116,42 @@ START_TEST(test_replay_bit_for_bit) {
 }
 END_TEST
 
+/* A graph written as IR text, replayed against the interpreter: a per-image product whose A
+ * is an im2col (the public ops only make the summed one, a weight gradient) packs A from the
+ * image, in runs (stride 1, padding 1) and gathered (stride 2, no padding). */
+START_TEST(test_implicit_gemm_a) {
+  static const char *const graphs[2] = {
+      "IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
+      "  %1 = f32[3,45,99] im2col(%0), window=(3,3,1,1,1,1,1,1), fill=0\n"
+      "  %2 = f32[3,99,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
+      "IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
+      "  %1 = f32[3,45,20] im2col(%0), window=(3,3,2,2,0,0,1,1), fill=0\n"
+      "  %2 = f32[3,20,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
+  };
+  char dir[] = "/tmp/lj_test_lj_run_XXXXXX";
+  ck_assert(mkdtemp(dir));
+  for (int i = 0; i < 2; i++) {
+    char path[300], args[1024], *out;
+    snprintf(path, sizeof path, "%s/graph%d.txt", dir, i);
+    FILE *f = fopen(path, "w");
+    ck_assert(f && fputs(graphs[i], f) >= 0 && fclose(f) == 0);
+    snprintf(args, sizeof args, "--runs 0 --interp --dump %s/dump%d %s", dir, i, path);
+    ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "0 element(s) beyond tolerance"), "%s", out);
+    free(out);
+    snprintf(args, sizeof args, "grep -h 'A: im2col' %s/dump%d/*.kernels.txt", dir, i);
+    ck_assert_msg(tu_command(args, &out) == 0, "no kernel packs A from the image: %s", out);
+    free(out);
+  }
+  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tools_lj_run");
   TCase *tc = tu_tcase("lj_run");
   tcase_add_test(tc, test_replay_bit_for_bit);
+  tcase_add_test(tc, test_implicit_gemm_a);
   suite_add_tcase(s, tc);
   return s;
 }
