@@ -275,7 +275,7 @@ static LLVMValueRef splat32(gemm *g, LLVMValueRef x64) {
  * for B the panels packed (pack_window, pack_a). */
 typedef struct window_pack {
   const panel *p;
-  LLVMValueRef image, bi, np, iota, all;
+  LLVMValueRef image, np, iota, all;
 } window_pack;
 
 /* The window positions (oh, ow) of the vw columns from n0 on, as i32 vectors: lane 0's by a
@@ -398,7 +398,7 @@ static void pack_window_gather(gemm *g, void *w) { pack_window_panels(g, w, fals
 
 /* A window_pack for matrix bi of the image at operand (LJC_GEMM_A or LJC_GEMM_B). */
 static window_pack window_pack_of(gemm *g, int operand, LLVMValueRef bi) {
-  window_pack w = {.bi = bi};
+  window_pack w = {0};
   LLVMValueRef lanes[64];
   for (int l = 0; l < g->vw; l++) lanes[l] = ljc_const_i(g->ir->i32, l);
   w.iota = LLVMConstVector(lanes, (unsigned)g->vw);
