@@ -281,9 +281,16 @@ static void json_result(FILE *f, const workload *w, const result *r, bool first)
   fprintf(f,
           "%s\n  {\"name\": \"%s\", \"compile_ms\": %.3f, \"kernels\": %d, \"trace_us\": %.2f, "
           "\"sync_us\": %.2f, \"run_ms\": %.4f, \"run_min_ms\": %.4f, \"step_ms\": %.4f, \"rate\": %.3f, "
-          "\"unit\": \"%s\", \"opbyop_ms\": %.4f, \"first_step_cold_ms\": %.2f, \"first_step_warm_ms\": %.2f}",
+          "\"unit\": \"%s\", \"opbyop_ms\": %.4f, \"first_step_cold_ms\": %.2f, \"first_step_warm_ms\": %.2f",
           first ? "" : ",", w->name, r->compile_ms, r->kernels, r->trace_us, r->sync_us, r->run_ms, r->run_min_ms,
           r->step_ms, r->rate, r->unit, r->opbyop_ms, r->first_cold_ms, r->first_warm_ms);
+  /* the product's shape, for a BLAS peer (bench/peers) to time the same one */
+  if (bench_is_gemm(w))
+    fprintf(f, ", \"gemm\": {\"m\": %lld, \"n\": %lld, \"k\": %lld, \"ta\": %d, \"tb\": %d}}",
+            (long long)w->n[0], (long long)w->n[1], (long long)w->n[2], !!(w->n[3] & GEMM_TA),
+            !!(w->n[3] & GEMM_TB));
+  else
+    fputc('}', f);
 }
 
 int main(int argc, char **argv) {

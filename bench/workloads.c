@@ -59,10 +59,12 @@ static bool setup_matrix(const workload *w, bench_state *s) {
   return s->in[0] != NULL;
 }
 
-/* A [M, K] and B [K, N] with n = {M, N, K}. */
+/* The operands of an [M, K] x [K, N] product with n = {M, N, K, trans}: A stored as [M, K],
+ * or as [K, M] when trans has GEMM_TA; B as [K, N], or as [N, K] with GEMM_TB. */
 static bool setup_matmul(const workload *w, bench_state *s) {
-  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[2]));
-  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[2], w->n[1]));
+  int64_t m = w->n[0], n = w->n[1], k = w->n[2];
+  s->in[0] = w->n[3] & GEMM_TA ? rand_f32(s, LJ_SHAPE(k, m)) : rand_f32(s, LJ_SHAPE(m, k));
+  s->in[1] = w->n[3] & GEMM_TB ? rand_f32(s, LJ_SHAPE(n, k)) : rand_f32(s, LJ_SHAPE(k, n));
   return all_set(s->in, 2);
 }
 
@@ -130,7 +132,12 @@ static void sigmoid(const workload *w, bench_state *s) { keep(s, lj_sigmoid(s->i
 static void softmax(const workload *w, bench_state *s) { keep(s, lj_softmax(s->in[0], 1)); }
 static void log_softmax(const workload *w, bench_state *s) { keep(s, lj_log_softmax(s->in[0], 1)); }
 static void row_sum(const workload *w, bench_state *s) { keep(s, lj_sum(s->in[0], 1, (const int[]){1}, false)); }
-static void matmul(const workload *w, bench_state *s) { keep(s, lj_matmul(s->in[0], s->in[1])); }
+/* A stored transposed is read through a transpose view, as lj_linear reads its weight. */
+static void matmul(const workload *w, bench_state *s) {
+  lj_tensor *a = w->n[3] & GEMM_TA ? lj_transpose(s->in[0], 0, 1) : s->in[0];
+  lj_tensor *b = w->n[3] & GEMM_TB ? lj_transpose(s->in[1], 0, 1) : s->in[1];
+  keep(s, lj_matmul(a, b));
+}
 
 static void linear_relu(const workload *w, bench_state *s) {
   keep(s, lj_relu(lj_linear(s->in[0], s->in[1], s->in[2])));
@@ -186,6 +193,7 @@ static void cnn_step(const workload *w, bench_state *s) {
 
 /* ---- the table ---------------------------------------------------------------------- */
 
+#define MM(m, n, k, trans) {m, n, k, trans}, setup_matmul, matmul, 0, 2.0 * (m) * (n) * (k)
 #define CONV_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin) * 9)
 #define MLP_FLOPS(b) (6.0 * (b) * (784 * 512 + 512 * 512 + 512 * 10))
 #define CNN_FLOPS(b)                                                                                    \
@@ -203,11 +211,16 @@ const workload bench_workloads[] = {
     {"log_softmax_4096x1024", "log_softmax over rows", {4096, 1024}, setup_matrix, log_softmax,
      2.0 * 4096 * 1024 * 4, 0},
     {"row_sum_4096x1024", "sum over rows", {4096, 1024}, setup_matrix, row_sum, 4096.0 * 1024 * 4, 0},
-    {"sgemm_64", "64^3 matmul", {64, 64, 64}, setup_matmul, matmul, 0, 2.0 * 64 * 64 * 64},
-    {"sgemm_256", "256^3 matmul", {256, 256, 256}, setup_matmul, matmul, 0, 2.0 * 256 * 256 * 256},
-    {"sgemm_512", "512^3 matmul", {512, 512, 512}, setup_matmul, matmul, 0, 2.0 * 512 * 512 * 512},
-    {"sgemm_1024", "1024^3 matmul", {1024, 1024, 1024}, setup_matmul, matmul, 0, 2.0 * 1024 * 1024 * 1024},
-    {"sgemm_2048", "2048^3 matmul", {2048, 2048, 2048}, setup_matmul, matmul, 0, 2.0 * 2048 * 2048 * 2048},
+    {"sgemm_64", "64^3 matmul", MM(64, 64, 64, 0)},
+    {"sgemm_256", "256^3 matmul", MM(256, 256, 256, 0)},
+    {"sgemm_512", "512^3 matmul", MM(512, 512, 512, 0)},
+    {"sgemm_1024", "1024^3 matmul", MM(1024, 1024, 1024, 0)},
+    {"sgemm_2048", "2048^3 matmul", MM(2048, 2048, 2048, 0)},
+    {"sgemm_mlp_fwd1", "MLP batch 128: x W1^T, 128x784 . (512x784)^T", MM(128, 512, 784, GEMM_TB)},
+    {"sgemm_mlp_fwd2", "MLP batch 128: h W2^T, 128x512 . (512x512)^T", MM(128, 512, 512, GEMM_TB)},
+    {"sgemm_mlp_dx2", "MLP batch 128: dY W2, 128x512 . 512x512", MM(128, 512, 512, 0)},
+    {"sgemm_mlp_dw1", "MLP batch 128: dY^T x, (128x512)^T . 128x784", MM(512, 784, 128, GEMM_TA)},
+    {"sgemm_mlp_dw2", "MLP batch 128: dY^T h, (128x512)^T . 128x512", MM(512, 512, 128, GEMM_TA)},
     {"mlp_layer1_b128", "relu(linear), 128x784 -> 512", {128, 512, 784}, setup_linear, linear_relu, 0,
      2.0 * 128 * 784 * 512},
     {"mlp_layer2_b128", "relu(linear), 128x512 -> 512", {128, 512, 512}, setup_linear, linear_relu, 0,
@@ -229,3 +242,5 @@ const workload bench_workloads[] = {
 };
 
 const int bench_nworkloads = (int)(sizeof bench_workloads / sizeof *bench_workloads);
+
+bool bench_is_gemm(const workload *w) { return w->setup == setup_matmul; }

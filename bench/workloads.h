@@ -8,6 +8,9 @@
 
 enum { BENCH_MAX_TENSORS = 8 };
 
+/* A matmul workload's n[3]: which operands are stored transposed. */
+enum { GEMM_TA = 1, GEMM_TB = 2 };
+
 typedef struct bench_state {
   lj_device *d;
   lj_tensor *in[BENCH_MAX_TENSORS]; /* inputs, computed at setup */
@@ -33,6 +36,9 @@ struct workload {
 
 extern const workload bench_workloads[];
 extern const int bench_nworkloads;
+
+/* Whether w is a plain f32 product, n = {M, N, K, GEMM_TA | GEMM_TB}: one a BLAS runs too. */
+bool bench_is_gemm(const workload *w);
 
 /* Releases everything setup and step made. */
 void bench_state_clear(bench_state *s);

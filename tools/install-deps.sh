@@ -3,13 +3,13 @@
 # the toolchain, LLVM 19, Check, zlib, elfutils' libdw (call sites for LJ_IR_DEBUG), gdb (the
 # LJ_HLO_DEBUG test) and Fashion-MNIST (the training test and the demo use it). LJ_WITH_TORCH=1
 # adds PyTorch with OpenBLAS, for regenerating the test fixtures and for the PyTorch
-# comparisons in bench/peers.
+# comparisons in bench/peers, and oneDNN, whose SGEMM bench/peers times as the reference.
 # Idempotent: installs only the packages that are missing. Needs root (or sudo).
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config llvm-19-dev check zlib1g-dev libffi-dev libdw-dev gdb dataset-fashion-mnist)
 if [ "${LJ_WITH_TORCH:-0}" = 1 ]; then
-  pkgs+=(python3-torch python3-numpy libopenblas0-pthread)
+  pkgs+=(python3-torch python3-numpy libopenblas0-pthread libdnnl-dev)
 fi
 
 missing=()

@@ -3,7 +3,9 @@
 
 Runs lj-bench (--lj, default build/bench/lj-bench) with --json, then the workloads of the
 same names in PyTorch, and prints per workload the wall time of a step in each, the ratio
-(PyTorch's time / lazyjit's: above 1 means lazyjit is faster) and both throughputs.
+(PyTorch's time / lazyjit's: above 1 means lazyjit is faster) and both throughputs. The
+workloads that are plain products (sgemm_*) also run in oneDNN's dnnl_sgemm, the SGEMM
+reference, through lj-peer-onednn (--onednn; built where libdnnl-dev is installed).
 
 PyTorch is tuned as fairly as this machine allows (fair_env.py says how): the script
 re-executes itself in that environment before it imports torch. Run with Debian's python3-torch:
@@ -83,8 +85,10 @@ def binary(f, n, k):
     return lambda: f(*xs)
 
 
-def matmul(m, n, k):
-    a, b = rand(m, k), rand(k, n)
+def matmul(m, n, k, ta=False, tb=False):
+    """An [m, k] x [k, n] product; an operand stored transposed is read through .t()."""
+    a = rand(k, m).t() if ta else rand(m, k)
+    b = rand(n, k).t() if tb else rand(k, n)
     return lambda: a @ b
 
 
@@ -108,6 +112,11 @@ WORKLOADS = {
     "sgemm_512": lambda: matmul(512, 512, 512),
     "sgemm_1024": lambda: matmul(1024, 1024, 1024),
     "sgemm_2048": lambda: matmul(2048, 2048, 2048),
+    "sgemm_mlp_fwd1": lambda: matmul(128, 512, 784, tb=True),
+    "sgemm_mlp_fwd2": lambda: matmul(128, 512, 512, tb=True),
+    "sgemm_mlp_dx2": lambda: matmul(128, 512, 512),
+    "sgemm_mlp_dw1": lambda: matmul(512, 784, 128, ta=True),
+    "sgemm_mlp_dw2": lambda: matmul(512, 512, 128, ta=True),
     "mlp_layer1_b128": lambda: linear_relu(128, 512, 784),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
@@ -162,6 +171,15 @@ def time_first_step(name, threads):
     return 1e3 * t[1]
 
 
+def time_onednn(peer, gemm, threads, runs):
+    """Median and minimum ms of lj-peer-onednn's dnnl_sgemm on lj-bench's product gemm."""
+    args = [str(gemm[x]) for x in ("m", "n", "k", "ta", "tb")]
+    out = subprocess.run([peer, "--threads", str(threads), "--runs", str(runs)] + args,
+                         check=True, capture_output=True, text=True).stdout
+    med, best = (float(x) for x in out.split())
+    return med, best
+
+
 def markdown(doc):
     """The side-by-side table of a --json result, in Markdown (docs/benchmarks.md)."""
     rows = ["| workload | compile ms | kernels | trace µs | sync µs | lazyjit ms | op by op ms | rate | "
@@ -172,6 +190,16 @@ def markdown(doc):
         rows.append(f"| {r['name']} | {o['compile_ms']:.1f} | {o['kernels']} | {o['trace_us']:.1f} | "
                     f"{o['sync_us']:.1f} | {o['step_ms']:.3f} | {o['opbyop_ms']:.3f} | {rate} | "
                     f"{r['torch_ms']:.3f} | {r['ratio']:.2f}× |")
+    dnnl = [r for r in doc["results"] if r.get("onednn_ms")]
+    if dnnl:
+        rows += ["", "| product | M×N×K | lazyjit ms | oneDNN ms | oneDNN / lazyjit | lazyjit rate | oneDNN rate |",
+                 "|---|---|---:|---:|---:|---:|---:|"]
+        for r in dnnl:
+            o, g = r["lazyjit"], r["lazyjit"]["gemm"]
+            shape = f"{g['m']}×{g['n']}×{g['k']}" + (" Aᵀ" if g["ta"] else "") + (" Bᵀ" if g["tb"] else "")
+            flop = o["rate"] * o["run_min_ms"]
+            rows.append(f"| {r['name']} | {shape} | {o['step_ms']:.3f} | {r['onednn_ms']:.3f} | "
+                        f"{r['onednn_ms'] / o['step_ms']:.2f}× | {o['rate']:.1f} | {flop / r['onednn_min_ms']:.1f} |")
     first = [r for r in doc["results"] if r.get("torch_first_step_ms")]
     if first:
         rows += ["", "| time to the first step of a fresh process | lazyjit cold ms | lazyjit warm ms | PyTorch ms |",
@@ -189,6 +217,8 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--filter", default="")
     ap.add_argument("--lj", default=os.path.join(ROOT, "build", "bench", "lj-bench"), help="the lj-bench program")
+    ap.add_argument("--onednn", default=os.path.join(ROOT, "build", "bench", "lj-peer-onednn"),
+                    help="the oneDNN SGEMM peer (skipped where it was not built)")
     ap.add_argument("--no-opbyop", action="store_true", help="passed to lj-bench")
     ap.add_argument("--no-first-step", action="store_true", help="passed to lj-bench")
     ap.add_argument("--json", help="write both sides' results here")
@@ -227,6 +257,19 @@ def main():
               f"{their_rate:>15}", flush=True)
         both.append({"name": r["name"], "lazyjit": r, "torch_ms": med, "torch_min_ms": best,
                      "ratio": med / r["step_ms"]})
+    gemms = [b for b in both if b["lazyjit"].get("gemm")]
+    if gemms and os.access(a.onednn, os.X_OK):
+        print(f"\noneDNN dnnl_sgemm, {a.threads} thread(s), {a.runs} calls after {WARMUP_S} s of warm-up "
+              f"(rates at the fastest call)\n{'workload':22} {'lazyjit ms':>11} {'oneDNN ms':>11} {'ratio':>7} "
+              f"{'lazyjit rate':>15} {'oneDNN rate':>15}")
+        for b in gemms:
+            o = b["lazyjit"]
+            b["onednn_ms"], b["onednn_min_ms"] = time_onednn(a.onednn, o["gemm"], a.threads, a.runs)
+            print(f"{b['name']:22} {o['step_ms']:11.3f} {b['onednn_ms']:11.3f} {b['onednn_ms'] / o['step_ms']:6.2f}x "
+                  f"{o['rate']:10.1f} {o['unit']} {o['rate'] * o['run_min_ms'] / b['onednn_min_ms']:10.1f} {o['unit']}",
+                  flush=True)
+    elif gemms:
+        print(f"\n(no {a.onednn}: oneDNN is not installed; LJ_WITH_TORCH=1 tools/install-deps.sh adds it)")
     first = [b for b in both if b["lazyjit"].get("first_step_cold_ms")]
     if first:
         print(f"\ntime to the first step of a fresh process\n{'workload':22} {'lazyjit cold':>13} "
