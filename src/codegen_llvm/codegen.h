@@ -15,12 +15,14 @@ typedef struct ljc_session ljc_session;
 typedef enum ljc_flags { LJC_PERF = 1, LJC_DEBUG_INFO = 2 } ljc_flags;
 
 /* A session for `cpu` (NULL: the host CPU and its features) at LLVM opt level 0..3 that
- * compiles the kernels of a program on up to `threads` threads, with ljc_flags. NULL with
- * LJ_ERR_COMPILE and LLVM's message if the target cannot be set up. */
-ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsigned flags);
+ * compiles the kernels of a program on up to `threads` threads, with ljc_flags; kernels that
+ * move at least nt_store_bytes write their outputs of at least half that with non-temporal
+ * stores (0: never; stream.c). NULL with LJ_ERR_COMPILE and LLVM's message if the target
+ * cannot be set up. */
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int64_t nt_store_bytes, int threads, unsigned flags);
 void ljc_session_free(ljc_session *s);
 /* What the generated code depends on besides the graph: LLVM version, target triple, CPU
- * name and features, opt level, debug info. Part of every graph key. Borrowed. */
+ * name and features, opt level, the non-temporal store threshold, debug info. Part of every graph key. Borrowed. */
 const char *ljc_session_target(const ljc_session *s);
 /* Its parts: the LLVM version ("19.1.7"), the CPU name and its feature string. Borrowed. */
 const char *ljc_session_llvm(const ljc_session *s);

@@ -69,6 +69,14 @@ LLVMValueRef ljc_const_i(LLVMTypeRef t, int64_t v) {
 
 LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v) { return ljc_const_i(ir->i64, v); }
 
+void ljc_set_align_md(ljc_ir *ir, LLVMValueRef load, int64_t align) {
+  LLVMMetadataRef a = LLVMValueAsMetadata(ljc_i64(ir, align));
+  LLVMSetMetadata(load, LLVMGetMDKindIDInContext(ir->ctx, "align", 5),
+                  LLVMMetadataAsValue(ir->ctx, LLVMMDNodeInContext2(ir->ctx, &a, 1)));
+  LLVMSetMetadata(load, LLVMGetMDKindIDInContext(ir->ctx, "noundef", 7),
+                  LLVMMetadataAsValue(ir->ctx, LLVMMDNodeInContext2(ir->ctx, NULL, 0)));
+}
+
 LLVMValueRef ljc_entry_array(ljc_ir *ir, LLVMTypeRef t, int64_t n) {
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(ir->b));
   LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);

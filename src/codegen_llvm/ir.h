@@ -19,6 +19,7 @@ typedef struct ljc_ir {
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
   bool scalar_loops;   /* loops closed while set are marked not to be vectorized */
+  int64_t nt_store_bytes; /* the session's non-temporal store threshold (stream.c); 0: never */
 } ljc_ir;
 
 /* Code that computes at most this many points is not worth vector code: a kernel that small
@@ -51,6 +52,9 @@ LLVMValueRef ljc_i64(ljc_ir *ir, int64_t v);
 /* An array of n values of type t, 64-byte aligned, in the current function's entry block (so
  * that loops do not grow the stack). */
 LLVMValueRef ljc_entry_array(ljc_ir *ir, LLVMTypeRef t, int64_t n);
+/* Tells LLVM that pointer load `load` gives an address aligned to `align` bytes (!align,
+ * with !noundef: a promise, so only for pointers that are). */
+void ljc_set_align_md(ljc_ir *ir, LLVMValueRef load, int64_t align);
 /* Calls llvm.<name> overloaded on type t with n arguments. */
 LLVMValueRef ljc_intrinsic(ljc_ir *ir, const char *name, LLVMTypeRef t, int n, LLVMValueRef *args);
 /* The same for an intrinsic overloaded on several types (e.g. masked.load: vector, pointer). */
@@ -201,8 +205,20 @@ void ljc_dbg_end(ljc_ir *ir);
 void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name);
 
 /* pipeline.c: optimizes the module for tm (with loop vectorization at opt level 2 unless
- * !vectorize); false with LJ_ERR_COMPILE on failure. */
-bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize);
+ * !vectorize; with the alignments of its loads and stores inferred where `align`, for
+ * stream.c); false with LJ_ERR_COMPILE on failure. */
+bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize, bool align);
+
+/* stream.c: non-temporal stores. Sets stream[s] (p->nslots entries) for the outputs kernel ki
+ * writes with them under threshold nt_store_bytes; false when there are none. */
+bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint8_t *stream);
+/* Tasks a kernel whose task range runs along a streamed output peels off the range's start,
+ * so that the rest starts on a whole vector (its largest element count); 0: no need. */
+int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const uint8_t *stream);
+/* After optimization: marks non-temporal the vector stores of function `entry` into streamed
+ * slots that LLVM proved aligned, and fences its returns when there are any (x86 only).
+ * Returns how many it marked. */
+int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots);
 
 /* routine_store.c: GEMM routine r's object file for target (ljc_session_target) as built
  * earlier in this process: a malloc'd copy and its size, or NULL; and keeping one (a copy). */

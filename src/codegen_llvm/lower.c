@@ -1180,18 +1180,34 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   ljc_prefer_target_vectors(ir, outer);
   ljc_dbg_function(ir, outer, k->node);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, outer, "entry"));
+  uint8_t *stream = ljb_xcalloc((size_t)p->nslots + 1, sizeof *stream);
+  bool streams = ljc_stream_slots(p, ki, ir->nt_store_bytes, stream);
   LLVMValueRef *args = ljb_xalloc(((size_t)nused + 3) * sizeof *args);
   for (int s = 0, a = 0; s < p->nslots; s++) {
     if (!used[s]) continue;
     LLVMValueRef idx = ljc_i64(ir, s);
     LLVMValueRef pp = LLVMBuildInBoundsGEP2(b, ir->ptr, LLVMGetParam(outer, 0), &idx, 1, "");
     args[a++] = LLVMBuildLoad2(b, ir->ptr, pp, "");
+    if (stream[s]) ljc_set_align_md(ir, args[a - 1], 64); /* as the body's argument says */
   }
   args[nused] = LLVMGetParam(outer, 1);
   args[nused + 1] = LLVMGetParam(outer, 2);
   args[nused + 2] = LLVMGetParam(outer, 3);
+  int64_t peel = streams ? ljc_stream_peel(ir, p, ki, stream) : 0;
+  if (peel > 0) {
+    /* [begin, min(up, end)) then [up, end), up the first multiple of peel from begin
+     * (stream.c); both calls inlined, so that LLVM sees the second range start aligned */
+    ljc_add_fn_attr(ir, body, "alwaysinline");
+    LLVMValueRef up = LLVMBuildAnd(b, LLVMBuildAdd(b, args[nused], ljc_i64(ir, peel - 1), ""), ljc_i64(ir, -peel), "");
+    LLVMValueRef last = args[nused + 1];
+    args[nused + 1] = ljc_intrinsic2(ir, "smin", up, last);
+    LLVMBuildCall2(b, body_t, body, args, (unsigned)nused + 3, "");
+    args[nused] = up; /* past end: the body does nothing */
+    args[nused + 1] = last;
+  }
   LLVMBuildCall2(b, body_t, body, args, (unsigned)nused + 3, "");
   LLVMBuildRetVoid(b);
+  free(stream);
   free(args);
   free(ptypes);
   free(used);

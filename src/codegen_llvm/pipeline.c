@@ -15,7 +15,7 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/Transforms/PassBuilder.h>
 
-static const char *pipeline_for(int opt_level, bool vectorize) {
+static const char *pipeline_for(int opt_level, bool vectorize, bool align) {
   switch (opt_level) {
   case 0: return "default<O0>";
   case 1: return "function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,early-cse)";
@@ -24,6 +24,10 @@ static const char *pipeline_for(int opt_level, bool vectorize) {
     if (!vectorize)
       return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
              "early-cse<memssa>,loop-mssa(licm),instcombine<no-verify-fixpoint>,simplifycfg)";
+    if (align)
+      return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
+             "early-cse<memssa>,loop-mssa(licm),loop-vectorize,instcombine<no-verify-fixpoint>,"
+             "simplifycfg,infer-alignment)";
     return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
            "early-cse<memssa>,loop-mssa(licm),loop-vectorize,instcombine<no-verify-fixpoint>,"
            "simplifycfg)";
@@ -39,14 +43,14 @@ LLVMCodeGenOptLevel ljc_codegen_level(int opt_level) {
   }
 }
 
-bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize) {
+bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize, bool align) {
   vectorize &= opt_level >= 2;
   LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
   LLVMPassBuilderOptionsSetLoopVectorization(o, vectorize);
   LLVMPassBuilderOptionsSetSLPVectorization(o, vectorize);
   LLVMPassBuilderOptionsSetLoopInterleaving(o, vectorize);
   LLVMPassBuilderOptionsSetLoopUnrolling(o, opt_level >= 2);
-  LLVMErrorRef err = LLVMRunPasses(mod, pipeline_for(opt_level, vectorize), tm, o);
+  LLVMErrorRef err = LLVMRunPasses(mod, pipeline_for(opt_level, vectorize, align), tm, o);
   LLVMDisposePassBuilderOptions(o);
   if (!err) return true;
   char *msg = LLVMGetErrorMessage(err);

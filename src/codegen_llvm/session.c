@@ -43,6 +43,7 @@ struct ljc_session {
   char llvm[32];
   char target[1024];
   int opt_level;
+  int64_t nt_store_bytes;
   unsigned flags; /* ljc_flags */
   /* GEMM routine r's object file once it is in the JIT (under lock), for ljc_objects */
   char *routine_obj[LJC_GEMM_NROUTINES];
@@ -105,7 +106,7 @@ static void llvm_options(void) {
   LLVMParseCommandLineOptions(2, argv, NULL);
 }
 
-ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsigned flags) {
+ljc_session *ljc_session_new(const char *cpu, int opt_level, int64_t nt_store_bytes, int threads, unsigned flags) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, llvm_options);
   LLVMInitializeNativeTarget();
@@ -113,6 +114,7 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsign
   ljc_session *s = ljb_xcalloc(1, sizeof *s);
   pthread_mutex_init(&s->lock, NULL);
   s->opt_level = opt_level;
+  s->nt_store_bytes = nt_store_bytes;
   s->flags = flags;
   s->triple = LLVMGetDefaultTargetTriple();
   s->cpu = cpu && *cpu ? LLVMCreateMessage(cpu) : LLVMGetHostCPUName();
@@ -138,8 +140,8 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int threads, unsign
   unsigned maj, min, patch;
   LLVMGetVersion(&maj, &min, &patch);
   snprintf(s->llvm, sizeof s->llvm, "%u.%u.%u", maj, min, patch);
-  snprintf(s->target, sizeof s->target, "llvm-%s %s %s %s O%d%s", s->llvm, s->triple, s->cpu, s->features,
-           opt_level, flags & LJC_DEBUG_INFO ? " debug-info" : "");
+  snprintf(s->target, sizeof s->target, "llvm-%s %s %s %s O%d nt%lld%s", s->llvm, s->triple, s->cpu,
+           s->features, opt_level, (long long)nt_store_bytes, flags & LJC_DEBUG_INFO ? " debug-info" : "");
   return s;
 fail:
   ljc_session_free(s);
@@ -233,6 +235,9 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   ljc_ir ir;
   ljc_ir_init(&ir, ctx, mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
+  ir.nt_store_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* stream.c */
+  uint8_t *stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
+  bool streams = k >= 0 && ljc_stream_slots(p, k, ir.nt_store_bytes, stream);
   ljc_dbg_begin(&ir, s->flags & LJC_DEBUG_INFO && k >= 0 ? g : NULL);
   if (k < 0)
     ljc_define_gemm_routine(&ir, -1 - k);
@@ -245,9 +250,10 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   if (texts) texts->ir = module_text(mod);
   if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
     ljb_error(LJ_ERR_COMPILE, "lazyjit generated invalid LLVM IR (a bug): %s", msg);
-  } else if (ljc_optimize(mod, tm, s->opt_level, k < 0 || worth_vectorizing(&p->kernels[k]))) {
+  } else if (ljc_optimize(mod, tm, s->opt_level, k < 0 || worth_vectorizing(&p->kernels[k]), streams)) {
     LLVMDisposeMessage(msg);
     msg = NULL;
+    if (streams) ljc_mark_stream_stores(mod, mname, stream, p->nslots);
     if (texts) {
       texts->ir_opt = module_text(mod);
       texts->asm_text = asm_text(tm, mod);
@@ -258,6 +264,7 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   LLVMDisposeMessage(msg);
   LLVMDisposeModule(mod);
   LLVMContextDispose(ctx);
+  free(stream);
   return obj;
 }
 

@@ -45,6 +45,7 @@ static const env_var env_vars[] = {
     {"LJ_CACHE_DIR", {NULL}, ENV_STRING, FIELD(cache_dir)},
     {"LJ_CACHE_READONLY", {NULL}, ENV_BOOL, FIELD(cache_readonly)},
     {"LJ_CACHE_MAX_MB", {NULL}, ENV_INT, FIELD(cache_max_mb)},
+    {"LJ_NT_STORE_KB", {NULL}, ENV_INT, FIELD(nt_store_kb)},
 };
 
 static int online_cpus(void) {
@@ -52,6 +53,23 @@ static int online_cpus(void) {
   if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? (int)n : 1;
+}
+
+/* The size of the last-level (L3) cache in KiB, from sysfs, else sysconf; 0 when neither says. */
+static int l3_cache_kb(void) {
+  FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+  if (f) {
+    int kb = 0;
+    char unit = 'K';
+    int n = fscanf(f, "%d%c", &kb, &unit);
+    fclose(f);
+    if (n >= 1 && kb > 0) return unit == 'M' ? kb * 1024 : kb;
+  }
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  long bytes = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (bytes > 0) return (int)(bytes >> 10);
+#endif
+  return 0;
 }
 
 static bool parse_bool(const char *s) {
@@ -70,6 +88,7 @@ lj_config lj_config_default(void) {
   c.cpu = NULL;
   c.compilation_cache_size = 1024;
   c.cache_max_mb = 1024;
+  c.nt_store_kb = l3_cache_kb();
   c.enable_param_aliasing = true;
   for (size_t i = 0; i < LJ_COUNT_OF(env_vars); i++) {
     const env_var *v = &env_vars[i];
@@ -137,6 +156,10 @@ bool ljr_config_load(ljr_config *out, const lj_config *cfg) {
   }
   if (c.debug < 0 || c.debug > 2) {
     ljb_error(LJ_ERR_ARG, "lj_init: debug (LJ_DEBUG) is %d, must be 0, 1 or 2", c.debug);
+    return false;
+  }
+  if (c.nt_store_kb < 0) {
+    ljb_error(LJ_ERR_ARG, "lj_init: nt_store_kb (LJ_NT_STORE_KB) is %d, must be >= 0 (0: never)", c.nt_store_kb);
     return false;
   }
   if (c.cache_max_mb < 0) {

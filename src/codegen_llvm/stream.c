@@ -1,0 +1,113 @@
+/* stream.c — non-temporal stores for outputs the caches cannot keep. A loop kernel that moves
+ * at least the session's nt_store_bytes (the host's L3 size by default, LJ_NT_STORE_KB) writes
+ * each output of at least half that with non-temporal stores: straight to memory, without
+ * first reading every line it writes into the cache (a fifth to a third of a streaming
+ * kernel's traffic) and without evicting what the cache holds.
+ *
+ * x86 has non-temporal stores only for whole aligned vectors, and LLVM's vectorizer leaves a
+ * loop scalar when its scalar stores are marked non-temporal (it cannot show their vectors
+ * aligned), so the marking comes after optimization: every vector store into a streamed
+ * output whose alignment LLVM proved gets !nontemporal. The lowering gives it what it needs
+ * for the proof (lower.c): the streamed slots' pointers are loaded with !align 64 (every slot
+ * is 64-byte aligned), and a kernel whose task range runs along a streamed output peels the
+ * range's start up to a whole vector; rows whose length is a multiple of a vector start
+ * aligned by themselves. A store LLVM could not show aligned stays an ordinary one. The
+ * kernel then ends with an sfence: non-temporal stores are not ordered with the other
+ * stores, and the thread that joins the kernel's tasks must see them. */
+#include "codegen_llvm/ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint8_t *stream) {
+  const ljg_kernel *k = &p->kernels[ki];
+  memset(stream, 0, (size_t)p->nslots);
+  if (nt_store_bytes <= 0 || k->kind != LJG_K_LOOPS) return false;
+  uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, 1);
+  for (int e = 0; e < k->nexprs; e++)
+    if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_BUFFER) used[k->exprs[e].slot] = 1;
+  for (int n = 0; n < k->nnests; n++) used[k->nests[n].out_slot] = 1;
+  int64_t moved = 0;
+  for (int s = 0; s < p->nslots; s++)
+    if (used[s] && p->slots[s].kind != LJG_SLOT_LOCAL) moved += p->slots[s].nbytes;
+  free(used);
+  if (moved < nt_store_bytes) return false;
+  bool any = false;
+  for (int n = 0; n < k->nnests; n++) {
+    const ljg_nest *nest = &k->nests[n];
+    const ljg_slot *s = &p->slots[nest->out_slot];
+    if (nest->scatter_index >= 0 || s->kind == LJG_SLOT_LOCAL || s->kind == LJG_SLOT_SCALAR ||
+        2 * s->nbytes < nt_store_bytes)
+      continue;
+    stream[nest->out_slot] = 1;
+    any = true;
+  }
+  return any;
+}
+
+int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const uint8_t *stream) {
+  const ljg_kernel *k = &p->kernels[ki];
+  int64_t peel = 0;
+  for (int n = 0; n < k->nnests; n++) {
+    const ljg_nest *nest = &k->nests[n];
+    if (!stream[nest->out_slot] || k->row_block > 0 || nest->ndim - 1 != k->task_dim) continue;
+    int64_t lanes = ir->vec_bytes / (int64_t)lj_dtype_size(nest->out_dtype);
+    if (lanes > peel) peel = lanes;
+  }
+  return peel;
+}
+
+/* The slot whose pointer p is an address in: p through GEPs down to the entry's load of
+ * slots[s] (a GEP of the slot array by 8·s bytes, or the array itself for slot 0); -1 when
+ * it is anything else. */
+static int slot_of(LLVMValueRef p, LLVMValueRef slots) {
+  while (LLVMIsAGetElementPtrInst(p)) p = LLVMGetOperand(p, 0);
+  if (!LLVMIsALoadInst(p)) return -1;
+  LLVMValueRef at = LLVMGetOperand(p, 0);
+  if (at == slots) return 0;
+  if (!LLVMIsAGetElementPtrInst(at) || LLVMGetNumOperands(at) != 2 || LLVMGetOperand(at, 0) != slots) return -1;
+  LLVMValueRef off = LLVMGetOperand(at, 1);
+  if (!LLVMIsAConstantInt(off)) return -1;
+  /* indexed by pointers as lowered, by bytes once InstCombine canonicalized it */
+  long long bytes = LLVMConstIntGetSExtValue(off) * (LLVMGetTypeKind(LLVMGetGEPSourceElementType(at)) == LLVMPointerTypeKind ? 8 : 1);
+  return bytes % 8 ? -1 : (int)(bytes / 8);
+}
+
+int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots) {
+  LLVMValueRef fn = LLVMGetNamedFunction(mod, entry);
+  if (!fn || LLVMCountBasicBlocks(fn) == 0) return 0;
+  LLVMContextRef ctx = LLVMGetModuleContext(mod);
+  unsigned nt_kind = LLVMGetMDKindIDInContext(ctx, "nontemporal", 11);
+  LLVMTargetDataRef td = LLVMGetModuleDataLayout(mod);
+  LLVMValueRef one = LLVMConstInt(LLVMInt32TypeInContext(ctx), 1, 0);
+  LLVMMetadataRef one_md = LLVMValueAsMetadata(one);
+  LLVMValueRef nt_md = LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, &one_md, 1));
+  LLVMValueRef slots = LLVMGetParam(fn, 0);
+  int marked = 0;
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
+    for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
+      if (!LLVMIsAStoreInst(i)) continue;
+      LLVMTypeRef t = LLVMTypeOf(LLVMGetOperand(i, 0));
+      if (LLVMGetTypeKind(t) != LLVMVectorTypeKind) continue;
+      unsigned long long size = LLVMStoreSizeOfType(td, t);
+      if (LLVMGetAlignment(i) < size) continue;
+      int s = slot_of(LLVMGetOperand(i, 1), slots);
+      if (s < 0 || s >= nslots || !stream[s]) continue;
+      LLVMSetMetadata(i, nt_kind, nt_md);
+      marked++;
+    }
+  if (!marked) return 0;
+  /* an sfence before every return */
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMTypeRef fence_t = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
+  LLVMValueRef fence = LLVMGetNamedFunction(mod, "llvm.x86.sse.sfence");
+  if (!fence) fence = LLVMAddFunction(mod, "llvm.x86.sse.sfence", fence_t);
+  for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
+    LLVMValueRef term = LLVMGetBasicBlockTerminator(bb);
+    if (!term || !LLVMIsAReturnInst(term)) continue;
+    LLVMPositionBuilderBefore(b, term);
+    LLVMBuildCall2(b, fence_t, fence, NULL, 0, "");
+  }
+  LLVMDisposeBuilder(b);
+  return marked;
+}

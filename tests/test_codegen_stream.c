@@ -1,0 +1,139 @@
+/* Non-temporal stores (codegen_llvm/stream.c): with a low LJ_NT_STORE_KB, kernels writing
+ * large outputs store them with non-temporal vector stores and fence; the values match the
+ * interpreter whatever the task ranges' alignment (odd sizes, two threads, row lengths that
+ * are and are not whole vectors), and nothing streams when the threshold is 0 or not met. */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Starts the runtime with threshold kb and `threads` threads, saving every executed graph's
+ * assembly to a fresh file whose name goes to path ("<path>.0" is the default device's). */
+static void init_streaming(int kb, int threads, char *path, size_t cap) {
+  snprintf(path, cap, "/tmp/lj_test_stream_%d_XXXXXX", (int)getpid());
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  lj_config cfg = lj_config_default();
+  cfg.nt_store_kb = kb;
+  cfg.num_threads = threads;
+  cfg.save_tensors_file = path;
+  cfg.save_tensors_fmt = "asm";
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+}
+
+/* The saved assembly (malloc'd); removes the files. */
+static char *take_asm(const char *path) {
+  char file[300];
+  snprintf(file, sizeof file, "%s.0", path);
+  char *text = tu_read_file(file, NULL);
+  ck_assert_msg(text != NULL, "no assembly saved at %s", file);
+  remove(file);
+  remove(path);
+  return text;
+}
+
+/* How many times text names `what`. */
+static int count(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, what)) != NULL; p++) n++;
+  return n;
+}
+
+static lj_tensor *relu_chain(lj_tensor *x, lj_tensor *w, lj_tensor *b) {
+  return lj_mul_scalar(lj_relu(lj_add(lj_mul(x, w), b)), 0.5);
+}
+
+/* An elementwise chain over n elements (400 KB to 800 KB) against a 64 KiB threshold: its
+ * task range runs along the output, so each thread's range is peeled to a whole vector. */
+START_TEST(test_stream_elementwise) {
+  static const int64_t sizes[] = {100003, 65536 + 5, 131072};
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  for (int threads = 1; threads <= 2; threads++)
+    for (int d = 0; d < 2; d++)
+      for (int i = 0; i < 3; i++) {
+        char path[64];
+        init_streaming(64, threads, path, sizeof path);
+        int64_t n = sizes[i];
+        lj_tensor *x = tu_tensor(dts[d], LJ_SHAPE(n), TU_ANY, 1);
+        lj_tensor *w = tu_tensor(dts[d], LJ_SHAPE(n), TU_ANY, 2);
+        lj_tensor *b = tu_tensor(dts[d], LJ_SHAPE(n), TU_ANY, 3);
+        tu_check1(relu_chain(x, w, b), tu_rtol(dts[d]));
+        lj_tensor_release(x);
+        lj_tensor_release(w);
+        lj_tensor_release(b);
+        char *text = take_asm(path);
+        ck_assert_int_gt(count(text, "movnt"), 0);
+        ck_assert_int_gt(count(text, "sfence"), 0); /* the stores are fenced */
+        free(text);
+        lj_shutdown();
+      }
+}
+END_TEST
+
+/* softmax's row kernel writes its output in its last pass: rows of 1024 floats start on whole
+ * vectors and stream; rows of 1001 do not (a row starts wherever the one before ended), so
+ * LLVM cannot show the stores aligned and they stay ordinary. Both match the interpreter. */
+START_TEST(test_stream_rows) {
+  static const int64_t cols[] = {1024, 1001};
+  for (int c = 0; c < 2; c++)
+    for (int threads = 1; threads <= 2; threads++) {
+      char path[64];
+      init_streaming(256, threads, path, sizeof path);
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(129, cols[c]), TU_ANY, 4);
+      tu_check1(lj_softmax(x, 1), tu_rtol(LJ_F32));
+      lj_tensor_release(x);
+      char *text = take_asm(path);
+      int nt = count(text, "movnt");
+      free(text);
+      if (cols[c] == 1024)
+        ck_assert_int_gt(nt, 0);
+      else
+        ck_assert_int_eq(nt, 0);
+      lj_shutdown();
+    }
+}
+END_TEST
+
+/* Below the threshold, or with it 0, the same chain has no non-temporal store. */
+START_TEST(test_stream_off) {
+  static const int kbs[] = {0, 4096};
+  for (int i = 0; i < 2; i++) {
+    char path[64];
+    init_streaming(kbs[i], 1, path, sizeof path);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(100003), TU_ANY, 1);
+    tu_check1(relu_chain(x, x, x), tu_rtol(LJ_F32));
+    lj_tensor_release(x);
+    char *text = take_asm(path);
+    ck_assert_int_eq(count(text, "movnt") + count(text, "sfence"), 0);
+    free(text);
+    lj_shutdown();
+  }
+}
+END_TEST
+
+/* LJ_NT_STORE_KB sets the threshold; a negative one is refused by name. */
+START_TEST(test_stream_config) {
+  ck_assert_int_ge(lj_config_default().nt_store_kb, 0);
+  setenv("LJ_NT_STORE_KB", "1234", 1);
+  lj_config c = lj_config_default();
+  unsetenv("LJ_NT_STORE_KB");
+  ck_assert_int_eq(c.nt_store_kb, 1234);
+  c.nt_store_kb = -1;
+  ck_assert_int_eq(lj_init(&c), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "nt_store_kb (LJ_NT_STORE_KB) is -1", NULL);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("codegen_stream");
+  TCase *tc = tu_tcase("stream");
+  tcase_add_test(tc, test_stream_elementwise);
+  tcase_add_test(tc, test_stream_rows);
+  tcase_add_test(tc, test_stream_off);
+  tcase_add_test(tc, test_stream_config);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}
