@@ -172,10 +172,13 @@ def time_first_step(name, threads):
 
 
 def time_onednn(peer, gemm, threads, runs):
-    """Median and minimum ms of lj-peer-onednn's dnnl_sgemm on lj-bench's product gemm."""
+    """Median and minimum ms of lj-peer-onednn's dnnl_sgemm on lj-bench's product gemm. Its
+    OpenMP threads wait as they do by default (spinning a while): PyTorch's passive waiting
+    would cost oneDNN a thread wake-up per call (0.05 ms on these machines)."""
     args = [str(gemm[x]) for x in ("m", "n", "k", "ta", "tb")]
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     out = subprocess.run([peer, "--threads", str(threads), "--runs", str(runs)] + args,
-                         check=True, capture_output=True, text=True).stdout
+                         check=True, capture_output=True, text=True, env=env).stdout
     med, best = (float(x) for x in out.split())
     return med, best
 
