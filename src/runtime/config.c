@@ -48,7 +48,7 @@ static const env_var env_vars[] = {
     {"LJ_NT_STORE_KB", {NULL}, ENV_INT, FIELD(nt_store_kb)},
 };
 
-static int online_cpus(void) {
+int ljr_online_cpus(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
   long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -83,7 +83,7 @@ lj_config lj_config_default(void) {
   lj_config c;
   memset(&c, 0, sizeof c);
   c.num_devices = 1;
-  c.num_threads = online_cpus();
+  c.num_threads = ljr_online_cpus();
   c.opt_level = 2;
   c.cpu = NULL;
   c.compilation_cache_size = 1024;

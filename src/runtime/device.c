@@ -14,6 +14,10 @@
 /* Below this much work (points × expression size) a second thread does not pay. */
 #define PARALLEL_MIN_WORK 32768.0
 #define HUGE_BUFFER ((size_t)2 << 20)
+/* How long a wait for a run spins before it sleeps when the devices' threads leave a CPU
+ * free: the spinning thread then takes no kernel's core, and waking from a condition variable
+ * costs 35-60 µs on virtual machines, as much as a short step's kernels. */
+#define WAIT_SPIN_NS 2000000
 /* A parallel kernel's tasks go out in about this many chunks per thread. */
 #define CHUNKS_PER_PART 4
 
@@ -89,6 +93,7 @@ void ljr_device_init(struct lj_device *d, int ordinal, const ljr_config *cfg) {
   snprintf(d->name, sizeof d->name, "lj:%d", ordinal);
   d->backend = &ljr_cpu_backend;
   d->pool = ljr_threadpool_new(cfg->pub.num_threads);
+  if ((int64_t)cfg->pub.num_devices * cfg->pub.num_threads < ljr_online_cpus()) d->queue.wait_spin_ns = WAIT_SPIN_NS;
   ljr_pool_init(&d->buffers);
   ljg_trace_init(&d->trace);
   d->trace.call_sites = cfg->pub.ir_debug || cfg->pub.hlo_debug;

@@ -102,7 +102,9 @@ void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
 
 void ljr_queue_wait(struct lj_device *d, uint64_t seq) {
   ljr_queue *q = &d->queue;
-  for (int i = 0; i < LJR_SPIN_ITERATIONS && atomic_load(&q->done) < seq; i++) ljr_spin_step(i);
+  uint64_t t0 = ljb_now_ns();
+  for (int i = 0; atomic_load(&q->done) < seq && (i < LJR_SPIN_ITERATIONS || ljb_now_ns() - t0 < q->wait_spin_ns); i++)
+    ljr_spin_step(i);
   if (atomic_load(&q->done) >= seq) return;
   pthread_mutex_lock(&q->lock);
   atomic_fetch_add(&q->waiters, 1);

@@ -32,6 +32,8 @@ typedef struct ljr_config {
 
 /* Validates cfg and copies it; false with LJ_ERR_ARG naming the field. */
 bool ljr_config_load(ljr_config *out, const lj_config *cfg);
+/* The CPUs this process may run on. */
+int ljr_online_cpus(void);
 
 /* ---- metrics.c ----------------------------------------------------------------------- */
 
@@ -225,6 +227,7 @@ typedef struct ljr_queue {
                                     arrival, last time */
   uint64_t submitted;            /* host side: the last job's number */
   atomic_ullong done;            /* the last finished job's number */
+  uint64_t wait_spin_ns;         /* how long a wait spins before it sleeps (ljr_queue_wait) */
   atomic_int error;              /* a failed job's lj_status, not yet reported (set under lock) */
   char error_msg[1024];          /* its message, under lock */
 } ljr_queue;
@@ -236,7 +239,8 @@ void ljr_queue_stop(struct lj_device *d);
 uint64_t ljr_queue_next(const struct lj_device *d);
 /* Queues j, numbered ljr_queue_next (owned by the queue from now; freed after it runs). */
 void ljr_queue_submit(struct lj_device *d, ljr_job *j);
-/* Waits until job seq has run. */
+/* Waits until job seq has run: spins (ljr_spin_step) for LJR_SPIN_ITERATIONS steps, or
+ * for wait_spin_ns if that is longer, then sleeps. */
 void ljr_queue_wait(struct lj_device *d, uint64_t seq);
 /* Holds queued jobs back (tests: to see what runs while a job waits) or lets them go. */
 void ljr_queue_pause(struct lj_device *d, bool paused);
