@@ -60,9 +60,10 @@ int main(int argc, char **argv) {
   }
   char tra = ta ? 'T' : 'N', trb = tb ? 'T' : 'N';
   long lda = ta ? m : k, ldb = tb ? k : n;
+  /* the cold call, then warm-up calls for WARMUP_S (at least two) */
   dnnl_status_t st = dnnl_sgemm(tra, trb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-  for (int w = 0; st == dnnl_success && w < 2; w++) st = dnnl_sgemm(tra, trb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-  for (double t0 = now_s(); st == dnnl_success && now_s() - t0 < WARMUP_S;)
+  double warm = now_s();
+  for (int w = 0; st == dnnl_success && (w < 2 || now_s() - warm < WARMUP_S); w++)
     st = dnnl_sgemm(tra, trb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
   for (int r = 0; st == dnnl_success && r < runs; r++) {
     double t0 = now_s();

@@ -22,7 +22,8 @@ typedef enum ljc_flags { LJC_PERF = 1, LJC_DEBUG_INFO = 2 } ljc_flags;
 ljc_session *ljc_session_new(const char *cpu, int opt_level, int64_t nt_store_bytes, int threads, unsigned flags);
 void ljc_session_free(ljc_session *s);
 /* What the generated code depends on besides the graph: LLVM version, target triple, CPU
- * name and features, opt level, the non-temporal store threshold, debug info. Part of every graph key. Borrowed. */
+ * name and features, opt level, the non-temporal store threshold, debug info. Part of every
+ * graph key. Borrowed. */
 const char *ljc_session_target(const ljc_session *s);
 /* Its parts: the LLVM version ("19.1.7"), the CPU name and its feature string. Borrowed. */
 const char *ljc_session_llvm(const ljc_session *s);

@@ -216,9 +216,8 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint
  * so that the rest starts on a whole vector (its largest element count); 0: no need. */
 int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const uint8_t *stream);
 /* After optimization: marks non-temporal the vector stores of function `entry` into streamed
- * slots that LLVM proved aligned, and fences its returns when there are any (x86 only).
- * Returns how many it marked. */
-int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots);
+ * slots that LLVM proved aligned, and fences its returns when there are any (x86 only). */
+void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots);
 
 /* routine_store.c: GEMM routine r's object file for target (ljc_session_target) as built
  * earlier in this process: a malloc'd copy and its size, or NULL; and keeping one (a copy). */

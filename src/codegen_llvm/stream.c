@@ -69,13 +69,14 @@ static int slot_of(LLVMValueRef p, LLVMValueRef slots) {
   LLVMValueRef off = LLVMGetOperand(at, 1);
   if (!LLVMIsAConstantInt(off)) return -1;
   /* indexed by pointers as lowered, by bytes once InstCombine canonicalized it */
-  long long bytes = LLVMConstIntGetSExtValue(off) * (LLVMGetTypeKind(LLVMGetGEPSourceElementType(at)) == LLVMPointerTypeKind ? 8 : 1);
+  bool by_pointer = LLVMGetTypeKind(LLVMGetGEPSourceElementType(at)) == LLVMPointerTypeKind;
+  long long bytes = LLVMConstIntGetSExtValue(off) * (by_pointer ? 8 : 1);
   return bytes % 8 ? -1 : (int)(bytes / 8);
 }
 
-int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots) {
+void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots) {
   LLVMValueRef fn = LLVMGetNamedFunction(mod, entry);
-  if (!fn || LLVMCountBasicBlocks(fn) == 0) return 0;
+  if (!fn || LLVMCountBasicBlocks(fn) == 0) return;
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
   unsigned nt_kind = LLVMGetMDKindIDInContext(ctx, "nontemporal", 11);
   LLVMTargetDataRef td = LLVMGetModuleDataLayout(mod);
@@ -83,7 +84,7 @@ int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *
   LLVMMetadataRef one_md = LLVMValueAsMetadata(one);
   LLVMValueRef nt_md = LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, &one_md, 1));
   LLVMValueRef slots = LLVMGetParam(fn, 0);
-  int marked = 0;
+  bool marked = false;
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
     for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
       if (!LLVMIsAStoreInst(i)) continue;
@@ -94,9 +95,9 @@ int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *
       int s = slot_of(LLVMGetOperand(i, 1), slots);
       if (s < 0 || s >= nslots || !stream[s]) continue;
       LLVMSetMetadata(i, nt_kind, nt_md);
-      marked++;
+      marked = true;
     }
-  if (!marked) return 0;
+  if (!marked) return;
   /* an sfence before every return */
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
   LLVMTypeRef fence_t = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
@@ -109,5 +110,4 @@ int ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *
     LLVMBuildCall2(b, fence_t, fence, NULL, 0, "");
   }
   LLVMDisposeBuilder(b);
-  return marked;
 }
