@@ -4,35 +4,16 @@
  * are and are not whole vectors), and nothing streams when the threshold is 0 or not met. */
 #include "test_util.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* Starts the runtime with threshold kb and `threads` threads, saving every executed graph's
- * assembly to a fresh file whose name goes to path ("<path>.0" is the default device's). */
+/* Starts the runtime with threshold kb and `threads` threads, saving the assembly of what
+ * it runs (tu_take_saved_asm reads it). */
 static void init_streaming(int kb, int threads, char *path, size_t cap) {
-  snprintf(path, cap, "/tmp/lj_test_stream_%d_XXXXXX", (int)getpid());
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
   lj_config cfg = lj_config_default();
   cfg.nt_store_kb = kb;
   cfg.num_threads = threads;
-  cfg.save_tensors_file = path;
-  cfg.save_tensors_fmt = "asm";
-  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
-}
-
-/* The saved assembly (malloc'd); removes the files. */
-static char *take_asm(const char *path) {
-  char file[300];
-  snprintf(file, sizeof file, "%s.0", path);
-  char *text = tu_read_file(file, NULL);
-  ck_assert_msg(text != NULL, "no assembly saved at %s", file);
-  remove(file);
-  remove(path);
-  return text;
+  tu_init_saving_asm(cfg, path, cap);
 }
 
 /* How many times text names `what`. */
@@ -64,7 +45,7 @@ START_TEST(test_stream_elementwise) {
         lj_tensor_release(x);
         lj_tensor_release(w);
         lj_tensor_release(b);
-        char *text = take_asm(path);
+        char *text = tu_take_saved_asm(path);
         ck_assert_int_gt(count(text, "movnt"), 0);
         ck_assert_int_gt(count(text, "sfence"), 0); /* the stores are fenced */
         free(text);
@@ -85,7 +66,7 @@ START_TEST(test_stream_rows) {
       lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(129, cols[c]), TU_ANY, 4);
       tu_check1(lj_softmax(x, 1), tu_rtol(LJ_F32));
       lj_tensor_release(x);
-      char *text = take_asm(path);
+      char *text = tu_take_saved_asm(path);
       int nt = count(text, "movnt");
       free(text);
       if (cols[c] == 1024)
@@ -106,7 +87,7 @@ START_TEST(test_stream_off) {
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(100003), TU_ANY, 1);
     tu_check1(relu_chain(x, x, x), tu_rtol(LJ_F32));
     lj_tensor_release(x);
-    char *text = take_asm(path);
+    char *text = tu_take_saved_asm(path);
     ck_assert_int_eq(count(text, "movnt") + count(text, "sfence"), 0);
     free(text);
     lj_shutdown();

@@ -5,10 +5,8 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef enum rule { ANY, NOBOOL, FLOATS } rule;
 
@@ -147,14 +145,7 @@ END_TEST
 START_TEST(test_exp_ulp) {
   enum { N = 1 << 21 };
   char path[64];
-  snprintf(path, sizeof path, "/tmp/lj_test_exp_%d_XXXXXX", (int)getpid());
-  int fd = mkstemp(path);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
-  lj_config cfg = lj_config_default();
-  cfg.save_tensors_file = path;
-  cfg.save_tensors_fmt = "asm";
-  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  tu_init_saving_asm(lj_config_default(), path, sizeof path);
   float *v = malloc(N * sizeof *v), *y = malloc(N * sizeof *y);
   uint32_t lo, hi;
   float flo = -87.3f, fhi = 88.7f;
@@ -172,14 +163,9 @@ START_TEST(test_exp_ulp) {
     double t = exp((double)v[i]), ulp = ldexp(1.0, ilogb(t) - 23), err = fabs(y[i] - t) / ulp;
     if (err > worst) worst = err, at = i;
   }
-  char asm_file[80];
-  snprintf(asm_file, sizeof asm_file, "%s.0", path);
-  char *text = tu_read_file(asm_file, NULL);
-  ck_assert(text != NULL);
+  char *text = tu_take_saved_asm(path);
   double bound = strstr(text, "vfmadd") ? 1.05 : 1.25;
   free(text);
-  remove(asm_file);
-  remove(path);
   ck_assert_msg(worst <= bound, "exp(%a) = %a: %.3f ulp from %a", v[at], y[at], worst, exp((double)v[at]));
   lj_tensor_release(e);
   lj_tensor_release(x);

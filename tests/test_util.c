@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 const lj_dtype tu_all_dtypes[LJ_NUM_DTYPES] = {LJ_F32, LJ_F64, LJ_BF16, LJ_F16, LJ_I8,
                                                LJ_U8,  LJ_I32, LJ_I64,  LJ_BOOL, LJ_I16};
@@ -183,6 +184,26 @@ char *tu_read_file(const char *path, size_t *size) {
   fclose(f);
   if (size) *size = got;
   return s;
+}
+
+void tu_init_saving_asm(lj_config cfg, char *path, size_t cap) {
+  snprintf(path, cap, "/tmp/lj_test_asm_%d_XXXXXX", (int)getpid());
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  cfg.save_tensors_file = path;
+  cfg.save_tensors_fmt = "asm";
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+}
+
+char *tu_take_saved_asm(const char *path) {
+  char file[300];
+  snprintf(file, sizeof file, "%s.0", path);
+  char *text = tu_read_file(file, NULL);
+  ck_assert_msg(text != NULL, "no assembly saved at %s", file);
+  remove(file);
+  remove(path);
+  return text;
 }
 
 int tu_command(const char *cmd, char **out) {

@@ -40,6 +40,12 @@ double tu_rtol(lj_dtype dt);
  * when it cannot be read. */
 char *tu_read_file(const char *path, size_t *size);
 
+/* Starts the runtime with cfg, saving the assembly of every graph the default device runs
+ * (LJ_SAVE_TENSORS_FMT=asm) to a fresh file whose name goes to path (cap bytes); and the
+ * saved assembly (malloc'd), the files then removed. */
+void tu_init_saving_asm(lj_config cfg, char *path, size_t cap);
+char *tu_take_saved_asm(const char *path);
+
 /* Runs a shell command line; its exit status (-1 if it did not exit), and its standard output
  * (the command line redirects stderr there if wanted) in *out, malloc'd. */
 int tu_command(const char *cmd, char **out);
