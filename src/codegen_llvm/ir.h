@@ -19,7 +19,8 @@ typedef struct ljc_ir {
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
   bool scalar_loops;   /* loops closed while set are marked not to be vectorized */
-  int64_t nt_store_bytes; /* the session's non-temporal store threshold (stream.c); 0: never */
+  const uint8_t *stream; /* the kernel being lowered: the slots it writes with non-temporal
+                            stores (stream.c), or NULL */
 } ljc_ir;
 
 /* Code that computes at most this many points is not worth vector code: a kernel that small

@@ -1180,20 +1180,19 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   ljc_prefer_target_vectors(ir, outer);
   ljc_dbg_function(ir, outer, k->node);
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, outer, "entry"));
-  uint8_t *stream = ljb_xcalloc((size_t)p->nslots + 1, sizeof *stream);
-  bool streams = ljc_stream_slots(p, ki, ir->nt_store_bytes, stream);
+  const uint8_t *stream = ir->stream;
   LLVMValueRef *args = ljb_xalloc(((size_t)nused + 3) * sizeof *args);
   for (int s = 0, a = 0; s < p->nslots; s++) {
     if (!used[s]) continue;
     LLVMValueRef idx = ljc_i64(ir, s);
     LLVMValueRef pp = LLVMBuildInBoundsGEP2(b, ir->ptr, LLVMGetParam(outer, 0), &idx, 1, "");
     args[a++] = LLVMBuildLoad2(b, ir->ptr, pp, "");
-    if (stream[s]) ljc_set_align_md(ir, args[a - 1], 64); /* as the body's argument says */
+    if (stream && stream[s]) ljc_set_align_md(ir, args[a - 1], 64); /* as the body's argument says */
   }
   args[nused] = LLVMGetParam(outer, 1);
   args[nused + 1] = LLVMGetParam(outer, 2);
   args[nused + 2] = LLVMGetParam(outer, 3);
-  int64_t peel = streams ? ljc_stream_peel(ir, p, ki, stream) : 0;
+  int64_t peel = stream ? ljc_stream_peel(ir, p, ki, stream) : 0;
   if (peel > 0) {
     /* [begin, min(up, end)) then [up, end), up the first multiple of peel from begin
      * (stream.c); both calls inlined, so that LLVM sees the second range start aligned */
@@ -1207,7 +1206,6 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   }
   LLVMBuildCall2(b, body_t, body, args, (unsigned)nused + 3, "");
   LLVMBuildRetVoid(b);
-  free(stream);
   free(args);
   free(ptypes);
   free(used);
