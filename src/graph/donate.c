@@ -15,30 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool same_view(const ljg_view *a, const ljg_view *b) {
-  if (a->n != b->n) return false;
-  for (int l = 0; l < a->n; l++) {
-    const ljg_view1 *x = &a->v[l], *y = &b->v[l];
-    if (x->ndim != y->ndim || x->offset != y->offset ||
-        memcmp(x->shape, y->shape, (size_t)x->ndim * sizeof *x->shape) != 0 ||
-        memcmp(x->stride, y->stride, (size_t)x->ndim * sizeof *x->stride) != 0)
-      return false;
-  }
-  return true;
-}
-
 static bool reads(const ljg_kexpr *x, int32_t slot) {
   return (x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot;
-}
-
-/* Marks in used[] the expressions nest's values are computed from (operands come first). */
-static void nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used) {
-  memset(used, 0, (size_t)k->nexprs * sizeof *used);
-  used[nest->value] = true;
-  if (nest->scatter_index >= 0) used[nest->scatter_index] = true;
-  for (int e = k->nexprs - 1; e >= 0; e--)
-    if (used[e])
-      for (int i = 0; i < k->exprs[e].nin; i++) used[k->exprs[e].in[i]] = true;
 }
 
 /* The kernel whose nest *w alone writes slot out (no matmul or window writes it), or -1. */
@@ -71,14 +49,14 @@ static bool in_place(const ljg_program *p, int ki, int w, int32_t param, bool *u
   if (ljg_kernel_has_window(k) && reads(&k->exprs[k->win_src], param)) return false;
   for (int s = 0; s < k->nnests; s++) {
     const ljg_nest *nest = &k->nests[s];
-    nest_exprs(k, nest, used);
+    ljg_nest_exprs(k, nest, used);
     for (int e = 0; e < k->nexprs; e++) {
       if (!used[e] || !reads(&k->exprs[e], param)) continue;
       /* read before the element is written: by w itself or a nest before it over the same
        * rows, at the element w writes */
       if (s > w || k->exprs[e].kind != LJG_X_LOAD || nest->ndim != wn->ndim || nest->row_dims != wn->row_dims ||
           memcmp(nest->shape, wn->shape, (size_t)nest->ndim * sizeof *nest->shape) != 0 ||
-          !same_view(&k->views[k->exprs[e].view], &k->views[wn->out_view]))
+          !ljg_view_equal(&k->views[k->exprs[e].view], &k->views[wn->out_view]))
         return false;
     }
   }

@@ -105,20 +105,9 @@ static int32_t path_push(fuser *f, int32_t parent, int32_t view_node) {
 
 /* ---- views ------------------------------------------------------------------------------- */
 
-static bool view_equal(const ljg_view *a, const ljg_view *b) {
-  if (a->n != b->n) return false;
-  for (int l = 0; l < a->n; l++) {
-    const ljg_view1 *x = &a->v[l], *y = &b->v[l];
-    if (x->ndim != y->ndim || x->offset != y->offset) return false;
-    for (int d = 0; d < x->ndim; d++)
-      if (x->shape[d] != y->shape[d] || x->stride[d] != y->stride[d]) return false;
-  }
-  return true;
-}
-
 static int32_t add_view(fuser *f, const ljg_view *v) {
   for (int i = 0; i < f->views.n; i++)
-    if (view_equal(&f->views.a[i], v)) return i;
+    if (ljg_view_equal(&f->views.a[i], v)) return i;
   ljb_vec_push(&f->views, *v);
   return f->views.n - 1;
 }
@@ -651,6 +640,15 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   free(f.mkeys);
   free(f.mvals);
   return p;
+}
+
+void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used) {
+  memset(used, 0, (size_t)k->nexprs * sizeof *used);
+  used[nest->value] = true;
+  if (nest->scatter_index >= 0) used[nest->scatter_index] = true;
+  for (int e = k->nexprs - 1; e >= 0; e--)
+    if (used[e])
+      for (int i = 0; i < k->exprs[e].nin; i++) used[k->exprs[e].in[i]] = true;
 }
 
 void ljg_program_free(ljg_program *p) {

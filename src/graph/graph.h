@@ -324,6 +324,8 @@ typedef struct ljg_view {
 
 void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape);
 const ljg_view1 *ljg_view_top(const ljg_view *v);
+/* Whether two views address the same elements in the same order (level by level). */
+bool ljg_view_equal(const ljg_view *a, const ljg_view *b);
 void ljg_view_permute(ljg_view *v, const int64_t *perm);
 void ljg_view_expand(ljg_view *v, const int64_t *shape);
 void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t len);
@@ -453,6 +455,10 @@ typedef struct ljg_kernel {
   int64_t win_img[4];     /* N, C, H, W */
   int64_t win_oh, win_ow;
 } ljg_kernel;
+
+/* Marks in used[] (k->nexprs entries) the expressions a nest's values and scatter indices are
+ * computed from. */
+void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used);
 
 static inline bool ljg_kernel_has_window(const ljg_kernel *k) {
   return k->win_op == LJG_OP_IM2COL || k->win_op == LJG_OP_COL2IM;

@@ -31,6 +31,17 @@ void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape) {
 
 const ljg_view1 *ljg_view_top(const ljg_view *v) { return &v->v[v->n - 1]; }
 
+bool ljg_view_equal(const ljg_view *a, const ljg_view *b) {
+  if (a->n != b->n) return false;
+  for (int l = 0; l < a->n; l++) {
+    const ljg_view1 *x = &a->v[l], *y = &b->v[l];
+    if (x->ndim != y->ndim || x->offset != y->offset) return false;
+    for (int d = 0; d < x->ndim; d++)
+      if (x->shape[d] != y->shape[d] || x->stride[d] != y->stride[d]) return false;
+  }
+  return true;
+}
+
 void ljg_view_permute(ljg_view *v, const int64_t *perm) {
   ljg_view1 *t = &v->v[v->n - 1], old = *t;
   for (int d = 0; d < t->ndim; d++) {
