@@ -8,12 +8,12 @@
 #include <string.h>
 
 /* Starts the runtime with threshold kb and `threads` threads, saving the assembly of what
- * it runs (tu_take_saved_asm reads it). */
+ * it runs (tu_take_saved reads it). */
 static void init_streaming(int kb, int threads, char *path, size_t cap) {
   lj_config cfg = lj_config_default();
   cfg.nt_store_kb = kb;
   cfg.num_threads = threads;
-  tu_init_saving_asm(cfg, path, cap);
+  tu_init_saving(cfg, "asm", path, cap);
 }
 
 /* How many times text names `what`. */
@@ -45,7 +45,7 @@ START_TEST(test_stream_elementwise) {
         lj_tensor_release(x);
         lj_tensor_release(w);
         lj_tensor_release(b);
-        char *text = tu_take_saved_asm(path);
+        char *text = tu_take_saved(path);
         ck_assert_int_gt(count(text, "movnt"), 0);
         ck_assert_int_gt(count(text, "sfence"), 0); /* the stores are fenced */
         free(text);
@@ -66,7 +66,7 @@ START_TEST(test_stream_rows) {
       lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(129, cols[c]), TU_ANY, 4);
       tu_check1(lj_softmax(x, 1), tu_rtol(LJ_F32));
       lj_tensor_release(x);
-      char *text = tu_take_saved_asm(path);
+      char *text = tu_take_saved(path);
       int nt = count(text, "movnt");
       free(text);
       if (cols[c] == 1024)
@@ -87,7 +87,7 @@ START_TEST(test_stream_off) {
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(100003), TU_ANY, 1);
     tu_check1(relu_chain(x, x, x), tu_rtol(LJ_F32));
     lj_tensor_release(x);
-    char *text = tu_take_saved_asm(path);
+    char *text = tu_take_saved(path);
     ck_assert_int_eq(count(text, "movnt") + count(text, "sfence"), 0);
     free(text);
     lj_shutdown();

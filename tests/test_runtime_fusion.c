@@ -195,6 +195,47 @@ static int local_slots(const ljg_program *p) {
   return n;
 }
 
+/* How many vectorized loops the optimized IR text has: the blocks LLVM names vector.body, with
+ * a number when there are several (not the narrower epilogues' vec.epilog.vector.body). */
+static int vector_loops(const char *ir) {
+  int n = 0;
+  for (const char *p = ir; (p = strstr(p, "\nvector.body")) != NULL; p++) n++;
+  return n;
+}
+
+/* Nests over the same points share one loop when what each reads of another's output is the
+ * element being written (SGD with momentum: the state, then the parameter from it); a
+ * reduction of the first output keeps a loop of its own. One kernel either way; values
+ * against the interpreter. A row-fused kernel whose second nest reads the first's output
+ * transposed within the row (elements not yet written in a shared loop) keeps two loops:
+ * its values would be wrong in one. */
+START_TEST(test_nests_share_loops) {
+  for (int threads = 1; threads <= 2; threads++)
+    for (int shared = 0; shared < 2; shared++) {
+      lj_config cfg = lj_config_default();
+      cfg.num_threads = threads;
+      char path[64];
+      tu_init_saving(cfg, "llvm", path, sizeof path);
+      lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(37, 301), TU_ANY, 1);
+      lj_tensor *m = tu_tensor(LJ_F32, LJ_SHAPE(37, 301), TU_ANY, 2);
+      lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(37, 301), TU_ANY, 3);
+      lj_tensor *m2 = lj_add(lj_mul_scalar(m, 0.9), g);
+      lj_tensor *outs[2] = {m2, shared ? lj_sub(w, lj_mul_scalar(m2, 0.1)) : lj_sum(m2, 1, (const int[]){1}, false)};
+      ck_assert_int_eq(lj_graph_kernel_count(2, outs), 1);
+      tu_check_interp(2, outs, 1e-6);
+      char *ir = tu_take_saved(path);
+      ck_assert_int_eq(vector_loops(ir), (shared ? 1 : 2));
+      free(ir);
+      lj_shutdown();
+    }
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(37, 16, 16), TU_ANY, 4);
+  lj_tensor *y = lj_exp(lj_transpose(x, 1, 2)), *yt = lj_mul_scalar(lj_transpose(y, 1, 2), 2.0);
+  lj_tensor *rows[3] = {y, yt, lj_div(yt, lj_sum(y, 2, (const int[]){1, 2}, true))};
+  ck_assert_int_eq(lj_graph_kernel_count(3, rows), 1);
+  tu_check_interp(3, rows, 1e-5);
+}
+END_TEST
+
 /* softmax's max, exps, sum and reciprocal live a block of rows at a time on the kernel's stack
  * (no scratch arena at all), in every dtype; rows too long for that keep scratch memory. Values
  * agree with the interpreter either way, with rows split across threads. */
@@ -733,6 +774,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
   tcase_add_test(tc, test_matmul_epilogue);
+  tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_window_row_fusion);

@@ -186,21 +186,21 @@ char *tu_read_file(const char *path, size_t *size) {
   return s;
 }
 
-void tu_init_saving_asm(lj_config cfg, char *path, size_t cap) {
+void tu_init_saving(lj_config cfg, const char *fmt, char *path, size_t cap) {
   snprintf(path, cap, "/tmp/lj_test_asm_%d_XXXXXX", (int)getpid());
   int fd = mkstemp(path);
   ck_assert_int_ge(fd, 0);
   close(fd);
   cfg.save_tensors_file = path;
-  cfg.save_tensors_fmt = "asm";
+  cfg.save_tensors_fmt = fmt;
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
 }
 
-char *tu_take_saved_asm(const char *path) {
+char *tu_take_saved(const char *path) {
   char file[300];
   snprintf(file, sizeof file, "%s.0", path);
   char *text = tu_read_file(file, NULL);
-  ck_assert_msg(text != NULL, "no assembly saved at %s", file);
+  ck_assert_msg(text != NULL, "nothing saved at %s", file);
   remove(file);
   remove(path);
   return text;

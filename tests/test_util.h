@@ -40,11 +40,11 @@ double tu_rtol(lj_dtype dt);
  * when it cannot be read. */
 char *tu_read_file(const char *path, size_t *size);
 
-/* Starts the runtime with cfg, saving the assembly of every graph the default device runs
- * (LJ_SAVE_TENSORS_FMT=asm) to a fresh file whose name goes to path (cap bytes); and the
- * saved assembly (malloc'd), the files then removed. */
-void tu_init_saving_asm(lj_config cfg, char *path, size_t cap);
-char *tu_take_saved_asm(const char *path);
+/* Starts the runtime with cfg, saving every graph the default device runs as LJ_SAVE_TENSORS_FMT
+ * fmt ("asm": its kernels' assembly, "llvm": their optimized IR) to a fresh file whose name
+ * goes to path (cap bytes); and what was saved (malloc'd), the files then removed. */
+void tu_init_saving(lj_config cfg, const char *fmt, char *path, size_t cap);
+char *tu_take_saved(const char *path);
 
 /* Runs a shell command line; its exit status (-1 if it did not exit), and its standard output
  * (the command line redirects stderr there if wanted) in *out, malloc'd. */

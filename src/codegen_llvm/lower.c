@@ -11,8 +11,10 @@
  * task range [begin, end)), and for reductions an inner set of loops carrying the
  * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
  * vectorize; a nest whose rows span several dims unravels each row of the task range into
- * them. Matmul kernels of f32/f64 whose operands are loads through single-level views call
- * one of gemm.c's register-blocked GEMM routines; a matmul with an epilogue (row fusion) computes a
+ * them; consecutive elementwise nests over the same points share one loop when each reads
+ * the others' outputs only at the point being written (shares_loop). Matmul kernels of
+ * f32/f64 whose operands are loads through single-level views call one of gemm.c's
+ * register-blocked GEMM routines; a matmul with an epilogue (row fusion) computes a
  * block of rows of C and then runs its nests on them, block after block. The others compute
  * one output row per task: when B is contiguous along n,
  * zero the row and add a[k] times row k of B for each k (the inner loop over n vectorizes);
@@ -133,6 +135,7 @@ typedef struct nest_gen {
   bool split;         /* dim 0 runs over the task range */
   bool columns;       /* reduce with the last kept dim innermost (emit_columns) */
   bool into_zeros;    /* a scatter-add whose target the previous nest filled with zeros (skipped) */
+  int last;           /* the nests after this one through `last` run in its loop (shares_loop) */
   LLVMValueRef begin, end;
   reduction red;
 } nest_gen;
@@ -225,7 +228,11 @@ static void emit_point(nest_gen *g) {
   ljc_ir *ir = g->kc->ir;
   const ljg_nest *nest = g->nest;
   if (nest->rop < 0) {
-    store_point(g, point_value(g));
+    for (const ljg_nest *n = nest; n <= &g->kc->k->nests[g->last]; n++) {
+      g->nest = n;
+      store_point(g, point_value(g));
+    }
+    g->nest = nest;
     return;
   }
   LLVMValueRef acc[2], out[2];
@@ -417,14 +424,55 @@ static bool fills_for_scatter(const ljg_kernel *k, int s) {
   return true;
 }
 
+/* Whether nest s can run in the loop of the nests first .. s - 1 (which share one): all of
+ * them elementwise over the same points, no window between them, each writing a slot of its
+ * own, and every element one of them reads from a slot another writes read at the point
+ * being written. One pass over the points then computes what the nests one after another
+ * would, and what one nest writes the next reads from registers (an optimizer's update of
+ * its state, then of the parameter from it). */
+static bool shares_loop(const ljg_kernel *k, int first, int s) {
+  const ljg_nest *a = &k->nests[first], *n = &k->nests[s];
+  if (s <= first || n->rop >= 0 || n->scatter_index >= 0 || a->rop >= 0 || a->scatter_index >= 0 ||
+      n->ndim != a->ndim || n->row_dims != a->row_dims ||
+      memcmp(n->shape, a->shape, (size_t)n->ndim * sizeof *n->shape) != 0 || fills_for_scatter(k, first) ||
+      fills_for_scatter(k, s) ||
+      (ljg_kernel_has_window(k) && k->win_at > first && k->win_at <= s))
+    return false;
+  bool *used = ljb_xalloc((size_t)k->nexprs * sizeof *used), ok = true;
+  for (int r = first; ok && r <= s; r++) {
+    ljg_nest_exprs(k, &k->nests[r], used);
+    for (int e = 0; ok && e < k->nexprs; e++) {
+      const ljg_kexpr *x = &k->exprs[e];
+      if (!used[e] || (x->kind != LJG_X_LOAD && x->kind != LJG_X_BUFFER)) continue;
+      for (int w = first; ok && w <= s; w++)
+        if (k->nests[w].out_slot == x->slot)
+          ok = x->kind == LJG_X_LOAD && ljg_view_equal(&k->views[x->view], &k->views[k->nests[w].out_view]);
+    }
+    for (int w = first; ok && w < r; w++) ok = k->nests[w].out_slot != k->nests[r].out_slot;
+  }
+  free(used);
+  return ok;
+}
+
+/* The first nest of the loop nest s runs in: loops are shared greedily from the first nest
+ * on, as emit_nest extends one. */
+static int loop_leader(const ljg_kernel *k, int s) {
+  int first = 0;
+  for (int t = 1; t <= s; t++)
+    if (!shares_loop(k, first, t)) first = t;
+  return first;
+}
+
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
-  if (fills_for_scatter(kc->k, s)) return;
+  if (fills_for_scatter(kc->k, s) || loop_leader(kc->k, s) != s) return;
   nest_gen g = {0};
   g.kc = kc;
   g.nest = nest;
   g.check = check;
   g.into_zeros = s > 0 && fills_for_scatter(kc->k, s - 1);
+  g.last = s;
+  while (g.last + 1 < kc->k->nnests && shares_loop(kc->k, s, g.last + 1)) g.last++;
   g.pt.ndim = nest->ndim;
   g.nkept = nest->ndim - __builtin_popcount(nest->rmask);
   g.split = kc->k->task_dim == 0;
