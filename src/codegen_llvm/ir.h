@@ -140,6 +140,8 @@ typedef struct ljc_kctx {
   int *expr_check;        /* per expression, its check in checks[] or -1 */
   ljc_check *checks;
   int nchecks;
+  int *nest_last;         /* per nest: the last nest its loop also runs (lower.c's shares_loop),
+                             or -1 for a nest that runs in an earlier one's */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);

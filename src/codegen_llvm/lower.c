@@ -135,7 +135,7 @@ typedef struct nest_gen {
   bool split;         /* dim 0 runs over the task range */
   bool columns;       /* reduce with the last kept dim innermost (emit_columns) */
   bool into_zeros;    /* a scatter-add whose target the previous nest filled with zeros (skipped) */
-  int last;           /* the nests after this one through `last` run in its loop (shares_loop) */
+  int last;           /* the nests after this one through `last` run in its loop (nest_last) */
   LLVMValueRef begin, end;
   reduction red;
 } nest_gen;
@@ -230,6 +230,7 @@ static void emit_point(nest_gen *g) {
   if (nest->rop < 0) {
     for (const ljg_nest *n = nest; n <= &g->kc->k->nests[g->last]; n++) {
       g->nest = n;
+      ljc_dbg_at(ir, g->kc->k->exprs[n->value].node);
       store_point(g, point_value(g));
     }
     g->nest = nest;
@@ -454,25 +455,28 @@ static bool shares_loop(const ljg_kernel *k, int first, int s) {
   return ok;
 }
 
-/* The first nest of the loop nest s runs in: loops are shared greedily from the first nest
- * on, as emit_nest extends one. */
-static int loop_leader(const ljg_kernel *k, int s) {
-  int first = 0;
-  for (int t = 1; t <= s; t++)
-    if (!shares_loop(k, first, t)) first = t;
-  return first;
+/* last[s] for every nest (ljc_kctx.nest_last): loops shared greedily from the first nest on. */
+static void loop_groups(const ljg_kernel *k, int *last) {
+  for (int first = 0, s = 0; s < k->nnests; s++) {
+    if (s > first && shares_loop(k, first, s)) {
+      last[first] = s;
+      last[s] = -1;
+    } else {
+      first = s;
+      last[s] = s;
+    }
+  }
 }
 
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
-  if (fills_for_scatter(kc->k, s) || loop_leader(kc->k, s) != s) return;
+  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0) return;
   nest_gen g = {0};
   g.kc = kc;
   g.nest = nest;
   g.check = check;
   g.into_zeros = s > 0 && fills_for_scatter(kc->k, s - 1);
-  g.last = s;
-  while (g.last + 1 < kc->k->nnests && shares_loop(kc->k, s, g.last + 1)) g.last++;
+  g.last = kc->nest_last[s];
   g.pt.ndim = nest->ndim;
   g.nkept = nest->ndim - __builtin_popcount(nest->rmask);
   g.split = kc->k->task_dim == 0;
@@ -1209,6 +1213,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   }
   int *nest_check = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *nest_check);
   create_checks(&kc, nest_check);
+  kc.nest_last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.nest_last);
+  loop_groups(k, kc.nest_last);
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end);
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
@@ -1263,6 +1269,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(kc.vals);
   free(kc.checks);
   free(kc.expr_check);
+  free(kc.nest_last);
   free(nest_check);
 }
 
