@@ -77,8 +77,9 @@ LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x) {
   LLVMValueRef ni = LLVMBuildShl(ir->b, LLVMBuildBitCast(ir->b, t, it, ""), ljc_const_i(it, d ? 52 : 23), "");
   LLVMValueRef res = LLVMBuildBitCast(ir->b, LLVMBuildAdd(ir->b, LLVMBuildBitCast(ir->b, p, it, ""), ni, ""), LLVMTypeOf(x), "");
   res = sel(ir, fcmp(ir, LLVMRealOLT, x, K(x, lo)), K(x, 0), res);
-  /* above hi and NaN in one select: x·inf is inf for the one and NaN for the other */
-  return sel(ir, fcmp(ir, LLVMRealOLE, x, K(x, hi)), res, vmul(ir, x, K(x, INFINITY)));
+  /* above hi and NaN in one select: x + inf is inf for the one and NaN for the other (an add,
+   * not a multiply, leaves the multiply-add units to the polynomial) */
+  return sel(ir, fcmp(ir, LLVMRealOLE, x, K(x, hi)), res, vadd(ir, x, K(x, INFINITY)));
 }
 
 LLVMValueRef ljc_vm_expm1(ljc_ir *ir, LLVMValueRef x) {
