@@ -1,7 +1,9 @@
 /* test_frontend_errors.c — bad input never crashes: NULL operands (and their propagation
  * through chains), bad dims, shapes that do not broadcast, tensors of different devices,
- * wrong sizes, bad dtypes, bad configuration, and data-dependent errors in compiled code,
- * reported at the sync with LJ_ERR_RUNTIME while the device stays usable. */
+ * wrong sizes, bad dtypes, bad configuration, every nn op's and list-taking function's
+ * argument checks (each message naming the op, the argument and the values), and
+ * data-dependent errors in compiled code, reported at the sync with LJ_ERR_RUNTIME while the
+ * device stays usable. */
 #include "test_util.h"
 
 #include <math.h>
@@ -152,6 +154,126 @@ START_TEST(test_config_errors) {
 }
 END_TEST
 
+/* The nn ops' argument checks: each names the op, the argument and the values. */
+START_TEST(test_nn_argument_errors) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 5, 5), TU_ANY, 1);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 3, 3), TU_ANY, 2);
+  lj_tensor *xi = tu_tensor(LJ_I32, LJ_SHAPE(2, 3, 5, 5), TU_ANY, 3);
+  lj_tensor *w64 = tu_tensor(LJ_F64, LJ_SHAPE(4, 3, 3, 3), TU_ANY, 4);
+  lj_tensor *b5 = tu_tensor(LJ_F32, LJ_SHAPE(5), TU_ANY, 5);
+  ck_assert(!lj_conv2d(xi, w, NULL, NULL, NULL, NULL, 1));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_conv2d: x must be a float tensor, not i32", NULL);
+  ck_assert(!lj_conv2d(x, w64, NULL, NULL, NULL, NULL, 1));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_conv2d: dtypes differ (f32 and f64)", NULL);
+  ck_assert(!lj_conv2d(x, w, b5, NULL, NULL, NULL, 1));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_conv2d: bias [5] does not match the 4 output channels", NULL);
+  ck_assert(!lj_max_pool2d(x, NULL, NULL, NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_max_pool2d: argument kernel is NULL", NULL);
+
+  lj_tensor *logp = tu_tensor(LJ_F32, LJ_SHAPE(4, 3), TU_ANY, 6);
+  lj_tensor *t5 = lj_tensor_from_host(lj_default_device(), LJ_I64, LJ_SHAPE(5), (int64_t[]){0, 1, 2, 0, 1});
+  ck_assert(!lj_mse_loss(logp, logp, (lj_reduction)7));
+  tu_expect_error(LJ_ERR_ARG, "lj_mse_loss: reduction 7 is not an lj_reduction", NULL);
+  ck_assert(!lj_nll_loss(logp, t5, LJ_REDUCE_MEAN));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_nll_loss: target [5] does not match input [4,3]",
+                  "expected the input's shape without dim 1", NULL);
+  ck_assert(!lj_linear(logp, tu_tensor(LJ_F32, LJ_SHAPE(2, 5), TU_ANY, 7), NULL));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_linear: x [4,3] has 3 features, weight [2,5] expects 5", NULL);
+
+  lj_tensor *i32 = tu_tensor(LJ_I32, LJ_SHAPE(4, 3), TU_ANY, 8);
+  ck_assert(!lj_gather(logp, 1, i32));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_gather: index must be i64, not i32", NULL);
+  ck_assert(!lj_scatter_add(logp, 1, i32, logp));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_scatter_add: index must be i64 and x numeric (got i32 and f32)", NULL);
+  lj_tensor *i2d = lj_zeros(lj_default_device(), LJ_I64, LJ_SHAPE(2, 2));
+  ck_assert(!lj_index_select(logp, 0, i2d));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_index_select: index must be 1-D, it has 2 dims", NULL);
+  lj_tensor *i8d = lj_zeros(lj_default_device(), LJ_I64, LJ_SHAPE(1, 1, 1, 1, 1, 1, 1, 1));
+  ck_assert(!lj_embedding(logp, i8d));
+  tu_expect_error(LJ_ERR_ARG, "lj_embedding: index has too many dims (8)", NULL);
+  ck_assert(!lj_one_hot(t5, 0));
+  tu_expect_error(LJ_ERR_ARG, "lj_one_hot: num_classes is 0, must be at least 1", NULL);
+
+  ck_assert(!lj_layer_norm(logp, 3, NULL, NULL, 1e-5));
+  tu_expect_error(LJ_ERR_ARG, "lj_layer_norm: 3 normalized dims for a 2-d input", NULL);
+  ck_assert(!lj_layer_norm(logp, 1, b5, NULL, 1e-5));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_layer_norm: weight [5] does not match the normalized shape [3]", NULL);
+  ck_assert(!lj_layer_norm(logp, 1, NULL, b5, 1e-5));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_layer_norm: bias [5] does not match the normalized shape [3]", NULL);
+  ck_assert(!lj_batch_norm(b5, NULL, NULL, NULL, NULL, true, 0.1, 1e-5));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_batch_norm: x needs at least 2 dims [N, C, ...], it has 1", NULL);
+  ck_assert(!lj_batch_norm(logp, b5, b5, NULL, NULL, true, 0.1, 1e-5));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_batch_norm: per-channel argument 0 has shape [5], expected [3]", NULL);
+  lj_tensor *c3 = lj_zeros(lj_default_device(), LJ_F32, LJ_SHAPE(3));
+  ck_assert(!lj_batch_norm(logp, c3, NULL, NULL, NULL, true, 0.1, 1e-5));
+  tu_expect_error(LJ_ERR_ARG, "lj_batch_norm: give both running_mean and running_var, or neither", NULL);
+
+  ck_assert(!lj_pad(logp, 3, (const int64_t[]){1, 1, 1}, 0));
+  tu_expect_error(LJ_ERR_ARG, "lj_pad: 3 pad values for a 2-d tensor (need pairs, at most 2 per dim)", NULL);
+  ck_assert(!lj_pad(logp, 2, (const int64_t[]){-2, -2}, 0));
+  tu_expect_error(LJ_ERR_SHAPE, "lj_pad: padding (-2, -2) leaves dim 1 of size 3 negative", NULL);
+  /* none of them recorded anything: the device has nothing to run */
+  ck_assert_int_eq(lj_sync(lj_default_device()), LJ_OK);
+}
+END_TEST
+
+/* Shape, dim-list and tensor-list arguments of the other ops, the optimizers, the layer
+ * initializers, the inspection functions and lj_backward. */
+START_TEST(test_list_and_shape_argument_errors) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3), TU_ANY, 1);
+  ck_assert(!lj_reshape(x, -1, NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_reshape: bad shape (ndim = -1)", NULL);
+  ck_assert(!lj_reshape(x, LJ_SHAPE(-3, -2)));
+  tu_expect_error(LJ_ERR_ARG, "lj_reshape: invalid size -3 at dim 0", NULL);
+  ck_assert(!lj_expand(x, LJ_SHAPE(3)));
+  tu_expect_error(LJ_ERR_ARG, "lj_expand: 1 dims given for a 2-d tensor (need at least as many)", NULL);
+  ck_assert(!lj_squeeze(x, -1, NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_squeeze: bad dim list (ndims = -1)", NULL);
+  lj_tensor *x8 = lj_zeros(d, LJ_F32, LJ_SHAPE(1, 1, 1, 1, 1, 1, 1, 2));
+  ck_assert(!lj_unsqueeze(x8, 0));
+  tu_expect_error(LJ_ERR_ARG, "lj_unsqueeze: a tensor has at most 8 dims", NULL);
+  ck_assert(!lj_flatten(x, 1, 0));
+  tu_expect_error(LJ_ERR_ARG, "lj_flatten: start_dim 1 comes after end_dim 0", NULL);
+  ck_assert(!lj_sum(x, -1, NULL, false));
+  tu_expect_error(LJ_ERR_ARG, "lj_sum: bad dim list (ndims = -1)", NULL);
+
+  ck_assert(!lj_zeros(NULL, LJ_F32, LJ_SHAPE(2)));
+  tu_expect_error(LJ_ERR_ARG, "lj_zeros: argument d is NULL", NULL);
+  ck_assert(!lj_full(d, (lj_dtype)99, LJ_SHAPE(2), 1));
+  tu_expect_error(LJ_ERR_DTYPE, "lj_full: dtype 99 is not an lj_dtype", NULL);
+  ck_assert(!lj_zeros(d, LJ_F32, 2, NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_zeros: argument shape is NULL", NULL);
+
+  lj_tensor *pair[2] = {x, NULL};
+  ck_assert_int_eq(lj_sync_tensors(-1, NULL), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_sync_tensors: bad tensor list (n = -1)", NULL);
+  ck_assert_int_eq(lj_sync_tensors(2, pair), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_sync_tensors: tensor 1 of 2 is NULL", NULL);
+  ck_assert(!lj_tensors_text(0, NULL));
+  tu_expect_error(LJ_ERR_ARG, "lj_tensors_text: no tensors given (n = 0)", NULL);
+
+  ck_assert(!lj_optim_sgd(0, NULL, (lj_sgd_options){.lr = 0.1}));
+  tu_expect_error(LJ_ERR_ARG, "lj_optim_sgd: no parameters (n = 0)", NULL);
+  lj_adam_options ao = lj_adam_defaults();
+  ao.lr = -1;
+  ck_assert(!lj_optim_adam(1, &x, ao));
+  tu_expect_error(LJ_ERR_ARG, "lj_optim_adam", "lr", NULL);
+  ck_assert(!lj_clip_grad_norm(0, NULL, 1));
+  tu_expect_error(LJ_ERR_ARG, "lj_clip_grad_norm: no parameters (n = 0)", NULL);
+  lj_tensor *w = NULL, *b = NULL;
+  ck_assert_int_eq(lj_nn_linear_init(NULL, LJ_F32, 3, 2, true, &w, &b), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_nn_linear_init: a NULL device or output pointer", NULL);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 3, 2, true, &w, NULL), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_nn_linear_init", NULL);
+  ck_assert(!w && !b);
+
+  lj_tensor *loss = lj_sum(lj_cast(x, LJ_I32), 0, NULL, false); /* i64, as in PyTorch */
+  ck_assert_int_eq(lj_backward(loss), LJ_ERR_DTYPE);
+  tu_expect_error(LJ_ERR_DTYPE, "lj_backward: the loss must be a float tensor, not i64", NULL);
+}
+END_TEST
+
 /* Integer division by zero is found by the compiled code. The sync only queues the run: its
  * error comes back, with its message, from the next barrier or read (once); the tensor it
  * computed holds no value, a graph using it fails without running, and the device stays
@@ -268,6 +390,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_devices);
   tcase_add_test(tc, test_sizes_and_dtypes);
   tcase_add_test(tc, test_config_errors);
+  tcase_add_test(tc, test_nn_argument_errors);
+  tcase_add_test(tc, test_list_and_shape_argument_errors);
   tcase_add_test(tc, test_runtime_division_by_zero);
   tcase_add_test(tc, test_sync_wait_reports_at_the_sync);
   tcase_add_test(tc, test_fuzz_never_crashes);

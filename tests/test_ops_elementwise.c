@@ -184,6 +184,8 @@ typedef struct binary_case {
 } binary_case;
 
 static lj_tensor *div_trunc(lj_tensor *a, lj_tensor *b) { return lj_div_rounding(a, b, LJ_ROUND_TRUNC); }
+static lj_tensor *div_floor(lj_tensor *a, lj_tensor *b) { return lj_div_rounding(a, b, LJ_ROUND_FLOOR); }
+static lj_tensor *div_none(lj_tensor *a, lj_tensor *b) { return lj_div_rounding(a, b, LJ_ROUND_NONE); }
 
 static const binary_case binaries[] = {
     {"add", lj_add, TU_ANY, TU_ANY, false, 0},
@@ -196,6 +198,8 @@ static const binary_case binaries[] = {
     {"remainder", lj_remainder, TU_ANY, TU_NONZERO, true, 0},
     {"floor_divide", lj_floor_divide, TU_ANY, TU_NONZERO, true, 0},
     {"div_rounding", div_trunc, TU_ANY, TU_NONZERO, true, 0},
+    {"div_rounding", div_floor, TU_ANY, TU_NONZERO, true, 0},
+    {"div_rounding", div_none, TU_ANY, TU_NONZERO, false, 0},
     {"eq", lj_eq, TU_ANY, TU_ANY, false, 0},
     {"ne", lj_ne, TU_ANY, TU_ANY, false, 0},
     {"lt", lj_lt, TU_ANY, TU_ANY, false, 0},

@@ -209,11 +209,7 @@ static lj_tensor *clamp(const char *name, lj_tensor *t, const double *lo, const 
   int n = 1;
   if (lo) ts[n++] = ljf_typed_scalar(*lo);
   if (hi) ts[n++] = ljf_typed_scalar(*hi);
-  lj_dtype dt = ljf_result_type(n, ts);
-  if (dt == LJ_BOOL) {
-    ljb_error(LJ_ERR_DTYPE, "%s: dtype bool is not supported", name);
-    return NULL;
-  }
+  lj_dtype dt = ljf_result_type(n, ts); /* never bool: a bound promotes a bool tensor */
   struct lj_device *d = t->dev;
   ljg_node *x = ljf_cast(d, ljf_node(t), dt);
   if (lo) x = clamp_to(d, x, LJG_OP_LT, dt, *lo);

@@ -49,11 +49,8 @@ lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b) {
   }
   int batch_n;
   int64_t batch[LJ_MAX_DIMS];
+  /* an, bn <= LJ_MAX_DIMS: the result has batch_n + 2 <= LJ_MAX_DIMS dims */
   if (!ljf_broadcast(name, an - 2, as, bn - 2, bs, &batch_n, batch)) return NULL;
-  if (batch_n + 2 > LJ_MAX_DIMS) {
-    ljb_error(LJ_ERR_ARG, "%s: result would have more than %d dims", name, LJ_MAX_DIMS);
-    return NULL;
-  }
   int64_t B = ljg_numel(batch_n, batch);
   struct lj_device *d = a->dev;
   lj_dtype dt = a->dtype;
