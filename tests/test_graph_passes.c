@@ -3,7 +3,7 @@
  * and view folding, dead-code elimination with renumbering, batch sums of matmuls and their
  * orientation), the pipeline reaches a fixed
  * point (optimizing its output changes nothing), and what must stay (x + 0 on floats, integer division by zero, parameters, roots)
- * stays. */
+ * stays; the rewriter under the passes shares equal nodes however far it grows a graph. */
 #include "test_util.h"
 
 #include "graph/graph.h"
@@ -296,12 +296,49 @@ START_TEST(test_pipeline_is_idempotent) {
 }
 END_TEST
 
+/* A rewrite that adds many more nodes than the old graph had (the rewriter's table grows):
+ * every new node gets its own index, and an equal node added again, before or after the
+ * growth, is the one already there. */
+START_TEST(test_rewriter_grows) {
+  ljg_graph old;
+  ljg_graph_init(&old);
+  ljg_binding *vals = NULL;
+  ck_assert(ljg_graph_parse("IR {\n  %0 = f32[3] data(), param=0\n  %1 = f32[3] neg(%0), ROOT=0\n}\n", &old, &vals));
+  free(vals);
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, &old);
+  for (int i = 0; i < old.n; i++) rw.map[i] = ljg_rw_copy(&rw, &old, i);
+  ljg_gnode neg = old.nodes[1];
+  int32_t first[1] = {rw.map[1]};
+  int chain[300];
+  chain[0] = rw.map[1];
+  for (int i = 1; i < 300; i++) {
+    int32_t in[1] = {chain[i - 1]};
+    chain[i] = ljg_rw_add(&rw, &neg, in);
+    ck_assert_int_eq(chain[i], rw.out.n - 1);
+  }
+  ck_assert_int_eq(rw.out.n, 301);
+  ck_assert_int_eq(ljg_rw_add(&rw, &neg, first), chain[1]);
+  for (int i = 1; i < 300; i++) {
+    int32_t in[1] = {chain[i - 1]};
+    ck_assert_int_eq(ljg_rw_add(&rw, &neg, in), chain[i]);
+  }
+  ck_assert_int_eq(rw.out.n, 301);
+  rw.map[1] = chain[299];
+  ljg_rw_finish(&rw, &old);
+  ck_assert(ljg_graph_verify(&old));
+  ck_assert_int_eq(old.n, 301);
+  ljg_graph_free(&old);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("graph_passes");
   TCase *tc = tu_tcase("passes");
   int n = (int)(sizeof cases / sizeof cases[0]);
   tcase_add_loop_test(tc, test_pass_output, 0, n);
   tcase_add_loop_test(tc, test_pipeline_is_idempotent, 0, n);
+  tcase_add_test(tc, test_rewriter_grows);
   suite_add_tcase(s, tc);
   return s;
 }
