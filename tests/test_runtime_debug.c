@@ -369,6 +369,67 @@ START_TEST(test_debug_analysis) {
 }
 END_TEST
 
+/* Graphs that each miss the cache for another reason, compiled one after another; each is
+ * synced from fresh tensors of x (f32[4]) and y (f64[4]). */
+static lj_tensor *xt, *yt;
+
+static void sync_graph(int n, lj_tensor **roots) {
+  ck_assert_msg(lj_sync_tensors(n, roots) == LJ_OK, "%s", lj_last_error());
+}
+
+static void differences_loop(void) {
+  lj_tensor *r[2];
+  for (int g = 0; g < 10; g++) {
+    lj_scope_begin();
+    lj_tensor *e = lj_exp(xt);
+    switch (g) {
+    case 0: r[0] = lj_exp(e); break;                                /* [x, exp, exp] */
+    case 1: r[0] = e; break;                                        /* ends early */
+    case 2: r[0] = lj_exp(lj_exp(e)); break;                        /* goes on past */
+    case 3: r[0] = lj_exp(lj_exp(yt)); break;                       /* another dtype */
+    case 4: r[0] = lj_mul(e, xt); break;                            /* [x, exp, mul(%1, %0)] */
+    case 5: r[0] = lj_mul(e, e); break;                             /* other operands */
+    case 6: r[0] = lj_add_scalar(lj_slice(e, 0, 0, 2, 1), 1); break; /* [x, exp, slice, 1, ...] */
+    case 7: r[0] = lj_add_scalar(lj_slice(e, 0, 2, 4, 1), 1); break; /* another slice */
+    case 8: r[0] = lj_add_scalar(lj_slice(e, 0, 2, 4, 1), -1); break; /* another constant */
+    default: r[0] = lj_exp(e), r[1] = e; break;                     /* case 0's nodes, two roots */
+    }
+    sync_graph(g == 9 ? 2 : 1, r);
+    lj_scope_end();
+  }
+}
+
+/* LJ_DEBUG's First Difference for each kind of difference between a graph and the closest
+ * cached one. */
+START_TEST(test_debug_first_difference) {
+  lj_config cfg = lj_config_default();
+  cfg.debug = 1;
+  init_with(cfg);
+  xt = tu_tensor(LJ_F32, LJ_SHAPE(4), TU_ANY, 1);
+  yt = tu_tensor(LJ_F64, LJ_SHAPE(4), TU_ANY, 2);
+  char *text = capture_stderr(differences_loop);
+  ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\n"), 10);
+  static const char *const want[] = {
+      "First Difference: this graph ends after 2 nodes; the cached graph has 3\n",
+      "First Difference: this graph goes on past the cached graph's 3 nodes, at %3 = f32[4] exp(%2), ROOT=0\n",
+      "First Difference: node %0 differs: dtype f64 instead of f32\n",
+      "First Difference: node %2 differs: op mul instead of exp\n",
+      "First Difference: node %2 differs: operands (%1, %1) instead of (%1, %0)\n",
+      "First Difference: node %2 differs: attributes\n",
+      "First Difference: node %3 differs: value -1 instead of 1 (0, 1 and -1 are baked into graphs)\n",
+      "First Difference: the same nodes, other roots (2 outputs instead of 1)\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    const char *got = strstr(text, "First Difference");
+    ck_assert_msg(count(text, want[i]) == 1, "no '%s' (the first: '%.200s')", want[i], got ? got : "none");
+  }
+  free(text);
+  lj_tensor_release(xt);
+  lj_tensor_release(yt);
+  lj_shutdown();
+}
+END_TEST
+
 /* The GDB JIT interface, as gdb documents it: the JIT links every object it registers with
  * gdb into this list (LLVM defines the descriptor). */
 struct jit_code_entry {
@@ -589,6 +650,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_small_nests_scalar);
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
+  tcase_add_test(tc, test_debug_first_difference);
   tcase_add_test(tc, test_debug_donors);
   tcase_add_test(tc, test_hlo_debug);
   tcase_add_test(tc, test_perf_map);

@@ -7,6 +7,7 @@
 #include "runtime/runtime.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,15 +59,17 @@ static void node_difference(ljb_str *b, const ljg_graph *g, const ljg_graph *c, 
 }
 
 /* Why g found no executable in d's cache: the closest one (the longest equal prefix in post
- * order, then the most equal nodes) and the first node that differs. */
+ * order, then the most equal nodes, then the nearest node count: a graph of the same nodes
+ * with other roots before a longer one) and the first node that differs. */
 static void cache_miss(ljb_str *b, const struct lj_device *d, const ljg_graph *g) {
   const ljr_exec *best = NULL;
-  int best_at = -2, best_same = -1;
+  int best_at = -2, best_same = -1, best_extra = INT_MAX;
   for (const ljr_exec *e = d->cache.lru_head; e; e = e->lru_next) {
     int at = ljg_graph_first_difference(g, e->graph);
     if (at < 0) at = g->n + 1;
-    int same = ljg_graph_same_nodes(g, e->graph);
-    if (at > best_at || (at == best_at && same > best_same)) best = e, best_at = at, best_same = same;
+    int same = ljg_graph_same_nodes(g, e->graph), extra = abs(e->graph->n - g->n);
+    if (at > best_at || (at == best_at && (same > best_same || (same == best_same && extra < best_extra))))
+      best = e, best_at = at, best_same = same, best_extra = extra;
   }
   if (best_at > g->n) best_at = -1;
   if (!best) {
