@@ -1,7 +1,8 @@
 /* test_runtime_fusion.c — how many kernels fusion makes, asserted through the inspection
  * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
- * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way;
+ * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way, and
+ * at every LLVM opt level;
  * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time (softmax,
  * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
@@ -130,6 +131,29 @@ START_TEST(test_disable_fusion) {
   for (int64_t i = 0; i < n; i++) ck_assert_double_eq_tol(vals[0][i], vals[1][i], 1e-6);
   free(vals[0]);
   free(vals[1]);
+}
+END_TEST
+
+/* Every LLVM opt level (LJ_OPT_LEVEL 0-3: no vectorizer at 0 and 1) computes the
+ * interpreter's values for an elementwise chain, a row-fused softmax, a matmul with its
+ * epilogue and a pooled convolution. */
+START_TEST(test_opt_levels) {
+  for (int level = 0; level <= 3; level++) {
+    lj_config cfg = lj_config_default();
+    cfg.opt_level = level;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(16, 12), TU_ANY, 1);
+    lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 2);
+    lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(12, 16), TU_ANY, 3);
+    lj_tensor *img = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 9, 9), TU_ANY, 4);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(5, 3, 3, 3), TU_ANY, 5);
+    lj_tensor *r[4] = {chain10(x, bias, y), lj_softmax(lj_matmul(x, y), 1),
+                       lj_relu(lj_add(lj_matmul(y, x), lj_expand(bias, LJ_SHAPE(12, 12)))),
+                       lj_max_pool2d(lj_conv2d(img, w, NULL, NULL, (const int[]){1, 1}, NULL, 1), (const int[]){2, 2},
+                                     NULL, NULL)};
+    tu_check_interp_tol(4, r, 1e-5, 1e-4); /* f32 sums of 12-27 products up to ~16 */
+    lj_shutdown();
+  }
 }
 END_TEST
 
@@ -770,6 +794,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_loop_normalization);
   tcase_add_test(tc, test_kernel_counts);
   tcase_add_test(tc, test_disable_fusion);
+  tcase_add_test(tc, test_opt_levels);
   tcase_add_test(tc, test_sync_opbyop);
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
