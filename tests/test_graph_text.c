@@ -189,6 +189,28 @@ START_TEST(test_parse_errors) {
       {"IR {\n  %0 = f32[2] data(), param=0, DONOR=1\n  %1 = f32[2] exp(%0), ROOT=0\n}\n", "DONOR names a root"},
       {"IR {\n  %0 = f32[3] data(), param=0, DONOR=0\n  %1 = f32[2] data(), param=1\n  %2 = f32[2] exp(%1), ROOT=0\n}\n",
        "donor of root 0"},
+      {"IR {\n  %0 = f32[2] data(), param=0\n  %1 = f32[2] where(%0, %0, %0), ROOT=0\n}\n", "condition is not bool"},
+      {"IR {\n  %0 = f32[2] data(), param=0\n  %1 = f32[2] index_check(%0), bound=3, ROOT=0\n}\n",
+       "index_check needs i64"},
+      {"IR {\n  %0 = f32[2,3] data(), param=0\n  %1 = f32[2,1] argmax(%0), dims=(1), ROOT=0\n}\n",
+       "argmax/argmin: one dim, i64 or i32 result"},
+      {"IR {\n  %0 = f32[1,1,4,4] data(), param=0\n"
+       "  %1 = f32[1,9,5] im2col(%0), window=(3,3,1,1,0,0,1,1), fill=0, ROOT=0\n}\n",
+       "window shapes do not match"},
+      {"IR {\n  %0 = f32[2,3] data(), param=0\n  %1 = i64[2,2] data(), param=1\n"
+       "  %2 = f32[2,2] gather(%0, %1), dim=2, ROOT=0\n}\n",
+       "bad dim or index"},
+      {"IR {\n  %0 = f32[2,3] data(), param=0\n  %1 = i64[2,2] data(), param=1\n"
+       "  %2 = f32[2,3] gather(%0, %1), dim=1, ROOT=0\n}\n",
+       "result shape is not the index shape"},
+      {"IR {\n  %0 = i32[] scalar(), param=0, value=1\n  %1 = i64[] scalar(), param=1, value=0\n"
+       "  %2 = f32[2] rand(%0, %1), ROOT=0\n}\n",
+       "seed and offset must be 0-d i64"},
+      {"IR {\n  %0 = f32[1,2,3] data(), param=0\n  %1 = f32[1,4,5] data(), param=1\n"
+       "  %2 = f32[1,2,5] matmul(%0, %1), ROOT=0\n}\n",
+       "shapes do not chain"},
+      {"IR {\n  %0 = f32[2] data(), param=1\n  %1 = f32[2] data(), param=0\n  %2 = f32[2] add(%0, %1), ROOT=0\n}\n",
+       "parameters must be numbered in order"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     ljg_graph g;
