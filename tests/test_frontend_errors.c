@@ -148,6 +148,14 @@ START_TEST(test_config_errors) {
   cfg.opt_level = 7;
   ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
   tu_expect_error(LJ_ERR_ARG, "opt_level", NULL);
+  cfg = lj_config_default();
+  cfg.num_devices = 65;
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_init: num_devices (LJ_NUM_DEVICES) is 65, must be 1..64", NULL);
+  cfg = lj_config_default();
+  cfg.compilation_cache_size = 0;
+  ck_assert_int_eq(lj_init(&cfg), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "compilation_cache_size (LJ_COMPILATION_CACHE_SIZE) is 0, must be >= 1", NULL);
   ck_assert_int_eq(lj_init(NULL), LJ_OK);
   ck_assert_int_eq(lj_init(NULL), LJ_ERR_ARG);
   tu_expect_error(LJ_ERR_ARG, "already running", NULL);

@@ -430,6 +430,39 @@ START_TEST(test_debug_first_difference) {
 }
 END_TEST
 
+/* Three SGD steps of a linear model, each ended by the optimizer's barrier. */
+static void optimizer_loop(void) {
+  lj_device *d = lj_default_device();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(3, 4), TU_ANY, 1);
+  lj_tensor_set_requires_grad(w, true);
+  lj_optim *opt = lj_optim_sgd(1, &w, (lj_sgd_options){.lr = 0.1});
+  for (int step = 0; step < 3; step++) {
+    lj_scope_begin();
+    lj_optim_zero_grad(opt);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 4), TU_ANY, 2);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_linear(x, w, NULL), 0, NULL, false)), LJ_OK);
+    ck_assert_int_eq(lj_optimizer_step(opt, true), LJ_OK);
+    lj_scope_end();
+  }
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+  lj_optim_free(opt);
+  lj_tensor_release(w);
+}
+
+/* The optimizer's barrier is named as the cause: of the one compile (LJ_DEBUG=1) and of every
+ * run (LJ_DEBUG=2). */
+START_TEST(test_debug_optimizer_cause) {
+  lj_config cfg = lj_config_default();
+  cfg.debug = 2;
+  init_with(cfg);
+  char *text = capture_stderr(optimizer_loop);
+  ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\nCompilation Analysis:   optimizer step\n"), 1);
+  ck_assert_int_eq(count(text, "Execution Analysis: Execution Cause\nExecution Analysis:   optimizer step\n"), 3);
+  free(text);
+  lj_shutdown();
+}
+END_TEST
+
 /* The GDB JIT interface, as gdb documents it: the JIT links every object it registers with
  * gdb into this list (LLVM defines the descriptor). */
 struct jit_code_entry {
@@ -651,6 +684,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_dump_dir);
   tcase_add_test(tc, test_debug_analysis);
   tcase_add_test(tc, test_debug_first_difference);
+  tcase_add_test(tc, test_debug_optimizer_cause);
   tcase_add_test(tc, test_debug_donors);
   tcase_add_test(tc, test_hlo_debug);
   tcase_add_test(tc, test_perf_map);
