@@ -289,6 +289,14 @@ static char *capture_stderr(void (*fn)(void)) {
   return text;
 }
 
+/* What fn writes to stderr with LJ_DEBUG at level (the runtime started for it). */
+static char *debug_text(int level, void (*fn)(void)) {
+  lj_config cfg = lj_config_default();
+  cfg.debug = level;
+  init_with(cfg);
+  return capture_stderr(fn);
+}
+
 static int sync_line;
 
 /* A loop whose batch grows after 12 steps and that reads a value back twice per step. */
@@ -323,10 +331,7 @@ static void donor_loop(void) {
 }
 
 START_TEST(test_debug_donors) {
-  lj_config cfg = lj_config_default();
-  cfg.debug = 1;
-  init_with(cfg);
-  char *text = capture_stderr(donor_loop);
+  char *text = debug_text(1, donor_loop);
   ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\n"), 2);
   ck_assert_int_eq(count(text, "First Difference: the same nodes and roots, other donated buffers"), 1);
   free(text);
@@ -371,13 +376,8 @@ END_TEST
 
 /* Graphs that each miss the cache for another reason, compiled one after another; each is
  * synced from fresh tensors of x (f32[4]) and y (f64[4]). */
-static lj_tensor *xt, *yt;
-
-static void sync_graph(int n, lj_tensor **roots) {
-  ck_assert_msg(lj_sync_tensors(n, roots) == LJ_OK, "%s", lj_last_error());
-}
-
 static void differences_loop(void) {
+  lj_tensor *xt = tu_tensor(LJ_F32, LJ_SHAPE(4), TU_ANY, 1), *yt = tu_tensor(LJ_F64, LJ_SHAPE(4), TU_ANY, 2);
   lj_tensor *r[2];
   for (int g = 0; g < 10; g++) {
     lj_scope_begin();
@@ -394,20 +394,17 @@ static void differences_loop(void) {
     case 8: r[0] = lj_add_scalar(lj_slice(e, 0, 2, 4, 1), -1); break; /* another constant */
     default: r[0] = lj_exp(e), r[1] = e; break;                     /* case 0's nodes, two roots */
     }
-    sync_graph(g == 9 ? 2 : 1, r);
+    ck_assert_msg(lj_sync_tensors(g == 9 ? 2 : 1, r) == LJ_OK, "%s", lj_last_error());
     lj_scope_end();
   }
+  lj_tensor_release(xt);
+  lj_tensor_release(yt);
 }
 
 /* LJ_DEBUG's First Difference for each kind of difference between a graph and the closest
  * cached one. */
 START_TEST(test_debug_first_difference) {
-  lj_config cfg = lj_config_default();
-  cfg.debug = 1;
-  init_with(cfg);
-  xt = tu_tensor(LJ_F32, LJ_SHAPE(4), TU_ANY, 1);
-  yt = tu_tensor(LJ_F64, LJ_SHAPE(4), TU_ANY, 2);
-  char *text = capture_stderr(differences_loop);
+  char *text = debug_text(1, differences_loop);
   ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\n"), 10);
   static const char *const want[] = {
       "First Difference: this graph ends after 2 nodes; the cached graph has 3\n",
@@ -424,8 +421,6 @@ START_TEST(test_debug_first_difference) {
     ck_assert_msg(count(text, want[i]) == 1, "no '%s' (the first: '%.200s')", want[i], got ? got : "none");
   }
   free(text);
-  lj_tensor_release(xt);
-  lj_tensor_release(yt);
   lj_shutdown();
 }
 END_TEST
@@ -452,10 +447,7 @@ static void optimizer_loop(void) {
 /* The optimizer's barrier is named as the cause: of the one compile (LJ_DEBUG=1) and of every
  * run (LJ_DEBUG=2). */
 START_TEST(test_debug_optimizer_cause) {
-  lj_config cfg = lj_config_default();
-  cfg.debug = 2;
-  init_with(cfg);
-  char *text = capture_stderr(optimizer_loop);
+  char *text = debug_text(2, optimizer_loop);
   ck_assert_int_eq(count(text, "Compilation Analysis: Compilation Cause\nCompilation Analysis:   optimizer step\n"), 1);
   ck_assert_int_eq(count(text, "Execution Analysis: Execution Cause\nExecution Analysis:   optimizer step\n"), 3);
   free(text);
