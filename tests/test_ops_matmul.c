@@ -75,9 +75,26 @@ END_TEST
  * B left after whole vectors) and 600 (blocks of k); with B contiguous along n, B transposed
  * (packed by transposes), A transposed, and B strided along both dims (packed element by
  * element); batched with B broadcast; and more rows than a block of rows, split across
- * threads inside a matrix. */
+ * threads inside a matrix; convolutions, whose routine packs B from the image. Compiled for
+ * the host, and for an AVX2 and an SSE2 machine where the host runs their code (x86-64). */
+static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
+
+static bool host_runs(const char *cpu) {
+  if (!cpu) return true;
+#if defined(__x86_64__)
+  return strcmp(cpu, "haswell") != 0 || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+#else
+  return false;
+#endif
+}
+
 START_TEST(test_matmul_tiles) {
   static const int64_t Ms[] = {1, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150}, Ks[] = {1, 16, 17, 600};
+  const char *cpu = tile_targets[_i];
+  if (!host_runs(cpu)) return;
+  lj_config cfg = lj_config_default();
+  cfg.cpu = cpu;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
   for (int di = 0; di < 2; di++) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
     for (int layout = 0; layout < 4; layout++) {
@@ -104,8 +121,13 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 37, 300), TU_ANY, 900);
     lj_tensor *w = tu_tensor(dt, LJ_SHAPE(300, 45), TU_ANY, 901), *wt = tu_tensor(dt, LJ_SHAPE(45, 300), TU_ANY, 902);
     lj_tensor *tall = tu_tensor(dt, LJ_SHAPE(2, 803, 40), TU_ANY, 903), *tw = tu_tensor(dt, LJ_SHAPE(37, 40), TU_ANY, 904);
-    lj_tensor *ts[3] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1))};
-    tu_check_interp_tol(3, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+    /* convolutions: B packed from the image (padded, strided), a pooled epilogue */
+    lj_tensor *img = tu_tensor(dt, LJ_SHAPE(2, 5, 11, 11), TU_ANY, 905), *k = tu_tensor(dt, LJ_SHAPE(7, 5, 3, 3), TU_ANY, 906);
+    lj_tensor *ts[5] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+                        lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
+                                      (const int[]){2, 2}, NULL, NULL),
+                        lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1)};
+    tu_check_interp_tol(5, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST
@@ -169,7 +191,7 @@ static Suite *suite(void) {
   TCase *tc = tu_tcase("matmul");
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
-  tcase_add_test(tc, test_matmul_tiles);
+  tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);
