@@ -389,6 +389,94 @@ START_TEST(test_fuzz_never_crashes) {
 }
 END_TEST
 
+/* The nn, indexing and shape ops with random (often invalid) windows, pads, dims, groups and
+ * index values: a result, or a clean error; a result whose indices are out of range fails
+ * its sync with LJ_ERR_RUNTIME and a message; nothing crashes. */
+static uint64_t fuzz_state = 0x9e3779b97f4a7c15ULL;
+
+static int64_t pick(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
+  fuzz_state = fuzz_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return lo + (int64_t)((fuzz_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static lj_tensor *random_index(int ndim, const int64_t *shape, int64_t lo, int64_t hi) {
+  int64_t n = 1, v[64];
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  ck_assert_int_le(n, 64);
+  for (int64_t i = 0; i < n; i++) v[i] = pick(lo, hi);
+  return lj_tensor_from_host(lj_default_device(), LJ_I64, ndim, shape, v);
+}
+
+static lj_tensor *fuzz_nn_op(lj_tensor *x, const int64_t *xs) {
+  int win[3][2] = {{(int)pick(-1, 4), (int)pick(0, 4)}, {(int)pick(-1, 3), (int)pick(0, 3)}, {(int)pick(-1, 2), (int)pick(1, 2)}};
+  int64_t pads[9], ish[4] = {pick(0, 3), pick(1, 3), 1, 1};
+  for (int i = 0; i < 9; i++) pads[i] = pick(-4, 4);
+  int dim = (int)pick(-5, 5), perm[4] = {(int)pick(0, 3), (int)pick(0, 3), (int)pick(0, 3), (int)pick(0, 3)};
+  switch (pick(0, 13)) {
+  case 0: {
+    int groups = (int)pick(0, 3);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(pick(1, 3), pick(1, 3), pick(1, 4), pick(1, 4)), TU_ANY, 7);
+    return lj_conv2d(x, w, pick(0, 1) ? tu_tensor(LJ_F32, LJ_SHAPE(pick(1, 3)), TU_ANY, 8) : NULL,
+                     pick(0, 1) ? win[1] : NULL, win[1], win[2], groups);
+  }
+  case 1: return lj_max_pool2d(x, win[0], pick(0, 1) ? win[1] : NULL, win[2]);
+  case 2: return lj_avg_pool2d(x, win[0], pick(0, 1) ? win[1] : NULL, win[2]);
+  case 3: return lj_pad(x, (int)pick(0, 9), pads, 0.5);
+  case 4: return lj_gather(x, dim, random_index(4, (int64_t[]){pick(1, xs[0]), pick(1, xs[1]), pick(1, 2), pick(1, 2)}, -1, 4));
+  case 5: return lj_index_select(x, dim, random_index(1, ish, -1, 4));
+  case 6: return lj_one_hot(random_index(2, ish, -1, 4), pick(-1, 4));
+  case 7: return lj_embedding(tu_tensor(LJ_F32, LJ_SHAPE(pick(0, 4), pick(1, 3)), TU_ANY, 9), random_index(2, ish, -1, 4));
+  case 8: {
+    lj_tensor *logits = lj_flatten(x, 1, 3);
+    return lj_cross_entropy(logits, random_index(1, (int64_t[]){xs[0]}, -1, pick(1, 30)), (lj_reduction)pick(0, 3));
+  }
+  case 9: return lj_softmax(x, dim);
+  case 10: return lj_permute(x, (int)pick(3, 4), perm);
+  case 11: return lj_slice(x, dim, pick(-8, 8), pick(-8, 8), pick(-1, 3));
+  case 12: return lj_layer_norm(x, (int)pick(-1, 5), pick(0, 1) ? tu_tensor(LJ_F32, LJ_SHAPE(pick(1, 6)), TU_ANY, 10) : NULL,
+                                NULL, 1e-5);
+  default: {
+    lj_tensor *stat = lj_zeros(lj_default_device(), LJ_F32, LJ_SHAPE(pick(1, 3)));
+    return lj_batch_norm(x, pick(0, 1) ? stat : NULL, pick(0, 1) ? stat : NULL, NULL, NULL, pick(0, 1), 0.1, 1e-5);
+  }
+  }
+}
+
+START_TEST(test_fuzz_nn_ops_never_crash) {
+  lj_device *d = lj_default_device();
+  int results = 0, runtime_errors = 0;
+  for (int it = 0; it < 400; it++) {
+    lj_scope_begin();
+    int64_t xs[4] = {pick(1, 2), pick(1, 3), pick(0, 6), pick(1, 6)};
+    lj_tensor *x = tu_tensor(pick(0, 3) ? LJ_F32 : LJ_I32, 4, xs, TU_ANY, (uint64_t)it);
+    lj_tensor *r = fuzz_nn_op(x, xs);
+    if (r) {
+      lj_keep(r);
+    } else {
+      ck_assert_msg(lj_last_status() != LJ_OK && strlen(lj_last_error()) > 0, "iteration %d: NULL without an error", it);
+    }
+    lj_clear_error();
+    lj_scope_end();
+    if (!r) continue;
+    results++;
+    lj_status st = lj_sync_tensors(1, &r);
+    if (st == LJ_OK) st = lj_wait(d);
+    if (st == LJ_ERR_RUNTIME) {
+      ck_assert_msg(strstr(lj_last_error(), "out of range") || strstr(lj_last_error(), "index"), "iteration %d: %s", it,
+                    lj_last_error());
+      runtime_errors++;
+      lj_clear_error();
+    } else {
+      ck_assert_msg(st == LJ_OK, "iteration %d: %s", it, lj_last_error());
+    }
+    lj_tensor_release(r);
+  }
+  /* the arguments reach every outcome */
+  ck_assert_int_ge(results, 40);
+  ck_assert_int_ge(runtime_errors, 5);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("frontend_errors");
   TCase *tc = tu_tcase("errors");
@@ -403,6 +491,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_runtime_division_by_zero);
   tcase_add_test(tc, test_sync_wait_reports_at_the_sync);
   tcase_add_test(tc, test_fuzz_never_crashes);
+  tcase_add_test(tc, test_fuzz_nn_ops_never_crash);
   suite_add_tcase(s, tc);
   return s;
 }
