@@ -1,6 +1,7 @@
 /* test_graph_text.c — the IR text format: print → parse → print is the identity, a parsed
  * graph compiles and runs to bit-identical values, malformed or inconsistent text is rejected
- * with the line, the dot printer covers every node, and graph hashes depend on structure
+ * with the line, randomly edited graphs are refused or else compile and agree with the
+ * interpreter, the dot printer covers every node, and graph hashes depend on structure
  * only (not on data or scalar values). The binary records of the persistent cache read back
  * to equal graphs and programs, and a record cut short anywhere is refused. */
 #include "test_util.h"
@@ -9,6 +10,7 @@
 #include "graph/graph.h"
 #include "runtime/runtime.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,6 +224,171 @@ START_TEST(test_parse_errors) {
 }
 END_TEST
 
+/* ---- hand-edited graphs ------------------------------------------------------------------- */
+
+static uint64_t edit_state = 0x2545f4914f6cdd1dULL;
+
+static int64_t pick(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
+  edit_state = edit_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return lo + (int64_t)((edit_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+/* text with its len bytes at `at` replaced by `with` (malloc'd). */
+static char *splice(const char *text, size_t at, size_t len, const char *with) {
+  size_t n = strlen(text), w = strlen(with);
+  char *r = malloc(n - len + w + 1);
+  memcpy(r, text, at);
+  memcpy(r + at, with, w);
+  memcpy(r + at + w, text + at + len, n - at - len + 1);
+  return r;
+}
+
+/* One random edit of a graph's text: a digit (a size, an operand, an attribute), an op's
+ * name or a node's dtype replaced (the text is freed). */
+static char *edit_graph(char *text) {
+  size_t n = strlen(text);
+  for (;;) {
+    size_t i = (size_t)pick(6, (int64_t)n - 1);
+    int kind = (int)pick(0, 2);
+    if (kind == 0 && text[i] >= '0' && text[i] <= '9') {
+      char d[2] = {(char)('0' + pick(0, 9)), 0};
+      char *r = splice(text, i, 1, d);
+      free(text);
+      return r;
+    }
+    /* "] name(" is an op, "= name[" a dtype */
+    const char *start = kind == 1 ? "] " : "= ";
+    if (kind == 0 || strncmp(text + i, start, 2) != 0) continue;
+    size_t a = i + 2, b = a;
+    while (b < n && ((text[b] >= 'a' && text[b] <= 'z') || (text[b] >= '0' && text[b] <= '9') || text[b] == '_')) b++;
+    if (b == a || b >= n || text[b] != (kind == 1 ? '(' : '[')) continue;
+    const char *with = kind == 1 ? ljg_ops[pick(0, LJG_NUM_OPS - 1)].name : lj_dtype_name((lj_dtype)pick(0, LJ_NUM_DTYPES - 1));
+    char *r = splice(text, a, b - a, with);
+    free(text);
+    return r;
+  }
+}
+
+static bool agree(lj_dtype dt, double a, double b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+  if (a == b || !ljg_dtype_is_float(dt)) return a == b;
+  return fabs(a - b) <= 10 * tu_rtol(dt) * fmax(fabs(a), fabs(b)) + 1e-5;
+}
+
+/* Runs a parsed graph compiled and interpreted on the same inputs and compares the roots;
+ * false if it is too big to bother. */
+static bool run_both(ljg_graph *g, ljg_binding *vals, const char *text) {
+  int64_t total = 0;
+  for (int i = 0; i < g->n; i++) total += ljg_gnumel(&g->nodes[i]);
+  if (total > 200000) return false;
+  lj_device *d = lj_default_device();
+  const void *inputs[64] = {0};
+  ck_assert_int_le(g->nparams, 64);
+  for (int k = 0; k < g->nparams; k++) {
+    const ljg_gnode *p = &g->nodes[g->params[k]];
+    if (p->op != LJG_OP_DATA) continue;
+    ljr_buffer *b = ljr_buffer_new(d, (size_t)ljg_gnumel(p) * lj_dtype_size(p->dtype) + 1);
+    for (int64_t e = 0; e < ljg_gnumel(p); e++) ljg_store_f64(p->dtype, b->data, e, (double)((e * 7 + k) % 11) / 4 - 1);
+    vals[k].buf = b;
+    inputs[k] = b->data;
+  }
+  ljr_buffer *out[64] = {0};
+  void *want[64] = {0};
+  ck_assert_int_le(g->nroots, 64);
+  for (int r = 0; r < g->nroots; r++) {
+    const ljg_gnode *root = &g->nodes[g->roots[r]];
+    want[r] = calloc((size_t)ljg_gnumel(root) + 1, lj_dtype_size(root->dtype));
+  }
+  lj_status ist = ljg_interpret(g, inputs, vals, want);
+  lj_status st = ljr_run_graph(d, g, vals, out, LJR_CAUSE_REPLAY);
+  if (st == LJ_OK) st = lj_wait(d);
+  ck_assert_msg(st == ist, "compiled: %s (%s), interpreter: %s, for\n%s", lj_status_str(st), lj_last_error(),
+                lj_status_str(ist), text);
+  lj_clear_error();
+  for (int r = 0; r < g->nroots && st == LJ_OK; r++) {
+    const ljg_gnode *root = &g->nodes[g->roots[r]];
+    for (int64_t e = 0; e < ljg_gnumel(root); e++) {
+      double a = ljg_load_f64(root->dtype, out[r]->data, e), b = ljg_load_f64(root->dtype, want[r], e);
+      ck_assert_msg(agree(root->dtype, a, b), "root %d element %lld: compiled %.17g, interpreter %.17g, for\n%s", r,
+                    (long long)e, a, b, text);
+    }
+  }
+  for (int r = 0; r < g->nroots; r++) {
+    free(want[r]);
+    if (out[r]) ljr_buffer_release(out[r]);
+  }
+  for (int k = 0; k < g->nparams; k++)
+    if (vals[k].buf) ljr_buffer_release(vals[k].buf);
+  return true;
+}
+
+/* Hand-edited graphs (random edits of a graph that uses every kind of node): what the parser
+ * accepts compiles, runs and agrees with the interpreter (or both report the same runtime
+ * error); what it refuses, it refuses with a message. */
+/* Pending tensors of the nn ops: windows, row reductions, indexing, a weight gradient. */
+static int build_nn(lj_tensor **ts) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 6, 6), TU_ANY, 4);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 3, 3), TU_ANY, 5);
+  lj_tensor *m = tu_tensor(LJ_F32, LJ_SHAPE(5, 7), TU_ANY, 6);
+  lj_tensor *idx = lj_tensor_from_host(lj_default_device(), LJ_I64, LJ_SHAPE(5, 2), (int64_t[]){0, 6, 1, 5, 2, 4, 3, 3, 4, 2});
+  lj_tensor_set_requires_grad(w, true);
+  int n = 0;
+  lj_tensor *y = lj_max_pool2d(lj_relu(lj_conv2d(x, w, NULL, NULL, (const int[]){1, 1}, NULL, 1)), (const int[]){2, 2},
+                               NULL, NULL);
+  ck_assert_int_eq(lj_backward(lj_sum(y, 0, NULL, false)), LJ_OK);
+  ts[n++] = y;
+  ts[n++] = lj_tensor_retain(lj_tensor_grad(w)); /* w is released below, its gradient kept */
+  ts[n++] = lj_log_softmax(m, 1);
+  ts[n++] = lj_gather(m, 1, idx);
+  ts[n++] = lj_scatter_add(m, 1, idx, lj_gather(m, 1, idx));
+  ts[n++] = lj_avg_pool2d(x, (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1});
+  lj_tensor_release(x);
+  lj_tensor_release(w);
+  lj_tensor_release(m);
+  lj_tensor_release(idx);
+  return n;
+}
+
+START_TEST(test_edited_graphs) {
+  lj_tensor *ts[16];
+  int n = build(ts, 1.5);
+  n += build_nn(ts + n);
+  char *bases[2] = {lj_tensors_text(n - 6, ts), lj_tensors_text(6, ts + n - 6)};
+  int accepted = 0, ran = 0;
+  /* found by the edits: a random op whose offset is 0-d data, read at every point */
+  ljg_graph g0;
+  ljg_graph_init(&g0);
+  ljg_binding *vals0 = NULL;
+  static const char offset_data[] = "IR {\n  %0 = i64[] scalar(), param=0, value=5\n  %1 = i64[] data(), param=1\n"
+                                    "  %2 = f32[37] rand(%0, %1), ROOT=0\n}\n";
+  ck_assert_msg(ljg_graph_parse(offset_data, &g0, &vals0), "%s", lj_last_error());
+  ck_assert(run_both(&g0, vals0, offset_data));
+  free(vals0);
+  ljg_graph_free(&g0);
+  for (int it = 0; it < 3000; it++) {
+    char *text = edit_graph(strdup(bases[it & 1]));
+    for (int e = (int)pick(0, 2); e > 0; e--) text = edit_graph(text);
+    ljg_graph g;
+    ljg_graph_init(&g);
+    ljg_binding *vals = NULL;
+    if (ljg_graph_parse(text, &g, &vals)) {
+      accepted++;
+      ran += run_both(&g, vals, text);
+    } else {
+      tu_expect_error(LJ_ERR_ARG, "graph", NULL);
+    }
+    free(vals);
+    ljg_graph_free(&g);
+    free(text);
+  }
+  ck_assert_int_ge(ran, 100);
+  ck_assert_int_ge(3000 - accepted, 1000);
+  free(bases[0]);
+  free(bases[1]);
+  for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+}
+END_TEST
+
 START_TEST(test_dot) {
   lj_tensor *ts[8];
   int n = build(ts, 2.0);
@@ -257,6 +424,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_binary_round_trip);
   tcase_add_test(tc, test_donors);
   tcase_add_test(tc, test_parse_errors);
+  tcase_add_test(tc, test_edited_graphs);
   tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_hash_is_structural);
   suite_add_tcase(s, tc);

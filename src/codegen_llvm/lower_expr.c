@@ -8,6 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* A view's top level has the point's dims, or none: a 0-d value read the same at every point
+ * (the seed and offset of a random op, whatever computes them). */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p) {
   LLVMBuilderRef b = ir->b;
   LLVMValueRef idx[LJ_MAX_DIMS];
@@ -15,7 +17,7 @@ LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p) 
   LLVMValueRef off = NULL;
   for (int l = v->n - 1; l >= 0; l--) {
     const ljg_view1 *t = &v->v[l];
-    LJ_ASSERT(l < v->n - 1 || t->ndim == p->ndim);
+    LJ_ASSERT(l < v->n - 1 || t->ndim == p->ndim || t->ndim == 0);
     off = ljc_i64(ir, t->offset);
     for (int d = 0; d < t->ndim; d++) {
       if (t->stride[d] == 0 || t->shape[d] == 1) continue;
