@@ -2,7 +2,7 @@
  * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
  * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way, and
- * at every LLVM opt level;
+ * at every LLVM opt level, and for random programs;
  * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time (softmax,
  * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
@@ -787,6 +787,83 @@ START_TEST(test_sync_opbyop) {
 }
 END_TEST
 
+/* ---- random programs ----------------------------------------------------------------------- */
+
+static uint64_t prog_state = 0xd1b54a32d192ed03ULL;
+
+static int64_t pick(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
+  prog_state = prog_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return lo + (int64_t)((prog_state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static lj_tensor *pool_pick(lj_tensor **pool, int n) { return pool[pick(0, n - 1)]; }
+
+/* One random op on tensors of the pool, whose first three are the program's inputs (NULL
+ * when its arguments do not fit). */
+static lj_tensor *random_op(lj_tensor **pool, int n) {
+  lj_tensor *a = pool_pick(pool, n), *b = pool_pick(pool, n);
+  int nd = lj_tensor_ndim(a);
+  int d0 = nd ? (int)pick(0, nd - 1) : 0, d1 = nd ? (int)pick(0, nd - 1) : 0;
+  switch (pick(0, 13)) {
+  case 0: return lj_tanh(a);
+  case 1: return lj_sigmoid(lj_mul_scalar(a, 3));
+  case 2: return lj_relu(lj_add_scalar(a, -0.25));
+  case 3: return pick(0, 1) ? lj_add(a, b) : lj_sub(a, b);
+  case 4: return pick(0, 1) ? lj_mul(a, b) : lj_maximum(a, b);
+  case 5: return lj_div(a, lj_add_scalar(lj_mul(b, b), 1));
+  case 6: {
+    int dims[2] = {d0, d1};
+    int k = (int)pick(0, d0 == d1 ? 1 : 2);
+    bool keep = pick(0, 1);
+    return pick(0, 2) == 0 ? lj_amax(a, k, dims, keep) : pick(0, 1) ? lj_sum(a, k, dims, keep) : lj_mean(a, k, dims, keep);
+  }
+  case 7: return lj_transpose(a, d0, d1);
+  case 8: return lj_slice(a, d0, pick(0, 2), pick(2, 20), pick(1, 2));
+  case 9: return pick(0, 1) ? lj_matmul(a, b) : lj_matmul(a, lj_transpose(a, -1, -2));
+  case 10: return pick(0, 1) ? lj_softmax(a, d0) : lj_log_softmax(a, d0);
+  case 11: return lj_cat(2, (lj_tensor *const[]){a, b}, d0);
+  case 12: /* on an input's sign: a computed value near 0 could round to either side */
+    return lj_where(lj_gt_scalar(pool[pick(0, 2)], 0), a, b);
+  default: return pick(0, 1) ? lj_unsqueeze(a, d0) : lj_reshape(a, LJ_SHAPE(-1));
+  }
+}
+
+/* Random programs of 4-12 ops (elementwise with broadcasting, reductions, views, matmuls,
+ * softmax, cat, where) over f32, f64 or bf16 inputs of random sizes: whatever fusion and the
+ * row, loop and GEMM kernels make of them, the last three values agree with the interpreter
+ * (within 5× the dtype's usual tolerance). */
+START_TEST(test_random_programs) {
+  static const int64_t sizes[] = {1, 2, 3, 5, 8, 17, 33};
+  int checked = 0;
+  for (int prog = 0; prog < 150; prog++) {
+    lj_scope_begin();
+    int64_t s[3] = {sizes[pick(0, 6)], sizes[pick(0, 6)], sizes[pick(0, 6)]};
+    static const lj_dtype dts[] = {LJ_F32, LJ_F32, LJ_F64, LJ_BF16};
+    lj_dtype dt = dts[pick(0, 3)];
+    lj_tensor *pool[16];
+    int n = 0;
+    pool[n++] = tu_tensor(dt, LJ_SHAPE(s[0], s[1], s[2]), TU_UNIT, (uint64_t)prog);
+    pool[n++] = tu_tensor(dt, LJ_SHAPE(s[1], s[2]), TU_UNIT, (uint64_t)prog + 100);
+    pool[n++] = tu_tensor(dt, LJ_SHAPE(s[0], 1, s[2]), TU_UNIT, (uint64_t)prog + 200);
+    int inputs = n;
+    for (int step = (int)pick(4, 12); step > 0 && n < 16; step--) {
+      lj_tensor *r = random_op(pool, n);
+      if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
+        pool[n++] = r;
+      else
+        lj_clear_error();
+    }
+    if (n - inputs >= 1) {
+      int roots = n - inputs < 3 ? n - inputs : 3;
+      tu_check_interp_tol(roots, pool + n - roots, 5 * tu_rtol(dt), 5 * tu_rtol(dt));
+      checked++;
+    }
+    lj_scope_end();
+  }
+  ck_assert_int_ge(checked, 120);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_fusion");
   TCase *tc = tu_tcase("fusion");
@@ -810,6 +887,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
+  tcase_add_test(tc, test_random_programs);
   suite_add_tcase(s, tc);
   return s;
 }
