@@ -864,6 +864,57 @@ START_TEST(test_random_programs) {
 }
 END_TEST
 
+/* Random small CNN training steps: a convolution of random geometry (kernel 1-3, stride 1-2,
+ * padding 0-2, dilation 1-2, bias or not), a random chain of relu, tanh, max and average
+ * pooling, then a linear layer and the NLL loss; the loss and the gradients of the input, the
+ * convolution's and the linear layer's weights agree with the interpreter. */
+START_TEST(test_random_training_steps) {
+  lj_device *d = lj_default_device();
+  int checked = 0;
+  for (int prog = 0; prog < 40; prog++) {
+    lj_scope_begin();
+    int64_t N = pick(1, 3), C = pick(1, 3), H = pick(4, 12), W = pick(4, 12), O = pick(1, 5), K = pick(1, 3);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(N, C, H, W), TU_UNIT, (uint64_t)prog);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(O, C, K, K), TU_UNIT, (uint64_t)prog + 1);
+    lj_tensor *b = pick(0, 1) ? tu_tensor(LJ_F32, LJ_SHAPE(O), TU_UNIT, (uint64_t)prog + 2) : NULL;
+    lj_tensor *leaves[3] = {x, w, NULL};
+    for (int i = 0; i < 2; i++) lj_tensor_set_requires_grad(leaves[i], true);
+    int stride[2] = {(int)pick(1, 2), (int)pick(1, 2)}, pad[2] = {(int)pick(0, 2), (int)pick(0, 2)};
+    int dil[2] = {(int)pick(1, 2), (int)pick(1, 2)};
+    lj_tensor *y = lj_conv2d(x, w, b, stride, pad, dil, 1);
+    for (int step = (int)pick(1, 3); y && step > 0; step--) {
+      int k[2] = {(int)pick(1, 3), (int)pick(1, 3)}, s[2] = {(int)pick(1, 2), (int)pick(1, 2)};
+      switch (pick(0, 3)) {
+      case 0: y = lj_relu(y); break;
+      case 1: y = lj_tanh(y); break;
+      case 2: y = lj_max_pool2d(y, k, s, NULL); break;
+      default: y = lj_avg_pool2d(y, k, s, NULL); break;
+      }
+    }
+    lj_tensor *loss = NULL;
+    if (y && lj_tensor_numel(y) > 0) {
+      lj_tensor *f = lj_flatten(y, 1, 3);
+      lj_tensor *w2 = tu_tensor(LJ_F32, LJ_SHAPE(4, lj_tensor_shape(f)[1]), TU_UNIT, (uint64_t)prog + 3);
+      lj_tensor_set_requires_grad(w2, true);
+      leaves[2] = w2;
+      int64_t t[3] = {pick(0, 3), pick(0, 3), pick(0, 3)};
+      lj_tensor *target = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(N), t);
+      loss = lj_nll_loss(lj_log_softmax(lj_linear(f, w2, NULL), 1), target, LJ_REDUCE_MEAN);
+    }
+    if (loss) {
+      ck_assert_int_eq(lj_backward(loss), LJ_OK);
+      lj_tensor *check[4] = {loss, lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(leaves[2])};
+      tu_check_interp_tol(4, check, 1e-4, 1e-5);
+      checked++;
+    } else {
+      lj_clear_error(); /* a window larger than its padded input */
+    }
+    lj_scope_end(); /* the leaves and their gradients go with the scope */
+  }
+  ck_assert_int_ge(checked, 25);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_fusion");
   TCase *tc = tu_tcase("fusion");
@@ -888,6 +939,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_random_programs);
+  tcase_add_test(tc, test_random_training_steps);
   suite_add_tcase(s, tc);
   return s;
 }
