@@ -2,7 +2,8 @@
  * tensor into the buffer the tensor held before, when the program can work in place and
  * nothing else holds that buffer. Counted by DonatedBuffers (written in place) and
  * DonationCopies (planned in place, but the old buffer was still held, so its value was
- * copied into a fresh one); values are checked against host arithmetic. */
+ * copied into a fresh one); values are checked against host arithmetic, and random update
+ * rules give the same bits in place or not. */
 #include "test_util.h"
 
 #include <math.h>
@@ -387,6 +388,87 @@ START_TEST(test_same_bits_either_way) {
 }
 END_TEST
 
+/* ---- random update rules ------------------------------------------------------------------ */
+
+/* Each of three square parameters gets a new value from the old values of the others: an
+ * elementwise mix, a transpose, a row mean, tanh, or a matmul. */
+typedef struct rule {
+  int kind[3], src[3][2];
+} rule;
+
+static uint64_t rule_state = 0x5851f42d4c957f2dULL;
+
+static int pick(int n) { /* uniform in [0, n) */
+  rule_state = rule_state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return (int)((rule_state >> 33) % (uint64_t)n);
+}
+
+static lj_tensor *updated(const rule *r, lj_tensor **p, int i) {
+  lj_tensor *a = p[r->src[i][0]], *b = p[r->src[i][1]];
+  switch (r->kind[i]) {
+  case 0: return lj_add(lj_mul_scalar(p[i], 0.5), a);
+  case 1: return lj_add(p[i], lj_transpose(a, 0, 1));
+  case 2: return lj_sub(p[i], lj_mean(a, 1, (const int[]){1}, true));
+  case 3: return lj_add(lj_mul_scalar(lj_tanh(a), 0.5), b);
+  default: return lj_add(p[i], lj_mul_scalar(lj_matmul(a, b), 0.01));
+  }
+}
+
+/* Four steps of r (each assigns all three, then lj_sync) on [n, n] parameters; their bits,
+ * malloc'd. */
+static float *run_rule(const rule *r, int64_t n) {
+  lj_device *d = lj_default_device();
+  lj_tensor *p[3];
+  for (int i = 0; i < 3; i++) p[i] = tu_tensor(LJ_F32, LJ_SHAPE(n, n), TU_UNIT, (uint64_t)i + 1);
+  for (int step = 0; step < 4; step++) {
+    lj_scope_begin();
+    lj_tensor *next[3];
+    for (int i = 0; i < 3; i++) next[i] = updated(r, p, i);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(lj_assign(p[i], next[i]), LJ_OK);
+    lj_scope_end();
+    ck_assert_int_eq(lj_sync(d), LJ_OK);
+  }
+  float *bits = malloc((size_t)(3 * n * n) * sizeof *bits);
+  for (int i = 0; i < 3; i++) {
+    ck_assert_int_eq(lj_tensor_to_host(p[i], bits + i * n * n, (size_t)(n * n) * sizeof *bits), LJ_OK);
+    lj_tensor_release(p[i]);
+  }
+  return bits;
+}
+
+/* Random update rules, where a new value reads old values that other updates replace: in
+ * place (donated) or not, the same bits. */
+START_TEST(test_random_rules_same_bits) {
+  static const int64_t sizes[] = {1, 3, 8, 17, 33, 64};
+  int64_t donations = 0;
+  for (int prog = 0; prog < 25; prog++) {
+    rule r;
+    for (int i = 0; i < 3; i++) {
+      r.kind[i] = pick(5);
+      r.src[i][0] = pick(3);
+      r.src[i][1] = pick(3);
+    }
+    int64_t n = sizes[pick(6)];
+    lj_config cfg = lj_config_default();
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    int64_t before = donated();
+    float *with = run_rule(&r, n);
+    donations += donated() - before;
+    lj_shutdown();
+    cfg.enable_param_aliasing = false;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    float *without = run_rule(&r, n);
+    lj_shutdown();
+    ck_assert_msg(memcmp(with, without, (size_t)(3 * n * n) * sizeof *with) == 0,
+                  "rule %d (kinds %d %d %d, n %lld): donation changed the values", prog, r.kind[0], r.kind[1], r.kind[2],
+                  (long long)n);
+    free(with);
+    free(without);
+  }
+  ck_assert_int_ge(donations, 25);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_donation");
   TCase *tc = tu_tcase("donation");
@@ -400,6 +482,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sgd_momentum);
   tcase_add_test(tc, test_aliasing_off);
   tcase_add_test(tc, test_same_bits_either_way);
+  tcase_add_test(tc, test_random_rules_same_bits);
   suite_add_tcase(s, tc);
   return s;
 }
