@@ -2,7 +2,7 @@
  * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
  * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way, and
- * at every LLVM opt level, and for random programs;
+ * at every LLVM opt level, and for random programs, training steps and nn op chains;
  * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time (softmax,
  * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
@@ -932,6 +932,79 @@ START_TEST(test_random_training_steps) {
 }
 END_TEST
 
+/* An index tensor of the given shape with values in [0, hi) (i64). */
+static lj_tensor *valid_index(int ndim, const int64_t *shape, int64_t hi) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  int64_t *v = malloc((size_t)(n + 1) * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = pick(0, hi - 1);
+  lj_tensor *t = lj_tensor_from_host(lj_default_device(), LJ_I64, ndim, shape, v);
+  free(v);
+  return t;
+}
+
+/* One random nn op on a 4-D tensor (NULL when its arguments do not fit). */
+static lj_tensor *random_nn_op(lj_tensor *y) {
+  const int64_t *s = lj_tensor_shape(y);
+  int dim = (int)pick(0, 3);
+  switch (pick(0, 9)) {
+  case 0: return lj_pad(y, 4, (const int64_t[]){pick(-1, 2), pick(0, 2), pick(0, 2), pick(-1, 1)}, 0.5);
+  case 1: return lj_batch_norm(y, NULL, NULL, pick(0, 1) ? tu_tensor(LJ_F32, LJ_SHAPE(s[1]), TU_UNIT, 31) : NULL, NULL, true,
+                               0.1, 1e-5);
+  case 2: {
+    int nd = (int)pick(1, 2);
+    lj_tensor *w = pick(0, 1) ? tu_tensor(LJ_F32, nd, s + 4 - nd, TU_UNIT, 32) : NULL;
+    return lj_layer_norm(y, nd, w, w ? tu_tensor(LJ_F32, nd, s + 4 - nd, TU_UNIT, 33) : NULL, 1e-5);
+  }
+  case 3: {
+    int64_t g = s[1] % 2 == 0 ? 2 : 1;
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(2 * g, s[1] / g, pick(1, 3), pick(1, 3)), TU_UNIT, 34);
+    return lj_conv2d(y, w, NULL, (const int[]){(int)pick(1, 2), 1}, (const int[]){(int)pick(0, 1), (int)pick(0, 1)}, NULL,
+                     (int)g);
+  }
+  case 4: return lj_slice(y, dim, pick(0, 1), s[dim], pick(1, 2));
+  case 5: return lj_softmax(y, dim);
+  case 6: {
+    int64_t is[4] = {s[0], s[1], s[2], s[3]};
+    is[dim] = pick(1, 4);
+    return lj_gather(y, dim, valid_index(4, is, s[dim]));
+  }
+  case 7: return lj_index_select(y, dim, valid_index(1, (int64_t[]){pick(1, 5)}, s[dim]));
+  case 8: return lj_max_pool2d(y, (const int[]){2, 2}, (const int[]){(int)pick(1, 2), (int)pick(1, 2)}, NULL);
+  default: return pick(0, 1) ? lj_gelu(y, pick(0, 1)) : lj_silu(y);
+  }
+}
+
+/* Random chains of 1-4 nn ops (padding and cropping, batch and layer normalization, grouped
+ * and strided convolutions, strided slices, softmax, gather and index_select with valid
+ * indices, max-pooling, gelu, silu) on a 4-D input: the value and the input's gradient of a
+ * weighted sum agree with the interpreter. */
+START_TEST(test_random_nn_programs) {
+  int checked = 0;
+  for (int prog = 0; prog < 40; prog++) {
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(pick(1, 3), pick(1, 4), pick(2, 9), pick(2, 9)), TU_UNIT, (uint64_t)prog);
+    lj_tensor_set_requires_grad(x, true);
+    lj_tensor *y = x;
+    for (int step = (int)pick(1, 4); y && step > 0; step--) {
+      lj_tensor *next = random_nn_op(y);
+      if (next && lj_tensor_ndim(next) == 4 && lj_tensor_numel(next) > 0) y = next;
+    }
+    lj_clear_error();
+    if (y != x) {
+      lj_tensor *w = tu_tensor(LJ_F32, 4, lj_tensor_shape(y), TU_UNIT, (uint64_t)prog + 50);
+      lj_tensor *loss = lj_sum(lj_mul(y, w), 0, NULL, false);
+      ck_assert_int_eq(lj_backward(loss), LJ_OK);
+      lj_tensor *check[3] = {y, loss, lj_tensor_grad(x)};
+      tu_check_interp_tol(3, check, 1e-4, 1e-4);
+      checked++;
+    }
+    lj_scope_end();
+  }
+  ck_assert_int_ge(checked, 30);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_fusion");
   TCase *tc = tu_tcase("fusion");
@@ -957,6 +1030,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_random_programs);
   tcase_add_test(tc, test_random_training_steps);
+  tcase_add_test(tc, test_random_nn_programs);
   suite_add_tcase(s, tc);
   return s;
 }
