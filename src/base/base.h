@@ -17,6 +17,8 @@
     if (!(c)) ljb_assert_fail(#c, __FILE__, __LINE__);                                    \
   } while (0)
 _Noreturn void ljb_assert_fail(const char *cond, const char *file, int line);
+/* A place the code never reaches (the default of a switch over every case): aborts, saying why. */
+#define LJ_UNREACHABLE(why) ljb_assert_fail(why, __FILE__, __LINE__)
 
 #define LJ_LIKELY(x) __builtin_expect(!!(x), 1)
 #define LJ_UNLIKELY(x) __builtin_expect(!!(x), 0)

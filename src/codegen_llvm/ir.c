@@ -47,7 +47,7 @@ LLVMTypeRef ljc_storage_type(ljc_ir *ir, lj_dtype dt) {
   case LJ_I32: return ir->i32;
   case LJ_I64: return ir->i64;
   }
-  LJ_ASSERT(!"bad dtype");
+  LJ_UNREACHABLE("bad dtype");
 }
 
 LLVMTypeRef ljc_compute_type(ljc_ir *ir, lj_dtype dt) {

@@ -150,7 +150,7 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
     LLVMValueRef x = LLVMBuildFCmp(b, LLVMRealUNE, a, zero, ""), y = LLVMBuildFCmp(b, LLVMRealUNE, bv, zero, "");
     return op == LJG_OP_LOGICAL_AND ? LLVMBuildAnd(b, x, y, "") : LLVMBuildOr(b, x, y, "");
   }
-  default: LJ_ASSERT(!"not an elementwise float op");
+  default: LJ_UNREACHABLE("not an elementwise float op");
   }
 }
 
@@ -223,7 +223,7 @@ static LLVMValueRef int_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv, 
     LLVMValueRef x = LLVMBuildICmp(b, LLVMIntNE, a, z, ""), y = LLVMBuildICmp(b, LLVMIntNE, bv, z, "");
     return op == LJG_OP_LOGICAL_AND ? LLVMBuildAnd(b, x, y, "") : LLVMBuildOr(b, x, y, "");
   }
-  default: LJ_ASSERT(!"not an elementwise integer op");
+  default: LJ_UNREACHABLE("not an elementwise integer op");
   }
 }
 
@@ -246,7 +246,7 @@ static LLVMValueRef bool_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv)
   case LJG_OP_LE: return LLVMBuildICmp(b, LLVMIntULE, a, bv, "");
   case LJG_OP_GT: return LLVMBuildICmp(b, LLVMIntUGT, a, bv, "");
   case LJG_OP_GE: return LLVMBuildICmp(b, LLVMIntUGE, a, bv, "");
-  default: LJ_ASSERT(!"not an elementwise bool op");
+  default: LJ_UNREACHABLE("not an elementwise bool op");
   }
 }
 

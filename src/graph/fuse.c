@@ -177,7 +177,7 @@ static int32_t build(fuser *f, int32_t i, int32_t path, bool root) {
       *memo_slot(f, expr_key(i, path)) = r;
       return r;
     }
-    default: LJ_ASSERT(!"reductions, cat and matmul are always realized");
+    default: LJ_UNREACHABLE("reductions, cat and matmul are always realized");
     }
   }
   int32_t r = push_expr(f, &x);

@@ -96,7 +96,7 @@ static double float_op(int op, lj_dtype dt, double a, double b) {
   case LJG_OP_POW: return pow(a, b);
   case LJG_OP_MAXIMUM: return f_max(a, b);
   case LJG_OP_MINIMUM: return f_min(a, b);
-  default: LJ_ASSERT(!"not a float op");
+  default: LJ_UNREACHABLE("not a float op");
   }
 }
 
@@ -146,7 +146,7 @@ static int64_t int_op(int op, int64_t a, int64_t b, bool *divzero) {
     if (op == LJG_OP_DIV_FLOOR) return adjust ? q - 1 : q;
     return adjust ? r + b : r;
   }
-  default: LJ_ASSERT(!"not an integer op");
+  default: LJ_UNREACHABLE("not an integer op");
   }
 }
 
@@ -159,7 +159,7 @@ static bool from_order(int op, bool less, bool equal, bool unordered) {
   case LJG_OP_LE: return less || equal;
   case LJG_OP_GT: return !less && !equal && !unordered;
   case LJG_OP_GE: return !less && !unordered;
-  default: LJ_ASSERT(!"not a comparison");
+  default: LJ_UNREACHABLE("not a comparison");
   }
 }
 
@@ -276,7 +276,7 @@ static void run_view(const ljg_gnode *n, const ljg_gnode *xn, const ival *x, iva
       idx[n->attr.a[0]] = n->attr.a[1] + idx[n->attr.a[0]] * n->attr.a[2];
       for (int d = 0; d < n->ndim; d++) src += idx[d] * xst[d];
       break;
-    default: LJ_ASSERT(!"not a view");
+    default: LJ_UNREACHABLE("not a view");
     }
     copy_elem(n->dtype, out->data, i, x->data, src);
   }
@@ -443,7 +443,7 @@ static void run_reduce(const ljg_gnode *n, const ljg_gnode *xn, const ival *x, i
         }
         break;
       }
-      default: LJ_ASSERT(!"not a reduction");
+      default: LJ_UNREACHABLE("not a reduction");
       }
     } else {
       int64_t v = ljg_load_i64(xn->dtype, x->data, i);
@@ -459,7 +459,7 @@ static void run_reduce(const ljg_gnode *n, const ljg_gnode *xn, const ival *x, i
           arg[o] = idx[rdim];
         }
         break;
-      default: LJ_ASSERT(!"not a reduction");
+      default: LJ_UNREACHABLE("not a reduction");
       }
     }
     seen[o] = true;

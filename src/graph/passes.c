@@ -8,7 +8,7 @@ static void verified(ljg_graph *g, void (*pass)(ljg_graph *), const char *name) 
   pass(g);
   if (!ljg_graph_verify(g)) {
     fprintf(stderr, "lazyjit: internal error: the %s pass produced an invalid graph: %s\n", name, lj_last_error());
-    LJ_ASSERT(!"graph pass broke the graph");
+    LJ_UNREACHABLE("graph pass broke the graph");
   }
 }
 

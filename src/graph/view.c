@@ -125,7 +125,7 @@ bool ljg_view_apply(ljg_view *v, const ljg_gnode *op) {
     ljg_view_slice(v, dim, op->attr.a[1], op->attr.a[2], op->shape[dim]);
     return true;
   }
-  default: LJ_ASSERT(!"not a view op");
+  default: LJ_UNREACHABLE("not a view op");
   }
 }
 
