@@ -2,12 +2,14 @@
  * the next step on the queued run's output buffers meanwhile, and reads wait for the run. The
  * executor is held back (ljr_queue_pause) so what the host does before the run is seen through
  * the queue's numbers and the kernel counters, not through timing. And the kernels' thread
- * pool: every task of a job runs once, in ranges or chunks. */
+ * pool: every task of a job runs once, in ranges or chunks. And host threads training on
+ * devices of their own at once. */
 #include "test_util.h"
 
 #include "runtime/runtime.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +139,71 @@ START_TEST(test_pool_chunks) {
 }
 END_TEST
 
+/* ---- host threads ------------------------------------------------------------------------ */
+
+typedef struct trainer {
+  int device;
+  float bits[17 * 20 + 17 + 3 * 17 + 3]; /* w1, b1, w2, b2 after training */
+} trainer;
+
+/* Six SGD steps of a small classifier on its device, with a read each step (its own scopes,
+ * errors and compiles on this thread). */
+static void *train_on(void *arg) {
+  trainer *t = arg;
+  lj_device *d = lj_device_get(t->device);
+  lj_manual_seed(d, 11);
+  lj_tensor *w1, *b1, *w2, *b2;
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 20, 17, true, &w1, &b1), LJ_OK);
+  ck_assert_int_eq(lj_nn_linear_init(d, LJ_F32, 17, 3, true, &w2, &b2), LJ_OK);
+  lj_tensor *params[4] = {w1, b1, w2, b2};
+  float xs[8 * 20];
+  int64_t ys[8];
+  for (int i = 0; i < 8 * 20; i++) xs[i] = (float)((i * 37) % 19) / 9 - 1;
+  for (int i = 0; i < 8; i++) ys[i] = i % 3;
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(8, 20), xs), *y = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(8), ys);
+  lj_optim *opt = lj_optim_sgd(4, params, (lj_sgd_options){.lr = 0.1, .momentum = 0.9});
+  for (int step = 0; step < 6; step++) {
+    lj_scope_begin();
+    lj_optim_zero_grad(opt);
+    lj_tensor *loss = lj_cross_entropy(lj_linear(lj_relu(lj_linear(x, w1, b1)), w2, b2), y, LJ_REDUCE_MEAN);
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    ck_assert(isfinite(lj_item(loss)));
+    ck_assert_int_eq(lj_optimizer_step(opt, true), LJ_OK);
+    lj_scope_end();
+  }
+  float *at = t->bits;
+  for (int i = 0; i < 4; i++) {
+    int64_t n = lj_tensor_numel(params[i]);
+    ck_assert_int_le(at + n - t->bits, (long)(sizeof t->bits / sizeof *t->bits));
+    ck_assert_int_eq(lj_tensor_to_host(params[i], at, (size_t)n * sizeof *at), LJ_OK);
+    at += n;
+    lj_tensor_release(params[i]);
+  }
+  lj_optim_free(opt);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+  return NULL;
+}
+
+/* Two host threads, each training on a device of its own at the same time (compiling,
+ * syncing and reading concurrently): each ends with the bits one thread alone gets. */
+START_TEST(test_threads_on_separate_devices) {
+  lj_config cfg = lj_config_default();
+  cfg.num_devices = 2;
+  cfg.num_threads = 1;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  trainer alone = {.device = 0};
+  train_on(&alone);
+  lj_shutdown();
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  trainer both[2] = {{.device = 0}, {.device = 1}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_create(&th[i], NULL, train_on, &both[i]), 0);
+  for (int i = 0; i < 2; i++) ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+  for (int i = 0; i < 2; i++) ck_assert_mem_eq(both[i].bits, alone.bits, sizeof alone.bits);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("runtime_async");
   TCase *tc = tu_tcase("async");
@@ -144,6 +211,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_reads_wait);
   tcase_add_test(tc, test_shutdown_waits);
   tcase_add_test(tc, test_pool_chunks);
+  tcase_add_test(tc, test_threads_on_separate_devices);
   suite_add_tcase(s, tc);
   return s;
 }
