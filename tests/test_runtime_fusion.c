@@ -846,11 +846,18 @@ static double program_tol(lj_dtype dt) {
 /* Random programs of 4-12 ops (elementwise with broadcasting, integer division, reductions,
  * argmax, views, matmuls, softmax, cat, where) over f32, f64, bf16, i32 or i64 inputs of
  * random sizes: whatever fusion and the row, loop and GEMM kernels make of them, the last
- * three values agree with the interpreter (integers exactly, floats within program_tol). */
+ * three values agree with the interpreter (integers exactly, floats within program_tol);
+ * the last third of them with fusion off (one kernel per op). */
 START_TEST(test_random_programs) {
   static const int64_t sizes[] = {1, 2, 3, 5, 8, 17, 33};
   int checked = 0;
   for (int prog = 0; prog < 150; prog++) {
+    if (prog == 100) {
+      lj_shutdown();
+      lj_config cfg = lj_config_default();
+      cfg.disable_fusion = true;
+      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    }
     lj_scope_begin();
     int64_t s[3] = {sizes[pick(0, 6)], sizes[pick(0, 6)], sizes[pick(0, 6)]};
     static const lj_dtype dts[] = {LJ_F32, LJ_F32, LJ_F64, LJ_BF16, LJ_I32, LJ_I64};
