@@ -351,9 +351,8 @@ static int build_nn(lj_tensor **ts) {
 
 START_TEST(test_edited_graphs) {
   lj_tensor *ts[16];
-  int n = build(ts, 1.5);
-  n += build_nn(ts + n);
-  char *bases[2] = {lj_tensors_text(n - 6, ts), lj_tensors_text(6, ts + n - 6)};
+  int n1 = build(ts, 1.5), n2 = build_nn(ts + n1), n = n1 + n2;
+  char *bases[2] = {lj_tensors_text(n1, ts), lj_tensors_text(n2, ts + n1)};
   int accepted = 0, ran = 0;
   /* found by the edits: a random op whose offset is 0-d data, read at every point */
   ljg_graph g0;
