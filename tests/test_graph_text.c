@@ -27,6 +27,7 @@ static int build(lj_tensor **ts, double scale) {
   ts[n++] = lj_argmax(lj_reshape(x, LJ_SHAPE(2, 12)), -1, false);
   ts[n++] = lj_where(lj_gt_scalar(x, 0.25), x, lj_full(d, LJ_F32, LJ_SHAPE(1), -1));
   ts[n++] = lj_remainder_scalar(i, 3);
+  ts[n++] = lj_reshape(x, LJ_SHAPE(24)); /* a view of a parameter: its buffer is the root's */
   ts[n++] = ts[0]; /* the same node twice among the roots */
   lj_tensor_retain(ts[0]);
   lj_tensor_release(x);

@@ -2,7 +2,8 @@
  * call and the CompiledKernels / ExecutedKernels counters: a 10-op elementwise chain with a
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
  * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way, and
- * at every LLVM opt level, and for random programs, training steps and nn op chains;
+ * at every LLVM opt level, and for random programs (also loaded back from the persistent
+ * cache), training steps and nn op chains;
  * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time (softmax,
  * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
@@ -11,6 +12,7 @@
 #include "graph/graph.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static lj_tensor *chain10(lj_tensor *x, lj_tensor *bias, lj_tensor *y) {
@@ -888,6 +890,67 @@ START_TEST(test_random_programs) {
 }
 END_TEST
 
+/* Generates random program `prog` (from the generator's current state) and returns its last
+ * value, kept beyond the scope (NULL if the program computed nothing). */
+static lj_tensor *random_program(int prog) {
+  static const int64_t sizes[] = {1, 2, 3, 5, 8, 17, 33};
+  lj_scope_begin();
+  int64_t s[3] = {sizes[pick(0, 6)], sizes[pick(0, 6)], sizes[pick(0, 6)]};
+  lj_tensor *pool[16];
+  int n = 0;
+  pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s[0], s[1], s[2]), TU_UNIT, (uint64_t)prog);
+  pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s[1], s[2]), TU_UNIT, (uint64_t)prog + 100);
+  pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s[0], 1, s[2]), TU_UNIT, (uint64_t)prog + 200);
+  for (int step = (int)pick(4, 12); step > 0 && n < 16; step--) {
+    lj_tensor *r = random_op(pool, n);
+    if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
+      pool[n++] = r;
+    else
+      lj_clear_error();
+  }
+  lj_tensor *last = n > 3 ? lj_keep(pool[n - 1]) : NULL;
+  lj_scope_end();
+  return last;
+}
+
+/* Random programs compiled into the persistent cache, then loaded from it by a new runtime:
+ * the same bits, nothing compiled the second time (every kernel feature the programs use
+ * survives the disk format). */
+START_TEST(test_random_programs_from_disk) {
+  char dir[] = "/tmp/lj_test_disk_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  uint64_t start_state = prog_state;
+  double *first[30] = {0};
+  for (int pass = 0; pass < 2; pass++) {
+    lj_config cfg = lj_config_default();
+    cfg.cache_dir = dir;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    prog_state = start_state;
+    int64_t compiles = lj_counter_value("UncachedCompile");
+    for (int prog = 0; prog < 30; prog++) {
+      lj_tensor *r = random_program(prog);
+      if (!r) continue;
+      int64_t cnt;
+      double *v = tu_read(r, &cnt);
+      if (pass == 0) {
+        first[prog] = v;
+      } else {
+        ck_assert_msg(memcmp(v, first[prog], (size_t)cnt * sizeof *v) == 0, "program %d differs from disk", prog);
+        free(v);
+      }
+      lj_tensor_release(r);
+    }
+    if (pass == 1) ck_assert_int_eq(lj_counter_value("UncachedCompile"), compiles);
+    lj_shutdown();
+  }
+  for (int prog = 0; prog < 30; prog++) free(first[prog]);
+  char cmd[100], *out = NULL;
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(tu_command(cmd, &out), 0);
+  free(out);
+}
+END_TEST
+
 /* Random small CNN training steps: a convolution of random geometry (kernel 1-3, stride 1-2,
  * padding 0-2, dilation 1-2, bias or not), a random chain of relu, tanh, max and average
  * pooling, then a linear layer and the NLL loss; the loss and the gradients of the input, the
@@ -1036,6 +1099,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_random_programs);
+  tcase_add_test(tc, test_random_programs_from_disk);
   tcase_add_test(tc, test_random_training_steps);
   tcase_add_test(tc, test_random_nn_programs);
   suite_add_tcase(s, tc);

@@ -223,9 +223,10 @@ static void check_slots(io *x, const ljg_program *p, const ljg_graph *g) {
     default: check(x, false); break;
     }
   }
+  /* a root is an output, or a parameter's own buffer when it only views it (a reshape) */
   for (int r = 0; r < p->nroots && !bad(x); r++)
     check(x, p->root_slot[r] >= 0 && p->root_slot[r] < p->nslots &&
-                 p->slots[p->root_slot[r]].kind == LJG_SLOT_OUTPUT);
+                 (p->slots[p->root_slot[r]].kind == LJG_SLOT_OUTPUT || p->slots[p->root_slot[r]].kind == LJG_SLOT_PARAM));
 }
 
 static void program_io(io *x, ljg_program *p) {
