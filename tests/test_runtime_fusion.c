@@ -3,7 +3,7 @@
  * broadcast and a transpose is one kernel; a reduction fuses its producers; values used twice
  * are computed once; LJ_DISABLE_FUSION gives one kernel per op; results agree either way, and
  * at every LLVM opt level, and for random programs (also loaded back from the persistent
- * cache), training steps and nn op chains;
+ * cache, and over several syncs with donation), training steps and nn op chains;
  * a row-fused kernel keeps its own intermediates on the stack a block of rows at a time (softmax,
  * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
@@ -951,6 +951,50 @@ START_TEST(test_random_programs_from_disk) {
 }
 END_TEST
 
+/* Random programs over several syncs: each round's ops read the values earlier rounds
+ * computed (now device data, some of them views of others), and an input may be given a new
+ * value of its shape with lj_assign before lj_sync (donating its buffer); every round's last
+ * values agree with the interpreter. */
+START_TEST(test_random_programs_across_syncs) {
+  lj_device *d = lj_default_device();
+  int checked = 0;
+  for (int prog = 0; prog < 20; prog++) {
+    lj_scope_begin();
+    int64_t s0 = pick(1, 9), s1 = pick(1, 9);
+    lj_tensor *pool[40];
+    int n = 0;
+    pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s0, s1, s1), TU_UNIT, (uint64_t)prog);
+    pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s1, s1), TU_UNIT, (uint64_t)prog + 100);
+    pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s0, 1, s1), TU_UNIT, (uint64_t)prog + 200);
+    for (int round = 0; round < 4 && n < 32; round++) {
+      int before = n;
+      for (int step = (int)pick(2, 5); step > 0 && n < 40; step--) {
+        lj_tensor *r = random_op(pool, n);
+        if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
+          pool[n++] = r;
+        else
+          lj_clear_error();
+      }
+      if (n == before) continue;
+      lj_tensor *last = pool[n - 1];
+      int k = (int)pick(0, 2);
+      if (lj_tensor_ndim(last) == lj_tensor_ndim(pool[k]) &&
+          memcmp(lj_tensor_shape(last), lj_tensor_shape(pool[k]), (size_t)lj_tensor_ndim(last) * sizeof(int64_t)) == 0 &&
+          lj_tensor_dtype(last) == lj_tensor_dtype(pool[k]))
+        ck_assert_int_eq(lj_assign(pool[k], lj_tanh(last)), LJ_OK);
+      int roots = n - before < 2 ? n - before : 2;
+      double tol = 0;
+      for (int r = n - roots; r < n; r++) tol = fmax(tol, program_tol(lj_tensor_dtype(pool[r])));
+      tu_check_interp_tol(roots, pool + n - roots, tol, tol);
+      ck_assert_int_eq(lj_sync(d), LJ_OK); /* the assigned input, donated */
+      checked++;
+    }
+    lj_scope_end();
+  }
+  ck_assert_int_ge(checked, 40);
+}
+END_TEST
+
 /* Random small CNN training steps: a convolution of random geometry (kernel 1-3, stride 1-2,
  * padding 0-2, dilation 1-2, bias or not), a random chain of relu, tanh, max and average
  * pooling, then a linear layer and the NLL loss; the loss and the gradients of the input, the
@@ -1100,6 +1144,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_random_programs);
   tcase_add_test(tc, test_random_programs_from_disk);
+  tcase_add_test(tc, test_random_programs_across_syncs);
   tcase_add_test(tc, test_random_training_steps);
   tcase_add_test(tc, test_random_nn_programs);
   suite_add_tcase(s, tc);
