@@ -845,6 +845,26 @@ static double program_tol(lj_dtype dt) {
   return (dt == LJ_BF16 || dt == LJ_F16 ? 5 : 50) * tu_rtol(dt);
 }
 
+/* Adds up to `steps` random ops' results to pool (of n, at most cap); the new count. */
+static int grow_pool(lj_tensor **pool, int n, int cap, int steps) {
+  for (; steps > 0 && n < cap; steps--) {
+    lj_tensor *r = random_op(pool, n);
+    if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
+      pool[n++] = r;
+    else
+      lj_clear_error();
+  }
+  return n;
+}
+
+/* Checks ts[0..n) against the interpreter within the loosest of their program_tol
+ * (integers compare exactly whatever it is). */
+static void check_program(int n, lj_tensor *const *ts) {
+  double tol = 0;
+  for (int i = 0; i < n; i++) tol = fmax(tol, program_tol(lj_tensor_dtype(ts[i])));
+  tu_check_interp_tol(n, ts, tol, tol);
+}
+
 /* Random programs of 4-12 ops (elementwise with broadcasting, integer division, reductions,
  * argmax, views, matmuls, softmax, cat, where) over f32, f64, bf16, i32 or i64 inputs of
  * random sizes: whatever fusion and the row, loop and GEMM kernels make of them, the last
@@ -870,18 +890,10 @@ START_TEST(test_random_programs) {
     pool[n++] = tu_tensor(dt, LJ_SHAPE(s[1], s[2]), TU_UNIT, (uint64_t)prog + 100);
     pool[n++] = tu_tensor(dt, LJ_SHAPE(s[0], 1, s[2]), TU_UNIT, (uint64_t)prog + 200);
     int inputs = n;
-    for (int step = (int)pick(4, 12); step > 0 && n < 16; step--) {
-      lj_tensor *r = random_op(pool, n);
-      if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
-        pool[n++] = r;
-      else
-        lj_clear_error();
-    }
+    n = grow_pool(pool, n, 16, (int)pick(4, 12));
     if (n - inputs >= 1) {
       int roots = n - inputs < 3 ? n - inputs : 3;
-      double tol = 0; /* the loosest root's (integers compare exactly whatever it is) */
-      for (int r = n - roots; r < n; r++) tol = fmax(tol, program_tol(lj_tensor_dtype(pool[r])));
-      tu_check_interp_tol(roots, pool + n - roots, tol, tol);
+      check_program(roots, pool + n - roots);
       checked++;
     }
     lj_scope_end();
@@ -901,13 +913,7 @@ static lj_tensor *random_program(int prog) {
   pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s[0], s[1], s[2]), TU_UNIT, (uint64_t)prog);
   pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s[1], s[2]), TU_UNIT, (uint64_t)prog + 100);
   pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s[0], 1, s[2]), TU_UNIT, (uint64_t)prog + 200);
-  for (int step = (int)pick(4, 12); step > 0 && n < 16; step--) {
-    lj_tensor *r = random_op(pool, n);
-    if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
-      pool[n++] = r;
-    else
-      lj_clear_error();
-  }
+  n = grow_pool(pool, n, 16, (int)pick(4, 12));
   lj_tensor *last = n > 3 ? lj_keep(pool[n - 1]) : NULL;
   lj_scope_end();
   return last;
@@ -968,13 +974,7 @@ START_TEST(test_random_programs_across_syncs) {
     pool[n++] = tu_tensor(LJ_F32, LJ_SHAPE(s0, 1, s1), TU_UNIT, (uint64_t)prog + 200);
     for (int round = 0; round < 4 && n < 32; round++) {
       int before = n;
-      for (int step = (int)pick(2, 5); step > 0 && n < 40; step--) {
-        lj_tensor *r = random_op(pool, n);
-        if (r && lj_tensor_numel(r) > 0 && lj_tensor_numel(r) < 100000)
-          pool[n++] = r;
-        else
-          lj_clear_error();
-      }
+      n = grow_pool(pool, n, 40, (int)pick(2, 5));
       if (n == before) continue;
       lj_tensor *last = pool[n - 1];
       int k = (int)pick(0, 2);
@@ -983,9 +983,7 @@ START_TEST(test_random_programs_across_syncs) {
           lj_tensor_dtype(last) == lj_tensor_dtype(pool[k]))
         ck_assert_int_eq(lj_assign(pool[k], lj_tanh(last)), LJ_OK);
       int roots = n - before < 2 ? n - before : 2;
-      double tol = 0;
-      for (int r = n - roots; r < n; r++) tol = fmax(tol, program_tol(lj_tensor_dtype(pool[r])));
-      tu_check_interp_tol(roots, pool + n - roots, tol, tol);
+      check_program(roots, pool + n - roots);
       ck_assert_int_eq(lj_sync(d), LJ_OK); /* the assigned input, donated */
       checked++;
     }
