@@ -394,10 +394,7 @@ END_TEST
  * its sync with LJ_ERR_RUNTIME and a message; nothing crashes. */
 static uint64_t fuzz_state = 0x9e3779b97f4a7c15ULL;
 
-static int64_t pick(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
-  fuzz_state = fuzz_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return lo + (int64_t)((fuzz_state >> 33) % (uint64_t)(hi - lo + 1));
-}
+static int64_t pick(int64_t lo, int64_t hi) { return tu_pick(&fuzz_state, lo, hi); }
 
 static lj_tensor *random_index(int ndim, const int64_t *shape, int64_t lo, int64_t hi) {
   int64_t n = 1, v[64];

@@ -229,10 +229,7 @@ END_TEST
 
 static uint64_t edit_state = 0x2545f4914f6cdd1dULL;
 
-static int64_t pick(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
-  edit_state = edit_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return lo + (int64_t)((edit_state >> 33) % (uint64_t)(hi - lo + 1));
-}
+static int64_t pick(int64_t lo, int64_t hi) { return tu_pick(&edit_state, lo, hi); }
 
 /* text with its len bytes at `at` replaced by `with` (malloc'd). */
 static char *splice(const char *text, size_t at, size_t len, const char *with) {

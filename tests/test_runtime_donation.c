@@ -398,10 +398,7 @@ typedef struct rule {
 
 static uint64_t rule_state = 0x5851f42d4c957f2dULL;
 
-static int pick(int n) { /* uniform in [0, n) */
-  rule_state = rule_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return (int)((rule_state >> 33) % (uint64_t)n);
-}
+static int pick(int n) { return (int)tu_pick(&rule_state, 0, n - 1); } /* uniform in [0, n) */
 
 static lj_tensor *updated(const rule *r, lj_tensor **p, int i) {
   lj_tensor *a = p[r->src[i][0]], *b = p[r->src[i][1]];

@@ -794,10 +794,7 @@ END_TEST
 
 static uint64_t prog_state = 0xd1b54a32d192ed03ULL;
 
-static int64_t pick(int64_t lo, int64_t hi) { /* uniform in [lo, hi] */
-  prog_state = prog_state * 6364136223846793005ULL + 1442695040888963407ULL;
-  return lo + (int64_t)((prog_state >> 33) % (uint64_t)(hi - lo + 1));
-}
+static int64_t pick(int64_t lo, int64_t hi) { return tu_pick(&prog_state, lo, hi); }
 
 static lj_tensor *pool_pick(lj_tensor **pool, int n) { return pool[pick(0, n - 1)]; }
 

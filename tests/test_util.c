@@ -101,6 +101,11 @@ static bool close_enough(lj_dtype dt, double a, double b, double rtol, double at
   return fabs(a - b) <= rtol * scale + atol;
 }
 
+int64_t tu_pick(uint64_t *state, int64_t lo, int64_t hi) {
+  *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+  return lo + (int64_t)((*state >> 33) % (uint64_t)(hi - lo + 1));
+}
+
 void tu_check_interp(int n, lj_tensor *const *ts, double rtol) { tu_check_interp_tol(n, ts, rtol, -1); }
 
 void tu_check_interp_tol(int n, lj_tensor *const *ts, double rtol, double atol) {

@@ -50,6 +50,10 @@ char *tu_take_saved(const char *path);
  * (the command line redirects stderr there if wanted) in *out, malloc'd. */
 int tu_command(const char *cmd, char **out);
 
+/* Uniform in [lo, hi], from the 64-bit LCG at *state (advanced): the randomized tests'
+ * generator, so a seed replays the same cases. */
+int64_t tu_pick(uint64_t *state, int64_t lo, int64_t hi);
+
 /* Asserts that the last call failed with status st and that the message contains every one
  * of the NULL-terminated substrings; then clears the error. */
 void tu_expect_error(lj_status st, ...);
