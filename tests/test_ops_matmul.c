@@ -4,7 +4,12 @@
  * tile edges; and the errors. */
 #include "test_util.h"
 
+#include <dirent.h>
+#include <ftw.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static double tol(lj_dtype dt) {
   if (dt == LJ_F32) return 1e-5;
@@ -132,6 +137,62 @@ START_TEST(test_matmul_tiles) {
 }
 END_TEST
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+/* Whether directory `dir` holds a file whose name ends with `suffix`. */
+static bool has_file_ending(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  bool found = false;
+  for (struct dirent *e; !found && (e = readdir(d));) {
+    size_t n = strlen(e->d_name), m = strlen(suffix);
+    found = n >= m && strcmp(e->d_name + n - m, suffix) == 0;
+  }
+  closedir(d);
+  return found;
+}
+
+/* 3×3 convolutions of stride 1 go through the Winograd routine (the dump holds its object):
+ * output sizes odd and even (tiles past the edge), padding 0, 1 and 2, channels in and out
+ * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
+ * block (30×30), a strided image (a permuted NHWC tensor), and a fused bias, relu and
+ * max-pool run block by block (the transformed weight kept from one block to the next). Against the interpreter, for the host, AVX2 and SSE2. */
+START_TEST(test_matmul_winograd) {
+  const char *cpu = tile_targets[_i];
+  if (!host_runs(cpu)) return;
+  char dir[] = "/tmp/lj_test_winograd_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  lj_config cfg = lj_config_default();
+  cfg.cpu = cpu;
+  cfg.dump_dir = dir;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  const int one[2] = {1, 1}, two[2] = {2, 2};
+  lj_tensor *x1 = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 13, 11), TU_ANY, 1), *w1 = tu_tensor(LJ_F32, LJ_SHAPE(72, 40, 3, 3), TU_ANY, 2);
+  lj_tensor *x2 = tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 9, 20), TU_ANY, 3), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(20, 16, 3, 3), TU_ANY, 4);
+  lj_tensor *x3 = tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 5, 6), TU_ANY, 5), *w3 = tu_tensor(LJ_F32, LJ_SHAPE(9, 8, 3, 3), TU_ANY, 6);
+  lj_tensor *x4 = tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 30, 30), TU_ANY, 7), *w4 = tu_tensor(LJ_F32, LJ_SHAPE(16, 8, 3, 3), TU_ANY, 8);
+  lj_tensor *nhwc = tu_tensor(LJ_F32, LJ_SHAPE(2, 12, 12, 16), TU_ANY, 9), *w5 = tu_tensor(LJ_F32, LJ_SHAPE(24, 16, 3, 3), TU_ANY, 10);
+  lj_tensor *x7 = tu_tensor(LJ_F32, LJ_SHAPE(6, 32, 14, 14), TU_ANY, 13), *w7 = tu_tensor(LJ_F32, LJ_SHAPE(64, 32, 3, 3), TU_ANY, 14);
+  lj_tensor *b7 = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_ANY, 15);
+  lj_tensor *ts[] = {
+      lj_conv2d(x1, w1, NULL, NULL, one, NULL, 1),
+      lj_conv2d(x2, w2, NULL, NULL, NULL, NULL, 1),
+      lj_conv2d(x3, w3, NULL, NULL, two, NULL, 1),
+      lj_conv2d(x4, w4, NULL, NULL, one, NULL, 1),
+      lj_conv2d(lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2}), w5, NULL, NULL, one, NULL, 1),
+      lj_max_pool2d(lj_relu(lj_conv2d(x7, w7, b7, NULL, one, NULL, 1)), two, NULL, NULL),
+  };
+  int n = (int)(sizeof ts / sizeof *ts);
+  tu_check_interp_tol(n, ts, 1e-5, 1e-4);
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
+  for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+END_TEST
+
 /* A GEMM routine is compiled once per process: a second graph whose matmul reads B the same
  * way (contiguous along n, f32) calls the routine the first compiled; f64 has its own. */
 START_TEST(test_matmul_routines_compiled_once) {
@@ -192,6 +253,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);

@@ -33,13 +33,16 @@
  * stored with masks. The vector width is the target's (ljc_ir.vec_bytes). */
 #include "codegen_llvm/ir.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* MR_MAX: the most rows a tile has (tile_rows). KC and MC by measurement (one thread of a
  * 5th-generation Xeon, AVX-512 and AVX2 code; 256 and 384 before): a K up to 320 (conv2's
  * 288) is one block, and A's block of MC rows stays in L2 beside the packed panels. */
 enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
+enum { WINOGRAD_MIN_CHANNELS = 8, WINOGRAD_MIN_ROWS = 8 };
 
 typedef struct gemm {
   ljc_ir *ir;
@@ -658,7 +661,8 @@ static void panels(gemm *g, const rows *rw) {
 /* ---- the routines ------------------------------------------------------------------------- */
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
-  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window"};
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window",
+                                                           "winograd"};
   int kind = routine / LJC_GEMM_NVARIANTS;
   snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[routine % LJC_GEMM_NVARIANTS],
            kind & 2 ? "_a_window" : "");
@@ -671,7 +675,7 @@ static LLVMTypeRef routine_type(ljc_ir *ir) {
 
 /* Whether field i of the argument block is a pointer (else an i64). */
 static bool arg_is_pointer(int i) {
-  return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C;
+  return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK;
 }
 
 /* Loads the argument block's fields into g->arg. */
@@ -741,6 +745,10 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.mr = tile_rows(ir->vec_bytes);
   char name[32], rows_name[40];
   ljc_gemm_routine_name(routine, name);
+  if (g.variant == LJC_GEMM_WINOGRAD) {
+    ljc_define_winograd(ir, name, g.mr);
+    return;
+  }
   snprintf(rows_name, sizeof rows_name, "%s_rows", name);
   LLVMValueRef rows_fn = define_rows(&g, rows_name);
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, routine_type(ir));
@@ -784,6 +792,21 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
 
 /* ---- the call from a kernel --------------------------------------------------------------- */
 
+/* Whether a matmul is a 3×3 convolution of stride and dilation 1 that the Winograd routine
+ * (winograd.c) does faster than the GEMM: f32, B the im2col, and enough input channels and
+ * output rows for the transforms to pay (conv1 of MNISTNet, 1 channel in, stays a GEMM); the
+ * offsets its gathers and scatters take (within one image, 64 rows of A, 16 rows of C) fit
+ * in 32 bits. */
+static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
+  const int64_t *w = k->mm_win, *img = bv->v[0].stride;
+  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_B || k->mm_sum || w[0] != 3 || w[1] != 3 || w[2] != 1 ||
+      w[3] != 1 || w[6] != 1 || w[7] != 1 || k->mm_k / 9 < WINOGRAD_MIN_CHANNELS || k->mm_m < WINOGRAD_MIN_ROWS)
+    return false;
+  int64_t extent = 0;
+  for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
+  return extent < INT32_MAX && 64 * llabs(av->v[0].stride[1]) < INT32_MAX && 16 * k->mm_n < INT32_MAX;
+}
+
 int ljc_gemm_routine(const ljg_kernel *k) {
   if (k->kind != LJG_K_MATMUL || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64)) return -1;
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
@@ -791,10 +814,11 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  int variant = k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
-                : bs[2] == 1              ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
-                : bs[1] == 1              ? LJC_GEMM_COLS
-                                          : LJC_GEMM_ELEMENTS;
+  int variant = winograd(k, av, bv)            ? LJC_GEMM_WINOGRAD
+                : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
+                : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
+                : bs[1] == 1                  ? LJC_GEMM_COLS
+                                              : LJC_GEMM_ELEMENTS;
   int kind = (k->mm_dtype == LJ_F64) + 2 * (k->mm_cols == LJG_MM_COLS_A);
   return kind * LJC_GEMM_NVARIANTS + variant;
 }
@@ -809,7 +833,7 @@ static void operand_args(ljc_kctx *kc, LLVMValueRef *arg, int first, LLVMValueRe
   for (int d = 0; d < 3; d++) arg[first + 1 + d] = ljc_i64(ir, t->stride[d]);
 }
 
-bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
+bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first) {
   const ljg_kernel *k = kc->k;
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -829,6 +853,9 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   arg[LJC_GEMM_SUM] = ljc_i64(ir, k->mm_sum);
   arg[LJC_GEMM_BEGIN] = begin;
   arg[LJC_GEMM_END] = end;
+  bool wino = routine % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD;
+  arg[LJC_GEMM_WORK] = wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes()) : LLVMConstNull(ir->ptr);
+  arg[LJC_GEMM_FRESH] = wino ? LLVMBuildZExt(b, first, ir->i64, "") : ljc_i64(ir, 0);
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
   if (k->mm_cols) {
     const int64_t *img = k->views[(k->mm_cols == LJG_MM_COLS_A ? ea : eb)->view].v[0].stride;

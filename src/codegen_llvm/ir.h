@@ -165,22 +165,29 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * address is the image's element (0, 0, 0, 0), its batch stride the image's, and the IMG_*
  * fields the image's other strides and sizes; its element (b, k, n) of B or (b, m, k) of A is
  * the im2col's with window WIN_* (kh, kw, stride, pad, dilation; OW windows a row), and its
- * other strides are unused. */
+ * other strides are unused. WORK: for the Winograd routine, ljc_winograd_work_bytes() in the
+ * calling kernel's frame, which keeps what one call computed for the next (the transformed
+ * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
+ * NULL and 0 for the others. */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
-  LJC_GEMM_BEGIN, LJC_GEMM_END,
+  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS
 };
 /* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
  * k, element by element, where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K rows),
- * or packed from the image of an im2col (ljg_kernel.mm_cols). A routine is numbered
- * kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2 when A is an im2col
+ * packed from the image of an im2col (ljg_kernel.mm_cols), or, for an f32 im2col of a 3×3
+ * window of stride and dilation 1, through Winograd's transforms (winograd.c). A routine is
+ * numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2 when A is an im2col
  * packed from its image, a block of rows at a time. */
-enum { LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_NVARIANTS };
+enum {
+  LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
+  LJC_GEMM_NVARIANTS
+};
 enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
 /* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);
@@ -188,9 +195,15 @@ void ljc_gemm_routine_name(int r, char name[32]);
 /* The routine a kernel calls, or -1 when it is no matmul the routines do (not f32/f64, or
  * an operand not a load through a single-level view). */
 int ljc_gemm_routine(const ljg_kernel *k);
-/* A matmul kernel's body as a call of its routine; false, emitting nothing, when there is
- * none (ljc_gemm_routine). */
-bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
+/* A matmul kernel's rows [begin, end) as a call of its routine; false, emitting nothing, when
+ * there is none (ljc_gemm_routine). `first` (an i1): the first call of a run of the kernel. */
+bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first);
+
+/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD (f32, not summed over
+ * the batch), its products in tiles of mr tiles. */
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr);
+/* The bytes of its argument block's WORK area. */
+int64_t ljc_winograd_work_bytes(void);
 
 /* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call
  * sites of g's nodes (nothing happens with g NULL, nor in the other calls then);

@@ -491,7 +491,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   kc->ir->scalar_loops = false;
 }
 
-static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
+static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first);
 
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 
@@ -517,7 +517,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
   }
   const ljg_kernel *k = kc->k;
   bool window = ljg_kernel_has_window(k);
-  if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi);
+  if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""));
   for (int s = 0; s < k->nnests; s++) {
     if (window && k->win_at == s) emit_window(kc, lo, hi);
     emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
@@ -604,7 +604,9 @@ static void matmul_dot(ljc_kctx *kc, LLVMValueRef bi, LLVMValueRef mi, LLVMValue
   ljc_loop_end(ir, &n, NULL, NULL);
 }
 
-static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
+/* The matmul's rows for the tasks [begin, end); `first` (an i1): the first such call of a run
+ * of the kernel (ljc_emit_gemm). */
+static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
@@ -612,7 +614,7 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
     begin = LLVMBuildNSWMul(b, begin, ljc_i64(ir, k->mm_task_rows), "");
     end = LLVMBuildNSWMul(b, end, ljc_i64(ir, k->mm_task_rows), "");
   }
-  if (k->mm_n == 0 || ljc_emit_gemm(kc, begin, end)) return;
+  if (k->mm_n == 0 || ljc_emit_gemm(kc, begin, end, first)) return;
   LLVMTypeRef t = ljc_compute_type(ir, k->mm_dtype);
   const ljg_view1 *bview = ljg_view_top(&k->views[k->exprs[k->mm_bm].view]);
   bool dot = bview->stride[2] != 1 && bview->stride[1] == 1;
@@ -1216,7 +1218,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   kc.nest_last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.nest_last);
   loop_groups(k, kc.nest_last);
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
-    emit_matmul(&kc, begin, end);
+    emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
     emit_window(&kc, begin, end);
   else if (k->row_block > 0)
