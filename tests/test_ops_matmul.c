@@ -5,7 +5,6 @@
 #include "test_util.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,11 +136,6 @@ START_TEST(test_matmul_tiles) {
 }
 END_TEST
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  (void)st, (void)flag, (void)ftw;
-  return remove(path);
-}
-
 /* Whether directory `dir` holds a file whose name ends with `suffix`. */
 static bool has_file_ending(const char *dir, const char *suffix) {
   DIR *d = opendir(dir);
@@ -189,7 +183,7 @@ START_TEST(test_matmul_winograd) {
   tu_check_interp_tol(n, ts, 1e-5, 1e-4);
   ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
   for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
-  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+  tu_remove_dir(dir);
 }
 END_TEST
 

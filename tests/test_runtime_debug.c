@@ -13,7 +13,6 @@
 #include <dirent.h>
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
-#include <ftw.h>
 #include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,12 +27,8 @@ static char *temp_dir(void) {
   return dir;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  return remove(path);
-}
-
 static void remove_dir(char *dir) {
-  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+  tu_remove_dir(dir);
   free(dir);
 }
 

@@ -947,10 +947,7 @@ START_TEST(test_random_programs_from_disk) {
     lj_shutdown();
   }
   for (int prog = 0; prog < 30; prog++) free(first[prog]);
-  char cmd[100], *out = NULL;
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  ck_assert_int_eq(tu_command(cmd, &out), 0);
-  free(out);
+  tu_remove_dir(dir);
 }
 END_TEST
 

@@ -81,9 +81,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  ck_assert_int_eq(system(cmd), 0);
+  tu_remove_dir(dir);
 }
 
 /* Reads a batch back: x values and labels. */

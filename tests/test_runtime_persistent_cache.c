@@ -7,7 +7,6 @@
 #include "test_util.h"
 
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +20,6 @@ static void make_dir(void) {
   snprintf(dir, sizeof dir, "/tmp/lj_pcache_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
 }
-
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  return remove(path);
-}
-
-static void remove_dir(const char *path) { nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS); }
 
 static void start(const char *cache_dir, bool readonly, int max_mb) {
   lj_config c = lj_config_default();
@@ -120,7 +113,7 @@ START_TEST(test_second_process_compiles_nothing) {
   free(b);
   free(first);
   free(second);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -160,7 +153,7 @@ START_TEST(test_two_processes_fill_one_directory) {
   free(a);
   free(b);
   free(third);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -289,7 +282,7 @@ START_TEST(test_unusable_entry_is_ignored_and_replaced) {
   ck_assert(compute(0) == want);
   ck_assert_msg(counter("PersistentCacheHit") == hit + 1, "%s: the entry was not replaced", dm->what);
   ck_assert_int_eq(counter("UncachedCompile"), compiles);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -330,7 +323,7 @@ START_TEST(test_readonly_reads_but_never_writes) {
   ck_assert_int_eq(counter("PersistentCacheHit"), hit + 1);
   ck_assert_int_eq(counter("UncachedCompile"), compiles);
   ck_assert_int_ge(age(entry), 999); /* not even its last use is written */
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -378,7 +371,7 @@ START_TEST(test_eviction_goes_by_last_use) {
   ck_assert(exists(f3));
   ck_assert_int_eq(access(entry, F_OK), 0);
   ck_assert_int_eq(entries(NULL, 0), 3);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -406,14 +399,14 @@ START_TEST(test_default_directory) {
   ck_assert_int_eq(stat(path, &st), 0);
   /* LJ_CACHE_DIR="" turns it off */
   setenv("LJ_CACHE_DIR", "", 1);
-  remove_dir(home);
+  tu_remove_dir(home);
   ck_assert_int_eq(lj_init(NULL), LJ_OK);
   int64_t miss = counter("PersistentCacheMiss");
   compute(0);
   ck_assert_int_eq(counter("PersistentCacheMiss"), miss);
   lj_shutdown();
   ck_assert_int_ne(stat(home, &st), 0);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -475,7 +468,7 @@ START_TEST(test_new_graphs_load_routines) {
   free(second);
   free(third);
   free(fourth);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -526,7 +519,7 @@ START_TEST(test_lj_cache_tool) {
   ck_assert_int_eq(tu_command(cmd, &out), 2);
   ck_assert_msg(strstr(out, "unknown command frobnicate"), "%s", out);
   free(out);
-  remove_dir(dir);
+  tu_remove_dir(dir);
 }
 END_TEST
 

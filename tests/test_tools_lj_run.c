@@ -7,7 +7,6 @@
 
 #include "graph/graph.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +40,6 @@ static int lj_run(const char *args, char **out) {
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "%s %s 2>&1", LJ_RUN_PATH, args);
   return tu_command(cmd, out);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  return remove(path);
 }
 
 START_TEST(test_replay_bit_for_bit) {
@@ -112,7 +107,7 @@ START_TEST(test_replay_bit_for_bit) {
   free(out);
   free(vy);
   free(vz);
-  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+  tu_remove_dir(dir);
 }
 END_TEST
 
@@ -143,7 +138,7 @@ START_TEST(test_implicit_gemm_a) {
     ck_assert_msg(tu_command(args, &out) == 0, "no kernel packs A from the image: %s", out);
     free(out);
   }
-  ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+  tu_remove_dir(dir);
 }
 END_TEST
 

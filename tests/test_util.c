@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,6 +211,13 @@ char *tu_take_saved(const char *path) {
   remove(path);
   return text;
 }
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+void tu_remove_dir(const char *dir) { ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0); }
 
 int tu_command(const char *cmd, char **out) {
   FILE *p = popen(cmd, "r");

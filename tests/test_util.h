@@ -46,6 +46,9 @@ char *tu_read_file(const char *path, size_t *size);
 void tu_init_saving(lj_config cfg, const char *fmt, char *path, size_t cap);
 char *tu_take_saved(const char *path);
 
+/* Removes directory dir and everything in it; fails the test when it cannot. */
+void tu_remove_dir(const char *dir);
+
 /* Runs a shell command line; its exit status (-1 if it did not exit), and its standard output
  * (the command line redirects stderr there if wanted) in *out, malloc'd. */
 int tu_command(const char *cmd, char **out);
