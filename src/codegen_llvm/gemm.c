@@ -158,14 +158,9 @@ static int tile_rows(int vec_bytes) { return vec_bytes == 64 ? MR_MAX : LJG_MATM
 
 /* Runs then() when cond holds; the builder continues after. */
 static void when(gemm *g, LLVMValueRef cond, void (*then)(gemm *, void *), void *ctx) {
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
-  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.then");
-  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.next");
-  LLVMBuildCondBr(g->b, cond, yes, next);
-  LLVMPositionBuilderAtEnd(g->b, yes);
+  LLVMBasicBlockRef after = ljc_if_begin(g->ir, cond, "gemm.then");
   then(g, ctx);
-  LLVMBuildBr(g->b, next);
-  LLVMPositionBuilderAtEnd(g->b, next);
+  ljc_if_end(g->ir, after);
 }
 
 /* ---- packing B ---------------------------------------------------------------------------- */
@@ -517,16 +512,11 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
 
 /* Stores C's tile rows r for which store[r] (an i1) is true. */
 static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc, const LLVMValueRef *store) {
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(g->b));
   for (int r = 0; r < g->mr; r++) {
-    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.store");
-    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(g->ir->ctx, fn, "gemm.stored");
-    LLVMBuildCondBr(g->b, store[r], yes, next);
-    LLVMPositionBuilderAtEnd(g->b, yes);
+    LLVMBasicBlockRef after = ljc_if_begin(g->ir, store[r], "gemm.store");
     for (int j = 0; j < p->nv; j++)
       vstore(g, acc[r * p->nv + j], c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
-    LLVMBuildBr(g->b, next);
-    LLVMPositionBuilderAtEnd(g->b, next);
+    ljc_if_end(g->ir, after);
   }
 }
 
@@ -678,12 +668,11 @@ static bool arg_is_pointer(int i) {
   return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK;
 }
 
-/* Loads the argument block's fields into g->arg. */
-static void load_args(gemm *g, LLVMValueRef block) {
+void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg) {
   for (int i = 0; i < LJC_GEMM_NARGS; i++) {
-    LLVMValueRef idx = ljc_i64(g->ir, i);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(g->b, g->ir->i64, block, &idx, 1, "");
-    g->arg[i] = LLVMBuildLoad2(g->b, arg_is_pointer(i) ? g->ir->ptr : g->ir->i64, p, "");
+    LLVMValueRef idx = ljc_i64(ir, i);
+    LLVMValueRef p = LLVMBuildInBoundsGEP2(ir->b, ir->i64, block, &idx, 1, "");
+    arg[i] = LLVMBuildLoad2(ir->b, arg_is_pointer(i) ? ir->ptr : ir->i64, p, "");
   }
 }
 
@@ -698,7 +687,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   ljc_add_fn_attr(ir, fn, "nounwind");
   ljc_add_fn_attr(ir, fn, "noinline");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
-  load_args(g, LLVMGetParam(fn, 0));
+  ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), g->arg);
   if (g->variant != LJC_GEMM_DIRECT) g->packed = ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw);
   if (g->a_window) {
     g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
@@ -760,7 +749,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.end");
   LLVMPositionBuilderAtEnd(b, entry);
   LLVMValueRef block = LLVMGetParam(fn, 0);
-  load_args(&g, block);
+  ljc_gemm_load_args(ir, block, g.arg);
   LLVMValueRef begin = g.arg[LJC_GEMM_BEGIN], end = g.arg[LJC_GEMM_END], M = g.arg[LJC_GEMM_M];
   LLVMValueRef any = LLVMBuildICmp(b, LLVMIntSLT, begin, end, "");
   LLVMValueRef sum = LLVMBuildICmp(b, LLVMIntNE, g.arg[LJC_GEMM_SUM], ljc_i64(ir, 0), "");

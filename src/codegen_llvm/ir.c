@@ -299,3 +299,17 @@ void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef 
     acc_out[a] = phi;
   }
 }
+
+LLVMBasicBlockRef ljc_if_begin(ljc_ir *ir, LLVMValueRef cond, const char *name) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(ir->b));
+  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, name);
+  LLVMBasicBlockRef after = LLVMAppendBasicBlockInContext(ir->ctx, fn, "if.after");
+  LLVMBuildCondBr(ir->b, cond, yes, after);
+  LLVMPositionBuilderAtEnd(ir->b, yes);
+  return after;
+}
+
+void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after) {
+  LLVMBuildBr(ir->b, after);
+  LLVMPositionBuilderAtEnd(ir->b, after);
+}

@@ -93,6 +93,11 @@ void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, b
  * loop is marked not to be vectorized when ir->scalar_loops is set. */
 void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out);
 
+/* Code run only when cond (an i1) holds: ljc_if_begin puts the builder in it and returns the
+ * block after it, which ljc_if_end, given that block, closes it into. */
+LLVMBasicBlockRef ljc_if_begin(ljc_ir *ir, LLVMValueRef cond, const char *name);
+void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after);
+
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x);
@@ -189,6 +194,8 @@ enum {
   LJC_GEMM_NVARIANTS
 };
 enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
+/* Loads an argument block's fields (its pointer fields as pointers) into arg[LJC_GEMM_NARGS]. */
+void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg);
 /* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);
 void ljc_gemm_routine_name(int r, char name[32]);

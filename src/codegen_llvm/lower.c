@@ -900,16 +900,11 @@ static void emit_add_span(window_gen *w, LLVMValueRef lo, LLVMValueRef hi) {
   LLVMValueRef tail = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, nvec, ljc_i64(ir, vw), ""), "");
   if (!stride2) { /* the rest, rem < vw columns: a vector of each power of two in rem */
     LLVMValueRef rem = LLVMBuildNSWSub(b, hi, tail, "");
-    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
     for (int h = vw / 2; h >= 2; h /= 2) {
-      LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, "tail.vector");
-      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(ir->ctx, fn, "tail.next");
       LLVMValueRef bit = LLVMBuildAnd(b, rem, ljc_i64(ir, h), "");
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bit, ljc_i64(ir, 0), ""), yes, next);
-      LLVMPositionBuilderAtEnd(b, yes);
+      LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntNE, bit, ljc_i64(ir, 0), ""), "tail.vector");
       add_vector(w, h, esize, false, LLVMBuildNSWAdd(b, tail, LLVMBuildAnd(b, rem, ljc_i64(ir, -2 * h), ""), ""));
-      LLVMBuildBr(b, next);
-      LLVMPositionBuilderAtEnd(b, next);
+      ljc_if_end(ir, after);
     }
     tail = LLVMBuildNSWAdd(b, tail, LLVMBuildAnd(b, rem, ljc_i64(ir, -2), ""), "");
   }

@@ -269,38 +269,6 @@ static LLVMValueRef block_len(wino *w, LLVMValueRef n, int64_t cap, int64_t unit
   return mulc(w, LLVMBuildSDiv(b, addc(w, len, unit - 1), i64c(w, unit), ""), unit);
 }
 
-static void load_args(wino *w, LLVMValueRef block) {
-  for (int i = 0; i < LJC_GEMM_NARGS; i++) {
-    LLVMValueRef idx = i64c(w, i);
-    LLVMValueRef p = LLVMBuildInBoundsGEP2(w->b, w->ir->i64, block, &idx, 1, "");
-    bool ptr = i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK;
-    w->arg[i] = LLVMBuildLoad2(w->b, ptr ? w->ir->ptr : w->ir->i64, p, "");
-  }
-}
-
-/* Runs then() when cond (an i1) holds. */
-static void when(wino *w, LLVMValueRef cond, void (*then)(wino *, void *), void *ctx) {
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(w->b));
-  LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(w->ir->ctx, fn, "wino.then");
-  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(w->ir->ctx, fn, "wino.next");
-  LLVMBuildCondBr(w->b, cond, yes, next);
-  LLVMPositionBuilderAtEnd(w->b, yes);
-  then(w, ctx);
-  LLVMBuildBr(w->b, next);
-  LLVMPositionBuilderAtEnd(w->b, next);
-}
-
-/* The block of rows and channels whose U is wanted. */
-typedef struct ublock {
-  LLVMValueRef mb0, mlen, cb0, clen;
-} ublock;
-
-static void weights_then(wino *w, void *ctx) {
-  const ublock *u = ctx;
-  weights(w, u->mb0, u->mlen, u->cb0, u->clen);
-  LLVMBuildStore(w->b, u->mlen, w->u_rows);
-}
-
 /* Rows m0 .. m0 + len - 1 of matrix bi into C's rows from crow0. U is kept from the last
  * matrix's when it is the one block of rows and channels both need (the same weight for every
  * matrix, A's batch stride 0, as a convolution's): w->u_m0 and w->u_rows say which rows it
@@ -325,9 +293,11 @@ static void matrix(wino *w, LLVMValueRef cin, LLVMValueRef tlen, LLVMValueRef nt
   LLVMValueRef mb0 = mulc(w, Mb.iv, MB), mlen = smin(w, i64c(w, MB), sub(w, w->len, mb0));
   ljc_loop_begin(ir, &Cb, i64c(w, 0), nc, false, 0, NULL);
   LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
-  ublock u = {mb0, mlen, cb0, clen};
   LLVMValueRef held = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildLoad2(b, ir->i64, w->u_rows, ""), mlen, "");
-  when(w, LLVMBuildNot(b, LLVMBuildAnd(b, one, held, ""), ""), weights_then, &u);
+  LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildNot(b, LLVMBuildAnd(b, one, held, ""), ""), "wino.weights");
+  weights(w, mb0, mlen, cb0, clen);
+  LLVMBuildStore(b, mlen, w->u_rows);
+  ljc_if_end(ir, after);
   inputs(w, t0, tlen, cb0, clen);
   products(w, tlen, clen, LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
   ljc_loop_end(ir, &Cb, NULL, NULL);
@@ -350,7 +320,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr) {
   LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrix");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.end");
   LLVMPositionBuilderAtEnd(b, entry);
-  load_args(&w, LLVMGetParam(fn, 0));
+  ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   w.v = ljc_entry_array(ir, ir->f32, 16 * TB * CB);
   w.m = ljc_entry_array(ir, ir->f32, 16 * TB * MB);
   w.u = w.arg[LJC_GEMM_WORK];
