@@ -188,25 +188,6 @@ static void pack_rows(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np)
   ljc_loop_end(ir, &K, NULL, NULL);
 }
 
-/* Transposes the vw × vw matrix whose rows are v[0..vw) in place: log2(vw) rounds, each
- * interleaving the halves of the pairs (i, i + vw/2). */
-static void transpose(gemm *g, LLVMValueRef *v) {
-  int n = g->vw;
-  LLVMValueRef lo[64], hi[64], out[64];
-  for (int t = 0; t < n; t++) {
-    lo[t] = ljc_const_i(g->ir->i32, (t & 1 ? n : 0) + t / 2);
-    hi[t] = ljc_const_i(g->ir->i32, (t & 1 ? n : 0) + n / 2 + t / 2);
-  }
-  LLVMValueRef lo_mask = LLVMConstVector(lo, (unsigned)n), hi_mask = LLVMConstVector(hi, (unsigned)n);
-  for (int round = 1; round < n; round *= 2) {
-    for (int i = 0; i < n / 2; i++) {
-      out[2 * i] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], lo_mask, "");
-      out[2 * i + 1] = LLVMBuildShuffleVector(g->b, v[i], v[i + n / 2], hi_mask, "");
-    }
-    for (int i = 0; i < n; i++) v[i] = out[i];
-  }
-}
-
 /* B contiguous along k, full panels: panel by panel, the block's whole multiples of vw rows
  * vw rows of vw columns at a time, loaded along k and transposed in registers; then the rows
  * left (where the block's length is not a multiple of vw) element by element, written up to
@@ -225,7 +206,7 @@ static void pack_cols(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np)
   for (int j = 0; j < NV; j++) {
     LLVMValueRef v[64];
     for (int c = 0; c < vw; c++) v[c] = vload(g, elem(g, LJC_GEMM_B, bi, K.iv, add(g, n0, j * vw + c)), NULL);
-    transpose(g, v);
+    ljc_transpose(ir, vw, v);
     for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
   }
   ljc_loop_end(ir, &K, NULL, NULL);

@@ -313,3 +313,19 @@ void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after) {
   LLVMBuildBr(ir->b, after);
   LLVMPositionBuilderAtEnd(ir->b, after);
 }
+
+void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v) {
+  LLVMValueRef lo[64], hi[64], out[64];
+  for (int t = 0; t < n; t++) {
+    lo[t] = ljc_const_i(ir->i32, (t & 1 ? n : 0) + t / 2);
+    hi[t] = ljc_const_i(ir->i32, (t & 1 ? n : 0) + n / 2 + t / 2);
+  }
+  LLVMValueRef lo_mask = LLVMConstVector(lo, (unsigned)n), hi_mask = LLVMConstVector(hi, (unsigned)n);
+  for (int round = 1; round < n; round *= 2) {
+    for (int i = 0; i < n / 2; i++) {
+      out[2 * i] = LLVMBuildShuffleVector(ir->b, v[i], v[i + n / 2], lo_mask, "");
+      out[2 * i + 1] = LLVMBuildShuffleVector(ir->b, v[i], v[i + n / 2], hi_mask, "");
+    }
+    for (int i = 0; i < n; i++) v[i] = out[i];
+  }
+}

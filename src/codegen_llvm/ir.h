@@ -98,6 +98,10 @@ void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef 
 LLVMBasicBlockRef ljc_if_begin(ljc_ir *ir, LLVMValueRef cond, const char *name);
 void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after);
 
+/* Transposes the n × n matrix whose rows are the n-lane vectors v[0..n) in place: log2(n)
+ * rounds, each interleaving the halves of the pairs (i, i + n/2). */
+void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v);
+
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x);

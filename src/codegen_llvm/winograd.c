@@ -27,7 +27,8 @@
  * magnitude, not bit for bit. */
 #include "codegen_llvm/ir.h"
 
-enum { NV = 2, TB = 64, CB = 32, MB = 64, MR_MAX = 8 };
+/* P_POSITIONS: the most positions of a block's input, (2a + 2)(2b + 2) for a·b <= TB tiles. */
+enum { NV = 2, TB = 64, CB = 32, MB = 64, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2) };
 
 typedef struct wino {
   ljc_ir *ir;
@@ -38,7 +39,9 @@ typedef struct wino {
   LLVMValueRef u, v, m;      /* the buffers: U [16][CB][MB], V [16][TB][CB], M [16][TB][MB] */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
-  LLVMValueRef oh, ow, tw, ntiles;
+  LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
+  LLVMValueRef oh, ow, th, tw; /* the output's size and its tiles' */
+  LLVMValueRef nrb, nseg, rows_per, cols_per; /* the blocks of tiles (matrix) */
 } wino;
 
 static LLVMValueRef i64c(wino *w, int64_t v) { return ljc_i64(w->ir, v); }
@@ -86,13 +89,6 @@ static LLVMValueRef gather(wino *w, LLVMValueRef base, LLVMValueRef idx, LLVMVal
   LLVMTypeRef types[2] = {w->vt, LLVMVectorType(w->ir->ptr, (unsigned)w->vw)};
   LLVMValueRef args[4] = {ptrs, ljc_const_i(w->ir->i32, 4), mask, LLVMConstNull(w->vt)};
   return ljc_intrinsic_over(w->ir, "masked.gather", 2, types, 4, args);
-}
-
-static void scatter(wino *w, LLVMValueRef x, LLVMValueRef base, LLVMValueRef idx, LLVMValueRef mask) {
-  LLVMValueRef ptrs = LLVMBuildInBoundsGEP2(w->b, w->ir->f32, base, &idx, 1, "");
-  LLVMTypeRef types[2] = {w->vt, LLVMVectorType(w->ir->ptr, (unsigned)w->vw)};
-  LLVMValueRef args[4] = {x, ptrs, ljc_const_i(w->ir->i32, 4), mask};
-  ljc_intrinsic_over(w->ir, "masked.scatter", 2, types, 4, args);
 }
 
 static LLVMValueRef vload(wino *w, LLVMValueRef p) {
@@ -146,48 +142,75 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef c
   ljc_loop_end(ir, &Cl, NULL, NULL);
 }
 
-/* V for tiles t0 .. t0 + tlen - 1 (those past the last read the padding) and channels cb0 ..
- * cb0 + clen - 1, vw channels a gather. */
-static void inputs(wino *w, LLVMValueRef t0, LLVMValueRef tlen, LLVMValueRef cb0, LLVMValueRef clen) {
+/* A block of tiles: tile rows ty0 .. ty0 + nr - 1 by tile columns tx0 .. tx0 + nc - 1, count
+ * = nr·nc tiles numbered r·nc + c; tlen: count rounded up to mr (the tiles past count repeat
+ * the last, and their products are not stored). */
+typedef struct tblock {
+  LLVMValueRef ty0, tx0, nr, nc, count, tlen;
+} tblock;
+
+/* The vw-channel vectors of a block of clen channels. */
+static LLVMValueRef channel_vectors(wino *w, LLVMValueRef clen) {
+  return LLVMBuildSDiv(w->b, addc(w, clen, w->vw - 1), i64c(w, w->vw), "");
+}
+
+/* P: the block's input, channels last: rows 2·ty0 - py .. 2·(ty0 + nr) - py + 1 and columns
+ * likewise, each position's channels cb0 .. cb0 + clen - 1 a run of CB (zeros outside the
+ * image and past clen); vw channels a gather. */
+static void gather_block(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   const LLVMValueRef *a = w->arg;
-  ljc_loop T, Cv;
-  ljc_loop_begin(ir, &T, i64c(w, 0), tlen, false, 0, NULL);
-  LLVMValueRef t = add(w, t0, T.iv);
-  LLVMValueRef y0 = sub(w, mulc(w, LLVMBuildSDiv(b, t, w->tw, ""), 2), a[LJC_GEMM_WIN_PY]);
-  LLVMValueRef x0 = sub(w, mulc(w, LLVMBuildSRem(b, t, w->tw, ""), 2), a[LJC_GEMM_WIN_PX]);
-  LLVMValueRef inside[16], off[16];
-  for (int r = 0; r < 4; r++)
-    for (int q = 0; q < 4; q++) {
-      LLVMValueRef y = addc(w, y0, r), x = addc(w, x0, q);
-      LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, y, a[LJC_GEMM_IMG_H], ""),
-                                     LLVMBuildICmp(b, LLVMIntULT, x, a[LJC_GEMM_IMG_W], ""), "");
-      inside[r * 4 + q] = in;
-      off[r * 4 + q] = splat32(w, LLVMBuildSelect(b, in, add(w, mul(w, y, a[LJC_GEMM_IMG_SH]), mul(w, x, a[LJC_GEMM_IMG_SW])),
-                                                  i64c(w, 0), ""));
-    }
+  LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
   LLVMValueRef plane = at(w, a[LJC_GEMM_B], mul(w, w->bi, a[LJC_GEMM_B_SB]));
-  LLVMValueRef nvec = LLVMBuildSDiv(b, addc(w, clen, w->vw - 1), i64c(w, w->vw), "");
-  ljc_loop_begin(ir, &Cv, i64c(w, 0), nvec, false, 0, NULL);
-  LLVMValueRef c = mulc(w, Cv.iv, w->vw);
-  LLVMValueRef lanes = lanes_from(w, c);
-  LLVMValueRef cmask = LLVMBuildICmp(b, LLVMIntSLT, lanes, splat32(w, clen), "");
-  LLVMValueRef chan = LLVMBuildMul(b, LLVMBuildAdd(b, lanes, splat32(w, cb0), ""), splat32(w, a[LJC_GEMM_IMG_SC]), "");
   LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
+  ljc_loop Y, X, Cv;
+  ljc_loop_begin(ir, &Y, i64c(w, 0), addc(w, mulc(w, tb->nr, 2), 2), false, 0, NULL);
+  LLVMValueRef y = add(w, sub(w, mulc(w, tb->ty0, 2), a[LJC_GEMM_WIN_PY]), Y.iv);
+  LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, y, a[LJC_GEMM_IMG_H], "");
+  ljc_loop_begin(ir, &X, i64c(w, 0), pw, false, 0, NULL);
+  LLVMValueRef x = add(w, sub(w, mulc(w, tb->tx0, 2), a[LJC_GEMM_WIN_PX]), X.iv);
+  LLVMValueRef in = LLVMBuildAnd(b, yin, LLVMBuildICmp(b, LLVMIntULT, x, a[LJC_GEMM_IMG_W], ""), "");
+  LLVMValueRef off = splat32(w, LLVMBuildSelect(b, in, add(w, mul(w, y, a[LJC_GEMM_IMG_SH]), mul(w, x, a[LJC_GEMM_IMG_SW])),
+                                                i64c(w, 0), ""));
+  LLVMValueRef dst = at(w, w->p, mulc(w, add(w, mul(w, Y.iv, pw), X.iv), CB));
+  ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
+  LLVMValueRef c = mulc(w, Cv.iv, w->vw), lanes = lanes_from(w, c);
+  LLVMValueRef mask = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, lanes, splat32(w, clen), ""), splat(w, in, mvt), "");
+  LLVMValueRef chan = LLVMBuildMul(b, LLVMBuildAdd(b, lanes, splat32(w, cb0), ""), splat32(w, a[LJC_GEMM_IMG_SC]), "");
+  vstore(w, gather(w, plane, LLVMBuildAdd(b, chan, off, ""), mask), at(w, dst, c));
+  ljc_loop_end(ir, &Cv, NULL, NULL);
+  ljc_loop_end(ir, &X, NULL, NULL);
+  ljc_loop_end(ir, &Y, NULL, NULL);
+}
+
+/* V for the block's tiles and channels cb0 .. cb0 + clen - 1, from P by vector loads. */
+static void inputs(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  gather_block(w, tb, cb0, clen);
+  LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
+  ljc_loop T, Cv;
+  ljc_loop_begin(ir, &T, i64c(w, 0), tb->tlen, false, 0, NULL);
+  LLVMValueRef t = smin(w, T.iv, addc(w, tb->count, -1));
+  LLVMValueRef r = LLVMBuildSDiv(b, t, tb->nc, ""), c = LLVMBuildSRem(b, t, tb->nc, "");
+  LLVMValueRef rows[4];
+  for (int i = 0; i < 4; i++) rows[i] = at(w, w->p, mulc(w, add(w, mul(w, addc(w, mulc(w, r, 2), i), pw), mulc(w, c, 2)), CB));
+  ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
+  LLVMValueRef cv = mulc(w, Cv.iv, w->vw);
   LLVMValueRef d[16];
-  for (int e = 0; e < 16; e++)
-    d[e] = gather(w, plane, LLVMBuildAdd(b, chan, off[e], ""), LLVMBuildAnd(b, cmask, splat(w, inside[e], mvt), ""));
-  LLVMValueRef rows[4][4];
-  for (int q = 0; q < 4; q++) {
+  for (int i = 0; i < 4; i++)
+    for (int j = 0; j < 4; j++) d[i * 4 + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
+  LLVMValueRef tr[4][4];
+  for (int j = 0; j < 4; j++) {
     LLVMValueRef col[4];
-    input_1d(w, col, d[q], d[4 + q], d[8 + q], d[12 + q]);
-    for (int r = 0; r < 4; r++) rows[r][q] = col[r];
+    input_1d(w, col, d[j], d[4 + j], d[8 + j], d[12 + j]);
+    for (int i = 0; i < 4; i++) tr[i][j] = col[i];
   }
-  for (int r = 0; r < 4; r++) {
+  for (int i = 0; i < 4; i++) {
     LLVMValueRef o[4];
-    input_1d(w, o, rows[r][0], rows[r][1], rows[r][2], rows[r][3]);
-    for (int q = 0; q < 4; q++) vstore(w, o[q], buf_at(w, w->v, r * 4 + q, TB, CB, T.iv, c));
+    input_1d(w, o, tr[i][0], tr[i][1], tr[i][2], tr[i][3]);
+    for (int j = 0; j < 4; j++) vstore(w, o[j], buf_at(w, w->v, i * 4 + j, TB, CB, T.iv, cv));
   }
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
@@ -224,17 +247,58 @@ static void products(wino *w, LLVMValueRef tlen, LLVMValueRef clen, LLVMValueRef
   }
 }
 
-/* C's 2×2 outputs of tiles t0 .. t0 + tcount - 1 for rows mb0 .. mb0 + mlen - 1 of
- * the call's, vw rows a scatter. */
-static void outputs(wino *w, LLVMValueRef t0, LLVMValueRef tcount, LLVMValueRef mb0, LLVMValueRef mlen) {
+/* Stores x at p where mask. */
+static void masked_store(wino *w, LLVMValueRef x, LLVMValueRef p, LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {w->vt, w->ir->ptr};
+  LLVMValueRef args[4] = {x, p, ljc_const_i(w->ir->i32, 4), mask};
+  ljc_intrinsic_over(w->ir, "masked.store", 2, types, 4, args);
+}
+
+/* C from Q (below): each output row's columns vw at a time for vw rows of C at a time, the
+ * vw × vw square transposed in registers (Q runs along the rows, C along the columns). */
+static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
+  LLVMValueRef qw = mulc(w, tb->nc, 2), oy0 = mulc(w, tb->ty0, 2), ox0 = mulc(w, tb->tx0, 2);
+  LLVMValueRef nrows = smin(w, mulc(w, tb->nr, 2), sub(w, w->oh, oy0)), ncols = smin(w, qw, sub(w, w->ow, ox0));
+  LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
+  LLVMValueRef crow = sub(w, add(w, w->crow0, mb0), i64c(w, 0));
+  ljc_loop Y, Xv, Mv;
+  ljc_loop_begin(ir, &Y, i64c(w, 0), nrows, false, 0, NULL);
+  LLVMValueRef col0 = add(w, mul(w, add(w, oy0, Y.iv), w->ow), ox0);
+  ljc_loop_begin(ir, &Xv, i64c(w, 0), channel_vectors(w, ncols), false, 0, NULL);
+  LLVMValueRef x0 = mulc(w, Xv.iv, w->vw);
+  LLVMValueRef xmask = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, x0), splat32(w, ncols), "");
+  ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
+  LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
+  LLVMValueRef v[64];
+  for (int i = 0; i < w->vw; i++) {
+    LLVMValueRef x = smin(w, addc(w, x0, i), addc(w, ncols, -1));
+    v[i] = vload(w, at(w, w->q, add(w, mulc(w, add(w, mul(w, Y.iv, qw), x), MB), mv)));
+  }
+  ljc_transpose(ir, w->vw, v);
+  for (int j = 0; j < w->vw; j++) {
+    LLVMValueRef m = addc(w, mv, j), in = lt(w, m, mlen);
+    LLVMValueRef row = add(w, crow, smin(w, m, addc(w, mlen, -1)));
+    LLVMValueRef off = sub(w, add(w, mul(w, row, w->arg[LJC_GEMM_N]), add(w, col0, x0)), w->arg[LJC_GEMM_C_ORIGIN]);
+    masked_store(w, v[j], at(w, w->arg[LJC_GEMM_C], off), LLVMBuildAnd(b, xmask, splat(w, in, mvt), ""));
+  }
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+  ljc_loop_end(ir, &Xv, NULL, NULL);
+  ljc_loop_end(ir, &Y, NULL, NULL);
+}
+
+/* C's 2×2 outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's: through
+ * Q, the block's outputs rows last (2·nr rows of 2·nc positions, MB rows of C each). */
+static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef qw = mulc(w, tb->nc, 2);
   ljc_loop T, Mv;
-  ljc_loop_begin(ir, &T, i64c(w, 0), tcount, true, 0, NULL);
-  LLVMValueRef t = add(w, t0, T.iv);
-  LLVMValueRef oy = mulc(w, LLVMBuildSDiv(b, t, w->tw, ""), 2), ox = mulc(w, LLVMBuildSRem(b, t, w->tw, ""), 2);
-  LLVMValueRef nvec = LLVMBuildSDiv(b, addc(w, mlen, w->vw - 1), i64c(w, w->vw), "");
-  ljc_loop_begin(ir, &Mv, i64c(w, 0), nvec, false, 0, NULL);
+  ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
+  LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
+  LLVMValueRef q0 = add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2));
+  ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
   LLVMValueRef mm[16], s[2][4], y[2][2];
   for (int e = 0; e < 16; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
@@ -244,66 +308,58 @@ static void outputs(wino *w, LLVMValueRef t0, LLVMValueRef tcount, LLVMValueRef 
     s[0][j] = o[0], s[1][j] = o[1];
   }
   for (int i = 0; i < 2; i++) output_1d(w, y[i], s[i][0], s[i][1], s[i][2], s[i][3]);
-  LLVMValueRef rmask = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
-  LLVMValueRef rows = LLVMBuildMul(b, lanes_from(w, i64c(w, 0)), splat32(w, w->arg[LJC_GEMM_N]), "");
-  LLVMValueRef crow = mul(w, add(w, add(w, w->crow0, mb0), mv), w->arg[LJC_GEMM_N]);
-  LLVMValueRef cbase = at(w, w->arg[LJC_GEMM_C], sub(w, crow, w->arg[LJC_GEMM_C_ORIGIN]));
-  LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) {
-      LLVMValueRef py = addc(w, oy, i), px = addc(w, ox, j);
-      LLVMValueRef in = LLVMBuildAnd(b, lt(w, py, w->oh), lt(w, px, w->ow), "");
-      LLVMValueRef col = at(w, cbase, add(w, mul(w, py, w->ow), px));
-      scatter(w, y[i][j], col, rows, LLVMBuildAnd(b, rmask, splat(w, in, mvt), ""));
-    }
+    for (int j = 0; j < 2; j++)
+      vstore(w, y[i][j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
-}
-
-/* A block of about equal length for n items in blocks of at most cap, a multiple of `unit`:
- * its length and the number of blocks. */
-static LLVMValueRef block_len(wino *w, LLVMValueRef n, int64_t cap, int64_t unit, LLVMValueRef *nblocks) {
-  LLVMBuilderRef b = w->b;
-  *nblocks = LLVMBuildSDiv(b, addc(w, n, cap - 1), i64c(w, cap), "");
-  LLVMValueRef len = LLVMBuildSDiv(b, add(w, n, addc(w, *nblocks, -1)), *nblocks, "");
-  return mulc(w, LLVMBuildSDiv(b, addc(w, len, unit - 1), i64c(w, unit), ""), unit);
+  copy_out(w, tb, mb0, mlen);
 }
 
 /* Rows m0 .. m0 + len - 1 of matrix bi into C's rows from crow0. U is kept from the last
  * matrix's when it is the one block of rows and channels both need (the same weight for every
  * matrix, A's batch stride 0, as a convolution's): w->u_m0 and w->u_rows say which rows it
  * holds, u_rows -1 for none. */
-static void matrix(wino *w, LLVMValueRef cin, LLVMValueRef tlen, LLVMValueRef nt) {
+static LLVMValueRef channel_blocks(wino *w, LLVMValueRef cin) {
+  return LLVMBuildSDiv(w->b, addc(w, cin, CB - 1), i64c(w, CB), "");
+}
+
+static void matrix(wino *w, LLVMValueRef cin) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, w->len, MB - 1), i64c(w, MB), "");
-  LLVMValueRef nc = LLVMBuildSDiv(b, addc(w, cin, CB - 1), i64c(w, CB), "");
+  LLVMValueRef ncb = channel_blocks(w, cin);
   LLVMValueRef one = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, nm, i64c(w, 1), ""),
-                                  LLVMBuildICmp(b, LLVMIntEQ, nc, i64c(w, 1), ""), "");
+                                  LLVMBuildICmp(b, LLVMIntEQ, ncb, i64c(w, 1), ""), "");
   LLVMValueRef same = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->arg[LJC_GEMM_A_SB], i64c(w, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), w->m0, ""), "");
   LLVMValueRef keep = LLVMBuildAnd(b, one, same, "");
   LLVMBuildStore(b, LLVMBuildSelect(b, keep, LLVMBuildLoad2(b, ir->i64, w->u_rows, ""), i64c(w, -1), ""), w->u_rows);
   LLVMBuildStore(b, w->m0, w->u_m0);
-  ljc_loop Tb, Mb, Cb;
-  ljc_loop_begin(ir, &Tb, i64c(w, 0), nt, false, 0, NULL);
-  LLVMValueRef t0 = mul(w, Tb.iv, tlen);
-  LLVMValueRef tcount = smin(w, tlen, sub(w, w->ntiles, t0));
+  ljc_loop Rb, Cs, Mb, Cb;
+  ljc_loop_begin(ir, &Rb, i64c(w, 0), w->nrb, false, 0, NULL);
+  ljc_loop_begin(ir, &Cs, i64c(w, 0), w->nseg, false, 0, NULL);
+  tblock tb;
+  tb.ty0 = mul(w, Rb.iv, w->rows_per), tb.tx0 = mul(w, Cs.iv, w->cols_per);
+  tb.nr = smin(w, w->rows_per, sub(w, w->th, tb.ty0)), tb.nc = smin(w, w->cols_per, sub(w, w->tw, tb.tx0));
+  tb.count = mul(w, tb.nr, tb.nc);
+  tb.tlen = mulc(w, LLVMBuildSDiv(b, addc(w, tb.count, w->mr - 1), i64c(w, w->mr), ""), w->mr);
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, false, 0, NULL);
   LLVMValueRef mb0 = mulc(w, Mb.iv, MB), mlen = smin(w, i64c(w, MB), sub(w, w->len, mb0));
-  ljc_loop_begin(ir, &Cb, i64c(w, 0), nc, false, 0, NULL);
+  ljc_loop_begin(ir, &Cb, i64c(w, 0), ncb, false, 0, NULL);
   LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
   LLVMValueRef held = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildLoad2(b, ir->i64, w->u_rows, ""), mlen, "");
   LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildNot(b, LLVMBuildAnd(b, one, held, ""), ""), "wino.weights");
   weights(w, mb0, mlen, cb0, clen);
   LLVMBuildStore(b, mlen, w->u_rows);
   ljc_if_end(ir, after);
-  inputs(w, t0, tlen, cb0, clen);
-  products(w, tlen, clen, LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
+  inputs(w, &tb, cb0, clen);
+  products(w, tb.tlen, clen, LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
   ljc_loop_end(ir, &Cb, NULL, NULL);
-  outputs(w, t0, tcount, mb0, mlen);
+  outputs(w, &tb, mb0, mlen);
   ljc_loop_end(ir, &Mb, NULL, NULL);
-  ljc_loop_end(ir, &Tb, NULL, NULL);
+  ljc_loop_end(ir, &Cs, NULL, NULL);
+  ljc_loop_end(ir, &Rb, NULL, NULL);
 }
 
 int64_t ljc_winograd_work_bytes(void) { return 16 * CB * MB * 4 + 16; }
@@ -328,12 +384,21 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr) {
   w.u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w.u_m0, (LLVMValueRef[]){i64c(&w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w.arg[LJC_GEMM_FRESH], i64c(&w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(&w, -1), LLVMBuildLoad2(b, ir->i64, w.u_m0, ""), ""), w.u_m0);
+  w.p = ljc_entry_array(ir, ir->f32, P_POSITIONS * CB);
+  w.q = ljc_entry_array(ir, ir->f32, 4 * TB * MB);
   w.ow = w.arg[LJC_GEMM_WIN_OW];
   w.oh = LLVMBuildSDiv(b, w.arg[LJC_GEMM_N], w.ow, "");
   w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, 1), i64c(&w, 2), "");
-  w.ntiles = mul(&w, LLVMBuildSDiv(b, addc(&w, w.oh, 1), i64c(&w, 2), ""), w.tw);
+  w.th = LLVMBuildSDiv(b, addc(&w, w.oh, 1), i64c(&w, 2), "");
+  /* blocks of at most cap tiles (a multiple of mr): whole tile rows, as many as fit, in
+   * blocks of about equal height; a tile row wider than cap in segments of about equal width */
+  int64_t cap = TB / mr * mr;
+  w.nseg = LLVMBuildSDiv(b, addc(&w, w.tw, cap - 1), i64c(&w, cap), "");
+  w.cols_per = LLVMBuildSDiv(b, add(&w, w.tw, addc(&w, w.nseg, -1)), w.nseg, "");
+  LLVMValueRef fit = LLVMBuildSDiv(b, i64c(&w, cap), w.cols_per, "");
+  w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
+  w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
   LLVMValueRef cin = LLVMBuildSDiv(b, w.arg[LJC_GEMM_K], i64c(&w, 9), "");
-  LLVMValueRef nt, tlen = block_len(&w, w.ntiles, TB / mr * mr, mr, &nt);
   LLVMValueRef begin = w.arg[LJC_GEMM_BEGIN], end = w.arg[LJC_GEMM_END], M = w.arg[LJC_GEMM_M];
   LLVMBuildCondBr(b, lt(&w, begin, end), head, done);
   /* the task range, one matrix's run of rows at a time */
@@ -341,7 +406,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr) {
   LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
   w.bi = LLVMBuildUDiv(b, r, M, ""), w.m0 = LLVMBuildURem(b, r, M, ""), w.crow0 = r;
   w.len = smin(&w, sub(&w, end, r), sub(&w, M, w.m0));
-  matrix(&w, cin, tlen, nt);
+  matrix(&w, cin);
   LLVMValueRef r_next = add(&w, r, w.len);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMBuildCondBr(b, lt(&w, r_next, end), head, done);
