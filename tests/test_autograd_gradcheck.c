@@ -387,6 +387,33 @@ START_TEST(test_cast_gradient_dtype) {
 }
 END_TEST
 
+/* An op recorded again after a sync gave the same op its value (the trace kept: a tensor is
+ * still pending), with its input requiring grad since: it is a node of its own, and its
+ * gradient reaches the input (shared with the computed node, which autograd takes as a
+ * constant, it was silently lost). */
+START_TEST(test_grad_after_same_op_synced) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(1, 1, 3, 3), (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+  lj_tensor *w = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(1, 1, 2, 2), (float[]){1, -1, 2, 0.5f});
+  lj_tensor *pending = lj_mul_scalar(w, 2);
+  lj_tensor *y0 = lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
+  ck_assert_int_eq(lj_sync_tensors(1, &y0), LJ_OK);
+  ck_assert(lj_tensor_is_pending(pending));
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+  lj_tensor *y = lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
+  lj_tensor *loss = lj_sum(y, 0, NULL, false);
+  ck_assert_int_eq(lj_backward(loss), LJ_OK);
+  ck_assert_ptr_nonnull(lj_tensor_grad(x));
+  float g[9];
+  ck_assert_int_eq(lj_tensor_to_host(lj_tensor_grad(x), g, sizeof g), LJ_OK);
+  /* d sum / d x: each position's sum of the weights whose window covers it */
+  const float want[9] = {1, 0, -1, 3, 2.5f, -0.5f, 2, 2.5f, 0.5f};
+  for (int i = 0; i < 9; i++) ck_assert_float_eq_tol(g[i], want[i], 1e-6);
+  lj_tensor *all[] = {y0, y, loss, x, w, pending};
+  for (int i = 0; i < 6; i++) lj_tensor_release(all[i]);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("autograd_gradcheck");
   TCase *tc = tu_tcase("gradcheck");
@@ -394,6 +421,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_accumulation_and_detach);
   tcase_add_test(tc, test_nondifferentiable_points);
   tcase_add_test(tc, test_cast_gradient_dtype);
+  tcase_add_test(tc, test_grad_after_same_op_synced);
   suite_add_tcase(s, tc);
   return s;
 }

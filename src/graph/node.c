@@ -72,7 +72,10 @@ static bool node_equal(const ljg_node *n, int op, int dt, int ndim, const int64_
   for (int i = 0; i < nin; i++)
     if (n->in[i] != in[i]) return false;
   if (memcmp(&n->attr, attr, sizeof *attr) != 0) return false;
-  return op != LJG_OP_DATA || n->data == data;
+  /* a computed node that a sync has given its value is not shared with an op recorded
+   * since: autograd takes such values as constants, and the new op may depend on a tensor
+   * that has required grad since (its gradient would silently be lost) */
+  return op == LJG_OP_DATA ? n->data == data : !n->data;
 }
 
 static void table_grow(ljg_trace *t) {
