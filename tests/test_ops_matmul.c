@@ -153,7 +153,8 @@ static bool has_file_ending(const char *dir, const char *suffix) {
  * output sizes odd and even (tiles past the edge), padding 0, 1 and 2, channels in and out
  * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
  * block (30×30), a strided image (a permuted NHWC tensor), and a fused bias, relu and
- * max-pool run block by block (the transformed weight kept from one block to the next). Against the interpreter, for the host, AVX2 and SSE2. */
+ * max-pool run block by block (the transformed weight kept from one block to the next); and
+ * their input gradients, through its variant for them. Against the interpreter, for the host, AVX2 and SSE2. */
 START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
@@ -183,6 +184,22 @@ START_TEST(test_matmul_winograd) {
   tu_check_interp_tol(n, ts, 1e-5, 1e-4);
   ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
   for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+  /* input gradients: col2im(Wᵀ·dY) as the convolution of dY with the flipped weight, padding
+   * 2 - p (p = 0, 1, 2), more rows and channels than a block (72 in, 40 out), odd sizes */
+  lj_tensor *xs[] = {x1, x2, x3, x7}, *ws[] = {w1, w2, w3, w7}, *dxs[4];
+  const int *pads[] = {one, NULL, two, one};
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(lj_tensor_set_requires_grad(xs[i], true), LJ_OK);
+    lj_tensor *y = lj_conv2d(xs[i], ws[i], NULL, NULL, pads[i], NULL, 1);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 20 + (uint64_t)i);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    dxs[i] = lj_tensor_retain(lj_tensor_grad(xs[i]));
+    lj_tensor_release(y);
+    lj_tensor_release(g);
+  }
+  tu_check_interp_tol(4, dxs, 1e-5, 1e-3); /* up to 72·9 products a sum, through the transforms */
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_grad.o"));
+  for (int i = 0; i < 4; i++) lj_tensor_release(dxs[i]);
   tu_remove_dir(dir);
 }
 END_TEST

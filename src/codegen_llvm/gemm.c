@@ -632,8 +632,8 @@ static void panels(gemm *g, const rows *rw) {
 /* ---- the routines ------------------------------------------------------------------------- */
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
-  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows", "cols", "elements", "direct", "window",
-                                                           "winograd"};
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows",   "cols",     "elements",     "direct",
+                                                           "window", "winograd", "winograd_grad"};
   int kind = routine / LJC_GEMM_NVARIANTS;
   snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[routine % LJC_GEMM_NVARIANTS],
            kind & 2 ? "_a_window" : "");
@@ -715,8 +715,8 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.mr = tile_rows(ir->vec_bytes);
   char name[32], rows_name[40];
   ljc_gemm_routine_name(routine, name);
-  if (g.variant == LJC_GEMM_WINOGRAD) {
-    ljc_define_winograd(ir, name, g.mr);
+  if (g.variant == LJC_GEMM_WINOGRAD || g.variant == LJC_GEMM_WINOGRAD_GRAD) {
+    ljc_define_winograd(ir, name, g.mr, g.variant == LJC_GEMM_WINOGRAD_GRAD);
     return;
   }
   snprintf(rows_name, sizeof rows_name, "%s_rows", name);
@@ -767,14 +767,37 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
  * output rows for the transforms to pay (conv1 of MNISTNet, 1 channel in, stays a GEMM); the
  * offsets its gathers and scatters take (within one image, 64 rows of A, 16 rows of C) fit
  * in 32 bits. */
+static bool winograd_window(const int64_t *w) {
+  return w[0] == 3 && w[1] == 3 && w[2] == 1 && w[3] == 1 && w[6] == 1 && w[7] == 1;
+}
+
 static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
-  const int64_t *w = k->mm_win, *img = bv->v[0].stride;
-  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_B || k->mm_sum || w[0] != 3 || w[1] != 3 || w[2] != 1 ||
-      w[3] != 1 || w[6] != 1 || w[7] != 1 || k->mm_k / 9 < WINOGRAD_MIN_CHANNELS || k->mm_m < WINOGRAD_MIN_ROWS)
+  const int64_t *img = bv->v[0].stride;
+  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_B || k->mm_sum || !winograd_window(k->mm_win) ||
+      k->mm_k / 9 < WINOGRAD_MIN_CHANNELS || k->mm_m < WINOGRAD_MIN_ROWS)
     return false;
   int64_t extent = 0;
   for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
   return extent < INT32_MAX && 64 * llabs(av->v[0].stride[1]) < INT32_MAX && 16 * k->mm_n < INT32_MAX;
+}
+
+/* The same for a convolution's input gradient: col2im(Wᵀ·dY) as the convolution of dY, padded
+ * by 2 - p (p <= 2), with the flipped weight. The col2im joined the kernel (fuse_rows.c), its
+ * tasks are the gradient's planes, and nothing else runs in it. */
+static bool winograd_grad(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
+  const int64_t *w = k->win, *bs = bv->v[0].stride;
+  if (k->mm_dtype != LJ_F32 || k->mm_cols || k->mm_sum || k->win_op != LJG_OP_COL2IM || k->nnests ||
+      k->mm_task_rows != 9 || !winograd_window(w) || w[4] > 2 || w[5] > 2 || k->mm_k < WINOGRAD_MIN_CHANNELS ||
+      k->win_img[1] < WINOGRAD_MIN_ROWS || k->mm_n != k->win_oh * k->win_ow)
+    return false;
+  int64_t extent = (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]);
+  return extent < INT32_MAX && 9 * 64 * llabs(av->v[0].stride[1]) < INT32_MAX &&
+         16 * k->win_img[2] * k->win_img[3] < INT32_MAX;
+}
+
+bool ljc_gemm_writes_window(const ljg_kernel *k) {
+  int r = ljc_gemm_routine(k);
+  return r >= 0 && r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_GRAD;
 }
 
 int ljc_gemm_routine(const ljg_kernel *k) {
@@ -785,6 +808,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
   int variant = winograd(k, av, bv)            ? LJC_GEMM_WINOGRAD
+                : winograd_grad(k, av, bv)    ? LJC_GEMM_WINOGRAD_GRAD
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
                 : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS
@@ -823,7 +847,8 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   arg[LJC_GEMM_SUM] = ljc_i64(ir, k->mm_sum);
   arg[LJC_GEMM_BEGIN] = begin;
   arg[LJC_GEMM_END] = end;
-  bool wino = routine % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD;
+  int variant = routine % LJC_GEMM_NVARIANTS;
+  bool wino = variant == LJC_GEMM_WINOGRAD || variant == LJC_GEMM_WINOGRAD_GRAD;
   arg[LJC_GEMM_WORK] = wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes()) : LLVMConstNull(ir->ptr);
   arg[LJC_GEMM_FRESH] = wino ? LLVMBuildZExt(b, first, ir->i64, "") : ljc_i64(ir, 0);
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
@@ -834,6 +859,19 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
                    k->mm_win[5], k->mm_win[6], k->mm_win[7], k->mm_ow};
     _Static_assert(sizeof w == sizeof win, "the window's argument fields");
     memcpy(win, w, sizeof w);
+  }
+  if (variant == LJC_GEMM_WINOGRAD_GRAD) { /* dY's image, padded by 2 - p, into the col2im's output */
+    const int64_t *bs = k->views[eb->view].v[0].stride, *cw = k->win;
+    int64_t w[] = {bs[1], k->win_ow * bs[2], bs[2], k->win_oh, k->win_ow, 3, 3, 1, 1, 2 - cw[4], 2 - cw[5], 1, 1,
+                   k->win_img[3]};
+    _Static_assert(sizeof w == sizeof win, "the window's argument fields");
+    memcpy(win, w, sizeof w);
+    LLVMValueRef out_origin = kc->slot_origin[k->win_out_slot];
+    arg[LJC_GEMM_C] = kc->slot_ptr[k->win_out_slot];
+    arg[LJC_GEMM_C_ORIGIN] = out_origin ? out_origin : ljc_i64(ir, 0);
+    arg[LJC_GEMM_M] = ljc_i64(ir, k->win_img[1]);
+    arg[LJC_GEMM_N] = ljc_i64(ir, k->win_img[2] * k->win_img[3]);
+    arg[LJC_GEMM_K] = ljc_i64(ir, 9 * k->mm_k);
   }
   for (int i = LJC_GEMM_IMG_SC; i < LJC_GEMM_NARGS; i++) arg[i] = ljc_i64(ir, win[i - LJC_GEMM_IMG_SC]);
   LLVMValueRef block = ljc_entry_array(ir, ir->i64, LJC_GEMM_NARGS);

@@ -516,7 +516,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
     if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
   }
   const ljg_kernel *k = kc->k;
-  bool window = ljg_kernel_has_window(k);
+  bool window = ljg_kernel_has_window(k) && !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k));
   if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""));
   for (int s = 0; s < k->nnests; s++) {
     if (window && k->win_at == s) emit_window(kc, lo, hi);
@@ -610,6 +610,10 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVM
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
+  if (k->mm_n > 0 && ljc_gemm_writes_window(k)) {
+    ljc_emit_gemm(kc, begin, end, first);
+    return;
+  }
   if (k->mm_task_rows > 1) { /* tasks of several rows of C */
     begin = LLVMBuildNSWMul(b, begin, ljc_i64(ir, k->mm_task_rows), "");
     end = LLVMBuildNSWMul(b, end, ljc_i64(ir, k->mm_task_rows), "");

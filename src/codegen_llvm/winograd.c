@@ -28,7 +28,8 @@
 #include "codegen_llvm/ir.h"
 
 /* P_POSITIONS: the most positions of a block's input, (2a + 2)(2b + 2) for a·b <= TB tiles. */
-enum { NV = 2, TB = 64, CB = 32, MB = 64, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2) };
+/* UC: the most channels U holds (all of a matrix's when they fit, else one block of CB). */
+enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2) };
 
 typedef struct wino {
   ljc_ir *ir;
@@ -42,6 +43,9 @@ typedef struct wino {
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
   LLVMValueRef oh, ow, th, tw; /* the output's size and its tiles' */
   LLVMValueRef nrb, nseg, rows_per, cols_per; /* the blocks of tiles (matrix) */
+  /* the weight of row r, channel c, tap t (3·i + j) is A's element w_origin + r·w_row +
+   * c·w_chan + t·w_tap of each matrix (ljc_define_winograd) */
+  LLVMValueRef w_origin, w_row, w_chan, w_tap;
 } wino;
 
 static LLVMValueRef i64c(wino *w, int64_t v) { return ljc_i64(w->ir, v); }
@@ -115,29 +119,32 @@ static void weight_1d(wino *w, LLVMValueRef *o, LLVMValueRef g0, LLVMValueRef g1
   o[2] = LLVMBuildFMul(w->b, fsub(w, s, g1), half, ""), o[3] = g2;
 }
 
-/* U for rows mb0 .. mb0 + MB - 1 of the call's rows (those past `mlen` repeat the last: their
- * products are never stored) and channels cb0 .. cb0 + clen - 1, vw rows a gather. */
-static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef cb0, LLVMValueRef clen) {
+/* U for rows mb0 .. mb0 + mwide - 1 of the call's rows (those past `mlen` repeat the last:
+ * their products are never stored) and channels cb0 .. cb0 + clen - 1, at U's channels from
+ * 0; vw rows a gather. */
+static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef mwide, LLVMValueRef cb0,
+                    LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   const LLVMValueRef *a = w->arg;
-  LLVMValueRef rows = at(w, a[LJC_GEMM_A], add(w, mul(w, w->bi, a[LJC_GEMM_A_SB]), mul(w, add(w, w->m0, mb0), a[LJC_GEMM_A_SM])));
+  LLVMValueRef rows = at(w, a[LJC_GEMM_A], add(w, add(w, mul(w, w->bi, a[LJC_GEMM_A_SB]), w->w_origin),
+                                                mul(w, add(w, w->m0, mb0), w->w_row)));
   LLVMValueRef all = LLVMConstAllOnes(LLVMVectorType(ir->i1, (unsigned)w->vw));
   ljc_loop Cl, Mv;
   ljc_loop_begin(ir, &Cl, i64c(w, 0), clen, false, 0, NULL);
-  LLVMValueRef k0 = at(w, rows, mul(w, mulc(w, add(w, cb0, Cl.iv), 9), a[LJC_GEMM_A_SK]));
-  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), i64c(w, MB), w->vw, false, 0, NULL);
+  LLVMValueRef k0 = at(w, rows, mul(w, add(w, cb0, Cl.iv), w->w_chan));
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef m = ljc_intrinsic2(ir, "smin", lanes_from(w, Mv.iv), splat32(w, addc(w, mlen, -1)));
-  LLVMValueRef idx = LLVMBuildMul(b, m, splat32(w, a[LJC_GEMM_A_SM]), "");
+  LLVMValueRef idx = LLVMBuildMul(b, m, splat32(w, w->w_row), "");
   LLVMValueRef g[9], t[4][3], u[4][4];
-  for (int i = 0; i < 9; i++) g[i] = gather(w, at(w, k0, mulc(w, a[LJC_GEMM_A_SK], i)), idx, all);
+  for (int i = 0; i < 9; i++) g[i] = gather(w, at(w, k0, mulc(w, w->w_tap, i)), idx, all);
   for (int j = 0; j < 3; j++) {
     LLVMValueRef col[4];
     weight_1d(w, col, g[j], g[3 + j], g[6 + j]);
     for (int i = 0; i < 4; i++) t[i][j] = col[i];
   }
   for (int i = 0; i < 4; i++) weight_1d(w, u[i], t[i][0], t[i][1], t[i][2]);
-  for (int e = 0; e < 16; e++) vstore(w, u[e / 4][e % 4], buf_at(w, w->u, e, CB, MB, Cl.iv, Mv.iv));
+  for (int e = 0; e < 16; e++) vstore(w, u[e / 4][e % 4], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
 }
@@ -216,14 +223,15 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef cle
   ljc_loop_end(ir, &T, NULL, NULL);
 }
 
-/* M[e] for the block's tiles (tlen, a multiple of mr) and MB rows: V[e] · U[e] over the
- * block's clen channels, added to what M holds unless `first`. */
-static void products(wino *w, LLVMValueRef tlen, LLVMValueRef clen, LLVMValueRef first) {
+/* M[e] for the block's tiles (tlen, a multiple of mr) and mwide rows: V[e] · U[e] over the
+ * block's clen channels (U's from uc0), added to what M holds unless `first`. */
+static void products(wino *w, LLVMValueRef tlen, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
+                     LLVMValueRef first) {
   ljc_ir *ir = w->ir;
   int mr = w->mr, nv = NV, wide = NV * w->vw;
   for (int e = 0; e < 16; e++) {
     ljc_loop Mv, Tr, K;
-    ljc_loop_begin_step(ir, &Mv, i64c(w, 0), i64c(w, MB), wide, false, 0, NULL);
+    ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, wide, false, 0, NULL);
     ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, mr, false, 0, NULL);
     LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], uv[NV];
     for (int r = 0; r < mr; r++)
@@ -232,7 +240,8 @@ static void products(wino *w, LLVMValueRef tlen, LLVMValueRef clen, LLVMValueRef
         acc[r * nv + j] = LLVMBuildSelect(w->b, first, LLVMConstNull(w->vt), held, "");
       }
     ljc_loop_begin(ir, &K, i64c(w, 0), clen, false, mr * nv, acc);
-    for (int j = 0; j < nv; j++) uv[j] = vload(w, buf_at(w, w->u, e, CB, MB, K.iv, addc(w, Mv.iv, (int64_t)j * w->vw)));
+    for (int j = 0; j < nv; j++)
+      uv[j] = vload(w, buf_at(w, w->u, e, UC, MB, add(w, uc0, K.iv), addc(w, Mv.iv, (int64_t)j * w->vw)));
     for (int r = 0; r < mr; r++) {
       LLVMValueRef s = LLVMBuildLoad2(w->b, ir->f32, buf_at(w, w->v, e, TB, CB, addc(w, Tr.iv, r), K.iv), "");
       s = splat(w, s, w->vt);
@@ -320,20 +329,17 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef ml
  * matrix's when it is the one block of rows and channels both need (the same weight for every
  * matrix, A's batch stride 0, as a convolution's): w->u_m0 and w->u_rows say which rows it
  * holds, u_rows -1 for none. */
-static LLVMValueRef channel_blocks(wino *w, LLVMValueRef cin) {
-  return LLVMBuildSDiv(w->b, addc(w, cin, CB - 1), i64c(w, CB), "");
-}
-
 static void matrix(wino *w, LLVMValueRef cin) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, w->len, MB - 1), i64c(w, MB), "");
-  LLVMValueRef ncb = channel_blocks(w, cin);
-  LLVMValueRef one = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, nm, i64c(w, 1), ""),
-                                  LLVMBuildICmp(b, LLVMIntEQ, ncb, i64c(w, 1), ""), "");
+  LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, cin, CB - 1), i64c(w, CB), "");
+  /* all: U holds every channel of the one block of rows, computed once for the matrices */
+  LLVMValueRef all = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, nm, i64c(w, 1), ""),
+                                  LLVMBuildICmp(b, LLVMIntSLE, cin, i64c(w, UC), ""), "");
   LLVMValueRef same = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->arg[LJC_GEMM_A_SB], i64c(w, 0), ""),
                                    LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), w->m0, ""), "");
-  LLVMValueRef keep = LLVMBuildAnd(b, one, same, "");
+  LLVMValueRef keep = LLVMBuildAnd(b, all, same, "");
   LLVMBuildStore(b, LLVMBuildSelect(b, keep, LLVMBuildLoad2(b, ir->i64, w->u_rows, ""), i64c(w, -1), ""), w->u_rows);
   LLVMBuildStore(b, w->m0, w->u_m0);
   ljc_loop Rb, Cs, Mb, Cb;
@@ -346,15 +352,21 @@ static void matrix(wino *w, LLVMValueRef cin) {
   tb.tlen = mulc(w, LLVMBuildSDiv(b, addc(w, tb.count, w->mr - 1), i64c(w, w->mr), ""), w->mr);
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, false, 0, NULL);
   LLVMValueRef mb0 = mulc(w, Mb.iv, MB), mlen = smin(w, i64c(w, MB), sub(w, w->len, mb0));
-  ljc_loop_begin(ir, &Cb, i64c(w, 0), ncb, false, 0, NULL);
-  LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
+  int64_t wide = NV * w->vw;
+  LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
   LLVMValueRef held = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildLoad2(b, ir->i64, w->u_rows, ""), mlen, "");
-  LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildNot(b, LLVMBuildAnd(b, one, held, ""), ""), "wino.weights");
-  weights(w, mb0, mlen, cb0, clen);
+  LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildAnd(b, all, LLVMBuildNot(b, held, ""), ""), "wino.weights");
+  weights(w, mb0, mlen, mwide, i64c(w, 0), cin);
   LLVMBuildStore(b, mlen, w->u_rows);
   ljc_if_end(ir, after);
+  ljc_loop_begin(ir, &Cb, i64c(w, 0), ncb, false, 0, NULL);
+  LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
+  after = ljc_if_begin(ir, LLVMBuildNot(b, all, ""), "wino.block_weights");
+  weights(w, mb0, mlen, mwide, cb0, clen);
+  ljc_if_end(ir, after);
   inputs(w, &tb, cb0, clen);
-  products(w, tb.tlen, clen, LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
+  products(w, tb.tlen, mwide, clen, LLVMBuildSelect(b, all, cb0, i64c(w, 0), ""),
+           LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
   ljc_loop_end(ir, &Cb, NULL, NULL);
   outputs(w, &tb, mb0, mlen);
   ljc_loop_end(ir, &Mb, NULL, NULL);
@@ -362,9 +374,9 @@ static void matrix(wino *w, LLVMValueRef cin) {
   ljc_loop_end(ir, &Rb, NULL, NULL);
 }
 
-int64_t ljc_winograd_work_bytes(void) { return 16 * CB * MB * 4 + 16; }
+int64_t ljc_winograd_work_bytes(void) { return 16 * UC * MB * 4 + 16; }
 
-void ljc_define_winograd(ljc_ir *ir, const char *name, int mr) {
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, bool gradient) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
@@ -380,7 +392,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr) {
   w.v = ljc_entry_array(ir, ir->f32, 16 * TB * CB);
   w.m = ljc_entry_array(ir, ir->f32, 16 * TB * MB);
   w.u = w.arg[LJC_GEMM_WORK];
-  w.u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w.u, (LLVMValueRef[]){i64c(&w, 16 * CB * MB / 2)}, 1, "");
+  w.u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w.u, (LLVMValueRef[]){i64c(&w, 16 * UC * MB / 2)}, 1, "");
   w.u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w.u_m0, (LLVMValueRef[]){i64c(&w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w.arg[LJC_GEMM_FRESH], i64c(&w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(&w, -1), LLVMBuildLoad2(b, ir->i64, w.u_m0, ""), ""), w.u_m0);
@@ -399,6 +411,12 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr) {
   w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
   w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
   LLVMValueRef cin = LLVMBuildSDiv(b, w.arg[LJC_GEMM_K], i64c(&w, 9), "");
+  LLVMValueRef sm = w.arg[LJC_GEMM_A_SM], sk = w.arg[LJC_GEMM_A_SK];
+  if (gradient) { /* A = Wᵀ [c·9 + t, r]: the weight flipped, rows and channels swapped */
+    w.w_origin = mulc(&w, sm, 8), w.w_row = mulc(&w, sm, 9), w.w_chan = sk, w.w_tap = LLVMBuildNeg(b, sm, "");
+  } else { /* A = W [r, c·9 + t] */
+    w.w_origin = i64c(&w, 0), w.w_row = sm, w.w_chan = mulc(&w, sk, 9), w.w_tap = sk;
+  }
   LLVMValueRef begin = w.arg[LJC_GEMM_BEGIN], end = w.arg[LJC_GEMM_END], M = w.arg[LJC_GEMM_M];
   LLVMBuildCondBr(b, lt(&w, begin, end), head, done);
   /* the task range, one matrix's run of rows at a time */
