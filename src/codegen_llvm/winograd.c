@@ -224,36 +224,40 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef cle
 }
 
 /* M[e] for the block's tiles (tlen, a multiple of mr) and mwide rows: V[e] · U[e] over the
- * block's clen channels (U's from uc0), added to what M holds unless `first`. */
+ * block's clen channels (U's from uc0), added to what M holds unless `first`; e a loop (the
+ * routine compiles one product nest). */
 static void products(wino *w, LLVMValueRef tlen, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
                      LLVMValueRef first) {
   ljc_ir *ir = w->ir;
   int mr = w->mr, nv = NV, wide = NV * w->vw;
-  for (int e = 0; e < 16; e++) {
-    ljc_loop Mv, Tr, K;
-    ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, wide, false, 0, NULL);
-    ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, mr, false, 0, NULL);
-    LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], uv[NV];
-    for (int r = 0; r < mr; r++)
-      for (int j = 0; j < nv; j++) {
-        LLVMValueRef held = vload(w, buf_at(w, w->m, e, TB, MB, addc(w, Tr.iv, r), addc(w, Mv.iv, (int64_t)j * w->vw)));
-        acc[r * nv + j] = LLVMBuildSelect(w->b, first, LLVMConstNull(w->vt), held, "");
-      }
-    ljc_loop_begin(ir, &K, i64c(w, 0), clen, false, mr * nv, acc);
-    for (int j = 0; j < nv; j++)
-      uv[j] = vload(w, buf_at(w, w->u, e, UC, MB, add(w, uc0, K.iv), addc(w, Mv.iv, (int64_t)j * w->vw)));
-    for (int r = 0; r < mr; r++) {
-      LLVMValueRef s = LLVMBuildLoad2(w->b, ir->f32, buf_at(w, w->v, e, TB, CB, addc(w, Tr.iv, r), K.iv), "");
-      s = splat(w, s, w->vt);
-      for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, uv[j], K.acc[r * nv + j]);
+  ljc_loop E, Mv, Tr, K;
+  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
+  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, UC * MB)), v = at(w, w->v, mulc(w, E.iv, TB * CB));
+  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, TB * MB));
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, wide, false, 0, NULL);
+  ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, mr, false, 0, NULL);
+  LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], uv[NV], mrow[MR_MAX];
+  for (int r = 0; r < mr; r++) {
+    mrow[r] = at(w, m, add(w, mulc(w, addc(w, Tr.iv, r), MB), Mv.iv));
+    for (int j = 0; j < nv; j++) {
+      LLVMValueRef held = vload(w, at(w, mrow[r], i64c(w, (int64_t)j * w->vw)));
+      acc[r * nv + j] = LLVMBuildSelect(w->b, first, LLVMConstNull(w->vt), held, "");
     }
-    ljc_loop_end(ir, &K, next, acc);
-    for (int r = 0; r < mr; r++)
-      for (int j = 0; j < nv; j++)
-        vstore(w, acc[r * nv + j], buf_at(w, w->m, e, TB, MB, addc(w, Tr.iv, r), addc(w, Mv.iv, (int64_t)j * w->vw)));
-    ljc_loop_end(ir, &Tr, NULL, NULL);
-    ljc_loop_end(ir, &Mv, NULL, NULL);
   }
+  ljc_loop_begin(ir, &K, i64c(w, 0), clen, false, mr * nv, acc);
+  LLVMValueRef urow = at(w, u, add(w, mulc(w, add(w, uc0, K.iv), MB), Mv.iv));
+  for (int j = 0; j < nv; j++) uv[j] = vload(w, at(w, urow, i64c(w, (int64_t)j * w->vw)));
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef s = LLVMBuildLoad2(w->b, ir->f32, at(w, v, add(w, mulc(w, addc(w, Tr.iv, r), CB), K.iv)), "");
+    s = splat(w, s, w->vt);
+    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, uv[j], K.acc[r * nv + j]);
+  }
+  ljc_loop_end(ir, &K, next, acc);
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, mrow[r], i64c(w, (int64_t)j * w->vw)));
+  ljc_loop_end(ir, &Tr, NULL, NULL);
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+  ljc_loop_end(ir, &E, NULL, NULL);
 }
 
 /* Stores x at p where mask. */
