@@ -103,6 +103,13 @@ static LLVMValueRef vload(wino *w, LLVMValueRef p) {
 
 static void vstore(wino *w, LLVMValueRef x, LLVMValueRef p) { LLVMSetAlignment(LLVMBuildStore(w->b, x, p), 4); }
 
+/* The vector at p, its lanes where mask (0 elsewhere: those are not read). */
+static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {w->vt, w->ir->ptr};
+  LLVMValueRef args[4] = {p, ljc_const_i(w->ir->i32, 4), mask, LLVMConstNull(w->vt)};
+  return ljc_intrinsic_over(w->ir, "masked.load", 2, types, 4, args);
+}
+
 /* The 4-point transforms of one row or column: the input's Bᵀ, the output's Aᵀ (2 points),
  * the weight's G (from 3). */
 static void input_1d(wino *w, LLVMValueRef *o, LLVMValueRef d0, LLVMValueRef d1, LLVMValueRef d2, LLVMValueRef d3) {
@@ -163,7 +170,10 @@ static LLVMValueRef channel_vectors(wino *w, LLVMValueRef clen) {
 
 /* P: the block's input, channels last: rows 2·ty0 - py .. 2·(ty0 + nr) - py + 1 and columns
  * likewise, each position's channels cb0 .. cb0 + clen - 1 a run of CB (zeros outside the
- * image and past clen); vw channels a gather. */
+ * image and past clen). From an image whose rows are contiguous (IMG_SW 1): vw channels ×
+ * vw positions at a time, loaded along the rows and transposed in registers (a row's last
+ * square may write up to vw - 1 positions past the row: the next row overwrites them, P has
+ * room past its last); else a gather of vw channels a position. */
 static void gather_block(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
@@ -171,23 +181,49 @@ static void gather_block(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueR
   LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
   LLVMValueRef plane = at(w, a[LJC_GEMM_B], mul(w, w->bi, a[LJC_GEMM_B_SB]));
   LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
+  LLVMValueRef rows_contiguous = LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_IMG_SW], i64c(w, 1), "");
   ljc_loop Y, X, Cv;
   ljc_loop_begin(ir, &Y, i64c(w, 0), addc(w, mulc(w, tb->nr, 2), 2), false, 0, NULL);
   LLVMValueRef y = add(w, sub(w, mulc(w, tb->ty0, 2), a[LJC_GEMM_WIN_PY]), Y.iv);
   LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, y, a[LJC_GEMM_IMG_H], "");
+  LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, 2), a[LJC_GEMM_WIN_PX]);
+  LLVMValueRef prow = at(w, w->p, mulc(w, mul(w, Y.iv, pw), CB));
+  /* rows contiguous: squares of vw channels × vw positions */
+  LLVMBasicBlockRef after = ljc_if_begin(ir, rows_contiguous, "wino.rows");
+  ljc_loop_begin_step(ir, &X, i64c(w, 0), mulc(w, channel_vectors(w, pw), w->vw), w->vw, false, 0, NULL);
+  LLVMValueRef xs = lanes_from(w, add(w, x0, X.iv));
+  LLVMValueRef xin = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, xs, LLVMConstNull(w->it), ""),
+                                  LLVMBuildICmp(b, LLVMIntSLT, xs, splat32(w, a[LJC_GEMM_IMG_W]), ""), "");
+  xin = LLVMBuildAnd(b, xin, splat(w, yin, mvt), "");
+  LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, plane, (LLVMValueRef[]){add(w, mul(w, y, a[LJC_GEMM_IMG_SH]), add(w, x0, X.iv))}, 1, "");
+  ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
+  LLVMValueRef c = mulc(w, Cv.iv, w->vw), v[64];
+  for (int i = 0; i < w->vw; i++) {
+    LLVMValueRef ci = addc(w, c, i);
+    LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, cb0, ci), a[LJC_GEMM_IMG_SC])}, 1, "");
+    v[i] = masked_load(w, ch, LLVMBuildAnd(b, xin, splat(w, lt(w, ci, clen), mvt), ""));
+  }
+  ljc_transpose(ir, w->vw, v);
+  for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, prow, add(w, mulc(w, addc(w, X.iv, i), CB), c)));
+  ljc_loop_end(ir, &Cv, NULL, NULL);
+  ljc_loop_end(ir, &X, NULL, NULL);
+  ljc_if_end(ir, after);
+  /* else: a gather of vw channels a position */
+  after = ljc_if_begin(ir, LLVMBuildNot(b, rows_contiguous, ""), "wino.gather");
   ljc_loop_begin(ir, &X, i64c(w, 0), pw, false, 0, NULL);
-  LLVMValueRef x = add(w, sub(w, mulc(w, tb->tx0, 2), a[LJC_GEMM_WIN_PX]), X.iv);
+  LLVMValueRef x = add(w, x0, X.iv);
   LLVMValueRef in = LLVMBuildAnd(b, yin, LLVMBuildICmp(b, LLVMIntULT, x, a[LJC_GEMM_IMG_W], ""), "");
   LLVMValueRef off = splat32(w, LLVMBuildSelect(b, in, add(w, mul(w, y, a[LJC_GEMM_IMG_SH]), mul(w, x, a[LJC_GEMM_IMG_SW])),
                                                 i64c(w, 0), ""));
-  LLVMValueRef dst = at(w, w->p, mulc(w, add(w, mul(w, Y.iv, pw), X.iv), CB));
+  LLVMValueRef dst = at(w, prow, mulc(w, X.iv, CB));
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
-  LLVMValueRef c = mulc(w, Cv.iv, w->vw), lanes = lanes_from(w, c);
+  LLVMValueRef cg = mulc(w, Cv.iv, w->vw), lanes = lanes_from(w, cg);
   LLVMValueRef mask = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, lanes, splat32(w, clen), ""), splat(w, in, mvt), "");
   LLVMValueRef chan = LLVMBuildMul(b, LLVMBuildAdd(b, lanes, splat32(w, cb0), ""), splat32(w, a[LJC_GEMM_IMG_SC]), "");
-  vstore(w, gather(w, plane, LLVMBuildAdd(b, chan, off, ""), mask), at(w, dst, c));
+  vstore(w, gather(w, plane, LLVMBuildAdd(b, chan, off, ""), mask), at(w, dst, cg));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &X, NULL, NULL);
+  ljc_if_end(ir, after);
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
@@ -400,7 +436,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, bool gradient) {
   w.u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w.u_m0, (LLVMValueRef[]){i64c(&w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w.arg[LJC_GEMM_FRESH], i64c(&w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(&w, -1), LLVMBuildLoad2(b, ir->i64, w.u_m0, ""), ""), w.u_m0);
-  w.p = ljc_entry_array(ir, ir->f32, P_POSITIONS * CB);
+  w.p = ljc_entry_array(ir, ir->f32, (P_POSITIONS + w.vw) * CB);
   w.q = ljc_entry_array(ir, ir->f32, 4 * TB * MB);
   w.ow = w.arg[LJC_GEMM_WIN_OW];
   w.oh = LLVMBuildSDiv(b, w.arg[LJC_GEMM_N], w.ow, "");
