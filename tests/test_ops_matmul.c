@@ -154,7 +154,7 @@ static bool has_file_ending(const char *dir, const char *suffix) {
  * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
  * block (30×30), a strided image (a permuted NHWC tensor), and a fused bias, relu and
  * max-pool run block by block (the transformed weight kept from one block to the next); and
- * their input gradients, through its variant for them. Against the interpreter, for the host, AVX2 and SSE2. */
+ * their input and weight gradients, through its variants for them. Against the interpreter, for the host, AVX2 and SSE2. */
 START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
@@ -184,22 +184,39 @@ START_TEST(test_matmul_winograd) {
   tu_check_interp_tol(n, ts, 1e-5, 1e-4);
   ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
   for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
-  /* input gradients: col2im(Wᵀ·dY) as the convolution of dY with the flipped weight, padding
-   * 2 - p (p = 0, 1, 2), more rows and channels than a block (72 in, 40 out), odd sizes */
-  lj_tensor *xs[] = {x1, x2, x3, x7}, *ws[] = {w1, w2, w3, w7}, *dxs[4];
-  const int *pads[] = {one, NULL, two, one};
-  for (int i = 0; i < 4; i++) {
-    ck_assert_int_eq(lj_tensor_set_requires_grad(xs[i], true), LJ_OK);
+  /* input and weight gradients: col2im(Wᵀ·dY) as the convolution of dY with the flipped
+   * weight, padding 2 - p (p = 0, 1, 2), more rows and channels than a block (72 in, 40
+   * out), odd sizes, many tiles, a strided image; Σ_b im2col(x_b)·dY_bᵀ through the
+   * transforms' adjoints, 9 channels making the two threads' rows split a channel's taps */
+  lj_tensor *x8 = tu_tensor(LJ_F32, LJ_SHAPE(8, 9, 27, 28), TU_ANY, 16), *w8 = tu_tensor(LJ_F32, LJ_SHAPE(32, 9, 3, 3), TU_ANY, 17);
+  lj_tensor *x5 = lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2});
+  lj_tensor *xs[] = {x1, x2, x3, x4, x7, x8, x5}, *ws[] = {w1, w2, w3, w4, w7, w8, w5}, *dxs[7], *dws[7];
+  const int *pads[] = {one, NULL, two, one, one, one, one};
+  enum { NCASES = sizeof xs / sizeof *xs };
+  for (int i = 0; i < NCASES; i++) {
+    lj_tensor *leaf = i == NCASES - 1 ? nhwc : xs[i];
+    ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(ws[i], true), LJ_OK);
     lj_tensor *y = lj_conv2d(xs[i], ws[i], NULL, NULL, pads[i], NULL, 1);
     lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 20 + (uint64_t)i);
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-    dxs[i] = lj_tensor_retain(lj_tensor_grad(xs[i]));
+    dxs[i] = lj_tensor_retain(lj_tensor_grad(leaf));
+    dws[i] = lj_tensor_retain(lj_tensor_grad(ws[i]));
     lj_tensor_release(y);
     lj_tensor_release(g);
   }
-  tu_check_interp_tol(4, dxs, 1e-5, 1e-3); /* up to 72·9 products a sum, through the transforms */
-  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_grad.o"));
-  for (int i = 0; i < 4; i++) lj_tensor_release(dxs[i]);
+  /* sums of up to 72·9 products (input) and 8·27·28 (weight) through the transforms: the
+   * weight gradient's sums of thousands of transformed products round to about 1e-4 of
+   * their magnitude (the GEMM's to about 1e-5) */
+  tu_check_interp_tol(NCASES, dxs, 1e-5, 1e-3);
+  tu_check_interp_tol(NCASES, dws, 1e-4, 1e-3);
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_dx.o"));
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_dw.o"));
+  for (int i = 0; i < NCASES; i++) {
+    lj_tensor_release(dxs[i]);
+    lj_tensor_release(dws[i]);
+  }
+  lj_tensor_release(x5);
   tu_remove_dir(dir);
 }
 END_TEST

@@ -632,11 +632,12 @@ static void panels(gemm *g, const rows *rw) {
 /* ---- the routines ------------------------------------------------------------------------- */
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
-  static const char *const variants[LJC_GEMM_NVARIANTS] = {"rows",   "cols",     "elements",     "direct",
-                                                           "window", "winograd", "winograd_grad"};
+  static const char *const variants[LJC_GEMM_NVARIANTS] = {
+      "rows", "cols", "elements", "direct", "window", "winograd", "winograd_dx", "winograd_dw"};
   int kind = routine / LJC_GEMM_NVARIANTS;
-  snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[routine % LJC_GEMM_NVARIANTS],
-           kind & 2 ? "_a_window" : "");
+  int variant = routine % LJC_GEMM_NVARIANTS;
+  snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[variant],
+           kind & 2 && variant < LJC_GEMM_WINOGRAD ? "_a_window" : "");
 }
 
 static LLVMTypeRef routine_type(ljc_ir *ir) {
@@ -715,8 +716,8 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.mr = tile_rows(ir->vec_bytes);
   char name[32], rows_name[40];
   ljc_gemm_routine_name(routine, name);
-  if (g.variant == LJC_GEMM_WINOGRAD || g.variant == LJC_GEMM_WINOGRAD_GRAD) {
-    ljc_define_winograd(ir, name, g.mr, g.variant == LJC_GEMM_WINOGRAD_GRAD);
+  if (g.variant >= LJC_GEMM_WINOGRAD) {
+    ljc_define_winograd(ir, name, g.mr, g.variant);
     return;
   }
   snprintf(rows_name, sizeof rows_name, "%s_rows", name);
@@ -784,7 +785,7 @@ static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv
 /* The same for a convolution's input gradient: col2im(Wᵀ·dY) as the convolution of dY, padded
  * by 2 - p (p <= 2), with the flipped weight. The col2im joined the kernel (fuse_rows.c), its
  * tasks are the gradient's planes, and nothing else runs in it. */
-static bool winograd_grad(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
+static bool winograd_dx(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *w = k->win, *bs = bv->v[0].stride;
   if (k->mm_dtype != LJ_F32 || k->mm_cols || k->mm_sum || k->win_op != LJG_OP_COL2IM || k->nnests ||
       k->mm_task_rows != 9 || !winograd_window(w) || w[4] > 2 || w[5] > 2 || k->mm_k < WINOGRAD_MIN_CHANNELS ||
@@ -795,9 +796,22 @@ static bool winograd_grad(const ljg_kernel *k, const ljg_view *av, const ljg_vie
          16 * k->win_img[2] * k->win_img[3] < INT32_MAX;
 }
 
+/* The same for a weight gradient Σ_b im2col(x_b)·dY_bᵀ (A the im2col, turned by the matmul
+ * pass), the batch sum in one call per thread: no row blocks, no nests after it. */
+static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
+  const int64_t *img = av->v[0].stride, *bs = bv->v[0].stride;
+  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || !winograd_window(k->mm_win) ||
+      k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] < WINOGRAD_MIN_CHANNELS ||
+      k->mm_n < WINOGRAD_MIN_ROWS || k->mm_k != k->mm_oh * k->mm_ow)
+    return false;
+  int64_t extent = 0;
+  for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
+  return extent < INT32_MAX && (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]) < INT32_MAX;
+}
+
 bool ljc_gemm_writes_window(const ljg_kernel *k) {
   int r = ljc_gemm_routine(k);
-  return r >= 0 && r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_GRAD;
+  return r >= 0 && r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX;
 }
 
 int ljc_gemm_routine(const ljg_kernel *k) {
@@ -808,7 +822,8 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
   int variant = winograd(k, av, bv)            ? LJC_GEMM_WINOGRAD
-                : winograd_grad(k, av, bv)    ? LJC_GEMM_WINOGRAD_GRAD
+                : winograd_dx(k, av, bv)    ? LJC_GEMM_WINOGRAD_DX
+                : winograd_dw(k, av, bv)   ? LJC_GEMM_WINOGRAD_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
                 : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS
@@ -848,7 +863,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   arg[LJC_GEMM_BEGIN] = begin;
   arg[LJC_GEMM_END] = end;
   int variant = routine % LJC_GEMM_NVARIANTS;
-  bool wino = variant == LJC_GEMM_WINOGRAD || variant == LJC_GEMM_WINOGRAD_GRAD;
+  bool wino = variant == LJC_GEMM_WINOGRAD || variant == LJC_GEMM_WINOGRAD_DX;
   arg[LJC_GEMM_WORK] = wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes()) : LLVMConstNull(ir->ptr);
   arg[LJC_GEMM_FRESH] = wino ? LLVMBuildZExt(b, first, ir->i64, "") : ljc_i64(ir, 0);
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
@@ -860,7 +875,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
     _Static_assert(sizeof w == sizeof win, "the window's argument fields");
     memcpy(win, w, sizeof w);
   }
-  if (variant == LJC_GEMM_WINOGRAD_GRAD) { /* dY's image, padded by 2 - p, into the col2im's output */
+  if (variant == LJC_GEMM_WINOGRAD_DX) { /* dY's image, padded by 2 - p, into the col2im's output */
     const int64_t *bs = k->views[eb->view].v[0].stride, *cw = k->win;
     int64_t w[] = {bs[1], k->win_ow * bs[2], bs[2], k->win_oh, k->win_ow, 3, 3, 1, 1, 2 - cw[4], 2 - cw[5], 1, 1,
                    k->win_img[3]};

@@ -190,15 +190,17 @@ enum {
 /* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
  * k, element by element, where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K rows),
  * packed from the image of an im2col (ljg_kernel.mm_cols), or, for an f32 im2col of a 3×3
- * window of stride and dilation 1, through Winograd's transforms (winograd.c); WINOGRAD_GRAD:
+ * window of stride and dilation 1, through Winograd's transforms (winograd.c); WINOGRAD_DX:
  * the same for a matmul Wᵀ·dY whose col2im (3×3, stride and dilation 1) joined its kernel, a
  * convolution's input gradient, computed as the convolution of dY with the flipped weight
- * straight into the col2im's output (ljc_gemm_writes_window). A routine is
+ * straight into the col2im's output (ljc_gemm_writes_window); WINOGRAD_DW: a weight
+ * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints.
+ * A routine is
  * numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2 when A is an im2col
  * packed from its image, a block of rows at a time. */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
-  LJC_GEMM_WINOGRAD_GRAD, LJC_GEMM_NVARIANTS
+  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_NVARIANTS
 };
 enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
 /* Loads an argument block's fields (its pointer fields as pointers) into arg[LJC_GEMM_NARGS]. */
@@ -217,9 +219,9 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
  * emitted then. */
 bool ljc_gemm_writes_window(const ljg_kernel *k);
 
-/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD, or with `gradient`
- * LJC_GEMM_WINOGRAD_GRAD (f32, not summed over the batch), its products in tiles of mr tiles. */
-void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, bool gradient);
+/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD, _DX or _DW (f32),
+ * its products in tiles of mr tiles. */
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant);
 /* The bytes of its argument block's WORK area. */
 int64_t ljc_winograd_work_bytes(void);
 

@@ -29,7 +29,8 @@
 
 /* P_POSITIONS: the most positions of a block's input, (2a + 2)(2b + 2) for a·b <= TB tiles. */
 /* UC: the most channels U holds (all of a matrix's when they fit, else one block of CB). */
-enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2) };
+/* DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile of mr). */
+enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2), DU_ROWS = CB + MR_MAX };
 
 typedef struct wino {
   ljc_ir *ir;
@@ -126,6 +127,18 @@ static void weight_1d(wino *w, LLVMValueRef *o, LLVMValueRef g0, LLVMValueRef g1
   o[2] = LLVMBuildFMul(w->b, fsub(w, s, g1), half, ""), o[3] = g2;
 }
 
+/* The adjoints, for the weight gradient: of the output's (Aᵀ: 2 points to 4) and of the
+ * weight's (G: 4 points to 3). */
+static void grad_output_1d(wino *w, LLVMValueRef *o, LLVMValueRef d0, LLVMValueRef d1) {
+  o[0] = d0, o[1] = fadd(w, d0, d1), o[2] = fsub(w, d0, d1), o[3] = LLVMBuildFNeg(w->b, d1, "");
+}
+
+static void grad_weight_1d(wino *w, LLVMValueRef *o, LLVMValueRef x0, LLVMValueRef x1, LLVMValueRef x2,
+                           LLVMValueRef x3) {
+  LLVMValueRef half = ljc_fconst_like(x0, 0.5), s = LLVMBuildFMul(w->b, fadd(w, x1, x2), half, "");
+  o[0] = fadd(w, x0, s), o[1] = LLVMBuildFMul(w->b, fsub(w, x1, x2), half, ""), o[2] = fadd(w, s, x3);
+}
+
 /* U for rows mb0 .. mb0 + mwide - 1 of the call's rows (those past `mlen` repeat the last:
  * their products are never stored) and channels cb0 .. cb0 + clen - 1, at U's channels from
  * 0; vw rows a gather. */
@@ -163,75 +176,100 @@ typedef struct tblock {
   LLVMValueRef ty0, tx0, nr, nc, count, tlen;
 } tblock;
 
+/* Block (rb, cs) of the tiles (the grid ljc_define_winograd sets up). */
+static tblock tile_block(wino *w, LLVMValueRef rb, LLVMValueRef cs) {
+  tblock tb;
+  tb.ty0 = mul(w, rb, w->rows_per), tb.tx0 = mul(w, cs, w->cols_per);
+  tb.nr = smin(w, w->rows_per, sub(w, w->th, tb.ty0)), tb.nc = smin(w, w->cols_per, sub(w, w->tw, tb.tx0));
+  tb.count = mul(w, tb.nr, tb.nc);
+  tb.tlen = mulc(w, LLVMBuildSDiv(w->b, addc(w, tb.count, w->mr - 1), i64c(w, w->mr), ""), w->mr);
+  return tb;
+}
+
 /* The vw-channel vectors of a block of clen channels. */
 static LLVMValueRef channel_vectors(wino *w, LLVMValueRef clen) {
   return LLVMBuildSDiv(w->b, addc(w, clen, w->vw - 1), i64c(w, w->vw), "");
 }
 
-/* P: the block's input, channels last: rows 2·ty0 - py .. 2·(ty0 + nr) - py + 1 and columns
- * likewise, each position's channels cb0 .. cb0 + clen - 1 a run of CB (zeros outside the
- * image and past clen). From an image whose rows are contiguous (IMG_SW 1): vw channels ×
- * vw positions at a time, loaded along the rows and transposed in registers (a row's last
- * square may write up to vw - 1 positions past the row: the next row overwrites them, P has
- * room past its last); else a gather of vw channels a position. */
-static void gather_block(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
+/* An image of one matrix: element (c, y, x) at base + c·sc + y·sh + x·sw, h × wd positions. */
+typedef struct image {
+  LLVMValueRef base, sc, sh, sw, h, wd;
+} image;
+
+/* The image operand B of a convolution (or A, im2col of the weight gradient's) for matrix bi. */
+static image operand_image(wino *w, int operand, LLVMValueRef bi) {
+  const LLVMValueRef *a = w->arg;
+  LLVMValueRef base = at(w, a[operand], mul(w, bi, a[operand + 1]));
+  return (image){base, a[LJC_GEMM_IMG_SC], a[LJC_GEMM_IMG_SH], a[LJC_GEMM_IMG_SW], a[LJC_GEMM_IMG_H], a[LJC_GEMM_IMG_W]};
+}
+
+/* dst[(Y·cols + X)·run + c] = the image's (c0 + c, y0 + Y, x0 + X) for Y < rows, X < cols and c
+ * < clen rounded up to vw, channels last: zeros outside the image and past clen. From an image
+ * whose rows are contiguous (sw 1): vw channels × vw positions at a time, loaded along the
+ * rows and transposed in registers (a row's last square may write up to vw - 1 positions
+ * past the row: the next row overwrites them, the buffers have room past their last); else a
+ * gather of vw channels a position. */
+static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRef x0, LLVMValueRef rows,
+                          LLVMValueRef cols, LLVMValueRef c0, LLVMValueRef clen, LLVMValueRef dst, int64_t run) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  const LLVMValueRef *a = w->arg;
-  LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
-  LLVMValueRef plane = at(w, a[LJC_GEMM_B], mul(w, w->bi, a[LJC_GEMM_B_SB]));
   LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
-  LLVMValueRef rows_contiguous = LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_IMG_SW], i64c(w, 1), "");
+  LLVMValueRef rows_contiguous = LLVMBuildICmp(b, LLVMIntEQ, im->sw, i64c(w, 1), "");
   ljc_loop Y, X, Cv;
-  ljc_loop_begin(ir, &Y, i64c(w, 0), addc(w, mulc(w, tb->nr, 2), 2), false, 0, NULL);
-  LLVMValueRef y = add(w, sub(w, mulc(w, tb->ty0, 2), a[LJC_GEMM_WIN_PY]), Y.iv);
-  LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, y, a[LJC_GEMM_IMG_H], "");
-  LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, 2), a[LJC_GEMM_WIN_PX]);
-  LLVMValueRef prow = at(w, w->p, mulc(w, mul(w, Y.iv, pw), CB));
+  ljc_loop_begin(ir, &Y, i64c(w, 0), rows, false, 0, NULL);
+  LLVMValueRef y = add(w, y0, Y.iv);
+  LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, y, im->h, "");
+  LLVMValueRef drow = at(w, dst, mulc(w, mul(w, Y.iv, cols), run));
   /* rows contiguous: squares of vw channels × vw positions */
   LLVMBasicBlockRef after = ljc_if_begin(ir, rows_contiguous, "wino.rows");
-  ljc_loop_begin_step(ir, &X, i64c(w, 0), mulc(w, channel_vectors(w, pw), w->vw), w->vw, false, 0, NULL);
+  ljc_loop_begin_step(ir, &X, i64c(w, 0), mulc(w, channel_vectors(w, cols), w->vw), w->vw, false, 0, NULL);
   LLVMValueRef xs = lanes_from(w, add(w, x0, X.iv));
   LLVMValueRef xin = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, xs, LLVMConstNull(w->it), ""),
-                                  LLVMBuildICmp(b, LLVMIntSLT, xs, splat32(w, a[LJC_GEMM_IMG_W]), ""), "");
+                                  LLVMBuildICmp(b, LLVMIntSLT, xs, splat32(w, im->wd), ""), "");
   xin = LLVMBuildAnd(b, xin, splat(w, yin, mvt), "");
-  LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, plane, (LLVMValueRef[]){add(w, mul(w, y, a[LJC_GEMM_IMG_SH]), add(w, x0, X.iv))}, 1, "");
+  LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, im->base, (LLVMValueRef[]){add(w, mul(w, y, im->sh), add(w, x0, X.iv))}, 1, "");
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef c = mulc(w, Cv.iv, w->vw), v[64];
   for (int i = 0; i < w->vw; i++) {
     LLVMValueRef ci = addc(w, c, i);
-    LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, cb0, ci), a[LJC_GEMM_IMG_SC])}, 1, "");
+    LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, c0, ci), im->sc)}, 1, "");
     v[i] = masked_load(w, ch, LLVMBuildAnd(b, xin, splat(w, lt(w, ci, clen), mvt), ""));
   }
   ljc_transpose(ir, w->vw, v);
-  for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, prow, add(w, mulc(w, addc(w, X.iv, i), CB), c)));
+  for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &X, NULL, NULL);
   ljc_if_end(ir, after);
   /* else: a gather of vw channels a position */
   after = ljc_if_begin(ir, LLVMBuildNot(b, rows_contiguous, ""), "wino.gather");
-  ljc_loop_begin(ir, &X, i64c(w, 0), pw, false, 0, NULL);
+  ljc_loop_begin(ir, &X, i64c(w, 0), cols, false, 0, NULL);
   LLVMValueRef x = add(w, x0, X.iv);
-  LLVMValueRef in = LLVMBuildAnd(b, yin, LLVMBuildICmp(b, LLVMIntULT, x, a[LJC_GEMM_IMG_W], ""), "");
-  LLVMValueRef off = splat32(w, LLVMBuildSelect(b, in, add(w, mul(w, y, a[LJC_GEMM_IMG_SH]), mul(w, x, a[LJC_GEMM_IMG_SW])),
-                                                i64c(w, 0), ""));
-  LLVMValueRef dst = at(w, prow, mulc(w, X.iv, CB));
+  LLVMValueRef in = LLVMBuildAnd(b, yin, LLVMBuildICmp(b, LLVMIntULT, x, im->wd, ""), "");
+  LLVMValueRef off = splat32(w, LLVMBuildSelect(b, in, add(w, mul(w, y, im->sh), mul(w, x, im->sw)), i64c(w, 0), ""));
+  LLVMValueRef pos = at(w, drow, mulc(w, X.iv, run));
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef cg = mulc(w, Cv.iv, w->vw), lanes = lanes_from(w, cg);
   LLVMValueRef mask = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLT, lanes, splat32(w, clen), ""), splat(w, in, mvt), "");
-  LLVMValueRef chan = LLVMBuildMul(b, LLVMBuildAdd(b, lanes, splat32(w, cb0), ""), splat32(w, a[LJC_GEMM_IMG_SC]), "");
-  vstore(w, gather(w, plane, LLVMBuildAdd(b, chan, off, ""), mask), at(w, dst, cg));
+  LLVMValueRef chan = LLVMBuildMul(b, LLVMBuildAdd(b, lanes, splat32(w, c0), ""), splat32(w, im->sc), "");
+  vstore(w, gather(w, im->base, LLVMBuildAdd(b, chan, off, ""), mask), at(w, pos, cg));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &X, NULL, NULL);
   ljc_if_end(ir, after);
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
-/* V for the block's tiles and channels cb0 .. cb0 + clen - 1, from P by vector loads. */
-static void inputs(wino *w, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
+/* P: the block's input tiles' positions, rows 2·ty0 - py .. 2·(ty0 + nr) - py + 1 and columns
+ * likewise, channels cb0 .. cb0 + clen - 1 a run of CB each. */
+static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
+  const LLVMValueRef *a = w->arg;
+  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, 2), a[LJC_GEMM_WIN_PY]), x0 = sub(w, mulc(w, tb->tx0, 2), a[LJC_GEMM_WIN_PX]);
+  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, 2), 2), addc(w, mulc(w, tb->nc, 2), 2), cb0, clen, w->p, CB);
+}
+
+/* V for the block's tiles and clen channels, from P by vector loads. */
+static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  gather_block(w, tb, cb0, clen);
   LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
   ljc_loop T, Cv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->tlen, false, 0, NULL);
@@ -385,11 +423,7 @@ static void matrix(wino *w, LLVMValueRef cin) {
   ljc_loop Rb, Cs, Mb, Cb;
   ljc_loop_begin(ir, &Rb, i64c(w, 0), w->nrb, false, 0, NULL);
   ljc_loop_begin(ir, &Cs, i64c(w, 0), w->nseg, false, 0, NULL);
-  tblock tb;
-  tb.ty0 = mul(w, Rb.iv, w->rows_per), tb.tx0 = mul(w, Cs.iv, w->cols_per);
-  tb.nr = smin(w, w->rows_per, sub(w, w->th, tb.ty0)), tb.nc = smin(w, w->cols_per, sub(w, w->tw, tb.tx0));
-  tb.count = mul(w, tb.nr, tb.nc);
-  tb.tlen = mulc(w, LLVMBuildSDiv(b, addc(w, tb.count, w->mr - 1), i64c(w, w->mr), ""), w->mr);
+  tblock tb = tile_block(w, Rb.iv, Cs.iv);
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, false, 0, NULL);
   LLVMValueRef mb0 = mulc(w, Mb.iv, MB), mlen = smin(w, i64c(w, MB), sub(w, w->len, mb0));
   int64_t wide = NV * w->vw;
@@ -404,7 +438,9 @@ static void matrix(wino *w, LLVMValueRef cin) {
   after = ljc_if_begin(ir, LLVMBuildNot(b, all, ""), "wino.block_weights");
   weights(w, mb0, mlen, mwide, cb0, clen);
   ljc_if_end(ir, after);
-  inputs(w, &tb, cb0, clen);
+  image im = operand_image(w, LJC_GEMM_B, w->bi);
+  gather_block(w, &im, &tb, cb0, clen);
+  inputs(w, &tb, clen);
   products(w, tb.tlen, mwide, clen, LLVMBuildSelect(b, all, cb0, i64c(w, 0), ""),
            LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
   ljc_loop_end(ir, &Cb, NULL, NULL);
@@ -416,7 +452,181 @@ static void matrix(wino *w, LLVMValueRef cin) {
 
 int64_t ljc_winograd_work_bytes(void) { return 16 * UC * MB * 4 + 16; }
 
-void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, bool gradient) {
+/* ---- the weight gradient ------------------------------------------------------------------ */
+
+/* dM for the block's tiles and mwide rows m of dY: the output transform's adjoint of each
+ * tile's 2×2 gradient (A·dY·Aᵀ), from Q (dY's positions, rows last); zero for the tiles past
+ * count. */
+static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef qw = mulc(w, tb->nc, 2);
+  ljc_loop T, Mv;
+  ljc_loop_begin(ir, &T, i64c(w, 0), tb->tlen, false, 0, NULL);
+  LLVMValueRef in = lt(w, T.iv, tb->count), t = smin(w, T.iv, addc(w, tb->count, -1));
+  LLVMValueRef r = LLVMBuildSDiv(b, t, tb->nc, ""), c = LLVMBuildSRem(b, t, tb->nc, "");
+  LLVMValueRef q0 = at(w, w->q, mulc(w, add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2)), MB));
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
+  LLVMValueRef d[2][2], col[4][2];
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 2; j++) {
+      LLVMValueRef x = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
+      d[i][j] = LLVMBuildSelect(b, in, x, LLVMConstNull(w->vt), "");
+    }
+  for (int j = 0; j < 2; j++) {
+    LLVMValueRef o[4];
+    grad_output_1d(w, o, d[0][j], d[1][j]);
+    for (int i = 0; i < 4; i++) col[i][j] = o[i];
+  }
+  for (int i = 0; i < 4; i++) {
+    LLVMValueRef o[4];
+    grad_output_1d(w, o, col[i][0], col[i][1]);
+    for (int j = 0; j < 4; j++) vstore(w, o[j], buf_at(w, w->m, i * 4 + j, TB, MB, T.iv, Mv.iv));
+  }
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+  ljc_loop_end(ir, &T, NULL, NULL);
+}
+
+/* dU[e] += V[e]ᵀ · dM[e] over the block's tlen tiles, for cwide channels (mr at a time) and
+ * mwide rows m (NV vectors at a time). */
+static void grad_products(wino *w, LLVMValueRef tlen, LLVMValueRef cwide, LLVMValueRef mwide) {
+  ljc_ir *ir = w->ir;
+  int mr = w->mr, nv = NV, wide = NV * w->vw;
+  ljc_loop E, Mv, Cr, T;
+  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
+  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, TB * CB)), m = at(w, w->m, mulc(w, E.iv, TB * MB));
+  LLVMValueRef du = at(w, w->u, mulc(w, E.iv, DU_ROWS * MB));
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, wide, false, 0, NULL);
+  ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, mr, false, 0, NULL);
+  LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], dm[NV], row[MR_MAX];
+  for (int r = 0; r < mr; r++) {
+    row[r] = at(w, du, add(w, mulc(w, addc(w, Cr.iv, r), MB), Mv.iv));
+    for (int j = 0; j < nv; j++) acc[r * nv + j] = vload(w, at(w, row[r], i64c(w, (int64_t)j * w->vw)));
+  }
+  ljc_loop_begin(ir, &T, i64c(w, 0), tlen, false, mr * nv, acc);
+  LLVMValueRef mrow = at(w, m, add(w, mulc(w, T.iv, MB), Mv.iv)), vrow = at(w, v, add(w, mulc(w, T.iv, CB), Cr.iv));
+  for (int j = 0; j < nv; j++) dm[j] = vload(w, at(w, mrow, i64c(w, (int64_t)j * w->vw)));
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef s = splat(w, LLVMBuildLoad2(w->b, ir->f32, at(w, vrow, i64c(w, r)), ""), w->vt);
+    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, dm[j], T.acc[r * nv + j]);
+  }
+  ljc_loop_end(ir, &T, next, acc);
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, row[r], i64c(w, (int64_t)j * w->vw)));
+  ljc_loop_end(ir, &Cr, NULL, NULL);
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+  ljc_loop_end(ir, &E, NULL, NULL);
+}
+
+/* C's rows c·9 + t within [begin, end) for the channels cb0 .. cb0 + clen - 1 and columns mb0
+ * .. mb0 + mlen - 1: the weight transform's adjoint of dU (Gᵀ·dU·G, 4×4 to 3×3). */
+static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValueRef mb0, LLVMValueRef mlen) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  const LLVMValueRef *a = w->arg;
+  LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
+  ljc_loop Cl, Mv;
+  ljc_loop_begin(ir, &Cl, i64c(w, 0), clen, false, 0, NULL);
+  ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
+  LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
+  LLVMValueRef x[16], t[3][4], o[3][3];
+  for (int e = 0; e < 16; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
+  for (int j = 0; j < 4; j++) {
+    LLVMValueRef col[3];
+    grad_weight_1d(w, col, x[j], x[4 + j], x[8 + j], x[12 + j]);
+    for (int i = 0; i < 3; i++) t[i][j] = col[i];
+  }
+  for (int i = 0; i < 3; i++) grad_weight_1d(w, o[i], t[i][0], t[i][1], t[i][2], t[i][3]);
+  LLVMValueRef lanes = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
+  LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), 9);
+  for (int tap = 0; tap < 9; tap++) {
+    LLVMValueRef row = addc(w, row0, tap);
+    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, row, a[LJC_GEMM_BEGIN], ""), lt(w, row, a[LJC_GEMM_END]), "");
+    LLVMValueRef safe = smin(w, row, addc(w, a[LJC_GEMM_M], -1));
+    LLVMValueRef off = sub(w, add(w, mul(w, safe, a[LJC_GEMM_N]), add(w, mb0, mv)), a[LJC_GEMM_C_ORIGIN]);
+    masked_store(w, o[tap / 3][tap % 3], at(w, a[LJC_GEMM_C], off), LLVMBuildAnd(b, lanes, splat(w, in, mvt), ""));
+  }
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+  ljc_loop_end(ir, &Cl, NULL, NULL);
+}
+
+/* The weight gradient's rows [begin, end) of C = Σ_b im2col(x_b)·dY_bᵀ ([C·9, M], summed over
+ * the batch): for each block of channels and of rows m, dU summed over every matrix's tiles,
+ * then transformed into C. A call transforms every matrix's dY for its rows of C: the kernel
+ * gives each thread one range (a matmul kernel's B shared by its rows). */
+static void weight_gradient(wino *w) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  const LLVMValueRef *a = w->arg;
+  LLVMValueRef c_lo = LLVMBuildSDiv(b, a[LJC_GEMM_BEGIN], i64c(w, 9), "");
+  LLVMValueRef c_hi = LLVMBuildSDiv(b, addc(w, a[LJC_GEMM_END], 8), i64c(w, 9), "");
+  LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, a[LJC_GEMM_N], MB - 1), i64c(w, MB), "");
+  LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, sub(w, c_hi, c_lo), CB - 1), i64c(w, CB), "");
+  int64_t wide = NV * w->vw;
+  ljc_loop Cb, Mb, Bl, Rb, Cs;
+  ljc_loop_begin(ir, &Cb, i64c(w, 0), ncb, true, 0, NULL);
+  LLVMValueRef cb0 = add(w, c_lo, mulc(w, Cb.iv, CB)), clen = smin(w, i64c(w, CB), sub(w, c_hi, cb0));
+  LLVMValueRef cwide = mulc(w, LLVMBuildSDiv(b, addc(w, clen, w->mr - 1), i64c(w, w->mr), ""), w->mr);
+  ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, false, 0, NULL);
+  LLVMValueRef mb0 = mulc(w, Mb.iv, MB), mlen = smin(w, i64c(w, MB), sub(w, a[LJC_GEMM_N], mb0));
+  LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
+  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, 16 * DU_ROWS * MB * 4), 64);
+  ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
+  image x = operand_image(w, LJC_GEMM_A, Bl.iv);
+  image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
+              a[LJC_GEMM_B_SK], w->oh, w->ow};
+  ljc_loop_begin(ir, &Rb, i64c(w, 0), w->nrb, false, 0, NULL);
+  ljc_loop_begin(ir, &Cs, i64c(w, 0), w->nseg, false, 0, NULL);
+  tblock tb = tile_block(w, Rb.iv, Cs.iv);
+  gather_block(w, &x, &tb, cb0, clen);
+  inputs(w, &tb, clen);
+  channels_last(w, &dy, mulc(w, tb.ty0, 2), mulc(w, tb.tx0, 2), mulc(w, tb.nr, 2), mulc(w, tb.nc, 2), mb0, mlen, w->q, MB);
+  grad_outputs(w, &tb, mwide);
+  grad_products(w, tb.tlen, cwide, mwide);
+  ljc_loop_end(ir, &Cs, NULL, NULL);
+  ljc_loop_end(ir, &Rb, NULL, NULL);
+  ljc_loop_end(ir, &Bl, NULL, NULL);
+  grad_weights(w, cb0, clen, mb0, mlen);
+  ljc_loop_end(ir, &Mb, NULL, NULL);
+  ljc_loop_end(ir, &Cb, NULL, NULL);
+}
+
+/* The forward product's and the input gradient's matrices, the task range's one matrix's run
+ * of rows at a time; U kept in the calling kernel's frame (WORK) from one call to the next. */
+static void products_by_matrix(wino *w, LLVMValueRef fn, int variant) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef sm = w->arg[LJC_GEMM_A_SM], sk = w->arg[LJC_GEMM_A_SK];
+  if (variant == LJC_GEMM_WINOGRAD_DX) { /* A = Wᵀ [c·9 + t, r]: the weight flipped, rows and channels swapped */
+    w->w_origin = mulc(w, sm, 8), w->w_row = mulc(w, sm, 9), w->w_chan = sk, w->w_tap = LLVMBuildNeg(b, sm, "");
+  } else { /* A = W [r, c·9 + t] */
+    w->w_origin = i64c(w, 0), w->w_row = sm, w->w_chan = mulc(w, sk, 9), w->w_tap = sk;
+  }
+  w->u = w->arg[LJC_GEMM_WORK];
+  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, 16 * UC * MB / 2)}, 1, "");
+  w->u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w->u_m0, (LLVMValueRef[]){i64c(w, 1)}, 1, "");
+  LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_FRESH], i64c(w, 0), "");
+  LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(w, -1), LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), ""), w->u_m0);
+  LLVMValueRef cin = LLVMBuildSDiv(b, w->arg[LJC_GEMM_K], i64c(w, 9), "");
+  LLVMValueRef begin = w->arg[LJC_GEMM_BEGIN], end = w->arg[LJC_GEMM_END], M = w->arg[LJC_GEMM_M];
+  LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrix");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrices");
+  LLVMBuildCondBr(b, lt(w, begin, end), head, done);
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
+  w->bi = LLVMBuildUDiv(b, r, M, ""), w->m0 = LLVMBuildURem(b, r, M, ""), w->crow0 = r;
+  w->len = smin(w, sub(w, end, r), sub(w, M, w->m0));
+  matrix(w, cin);
+  LLVMValueRef r_next = add(w, r, w->len);
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+  LLVMBuildCondBr(b, lt(w, r_next, end), head, done);
+  LLVMAddIncoming(r, &begin, &entry, 1);
+  LLVMAddIncoming(r, &r_next, &latch, 1);
+  LLVMPositionBuilderAtEnd(b, done);
+}
+
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
@@ -424,22 +634,16 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, bool gradient) {
   w.vt = LLVMVectorType(ir->f32, (unsigned)w.vw);
   w.it = LLVMVectorType(ir->i32, (unsigned)w.vw);
   LLVMBuilderRef b = w.b;
-  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry");
-  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrix");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.end");
-  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
+  bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
   w.v = ljc_entry_array(ir, ir->f32, 16 * TB * CB);
   w.m = ljc_entry_array(ir, ir->f32, 16 * TB * MB);
-  w.u = w.arg[LJC_GEMM_WORK];
-  w.u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w.u, (LLVMValueRef[]){i64c(&w, 16 * UC * MB / 2)}, 1, "");
-  w.u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w.u_m0, (LLVMValueRef[]){i64c(&w, 1)}, 1, "");
-  LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w.arg[LJC_GEMM_FRESH], i64c(&w, 0), "");
-  LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(&w, -1), LLVMBuildLoad2(b, ir->i64, w.u_m0, ""), ""), w.u_m0);
   w.p = ljc_entry_array(ir, ir->f32, (P_POSITIONS + w.vw) * CB);
-  w.q = ljc_entry_array(ir, ir->f32, 4 * TB * MB);
+  w.q = ljc_entry_array(ir, ir->f32, (4 * TB + w.vw) * MB);
+  /* the tiles of the output (of the product, or, for the weight gradient, of dY) */
   w.ow = w.arg[LJC_GEMM_WIN_OW];
-  w.oh = LLVMBuildSDiv(b, w.arg[LJC_GEMM_N], w.ow, "");
+  w.oh = LLVMBuildSDiv(b, w.arg[wgrad ? LJC_GEMM_K : LJC_GEMM_N], w.ow, "");
   w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, 1), i64c(&w, 2), "");
   w.th = LLVMBuildSDiv(b, addc(&w, w.oh, 1), i64c(&w, 2), "");
   /* blocks of at most cap tiles (a multiple of mr): whole tile rows, as many as fit, in
@@ -450,26 +654,11 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, bool gradient) {
   LLVMValueRef fit = LLVMBuildSDiv(b, i64c(&w, cap), w.cols_per, "");
   w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
   w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
-  LLVMValueRef cin = LLVMBuildSDiv(b, w.arg[LJC_GEMM_K], i64c(&w, 9), "");
-  LLVMValueRef sm = w.arg[LJC_GEMM_A_SM], sk = w.arg[LJC_GEMM_A_SK];
-  if (gradient) { /* A = Wᵀ [c·9 + t, r]: the weight flipped, rows and channels swapped */
-    w.w_origin = mulc(&w, sm, 8), w.w_row = mulc(&w, sm, 9), w.w_chan = sk, w.w_tap = LLVMBuildNeg(b, sm, "");
-  } else { /* A = W [r, c·9 + t] */
-    w.w_origin = i64c(&w, 0), w.w_row = sm, w.w_chan = mulc(&w, sk, 9), w.w_tap = sk;
+  if (wgrad) {
+    w.u = ljc_entry_array(ir, ir->f32, 16 * DU_ROWS * MB);
+    weight_gradient(&w);
+  } else {
+    products_by_matrix(&w, fn, variant);
   }
-  LLVMValueRef begin = w.arg[LJC_GEMM_BEGIN], end = w.arg[LJC_GEMM_END], M = w.arg[LJC_GEMM_M];
-  LLVMBuildCondBr(b, lt(&w, begin, end), head, done);
-  /* the task range, one matrix's run of rows at a time */
-  LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
-  w.bi = LLVMBuildUDiv(b, r, M, ""), w.m0 = LLVMBuildURem(b, r, M, ""), w.crow0 = r;
-  w.len = smin(&w, sub(&w, end, r), sub(&w, M, w.m0));
-  matrix(&w, cin);
-  LLVMValueRef r_next = add(&w, r, w.len);
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-  LLVMBuildCondBr(b, lt(&w, r_next, end), head, done);
-  LLVMAddIncoming(r, &begin, &entry, 1);
-  LLVMAddIncoming(r, &r_next, &latch, 1);
-  LLVMPositionBuilderAtEnd(b, done);
   LLVMBuildRetVoid(b);
 }
