@@ -297,38 +297,48 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   ljc_loop_end(ir, &T, NULL, NULL);
 }
 
+/* A register tile: the mr rows of NV vectors at row[r] become (first ? 0 : what they hold;
+ * first NULL: what they hold) +
+ * Σ_{k<n} a[r·a_row + k·a_step] · (the NV vectors at b + k·b_step), the a element broadcast. */
+static void register_tile(wino *w, const LLVMValueRef *row, LLVMValueRef first, LLVMValueRef n, LLVMValueRef a,
+                          int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
+  ljc_ir *ir = w->ir;
+  int mr = w->mr, nv = NV;
+  LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], bv[NV];
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nv; j++) {
+      LLVMValueRef held = vload(w, at(w, row[r], i64c(w, (int64_t)j * w->vw)));
+      acc[r * nv + j] = first ? LLVMBuildSelect(w->b, first, LLVMConstNull(w->vt), held, "") : held;
+    }
+  ljc_loop K;
+  ljc_loop_begin(ir, &K, i64c(w, 0), n, false, mr * nv, acc);
+  LLVMValueRef brow = at(w, bp, mulc(w, K.iv, b_step)), arow = at(w, a, mulc(w, K.iv, a_step));
+  for (int j = 0; j < nv; j++) bv[j] = vload(w, at(w, brow, i64c(w, (int64_t)j * w->vw)));
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef s = splat(w, LLVMBuildLoad2(w->b, ir->f32, at(w, arow, i64c(w, r * a_row)), ""), w->vt);
+    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bv[j], K.acc[r * nv + j]);
+  }
+  ljc_loop_end(ir, &K, next, acc);
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, row[r], i64c(w, (int64_t)j * w->vw)));
+}
+
 /* M[e] for the block's tiles (tlen, a multiple of mr) and mwide rows: V[e] · U[e] over the
  * block's clen channels (U's from uc0), added to what M holds unless `first`; e a loop (the
  * routine compiles one product nest). */
 static void products(wino *w, LLVMValueRef tlen, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
                      LLVMValueRef first) {
   ljc_ir *ir = w->ir;
-  int mr = w->mr, nv = NV, wide = NV * w->vw;
-  ljc_loop E, Mv, Tr, K;
+  ljc_loop E, Mv, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
   LLVMValueRef u = at(w, w->u, mulc(w, E.iv, UC * MB)), v = at(w, w->v, mulc(w, E.iv, TB * CB));
   LLVMValueRef m = at(w, w->m, mulc(w, E.iv, TB * MB));
-  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, wide, false, 0, NULL);
-  ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, mr, false, 0, NULL);
-  LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], uv[NV], mrow[MR_MAX];
-  for (int r = 0; r < mr; r++) {
-    mrow[r] = at(w, m, add(w, mulc(w, addc(w, Tr.iv, r), MB), Mv.iv));
-    for (int j = 0; j < nv; j++) {
-      LLVMValueRef held = vload(w, at(w, mrow[r], i64c(w, (int64_t)j * w->vw)));
-      acc[r * nv + j] = LLVMBuildSelect(w->b, first, LLVMConstNull(w->vt), held, "");
-    }
-  }
-  ljc_loop_begin(ir, &K, i64c(w, 0), clen, false, mr * nv, acc);
-  LLVMValueRef urow = at(w, u, add(w, mulc(w, add(w, uc0, K.iv), MB), Mv.iv));
-  for (int j = 0; j < nv; j++) uv[j] = vload(w, at(w, urow, i64c(w, (int64_t)j * w->vw)));
-  for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = LLVMBuildLoad2(w->b, ir->f32, at(w, v, add(w, mulc(w, addc(w, Tr.iv, r), CB), K.iv)), "");
-    s = splat(w, s, w->vt);
-    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, uv[j], K.acc[r * nv + j]);
-  }
-  ljc_loop_end(ir, &K, next, acc);
-  for (int r = 0; r < mr; r++)
-    for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, mrow[r], i64c(w, (int64_t)j * w->vw)));
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
+  ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, w->mr, false, 0, NULL);
+  LLVMValueRef row[MR_MAX];
+  for (int r = 0; r < w->mr; r++) row[r] = at(w, m, add(w, mulc(w, addc(w, Tr.iv, r), MB), Mv.iv));
+  register_tile(w, row, first, clen, at(w, v, mulc(w, Tr.iv, CB)), CB, 1, at(w, u, add(w, mulc(w, uc0, MB), Mv.iv)),
+                MB);
   ljc_loop_end(ir, &Tr, NULL, NULL);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
@@ -491,28 +501,15 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
  * mwide rows m (NV vectors at a time). */
 static void grad_products(wino *w, LLVMValueRef tlen, LLVMValueRef cwide, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
-  int mr = w->mr, nv = NV, wide = NV * w->vw;
-  ljc_loop E, Mv, Cr, T;
+  ljc_loop E, Mv, Cr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
   LLVMValueRef v = at(w, w->v, mulc(w, E.iv, TB * CB)), m = at(w, w->m, mulc(w, E.iv, TB * MB));
   LLVMValueRef du = at(w, w->u, mulc(w, E.iv, DU_ROWS * MB));
-  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, wide, false, 0, NULL);
-  ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, mr, false, 0, NULL);
-  LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], dm[NV], row[MR_MAX];
-  for (int r = 0; r < mr; r++) {
-    row[r] = at(w, du, add(w, mulc(w, addc(w, Cr.iv, r), MB), Mv.iv));
-    for (int j = 0; j < nv; j++) acc[r * nv + j] = vload(w, at(w, row[r], i64c(w, (int64_t)j * w->vw)));
-  }
-  ljc_loop_begin(ir, &T, i64c(w, 0), tlen, false, mr * nv, acc);
-  LLVMValueRef mrow = at(w, m, add(w, mulc(w, T.iv, MB), Mv.iv)), vrow = at(w, v, add(w, mulc(w, T.iv, CB), Cr.iv));
-  for (int j = 0; j < nv; j++) dm[j] = vload(w, at(w, mrow, i64c(w, (int64_t)j * w->vw)));
-  for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = splat(w, LLVMBuildLoad2(w->b, ir->f32, at(w, vrow, i64c(w, r)), ""), w->vt);
-    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, dm[j], T.acc[r * nv + j]);
-  }
-  ljc_loop_end(ir, &T, next, acc);
-  for (int r = 0; r < mr; r++)
-    for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, row[r], i64c(w, (int64_t)j * w->vw)));
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
+  ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
+  LLVMValueRef row[MR_MAX];
+  for (int r = 0; r < w->mr; r++) row[r] = at(w, du, add(w, mulc(w, addc(w, Cr.iv, r), MB), Mv.iv));
+  register_tile(w, row, NULL, tlen, at(w, v, Cr.iv), 1, CB, at(w, m, Mv.iv), MB);
   ljc_loop_end(ir, &Cr, NULL, NULL);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
