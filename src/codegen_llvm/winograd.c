@@ -29,7 +29,12 @@
 
 /* P_POSITIONS: the most positions of a block's input, (2a + 2)(2b + 2) for a·b <= TB tiles. */
 /* UC: the most channels U holds (all of a matrix's when they fit, else one block of CB). */
-/* DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile of mr). */
+/* DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile of mr).
+ * PLANE: the elements between the buffers' planes of the 16 e, a cache line more than a plane
+ * holds: at a multiple of 4 KiB the 16 loads or stores of one tile's elements all fall in one
+ * L1 set (8 ways). Measured, one thread, conv2 at batch 64: the input gradient 3.65 -> 3.35
+ * ms, the weight gradient 3.70 -> 3.1-3.35 ms, the forward product unchanged. */
+#define PLANE(n) ((n) + 16)
 enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2), DU_ROWS = CB + MR_MAX };
 
 typedef struct wino {
@@ -67,7 +72,7 @@ static LLVMValueRef at(wino *w, LLVMValueRef base, LLVMValueRef off) {
 /* Element [e][i][j] of a stack buffer of rows of `row` elements, `rows` rows per e. */
 static LLVMValueRef buf_at(wino *w, LLVMValueRef buf, int e, int64_t rows, int64_t row, LLVMValueRef i,
                            LLVMValueRef j) {
-  return at(w, buf, add(w, addc(w, mulc(w, i, row), (int64_t)e * rows * row), j));
+  return at(w, buf, add(w, addc(w, mulc(w, i, row), (int64_t)e * PLANE(rows * row)), j));
 }
 
 static LLVMValueRef splat(wino *w, LLVMValueRef x, LLVMTypeRef vt) {
@@ -331,8 +336,8 @@ static void products(wino *w, LLVMValueRef tlen, LLVMValueRef mwide, LLVMValueRe
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
-  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, UC * MB)), v = at(w, w->v, mulc(w, E.iv, TB * CB));
-  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, TB * MB));
+  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB)));
+  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
   ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, w->mr, false, 0, NULL);
   LLVMValueRef row[MR_MAX];
@@ -460,7 +465,7 @@ static void matrix(wino *w, LLVMValueRef cin) {
   ljc_loop_end(ir, &Rb, NULL, NULL);
 }
 
-int64_t ljc_winograd_work_bytes(void) { return 16 * UC * MB * 4 + 16; }
+int64_t ljc_winograd_work_bytes(void) { return 16 * PLANE(UC * MB) * 4 + 16; }
 
 /* ---- the weight gradient ------------------------------------------------------------------ */
 
@@ -503,8 +508,8 @@ static void grad_products(wino *w, LLVMValueRef tlen, LLVMValueRef cwide, LLVMVa
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Cr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
-  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, TB * CB)), m = at(w, w->m, mulc(w, E.iv, TB * MB));
-  LLVMValueRef du = at(w, w->u, mulc(w, E.iv, DU_ROWS * MB));
+  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
+  LLVMValueRef du = at(w, w->u, mulc(w, E.iv, PLANE(DU_ROWS * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
   ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
   LLVMValueRef row[MR_MAX];
@@ -567,7 +572,7 @@ static void weight_gradient(wino *w) {
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, false, 0, NULL);
   LLVMValueRef mb0 = mulc(w, Mb.iv, MB), mlen = smin(w, i64c(w, MB), sub(w, a[LJC_GEMM_N], mb0));
   LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
-  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, 16 * DU_ROWS * MB * 4), 64);
+  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, 16 * PLANE(DU_ROWS * MB) * 4), 64);
   ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
   image x = operand_image(w, LJC_GEMM_A, Bl.iv);
   image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
@@ -600,7 +605,7 @@ static void products_by_matrix(wino *w, LLVMValueRef fn, int variant) {
     w->w_origin = i64c(w, 0), w->w_row = sm, w->w_chan = mulc(w, sk, 9), w->w_tap = sk;
   }
   w->u = w->arg[LJC_GEMM_WORK];
-  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, 16 * UC * MB / 2)}, 1, "");
+  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, 16 * PLANE(UC * MB) / 2)}, 1, "");
   w->u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w->u_m0, (LLVMValueRef[]){i64c(w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_FRESH], i64c(w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(w, -1), LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), ""), w->u_m0);
@@ -634,8 +639,8 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
-  w.v = ljc_entry_array(ir, ir->f32, 16 * TB * CB);
-  w.m = ljc_entry_array(ir, ir->f32, 16 * TB * MB);
+  w.v = ljc_entry_array(ir, ir->f32, 16 * PLANE(TB * CB));
+  w.m = ljc_entry_array(ir, ir->f32, 16 * PLANE(TB * MB));
   w.p = ljc_entry_array(ir, ir->f32, (P_POSITIONS + w.vw) * CB);
   w.q = ljc_entry_array(ir, ir->f32, (4 * TB + w.vw) * MB);
   /* the tiles of the output (of the product, or, for the weight gradient, of dY) */
@@ -652,7 +657,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
   w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
   if (wgrad) {
-    w.u = ljc_entry_array(ir, ir->f32, 16 * DU_ROWS * MB);
+    w.u = ljc_entry_array(ir, ir->f32, 16 * PLANE(DU_ROWS * MB));
     weight_gradient(&w);
   } else {
     products_by_matrix(&w, fn, variant);
