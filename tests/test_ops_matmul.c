@@ -221,6 +221,50 @@ START_TEST(test_matmul_winograd) {
 }
 END_TEST
 
+/* Random 3×3 convolutions of stride 1 that take the Winograd routine (8 to 40 channels in, 8
+ * to 72 out, 1 to 3 images of 1 to 20 × 1 to 20, padding 0 to 2, a bias or not, the image
+ * contiguous or a permuted NHWC tensor): the output, a relu and max-pool of it (the fused
+ * epilogue) and the gradients of the image and the weight agree with the interpreter. */
+START_TEST(test_matmul_winograd_random) {
+  uint64_t state = 77;
+  int checked = 0;
+  for (int prog = 0; prog < 16; prog++) {
+    lj_scope_begin();
+    int64_t N = tu_pick(&state, 1, 3), C = tu_pick(&state, 8, 40), O = tu_pick(&state, 8, 72);
+    int64_t H = tu_pick(&state, 1, 20), W = tu_pick(&state, 1, 20);
+    int pad[2] = {(int)tu_pick(&state, 0, 2), (int)tu_pick(&state, 0, 2)};
+    bool nhwc = tu_pick(&state, 0, 3) == 0, pool = tu_pick(&state, 0, 2) == 0;
+    lj_tensor *leaf = nhwc ? tu_tensor(LJ_F32, LJ_SHAPE(N, H, W, C), TU_UNIT, (uint64_t)prog)
+                           : tu_tensor(LJ_F32, LJ_SHAPE(N, C, H, W), TU_UNIT, (uint64_t)prog);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(O, C, 3, 3), TU_UNIT, (uint64_t)prog + 1);
+    lj_tensor *b = tu_pick(&state, 0, 1) ? tu_tensor(LJ_F32, LJ_SHAPE(O), TU_UNIT, (uint64_t)prog + 2) : NULL;
+    ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_tensor *x = nhwc ? lj_permute(leaf, 4, (const int[]){0, 3, 1, 2}) : leaf;
+    lj_tensor *y = lj_conv2d(x, w, b, NULL, pad, NULL, 1);
+    if (!y) { /* a window larger than the padded image */
+      lj_clear_error();
+      lj_scope_end();
+      continue;
+    }
+    /* the pooled value only: the gradient through a max-pool goes where the rounding of the
+     * product puts the maximum of two values within an ulp, the interpreter's elsewhere */
+    lj_tensor *pooled = pool && lj_tensor_shape(y)[2] >= 2 && lj_tensor_shape(y)[3] >= 2
+                            ? lj_max_pool2d(lj_relu(y), (const int[]){2, 2}, NULL, NULL)
+                            : y;
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_UNIT, (uint64_t)prog + 3);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *values[3] = {y, pooled, lj_tensor_grad(leaf)};
+    tu_check_interp_tol(3, values, 1e-5, 1e-4);
+    lj_tensor *dw = lj_tensor_grad(w);
+    tu_check_interp_tol(1, &dw, 1e-4, 1e-4);
+    checked++;
+    lj_scope_end();
+  }
+  ck_assert_int_ge(checked, 10);
+}
+END_TEST
+
 /* A GEMM routine is compiled once per process: a second graph whose matmul reads B the same
  * way (contiguous along n, f32) calls the routine the first compiled; f64 has its own. */
 START_TEST(test_matmul_routines_compiled_once) {
@@ -282,6 +326,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_test(tc, test_matmul_winograd_random);
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);
