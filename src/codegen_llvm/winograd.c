@@ -1,41 +1,50 @@
-/* winograd.c — the f32 GEMM routine for a B that is the im2col of a 3×3 window of stride 1
- * and dilation 1 (a convolution's forward product, W · im2col(x)): Winograd's minimal
- * filtering F(2×2, 3×3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural
- * Networks", 2015), which computes each 2×2 tile of outputs from a 4×4 tile of inputs in 16
- * products per channel pair instead of 36.
+/* winograd.c — the f32 GEMM routines for 3×3 convolutions of stride and dilation 1 through
+ * Winograd's minimal filtering F(2×2, 3×3) (Lavin and Gray, "Fast Algorithms for
+ * Convolutional Neural Networks", 2015): each 2×2 tile of outputs from a 4×4 tile of inputs
+ * in 16 products per channel pair instead of 36.
  *
- * For one matrix b (an image) and its rows m (output channels), C[m, (oy, ox)] =
- * Σ_c Σ_{i,j} W[m, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles of 2×2 outputs:
- *   U[e][c][m] = (G g Gᵀ)[e]   the weight g = W[m, c] transformed, G 4×3
+ * For one matrix b (an image), its rows r (output channels) and its channels c, C[r, (oy, ox)]
+ * = Σ_c Σ_{i,j} W[r, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of 2×2 outputs:
+ *   U[e][c][r] = (G g Gᵀ)[e]   the weight g = W[r, c] transformed, G 4×3
  *   V[e][t][c] = (Bᵀ d B)[e]   the input tile d (4×4 at 2·(ty, tx) - (py, px)) transformed
- *   M[e][t][m] = Σ_c V[e][t][c] · U[e][c][m]   16 products, one per element e of the 4×4 tile
- *   C tile t   = Aᵀ M[·][t][m] A  (2×2)
- * done in blocks: TB tiles × MB rows, accumulated over blocks of CB channels, the buffers on
- * the stack (they stay in L2). U is the same for every matrix of a convolution: it is kept in
- * the calling kernel's frame (LJC_GEMM_WORK) from one call to the next of a run. The products
- * are register-blocked like the GEMM's micro-kernel: mr tiles × NV vectors of rows, each V
- * element broadcast. The input is read by gathers over the channels (each lane another
- * channel plane; positions outside the image read as the zero padding), the weight by
- * gathers over the rows, and the outputs written by scatters over the rows.
+ *   M[e][t][r] = Σ_c V[e][t][c] · U[e][c][r]   16 products, one per element e of the 4×4 tile
+ *   C tile t   = Aᵀ M[·][t][r] A  (2×2)
+ * Three routines (ljc_gemm_routine chooses them when a kernel is lowered):
+ *   - LJC_GEMM_WINOGRAD, the forward product W·im2col(x);
+ *   - LJC_GEMM_WINOGRAD_DX, the input gradient col2im(Wᵀ·dY): the convolution of dY, padded
+ *     by 2 - p, with the weight flipped and its rows and channels swapped, written straight
+ *     into the col2im's output (the kernel does not run the col2im);
+ *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ: with dM the output
+ *     transform's adjoint of dY's tiles (A dY Aᵀ), dU[e][c][r] = Σ_{b,t} V[e][t][c]·dM[e][t][r]
+ *     and dW = Gᵀ dU G.
+ * The work goes in blocks of at most TB tiles (whole tile rows, or segments of a wide one),
+ * MB rows and CB channels, in buffers on the stack that stay in L2: a block's input copied
+ * channels last (P: vector loads along the image's rows, transposed in registers; a gather per
+ * position for an image whose rows are not contiguous), transformed into V; the products
+ * register-blocked like the GEMM's micro-kernel (mr rows × NV vectors, a loop over the 16 e);
+ * the outputs transformed into a rows-last buffer (Q) and transposed back into C's rows. U is
+ * the same for every matrix of a convolution: it is kept in the calling kernel's frame
+ * (LJC_GEMM_WORK) from one call to the next of a run.
  *
- * Against 2.25 times fewer multiplications, the transforms cost a pass over the input and the
- * output per block of rows. Measured (one Zen 4 core, MNISTNet's conv2: 32 channels in, 64
- * out, 14×14, batch 64): the product alone 4.7 → 3.4 ms; in the training step's kernel, with
- * its bias, relu and pool, 5.1 → 4.1 ms. The products are about 2 ms of that; the gathers and
- * scatters of the transforms most of the rest. Its sums are ordered otherwise than the direct
- * product's, and the transforms round: results agree with it to a few ulps of the output's
- * magnitude, not bit for bit. */
+ * Measured on one Zen 4 core with MNISTNet's conv2 (32 channels in, 64 out, 14×14, batch 64),
+ * the GEMM's time → this one's: the forward product 4.74 → 2.72 ms, the input gradient 4.83 →
+ * 3.03, the weight gradient 5.09 → 3.1-3.4; of each, the 16 products take about 2 ms (the FMA
+ * peak), the transforms the rest. The sums are ordered otherwise than the GEMM's and the
+ * transforms round: the product and the input gradient agree with it to a few ulps of the
+ * output's magnitude, the weight gradient's long sums to about 1e-4 of theirs. */
 #include "codegen_llvm/ir.h"
 
-/* P_POSITIONS: the most positions of a block's input, (2a + 2)(2b + 2) for a·b <= TB tiles. */
-/* UC: the most channels U holds (all of a matrix's when they fit, else one block of CB). */
-/* DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile of mr).
- * PLANE: the elements between the buffers' planes of the 16 e, a cache line more than a plane
- * holds: at a multiple of 4 KiB the 16 loads or stores of one tile's elements all fall in one
- * L1 set (8 ways). Measured, one thread, conv2 at batch 64: the input gradient 3.65 -> 3.35
- * ms, the weight gradient 3.70 -> 3.1-3.35 ms, the forward product unchanged. */
+/* TB tiles, CB channels, MB rows a block; UC: the most channels U holds (all of a matrix's
+ * when they fit, else one block of CB); P_POSITIONS: the most positions of a block's input,
+ * (2a + 2)(2b + 2) for a·b <= TB tiles; DU_ROWS: the weight gradient's dU rows per element
+ * (CB, and room for the last tile of mr). */
+enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
+enum { P_POSITIONS = 4 * (2 * TB + 2), DU_ROWS = CB + MR_MAX };
+/* The elements between the buffers' planes of the 16 e: a cache line more than a plane holds.
+ * At a multiple of 4 KiB the 16 loads or stores of one tile's elements all fall in one L1 set
+ * (8 ways): measured, one thread, conv2 at batch 64, the input gradient 3.65 -> 3.35 ms, the
+ * weight gradient 3.70 -> 3.1-3.35 ms, the forward product unchanged. */
 #define PLANE(n) ((n) + 16)
-enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8, P_POSITIONS = 4 * (2 * TB + 2), DU_ROWS = CB + MR_MAX };
 
 typedef struct wino {
   ljc_ir *ir;
@@ -43,7 +52,8 @@ typedef struct wino {
   LLVMValueRef arg[LJC_GEMM_NARGS];
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
-  LLVMValueRef u, v, m;      /* the buffers: U [16][CB][MB], V [16][TB][CB], M [16][TB][MB] */
+  LLVMValueRef u, v, m;      /* U [16][UC][MB] (the weight gradient's dU [16][DU_ROWS][MB]),
+                                V [16][TB][CB], M [16][TB][MB] (dM), each plane PLANE apart */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
@@ -232,7 +242,8 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   LLVMValueRef xin = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, xs, LLVMConstNull(w->it), ""),
                                   LLVMBuildICmp(b, LLVMIntSLT, xs, splat32(w, im->wd), ""), "");
   xin = LLVMBuildAnd(b, xin, splat(w, yin, mvt), "");
-  LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, im->base, (LLVMValueRef[]){add(w, mul(w, y, im->sh), add(w, x0, X.iv))}, 1, "");
+  LLVMValueRef first = add(w, mul(w, y, im->sh), add(w, x0, X.iv)); /* may lie before the image: no inbounds */
+  LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, im->base, &first, 1, "");
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef c = mulc(w, Cv.iv, w->vw), v[64];
   for (int i = 0; i < w->vw; i++) {
@@ -281,7 +292,10 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   LLVMValueRef t = smin(w, T.iv, addc(w, tb->count, -1));
   LLVMValueRef r = LLVMBuildSDiv(b, t, tb->nc, ""), c = LLVMBuildSRem(b, t, tb->nc, "");
   LLVMValueRef rows[4];
-  for (int i = 0; i < 4; i++) rows[i] = at(w, w->p, mulc(w, add(w, mul(w, addc(w, mulc(w, r, 2), i), pw), mulc(w, c, 2)), CB));
+  for (int i = 0; i < 4; i++) {
+    LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, 2), i), pw), mulc(w, c, 2));
+    rows[i] = at(w, w->p, mulc(w, pos, CB));
+  }
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef cv = mulc(w, Cv.iv, w->vw);
   LLVMValueRef d[16];
@@ -543,7 +557,8 @@ static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValue
   LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), 9);
   for (int tap = 0; tap < 9; tap++) {
     LLVMValueRef row = addc(w, row0, tap);
-    LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, row, a[LJC_GEMM_BEGIN], ""), lt(w, row, a[LJC_GEMM_END]), "");
+    LLVMValueRef in =
+        LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, row, a[LJC_GEMM_BEGIN], ""), lt(w, row, a[LJC_GEMM_END]), "");
     LLVMValueRef safe = smin(w, row, addc(w, a[LJC_GEMM_M], -1));
     LLVMValueRef off = sub(w, add(w, mul(w, safe, a[LJC_GEMM_N]), add(w, mb0, mv)), a[LJC_GEMM_C_ORIGIN]);
     masked_store(w, o[tap / 3][tap % 3], at(w, a[LJC_GEMM_C], off), LLVMBuildAnd(b, lanes, splat(w, in, mvt), ""));
@@ -582,7 +597,8 @@ static void weight_gradient(wino *w) {
   tblock tb = tile_block(w, Rb.iv, Cs.iv);
   gather_block(w, &x, &tb, cb0, clen);
   inputs(w, &tb, clen);
-  channels_last(w, &dy, mulc(w, tb.ty0, 2), mulc(w, tb.tx0, 2), mulc(w, tb.nr, 2), mulc(w, tb.nc, 2), mb0, mlen, w->q, MB);
+  channels_last(w, &dy, mulc(w, tb.ty0, 2), mulc(w, tb.tx0, 2), mulc(w, tb.nr, 2), mulc(w, tb.nc, 2), mb0, mlen, w->q,
+                MB);
   grad_outputs(w, &tb, mwide);
   grad_products(w, tb.tlen, cwide, mwide);
   ljc_loop_end(ir, &Cs, NULL, NULL);
