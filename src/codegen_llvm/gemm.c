@@ -766,8 +766,8 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
 /* Whether a matmul is a 3×3 convolution of stride and dilation 1 that the Winograd routine
  * (winograd.c) does faster than the GEMM: f32, B the im2col, and enough input channels and
  * output rows for the transforms to pay (conv1 of MNISTNet, 1 channel in, stays a GEMM); the
- * offsets its gathers and scatters take (within one image, 64 rows of A, 16 rows of C) fit
- * in 32 bits. */
+ * offsets its gathers take (within one image, and across 64 rows of the weight) fit in 32
+ * bits. */
 static bool winograd_window(const int64_t *w) {
   return w[0] == 3 && w[1] == 3 && w[2] == 1 && w[3] == 1 && w[6] == 1 && w[7] == 1;
 }
@@ -779,7 +779,7 @@ static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv
     return false;
   int64_t extent = 0;
   for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
-  return extent < INT32_MAX && 64 * llabs(av->v[0].stride[1]) < INT32_MAX && 16 * k->mm_n < INT32_MAX;
+  return extent < INT32_MAX && 64 * llabs(av->v[0].stride[1]) < INT32_MAX;
 }
 
 /* The same for a convolution's input gradient: col2im(Wᵀ·dY) as the convolution of dY, padded
@@ -792,8 +792,7 @@ static bool winograd_dx(const ljg_kernel *k, const ljg_view *av, const ljg_view 
       k->win_img[1] < WINOGRAD_MIN_ROWS || k->mm_n != k->win_oh * k->win_ow)
     return false;
   int64_t extent = (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]);
-  return extent < INT32_MAX && 9 * 64 * llabs(av->v[0].stride[1]) < INT32_MAX &&
-         16 * k->win_img[2] * k->win_img[3] < INT32_MAX;
+  return extent < INT32_MAX && 9 * 64 * llabs(av->v[0].stride[1]) < INT32_MAX;
 }
 
 /* The same for a weight gradient Σ_b im2col(x_b)·dY_bᵀ (A the im2col, turned by the matmul
@@ -822,8 +821,8 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
   int variant = winograd(k, av, bv)            ? LJC_GEMM_WINOGRAD
-                : winograd_dx(k, av, bv)    ? LJC_GEMM_WINOGRAD_DX
-                : winograd_dw(k, av, bv)   ? LJC_GEMM_WINOGRAD_DW
+                : winograd_dx(k, av, bv)      ? LJC_GEMM_WINOGRAD_DX
+                : winograd_dw(k, av, bv)      ? LJC_GEMM_WINOGRAD_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
                 : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS

@@ -174,8 +174,8 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * address is the image's element (0, 0, 0, 0), its batch stride the image's, and the IMG_*
  * fields the image's other strides and sizes; its element (b, k, n) of B or (b, m, k) of A is
  * the im2col's with window WIN_* (kh, kw, stride, pad, dilation; OW windows a row), and its
- * other strides are unused. WORK: for the Winograd routine, ljc_winograd_work_bytes() in the
- * calling kernel's frame, which keeps what one call computed for the next (the transformed
+ * other strides are unused. WORK: for the Winograd routines of a forward product and an input
+ * gradient, ljc_winograd_work_bytes() in the calling kernel's frame, which keeps what one call computed for the next (the transformed
  * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
  * NULL and 0 for the others. */
 enum {
@@ -195,9 +195,8 @@ enum {
  * convolution's input gradient, computed as the convolution of dY with the flipped weight
  * straight into the col2im's output (ljc_gemm_writes_window); WINOGRAD_DW: a weight
  * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints.
- * A routine is
- * numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2 when A is an im2col
- * packed from its image, a block of rows at a time. */
+ * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
+ * when A is an im2col packed from its image, a block of rows at a time. */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_NVARIANTS

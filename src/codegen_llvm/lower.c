@@ -610,7 +610,7 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVM
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  if (k->mm_n > 0 && ljc_gemm_writes_window(k)) {
+  if (ljc_gemm_writes_window(k)) {
     ljc_emit_gemm(kc, begin, end, first);
     return;
   }
