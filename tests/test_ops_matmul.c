@@ -187,7 +187,8 @@ START_TEST(test_matmul_winograd) {
   /* input and weight gradients: col2im(Wᵀ·dY) as the convolution of dY with the flipped
    * weight, padding 2 - p (p = 0, 1, 2), more rows and channels than a block (72 in, 40
    * out), odd sizes, many tiles, a strided image; Σ_b im2col(x_b)·dY_bᵀ through the
-   * transforms' adjoints, 9 channels making the two threads' rows split a channel's taps */
+   * transforms' adjoints, on two threads each a share of dY's channels (32 split at the share
+   * of the 81 rows, 9 channels' taps, each thread's range stands for) */
   lj_tensor *x8 = tu_tensor(LJ_F32, LJ_SHAPE(8, 9, 27, 28), TU_ANY, 16), *w8 = tu_tensor(LJ_F32, LJ_SHAPE(32, 9, 3, 3), TU_ANY, 17);
   lj_tensor *x5 = lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2});
   lj_tensor *xs[] = {x1, x2, x3, x4, x7, x8, x5}, *ws[] = {w1, w2, w3, w4, w7, w8, w5}, *dxs[7], *dws[7];
