@@ -185,10 +185,9 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
 }
 
 /* A block of tiles: tile rows ty0 .. ty0 + nr - 1 by tile columns tx0 .. tx0 + nc - 1, count
- * = nr·nc tiles numbered r·nc + c; tlen: count rounded up to mr (the tiles past count repeat
- * the last, and their products are not stored). */
+ * = nr·nc tiles numbered r·nc + c. */
 typedef struct tblock {
-  LLVMValueRef ty0, tx0, nr, nc, count, tlen;
+  LLVMValueRef ty0, tx0, nr, nc, count;
 } tblock;
 
 /* Block (rb, cs) of the tiles (the grid ljc_define_winograd sets up). */
@@ -197,7 +196,6 @@ static tblock tile_block(wino *w, LLVMValueRef rb, LLVMValueRef cs) {
   tb.ty0 = mul(w, rb, w->rows_per), tb.tx0 = mul(w, cs, w->cols_per);
   tb.nr = smin(w, w->rows_per, sub(w, w->th, tb.ty0)), tb.nc = smin(w, w->cols_per, sub(w, w->tw, tb.tx0));
   tb.count = mul(w, tb.nr, tb.nc);
-  tb.tlen = mulc(w, LLVMBuildSDiv(w->b, addc(w, tb.count, w->mr - 1), i64c(w, w->mr), ""), w->mr);
   return tb;
 }
 
@@ -288,9 +286,8 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   LLVMBuilderRef b = w->b;
   LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
   ljc_loop T, Cv;
-  ljc_loop_begin(ir, &T, i64c(w, 0), tb->tlen, false, 0, NULL);
-  LLVMValueRef t = smin(w, T.iv, addc(w, tb->count, -1));
-  LLVMValueRef r = LLVMBuildSDiv(b, t, tb->nc, ""), c = LLVMBuildSRem(b, t, tb->nc, "");
+  ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
+  LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
   LLVMValueRef rows[4];
   for (int i = 0; i < 4; i++) {
     LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, 2), i), pw), mulc(w, c, 2));
@@ -319,10 +316,10 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
 /* A register tile: the mr rows of NV vectors at row[r] become (first ? 0 : what they hold;
  * first NULL: what they hold) +
  * Σ_{k<n} a[r·a_row + k·a_step] · (the NV vectors at b + k·b_step), the a element broadcast. */
-static void register_tile(wino *w, const LLVMValueRef *row, LLVMValueRef first, LLVMValueRef n, LLVMValueRef a,
-                          int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
+static void register_tile(wino *w, int mr, const LLVMValueRef *row, LLVMValueRef first, LLVMValueRef n,
+                          LLVMValueRef a, int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
   ljc_ir *ir = w->ir;
-  int mr = w->mr, nv = NV;
+  int nv = NV;
   LLVMValueRef acc[MR_MAX * NV], next[MR_MAX * NV], bv[NV];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nv; j++) {
@@ -342,23 +339,41 @@ static void register_tile(wino *w, const LLVMValueRef *row, LLVMValueRef first, 
     for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, row[r], i64c(w, (int64_t)j * w->vw)));
 }
 
-/* M[e] for the block's tiles (tlen, a multiple of mr) and mwide rows: V[e] · U[e] over the
- * block's clen channels (U's from uc0), added to what M holds unless `first`; e a loop (the
- * routine compiles one product nest). */
-static void products(wino *w, LLVMValueRef tlen, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
+/* M[e] (m) for the tiles t0 .. t0 + mr - 1 and the rows mv .. mv + NV·vw - 1 of C: V[e] (v) ·
+ * U[e] (u, at those rows) over clen channels. */
+static void product_tile(wino *w, int mr, LLVMValueRef t0, LLVMValueRef mv, LLVMValueRef m, LLVMValueRef v,
+                         LLVMValueRef u, LLVMValueRef clen, LLVMValueRef first) {
+  LLVMValueRef row[MR_MAX];
+  for (int r = 0; r < mr; r++) row[r] = at(w, m, add(w, mulc(w, addc(w, t0, r), MB), mv));
+  register_tile(w, mr, row, first, clen, at(w, v, mulc(w, t0, CB)), CB, 1, u, MB);
+}
+
+/* M[e] for the block's count tiles and mwide rows: V[e] · U[e] over the block's clen channels
+ * (U's from uc0), added to what M holds unless `first`; e a loop (the routine compiles one
+ * product nest). The tiles go mr at a time, the last count mod mr in tiles of 4, 2 and 1 rows
+ * (conv2 of MNISTNet has 49 tiles an image: rounded up to mr 8, a seventh more products). */
+static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
                      LLVMValueRef first) {
   ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
   ljc_loop E, Mv, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
   LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB)));
   LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
-  ljc_loop_begin_step(ir, &Tr, i64c(w, 0), tlen, w->mr, false, 0, NULL);
-  LLVMValueRef row[MR_MAX];
-  for (int r = 0; r < w->mr; r++) row[r] = at(w, m, add(w, mulc(w, addc(w, Tr.iv, r), MB), Mv.iv));
-  register_tile(w, row, first, clen, at(w, v, mulc(w, Tr.iv, CB)), CB, 1, at(w, u, add(w, mulc(w, uc0, MB), Mv.iv)),
-                MB);
+  LLVMValueRef ut = at(w, u, add(w, mulc(w, uc0, MB), Mv.iv));
+  ljc_loop_begin_step(ir, &Tr, i64c(w, 0), whole, w->mr, true, 0, NULL);
+  product_tile(w, w->mr, Tr.iv, Mv.iv, m, v, ut, clen, first);
   ljc_loop_end(ir, &Tr, NULL, NULL);
+  for (int part = 4; part >= 1; part /= 2) {
+    if (part >= w->mr) continue;
+    LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, rest, i64c(w, part), ""), i64c(w, 0), "");
+    LLVMBasicBlockRef after = ljc_if_begin(ir, has, "wino.rest");
+    LLVMValueRef t0 = add(w, whole, LLVMBuildAnd(b, rest, i64c(w, ~(int64_t)(2 * part - 1)), ""));
+    product_tile(w, part, t0, Mv.iv, m, v, ut, clen, first);
+    ljc_if_end(ir, after);
+  }
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
 }
@@ -470,7 +485,7 @@ static void matrix(wino *w, LLVMValueRef cin) {
   image im = operand_image(w, LJC_GEMM_B, w->bi);
   gather_block(w, &im, &tb, cb0, clen);
   inputs(w, &tb, clen);
-  products(w, tb.tlen, mwide, clen, LLVMBuildSelect(b, all, cb0, i64c(w, 0), ""),
+  products(w, tb.count, mwide, clen, LLVMBuildSelect(b, all, cb0, i64c(w, 0), ""),
            LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
   ljc_loop_end(ir, &Cb, NULL, NULL);
   outputs(w, &tb, mb0, mlen);
@@ -484,24 +499,19 @@ int64_t ljc_winograd_work_bytes(void) { return 16 * PLANE(UC * MB) * 4 + 16; }
 /* ---- the weight gradient ------------------------------------------------------------------ */
 
 /* dM for the block's tiles and mwide rows m of dY: the output transform's adjoint of each
- * tile's 2×2 gradient (A·dY·Aᵀ), from Q (dY's positions, rows last); zero for the tiles past
- * count. */
+ * tile's 2×2 gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
 static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef qw = mulc(w, tb->nc, 2);
   ljc_loop T, Mv;
-  ljc_loop_begin(ir, &T, i64c(w, 0), tb->tlen, false, 0, NULL);
-  LLVMValueRef in = lt(w, T.iv, tb->count), t = smin(w, T.iv, addc(w, tb->count, -1));
-  LLVMValueRef r = LLVMBuildSDiv(b, t, tb->nc, ""), c = LLVMBuildSRem(b, t, tb->nc, "");
+  ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
+  LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
   LLVMValueRef q0 = at(w, w->q, mulc(w, add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2)), MB));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef d[2][2], col[4][2];
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) {
-      LLVMValueRef x = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
-      d[i][j] = LLVMBuildSelect(b, in, x, LLVMConstNull(w->vt), "");
-    }
+    for (int j = 0; j < 2; j++) d[i][j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
   for (int j = 0; j < 2; j++) {
     LLVMValueRef o[4];
     grad_output_1d(w, o, d[0][j], d[1][j]);
@@ -516,9 +526,9 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
   ljc_loop_end(ir, &T, NULL, NULL);
 }
 
-/* dU[e] += V[e]ᵀ · dM[e] over the block's tlen tiles, for cwide channels (mr at a time) and
+/* dU[e] += V[e]ᵀ · dM[e] over the block's count tiles, for cwide channels (mr at a time) and
  * mwide rows m (NV vectors at a time). */
-static void grad_products(wino *w, LLVMValueRef tlen, LLVMValueRef cwide, LLVMValueRef mwide) {
+static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Cr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
@@ -528,7 +538,7 @@ static void grad_products(wino *w, LLVMValueRef tlen, LLVMValueRef cwide, LLVMVa
   ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
   LLVMValueRef row[MR_MAX];
   for (int r = 0; r < w->mr; r++) row[r] = at(w, du, add(w, mulc(w, addc(w, Cr.iv, r), MB), Mv.iv));
-  register_tile(w, row, NULL, tlen, at(w, v, Cr.iv), 1, CB, at(w, m, Mv.iv), MB);
+  register_tile(w, w->mr, row, NULL, count, at(w, v, Cr.iv), 1, CB, at(w, m, Mv.iv), MB);
   ljc_loop_end(ir, &Cr, NULL, NULL);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
@@ -600,7 +610,7 @@ static void weight_gradient(wino *w) {
   channels_last(w, &dy, mulc(w, tb.ty0, 2), mulc(w, tb.tx0, 2), mulc(w, tb.nr, 2), mulc(w, tb.nc, 2), mb0, mlen, w->q,
                 MB);
   grad_outputs(w, &tb, mwide);
-  grad_products(w, tb.tlen, cwide, mwide);
+  grad_products(w, tb.count, cwide, mwide);
   ljc_loop_end(ir, &Cs, NULL, NULL);
   ljc_loop_end(ir, &Rb, NULL, NULL);
   ljc_loop_end(ir, &Bl, NULL, NULL);
@@ -664,12 +674,11 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   w.oh = LLVMBuildSDiv(b, w.arg[wgrad ? LJC_GEMM_K : LJC_GEMM_N], w.ow, "");
   w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, 1), i64c(&w, 2), "");
   w.th = LLVMBuildSDiv(b, addc(&w, w.oh, 1), i64c(&w, 2), "");
-  /* blocks of at most cap tiles (a multiple of mr): whole tile rows, as many as fit, in
-   * blocks of about equal height; a tile row wider than cap in segments of about equal width */
-  int64_t cap = TB / mr * mr;
-  w.nseg = LLVMBuildSDiv(b, addc(&w, w.tw, cap - 1), i64c(&w, cap), "");
+  /* blocks of at most TB tiles: whole tile rows, as many as fit, in blocks of about equal
+   * height; a tile row wider than TB in segments of about equal width */
+  w.nseg = LLVMBuildSDiv(b, addc(&w, w.tw, TB - 1), i64c(&w, TB), "");
   w.cols_per = LLVMBuildSDiv(b, add(&w, w.tw, addc(&w, w.nseg, -1)), w.nseg, "");
-  LLVMValueRef fit = LLVMBuildSDiv(b, i64c(&w, cap), w.cols_per, "");
+  LLVMValueRef fit = LLVMBuildSDiv(b, i64c(&w, TB), w.cols_per, "");
   w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
   w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
   if (wgrad) {
