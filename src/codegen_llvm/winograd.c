@@ -27,8 +27,8 @@
  * (LJC_GEMM_WORK) from one call to the next of a run.
  *
  * Measured on one Zen 4 core with MNISTNet's conv2 (32 channels in, 64 out, 14×14, batch 64),
- * the GEMM's time → this one's: the forward product 4.74 → 2.72 ms, the input gradient 4.83 →
- * 3.03, the weight gradient 5.09 → 3.1-3.4; of each, the 16 products take about 2 ms (the FMA
+ * the GEMM's time → this one's: the forward product 4.74 → 2.26 ms, the input gradient 4.83 →
+ * 2.33, the weight gradient 5.09 → 2.30; of each, the 16 products take about 1.8 ms (the FMA
  * peak), the transforms the rest. The sums are ordered otherwise than the GEMM's and the
  * transforms round: the product and the input gradient agree with it to a few ulps of the
  * output's magnitude, the weight gradient's long sums to about 1e-4 of theirs. */
