@@ -225,6 +225,51 @@ START_TEST(test_matmul_winograd) {
 }
 END_TEST
 
+/* The weight gradients of 3×3 convolutions over 1 to 3 channels go through the taps routine
+ * (the dump holds its object): rows narrower than a vector and wider than one (two vectors, the
+ * second partly past the row), padding 0 to 2, a row stride of 2 and dilation 2, output
+ * channels odd (the last register tile's second column a copy of its first) and split between
+ * two threads at the share of the rows each thread's range stands for; MNISTNet's conv1. Against
+ * the interpreter, for the host, AVX2 and SSE2. */
+START_TEST(test_matmul_taps) {
+  const char *cpu = tile_targets[_i];
+  if (!host_runs(cpu)) return;
+  char dir[] = "/tmp/lj_test_taps_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  lj_config cfg = lj_config_default();
+  cfg.cpu = cpu;
+  cfg.dump_dir = dir;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  struct {
+    int64_t n, c, h, w, o;
+    int stride[2], pad[2], dilation[2];
+  } cases[] = {
+      {3, 1, 13, 11, 5, {1, 1}, {1, 1}, {1, 1}}, {2, 3, 9, 20, 7, {1, 1}, {2, 2}, {1, 1}},
+      {2, 2, 17, 19, 4, {2, 1}, {1, 0}, {2, 2}}, {4, 1, 28, 28, 32, {1, 1}, {1, 1}, {1, 1}},
+      {1, 1, 3, 3, 1, {1, 1}, {0, 0}, {1, 1}},
+  };
+  enum { NCASES = sizeof cases / sizeof *cases };
+  lj_tensor *dws[NCASES];
+  for (int i = 0; i < NCASES; i++) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 30 + (uint64_t)i);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o, cases[i].c, 3, 3), TU_ANY, 40 + (uint64_t)i);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_tensor *y = lj_conv2d(x, w, NULL, cases[i].stride, cases[i].pad, cases[i].dilation, 1);
+    ck_assert_ptr_nonnull(y);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 50 + (uint64_t)i);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    dws[i] = lj_tensor_retain(lj_tensor_grad(w));
+    lj_tensor *all[] = {x, w, y, g};
+    for (size_t j = 0; j < sizeof all / sizeof *all; j++) lj_tensor_release(all[j]);
+  }
+  /* each lane sums a share of up to 4·28·28 products in order (SSE2's 4 lanes 784 each) */
+  tu_check_interp_tol(NCASES, dws, 1e-4, 1e-4);
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_taps_dw.o"));
+  for (int i = 0; i < NCASES; i++) lj_tensor_release(dws[i]);
+  tu_remove_dir(dir);
+}
+END_TEST
+
 /* Random 3×3 convolutions of stride 1 that take the Winograd routine (8 to 40 channels in, 8
  * to 72 out, 1 to 3 images of 1 to 20 × 1 to 20, padding 0 to 2, a bias or not, the image
  * contiguous or a permuted NHWC tensor): the output, a relu and max-pool of it (the fused
@@ -331,6 +376,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
+  tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);

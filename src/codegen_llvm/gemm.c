@@ -43,6 +43,8 @@
  * 288) is one block, and A's block of MC rows stays in L2 beside the packed panels. */
 enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
 enum { WINOGRAD_MIN_CHANNELS = 8, WINOGRAD_MIN_ROWS = 8 };
+/* The most channels a weight gradient takes the taps routine with. */
+enum { TAPS_MAX_CHANNELS = 3 };
 
 typedef struct gemm {
   ljc_ir *ir;
@@ -101,11 +103,7 @@ static LLVMValueRef packed_at(gemm *g, const panel *p, LLVMValueRef buf, LLVMVal
   return at(g, buf, add(g, mul(g, row, (int64_t)p->nv * g->vw), col));
 }
 
-static LLVMValueRef splat(gemm *g, LLVMValueRef x, LLVMTypeRef vt) {
-  LLVMValueRef v = LLVMBuildInsertElement(g->b, LLVMGetUndef(vt), x, ljc_const_i(g->ir->i32, 0), "");
-  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(g->ir->i32, (unsigned)g->vw));
-  return LLVMBuildShuffleVector(g->b, v, LLVMGetUndef(vt), zeros, "");
-}
+static LLVMValueRef splat(gemm *g, LLVMValueRef x, LLVMTypeRef vt) { return ljc_splat(g->ir, x, vt); }
 
 /* The lanes l with lo + l < hi (i64 values). */
 static LLVMValueRef lanes_below(gemm *g, LLVMValueRef lo, LLVMValueRef hi) {
@@ -118,9 +116,7 @@ static LLVMValueRef lanes_below(gemm *g, LLVMValueRef lo, LLVMValueRef hi) {
 }
 
 static LLVMValueRef masked_load(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
-  LLVMTypeRef types[2] = {g->vt, g->ir->ptr};
-  LLVMValueRef args[4] = {p, ljc_const_i(g->ir->i32, g->esize), mask, LLVMConstNull(g->vt)};
-  return ljc_intrinsic_over(g->ir, "masked.load", 2, types, 4, args);
+  return ljc_masked_load(g->ir, g->vt, p, (int)g->esize, mask);
 }
 
 /* The lanes of p that mask has (all with mask NULL); the others are zero. */
@@ -633,7 +629,7 @@ static void panels(gemm *g, const rows *rw) {
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
   static const char *const variants[LJC_GEMM_NVARIANTS] = {
-      "rows", "cols", "elements", "direct", "window", "winograd", "winograd_dx", "winograd_dw"};
+      "rows", "cols", "elements", "direct", "window", "winograd", "winograd_dx", "winograd_dw", "taps_dw"};
   int kind = routine / LJC_GEMM_NVARIANTS;
   int variant = routine % LJC_GEMM_NVARIANTS;
   snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[variant],
@@ -716,6 +712,10 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.mr = tile_rows(ir->vec_bytes);
   char name[32], rows_name[40];
   ljc_gemm_routine_name(routine, name);
+  if (g.variant == LJC_GEMM_TAPS_DW) {
+    ljc_define_taps_dw(ir, name);
+    return;
+  }
   if (g.variant >= LJC_GEMM_WINOGRAD) {
     ljc_define_winograd(ir, name, g.mr, g.variant);
     return;
@@ -808,6 +808,18 @@ static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view 
   return extent < INT32_MAX && (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]) < INT32_MAX;
 }
 
+/* A weight gradient Σ_b im2col(x_b)·dY_bᵀ of a 3×3 window of column stride 1 over at most
+ * TAPS_MAX_CHANNELS channels (taps.c reads dY once a channel), both images' rows contiguous;
+ * like the Winograd one, the batch sum in one call per thread. */
+static bool taps_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
+  const int64_t *w = k->mm_win;
+  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || w[0] != 3 || w[1] != 3 || w[3] != 1 ||
+      k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] > TAPS_MAX_CHANNELS ||
+      k->mm_k != k->mm_oh * k->mm_ow || av->v[0].stride[3] != 1 || bv->v[0].stride[1] != 1)
+    return false;
+  return k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
+}
+
 bool ljc_gemm_writes_window(const ljg_kernel *k) {
   int r = ljc_gemm_routine(k);
   return r >= 0 && r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX;
@@ -823,6 +835,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   int variant = winograd(k, av, bv)            ? LJC_GEMM_WINOGRAD
                 : winograd_dx(k, av, bv)      ? LJC_GEMM_WINOGRAD_DX
                 : winograd_dw(k, av, bv)      ? LJC_GEMM_WINOGRAD_DW
+                : taps_dw(k, av, bv)          ? LJC_GEMM_TAPS_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
                 : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS

@@ -329,3 +329,15 @@ void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v) {
     for (int i = 0; i < n; i++) v[i] = out[i];
   }
 }
+
+LLVMValueRef ljc_splat(ljc_ir *ir, LLVMValueRef x, LLVMTypeRef vt) {
+  LLVMValueRef v = LLVMBuildInsertElement(ir->b, LLVMGetUndef(vt), x, ljc_const_i(ir->i32, 0), "");
+  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(ir->i32, LLVMGetVectorSize(vt)));
+  return LLVMBuildShuffleVector(ir->b, v, LLVMGetUndef(vt), zeros, "");
+}
+
+LLVMValueRef ljc_masked_load(ljc_ir *ir, LLVMTypeRef vt, LLVMValueRef p, int align, LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {vt, ir->ptr};
+  LLVMValueRef args[4] = {p, ljc_const_i(ir->i32, align), mask, LLVMConstNull(vt)};
+  return ljc_intrinsic_over(ir, "masked.load", 2, types, 4, args);
+}

@@ -102,6 +102,12 @@ void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after);
  * rounds, each interleaving the halves of the pairs (i, i + n/2). */
 void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v);
 
+/* The vector of type vt (a vector type) with x in every lane. */
+LLVMValueRef ljc_splat(ljc_ir *ir, LLVMValueRef x, LLVMTypeRef vt);
+/* The vector of type vt at p (elements aligned to `align` bytes), its lanes where mask (an i1
+ * vector) and 0 elsewhere: the lanes not in mask are not read. */
+LLVMValueRef ljc_masked_load(ljc_ir *ir, LLVMTypeRef vt, LLVMValueRef p, int align, LLVMValueRef mask);
+
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x);
@@ -194,12 +200,14 @@ enum {
  * the same for a matmul Wᵀ·dY whose col2im (3×3, stride and dilation 1) joined its kernel, a
  * convolution's input gradient, computed as the convolution of dY with the flipped weight
  * straight into the col2im's output (ljc_gemm_writes_window); WINOGRAD_DW: a weight
- * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints.
+ * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints;
+ * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
+ * (taps.c).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time. */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
-  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_NVARIANTS
+  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_NVARIANTS
 };
 enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
 /* Loads an argument block's fields (its pointer fields as pointers) into arg[LJC_GEMM_NARGS]. */
@@ -223,6 +231,9 @@ bool ljc_gemm_writes_window(const ljg_kernel *k);
 void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant);
 /* The bytes of its argument block's WORK area. */
 int64_t ljc_winograd_work_bytes(void);
+
+/* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW (f32). */
+void ljc_define_taps_dw(ljc_ir *ir, const char *name);
 
 /* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call
  * sites of g's nodes (nothing happens with g NULL, nor in the other calls then);

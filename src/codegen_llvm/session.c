@@ -342,10 +342,11 @@ static bool add_routine(ljc_session *s, int r, LLVMMemoryBufferRef obj) {
 /* The GEMM routines p's kernels call, ascending (the order of their objects in
  * ljc_objects), into r[]; how many. */
 static int routine_list(const ljg_program *p, int *r) {
-  unsigned want = 0;
+  uint64_t want = 0;
+  _Static_assert(LJC_GEMM_NROUTINES <= 64, "a bit a routine");
   for (int k = 0; k < p->nkernels; k++) {
     int x = ljc_gemm_routine(&p->kernels[k]);
-    if (x >= 0) want |= 1u << x;
+    if (x >= 0) want |= (uint64_t)1 << x;
   }
   int n = 0;
   for (int x = 0; x < LJC_GEMM_NROUTINES; x++)

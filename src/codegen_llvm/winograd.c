@@ -85,11 +85,7 @@ static LLVMValueRef buf_at(wino *w, LLVMValueRef buf, int e, int64_t rows, int64
   return at(w, buf, add(w, addc(w, mulc(w, i, row), (int64_t)e * PLANE(rows * row)), j));
 }
 
-static LLVMValueRef splat(wino *w, LLVMValueRef x, LLVMTypeRef vt) {
-  LLVMValueRef v = LLVMBuildInsertElement(w->b, LLVMGetUndef(vt), x, ljc_const_i(w->ir->i32, 0), "");
-  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(w->ir->i32, (unsigned)w->vw));
-  return LLVMBuildShuffleVector(w->b, v, LLVMGetUndef(vt), zeros, "");
-}
+static LLVMValueRef splat(wino *w, LLVMValueRef x, LLVMTypeRef vt) { return ljc_splat(w->ir, x, vt); }
 
 /* An i64 value splat as i32 lanes (ljc_gemm_routine keeps the offsets within i32). */
 static LLVMValueRef splat32(wino *w, LLVMValueRef x) {
@@ -121,9 +117,7 @@ static void vstore(wino *w, LLVMValueRef x, LLVMValueRef p) { LLVMSetAlignment(L
 
 /* The vector at p, its lanes where mask (0 elsewhere: those are not read). */
 static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
-  LLVMTypeRef types[2] = {w->vt, w->ir->ptr};
-  LLVMValueRef args[4] = {p, ljc_const_i(w->ir->i32, 4), mask, LLVMConstNull(w->vt)};
-  return ljc_intrinsic_over(w->ir, "masked.load", 2, types, 4, args);
+  return ljc_masked_load(w->ir, w->vt, p, 4, mask);
 }
 
 /* The 4-point transforms of one row or column: the input's Bᵀ, the output's Aᵀ (2 points),
