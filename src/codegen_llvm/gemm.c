@@ -132,9 +132,7 @@ static void vstore(gemm *g, LLVMValueRef v, LLVMValueRef p, LLVMValueRef mask) {
     LLVMSetAlignment(LLVMBuildStore(g->b, v, p), g->esize);
     return;
   }
-  LLVMTypeRef types[2] = {g->vt, g->ir->ptr};
-  LLVMValueRef args[4] = {v, p, ljc_const_i(g->ir->i32, g->esize), mask};
-  ljc_intrinsic_over(g->ir, "masked.store", 2, types, 4, args);
+  ljc_masked_store(g->ir, v, p, (int)g->esize, mask);
 }
 
 /* A full vector at a vector-aligned place of the packed panel. */

@@ -341,3 +341,9 @@ LLVMValueRef ljc_masked_load(ljc_ir *ir, LLVMTypeRef vt, LLVMValueRef p, int ali
   LLVMValueRef args[4] = {p, ljc_const_i(ir->i32, align), mask, LLVMConstNull(vt)};
   return ljc_intrinsic_over(ir, "masked.load", 2, types, 4, args);
 }
+
+void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLVMValueRef mask) {
+  LLVMTypeRef types[2] = {LLVMTypeOf(x), ir->ptr};
+  LLVMValueRef args[4] = {x, p, ljc_const_i(ir->i32, align), mask};
+  ljc_intrinsic_over(ir, "masked.store", 2, types, 4, args);
+}

@@ -107,6 +107,8 @@ LLVMValueRef ljc_splat(ljc_ir *ir, LLVMValueRef x, LLVMTypeRef vt);
 /* The vector of type vt at p (elements aligned to `align` bytes), its lanes where mask (an i1
  * vector) and 0 elsewhere: the lanes not in mask are not read. */
 LLVMValueRef ljc_masked_load(ljc_ir *ir, LLVMTypeRef vt, LLVMValueRef p, int align, LLVMValueRef mask);
+/* Stores the lanes of x where mask at p (elements aligned to `align` bytes). */
+void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLVMValueRef mask);
 
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */

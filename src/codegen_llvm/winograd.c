@@ -374,9 +374,7 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
 
 /* Stores x at p where mask. */
 static void masked_store(wino *w, LLVMValueRef x, LLVMValueRef p, LLVMValueRef mask) {
-  LLVMTypeRef types[2] = {w->vt, w->ir->ptr};
-  LLVMValueRef args[4] = {x, p, ljc_const_i(w->ir->i32, 4), mask};
-  ljc_intrinsic_over(w->ir, "masked.store", 2, types, 4, args);
+  ljc_masked_store(w->ir, x, p, 4, mask);
 }
 
 /* C from Q (below): each output row's columns vw at a time for vw rows of C at a time, the
