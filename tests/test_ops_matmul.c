@@ -149,22 +149,29 @@ static bool has_file_ending(const char *dir, const char *suffix) {
   return found;
 }
 
-/* 3×3 convolutions of stride 1 go through the Winograd routine (the dump holds its object):
- * output sizes odd and even (tiles past the edge), padding 0, 1 and 2, channels in and out
- * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
- * block (30×30), fewer than a register tile's rows (4×6: 6 tiles, all in the tiles of 4 and 2
- * that take the tiles past a multiple of the register tile's), a strided image (a permuted NHWC tensor), and a fused bias, relu and
- * max-pool run block by block (the transformed weight kept from one block to the next); and
- * their input and weight gradients, through its variants for them. Against the interpreter, for the host, AVX2 and SSE2. */
-START_TEST(test_matmul_winograd) {
-  const char *cpu = tile_targets[_i];
-  if (!host_runs(cpu)) return;
-  char dir[] = "/tmp/lj_test_winograd_XXXXXX";
+/* Starts the runtime compiling for cpu (NULL: the host) and dumping its compiles into a new
+ * directory made from the template dir (mkdtemp). */
+static void init_dumping(const char *cpu, char *dir) {
   ck_assert_ptr_nonnull(mkdtemp(dir));
   lj_config cfg = lj_config_default();
   cfg.cpu = cpu;
   cfg.dump_dir = dir;
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+}
+
+/* 3×3 convolutions of stride 1 go through the Winograd routine (the dump holds its object):
+ * output sizes odd and even (tiles past the edge), padding 0, 1 and 2, channels in and out
+ * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
+ * block (30×30), fewer than a register tile's rows (4×6: 6 tiles, all in the tiles of 4 and 2
+ * that take the tiles past a multiple of the register tile's), a strided image (a permuted
+ * NHWC tensor), and a fused bias, relu and max-pool run block by block (the transformed weight
+ * kept from one block to the next); and their input and weight gradients, through its
+ * variants for them. Against the interpreter, for the host, AVX2 and SSE2. */
+START_TEST(test_matmul_winograd) {
+  const char *cpu = tile_targets[_i];
+  if (!host_runs(cpu)) return;
+  char dir[] = "/tmp/lj_test_winograd_XXXXXX";
+  init_dumping(cpu, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
   lj_tensor *x1 = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 13, 11), TU_ANY, 1), *w1 = tu_tensor(LJ_F32, LJ_SHAPE(72, 40, 3, 3), TU_ANY, 2);
   lj_tensor *x2 = tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 9, 20), TU_ANY, 3), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(20, 16, 3, 3), TU_ANY, 4);
@@ -235,11 +242,7 @@ START_TEST(test_matmul_taps) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_taps_XXXXXX";
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  lj_config cfg = lj_config_default();
-  cfg.cpu = cpu;
-  cfg.dump_dir = dir;
-  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  init_dumping(cpu, dir);
   struct {
     int64_t n, c, h, w, o;
     int stride[2], pad[2], dilation[2];
