@@ -51,14 +51,18 @@ START_TEST(test_arange) {
 }
 END_TEST
 
+/* Small tensors (scalar loops) and large ones (vector loops of 64-bit lanes, and their last
+ * elements past a whole vector) against the interpreter's Philox. */
 START_TEST(test_random_against_interpreter) {
   lj_device *d = lj_default_device();
   lj_dtype floats[] = {LJ_F32, LJ_F64, LJ_BF16, LJ_F16};
   for (int k = 0; k < 4; k++) {
-    lj_tensor *ts[4] = {lj_rand(d, floats[k], LJ_SHAPE(7, 33)), lj_randn(d, floats[k], LJ_SHAPE(1000)),
+    lj_tensor *ts[6] = {lj_rand(d, floats[k], LJ_SHAPE(7, 33)), lj_randn(d, floats[k], LJ_SHAPE(1000)),
                         lj_transpose(lj_rand(d, floats[k], LJ_SHAPE(4, 6)), 0, 1),
-                        lj_add(lj_randn(d, floats[k], LJ_SHAPE(5)), lj_rand(d, floats[k], LJ_SHAPE(5)))};
-    tu_check_interp(4, ts, floats[k] == LJ_F32 ? 1e-5 : floats[k] == LJ_F64 ? 1e-12 : 0);
+                        lj_add(lj_randn(d, floats[k], LJ_SHAPE(5)), lj_rand(d, floats[k], LJ_SHAPE(5))),
+                        lj_rand(d, floats[k], LJ_SHAPE(3, 5003)),
+                        lj_mul(lj_randn(d, floats[k], LJ_SHAPE(4101)), lj_randn(d, floats[k], LJ_SHAPE(4101)))};
+    tu_check_interp(6, ts, floats[k] == LJ_F32 ? 1e-5 : floats[k] == LJ_F64 ? 1e-12 : 0);
   }
   ck_assert(!lj_rand(d, LJ_I32, LJ_SHAPE(3)));
   tu_expect_error(LJ_ERR_DTYPE, "lj_rand", "i32", NULL);

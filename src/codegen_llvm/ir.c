@@ -266,13 +266,16 @@ void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, b
 }
 
 /* Gives the loop whose back edge is `br` the loop ID !{self, !{"llvm.loop.vectorize.enable",
- * false}}, which keeps the loop vectorizer off it. */
-static void mark_scalar(ljc_ir *ir, LLVMValueRef br) {
-  static const char hint[] = "llvm.loop.vectorize.enable";
-  LLVMMetadataRef off[2] = {LLVMMDStringInContext2(ir->ctx, hint, sizeof hint - 1),
-                            LLVMValueAsMetadata(LLVMConstInt(ir->i1, 0, 0))};
+ * false}}, which keeps the loop vectorizer off it, for width 1; for width n > 1, !{self,
+ * !{"llvm.loop.vectorize.width", n}}, which makes it vectorize n lanes wide. */
+static void mark_width(ljc_ir *ir, LLVMValueRef br, int width) {
+  static const char off[] = "llvm.loop.vectorize.enable", wide[] = "llvm.loop.vectorize.width";
+  LLVMMetadataRef hint[2] = {width == 1 ? LLVMMDStringInContext2(ir->ctx, off, sizeof off - 1)
+                                        : LLVMMDStringInContext2(ir->ctx, wide, sizeof wide - 1),
+                             width == 1 ? LLVMValueAsMetadata(LLVMConstInt(ir->i1, 0, 0))
+                                        : LLVMValueAsMetadata(ljc_const_i(ir->i32, width))};
   LLVMMetadataRef self = LLVMTemporaryMDNode(ir->ctx, NULL, 0);
-  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ir->ctx, off, 2)};
+  LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ir->ctx, hint, 2)};
   LLVMMetadataRef id = LLVMMDNodeInContext2(ir->ctx, ops, 2);
   LLVMMetadataReplaceAllUsesWith(self, id);
   LLVMSetMetadata(br, LLVMGetMDKindIDInContext(ir->ctx, "llvm.loop", 9), LLVMMetadataAsValue(ir->ctx, id));
@@ -283,7 +286,7 @@ void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef 
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMValueRef next = LLVMBuildNSWAdd(b, L->iv, ljc_i64(ir, L->step), "");
   LLVMValueRef br = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, L->hi, ""), L->header, L->exit);
-  if (ir->scalar_loops) mark_scalar(ir, br);
+  if (ir->loop_width) mark_width(ir, br, ir->loop_width);
   LLVMAddIncoming(L->iv, &next, &latch, 1);
   for (int a = 0; a < L->nacc; a++) LLVMAddIncoming(L->acc[a], &acc_next[a], &latch, 1);
   LLVMPositionBuilderAtEnd(b, L->exit);

@@ -18,7 +18,8 @@ typedef struct ljc_ir {
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
-  bool scalar_loops;   /* loops closed while set are marked not to be vectorized */
+  int loop_width;      /* loops closed while it is 1 are marked not to be vectorized, while it
+                          is n > 1 to be vectorized n lanes wide; 0: no mark */
   const uint8_t *stream; /* the kernel being lowered: the slots it writes with non-temporal
                             stores (stream.c), or NULL */
 } ljc_ir;
@@ -90,7 +91,7 @@ void ljc_loop_begin_step(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef 
 void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, bool guard, int nacc,
                     LLVMValueRef *acc_in);
 /* Closes the loop with the carried values' next values; acc_out receives them after it. The
- * loop is marked not to be vectorized when ir->scalar_loops is set. */
+ * loop is marked as ir->loop_width says. */
 void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out);
 
 /* Code run only when cond (an i1) holds: ljc_if_begin puts the builder in it and returns the
