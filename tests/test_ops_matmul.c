@@ -273,6 +273,38 @@ START_TEST(test_matmul_taps) {
 }
 END_TEST
 
+/* Random weight gradients of 3×3 convolutions over 1 to 3 channels that take the taps routine
+ * (1 to 3 images of 1 to 20 × 1 to 30, 1 to 40 output channels, padding 0 to 2, a row stride
+ * and dilations of 1 or 2) agree with the interpreter. */
+START_TEST(test_matmul_taps_random) {
+  uint64_t state = 91;
+  int checked = 0;
+  for (int prog = 0; prog < 24; prog++) {
+    lj_scope_begin();
+    int64_t N = tu_pick(&state, 1, 3), C = tu_pick(&state, 1, 3), O = tu_pick(&state, 1, 40);
+    int64_t H = tu_pick(&state, 1, 20), W = tu_pick(&state, 1, 30);
+    int stride[2] = {(int)tu_pick(&state, 1, 2), 1}, pad[2] = {(int)tu_pick(&state, 0, 2), (int)tu_pick(&state, 0, 2)};
+    int dilation[2] = {(int)tu_pick(&state, 1, 2), (int)tu_pick(&state, 1, 2)};
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(N, C, H, W), TU_UNIT, 100 + (uint64_t)prog);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(O, C, 3, 3), TU_UNIT, 200 + (uint64_t)prog);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_tensor *y = lj_conv2d(x, w, NULL, stride, pad, dilation, 1);
+    if (!y) { /* a window larger than the padded image */
+      lj_clear_error();
+      lj_scope_end();
+      continue;
+    }
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_UNIT, 300 + (uint64_t)prog);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *dw = lj_tensor_grad(w);
+    tu_check_interp_tol(1, &dw, 1e-4, 1e-4);
+    checked++;
+    lj_scope_end();
+  }
+  ck_assert_int_ge(checked, 12);
+}
+END_TEST
+
 /* Random 3×3 convolutions of stride 1 that take the Winograd routine (8 to 40 channels in, 8
  * to 72 out, 1 to 3 images of 1 to 20 × 1 to 20, padding 0 to 2, a bias or not, the image
  * contiguous or a permuted NHWC tensor): the output, a relu and max-pool of it (the fused
@@ -380,6 +412,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_test(tc, test_matmul_taps_random);
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);
