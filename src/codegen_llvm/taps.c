@@ -4,16 +4,17 @@
  * with x zero outside the image. As a GEMM it is a product of 9 rows a channel by a few columns
  * over a K of the image's positions: the rows are fewer than a register tile's 8 and its
  * transposed dY is packed again for every image (MNISTNet's conv1 at batch 64, one thread:
- * 0.8 ms, a third of the FMA peak). Here each image's dY is read where it is, a row of vw
- * positions at a time: for each of NB columns n, the 9 taps' x rows at the same positions
- * shifted by the tap (masked loads: the lanes outside the image read as 0) multiply it into
- * 9·NB vector accumulators, summed across their lanes at the end. A call takes the share of
- * the columns its range of rows stands for (as the Winograd weight gradient does), so that
- * each thread reads its share of dY once. */
+ * 0.67-0.8 ms, a third of the FMA peak; 0.38 ms here). Here each image's dY is read where it
+ * is, a row of vw positions at a time: for each of NB columns n, the 9 taps' x rows at the
+ * same positions shifted by the tap (masked loads: the lanes outside the image read as 0)
+ * multiply it into 9·NB vector accumulators, summed across their lanes at the end. A call
+ * takes the share of the columns its range of rows stands for (as the Winograd weight
+ * gradient does), so that each thread reads its share of dY once. */
 #include "codegen_llvm/ir.h"
 
-/* The columns a register tile: 9·NB accumulators and NB dY vectors in 32 vector registers;
- * 1 where there are 16. */
+/* The columns a register tile: 9·NB accumulators, NB dY vectors and the 9 taps' rows of x
+ * (LLVM loads them all before the FMAs) in 32 vector registers; 1 where there are 16. With 3,
+ * 39 vectors, LLVM spilled and shuffled accumulators: 0.58 ms instead of 0.38. */
 enum { NB_MAX = 2, TAPS = 9 };
 
 typedef struct taps {
