@@ -236,8 +236,9 @@ END_TEST
  * (the dump holds its object): rows narrower than a vector and wider than one (two vectors, the
  * second partly past the row), padding 0 to 2, a row stride of 2 and dilation 2, output
  * channels odd (the last register tile's second column a copy of its first) and split between
- * two threads at the share of the rows each thread's range stands for; MNISTNet's conv1. Against
- * the interpreter, for the host, AVX2 and SSE2. */
+ * two threads at the share of the rows each thread's range stands for; MNISTNet's conv1; and an
+ * image whose rows are not contiguous, which the GEMM takes. Against the interpreter, for the
+ * host, AVX2 and SSE2. */
 START_TEST(test_matmul_taps) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
@@ -246,15 +247,19 @@ START_TEST(test_matmul_taps) {
   struct {
     int64_t n, c, h, w, o;
     int stride[2], pad[2], dilation[2];
+    bool nhwc; /* a permuted NHWC image: its rows not contiguous, the GEMM's */
   } cases[] = {
-      {3, 1, 13, 11, 5, {1, 1}, {1, 1}, {1, 1}}, {2, 3, 9, 20, 7, {1, 1}, {2, 2}, {1, 1}},
-      {2, 2, 17, 19, 4, {2, 1}, {1, 0}, {2, 2}}, {4, 1, 28, 28, 32, {1, 1}, {1, 1}, {1, 1}},
-      {1, 1, 3, 3, 1, {1, 1}, {0, 0}, {1, 1}},
+      {3, 1, 13, 11, 5, {1, 1}, {1, 1}, {1, 1}, false}, {2, 3, 9, 20, 7, {1, 1}, {2, 2}, {1, 1}, false},
+      {2, 2, 17, 19, 4, {2, 1}, {1, 0}, {2, 2}, false}, {4, 1, 28, 28, 32, {1, 1}, {1, 1}, {1, 1}, false},
+      {1, 1, 3, 3, 1, {1, 1}, {0, 0}, {1, 1}, false},   {2, 3, 9, 10, 5, {1, 1}, {1, 1}, {1, 1}, true},
   };
   enum { NCASES = sizeof cases / sizeof *cases };
   lj_tensor *dws[NCASES];
   for (int i = 0; i < NCASES; i++) {
-    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 30 + (uint64_t)i);
+    lj_tensor *leaf = cases[i].nhwc
+                          ? tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].h, cases[i].w, cases[i].c), TU_ANY, 30 + (uint64_t)i)
+                          : tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 30 + (uint64_t)i);
+    lj_tensor *x = cases[i].nhwc ? lj_permute(leaf, 4, (const int[]){0, 3, 1, 2}) : lj_tensor_retain(leaf);
     lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o, cases[i].c, 3, 3), TU_ANY, 40 + (uint64_t)i);
     ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
     lj_tensor *y = lj_conv2d(x, w, NULL, cases[i].stride, cases[i].pad, cases[i].dilation, 1);
@@ -262,7 +267,7 @@ START_TEST(test_matmul_taps) {
     lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 50 + (uint64_t)i);
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
     dws[i] = lj_tensor_retain(lj_tensor_grad(w));
-    lj_tensor *all[] = {x, w, y, g};
+    lj_tensor *all[] = {leaf, x, w, y, g};
     for (size_t j = 0; j < sizeof all / sizeof *all; j++) lj_tensor_release(all[j]);
   }
   /* each lane sums a share of up to 4·28·28 products in order (SSE2's 4 lanes 784 each) */
