@@ -150,6 +150,11 @@ typedef struct lj_config {
                                    so perf report / perf top name kernels, and in a jitdump
                                    file for perf inject --jit (under $JITDUMPDIR, else
                                    $HOME, in .debug/jit/) */
+  bool profile_kernels;       /**< LJ_PROFILE_KERNELS: time every kernel of every run; when an
+                                   executable is freed (evicted from the cache, or at
+                                   lj_shutdown) a Kernel Profile of its runs goes to stderr:
+                                   each kernel's mean and fastest time and share of the run,
+                                   the slowest first */
   const char *cache_dir;      /**< LJ_CACHE_DIR: the persistent cache, a directory of compiled
                                    graphs shared by every process that uses it: a graph found
                                    there is loaded instead of compiled (docs/caching.md).

@@ -369,6 +369,41 @@ START_TEST(test_debug_analysis) {
 }
 END_TEST
 
+/* Five steps of a matmul with a tanh and a sum, then lj_shutdown (which frees the executable). */
+static void profiled_steps(void) {
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(30, 20), TU_ANY, 1);
+  for (int step = 0; step < 5; step++) {
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2 + (uint64_t)step);
+    lj_item(lj_sum(lj_tanh(lj_matmul(x, w)), 0, NULL, false));
+    lj_scope_end();
+  }
+  lj_tensor_release(w);
+  lj_shutdown();
+}
+
+/* LJ_PROFILE_KERNELS: freed at lj_shutdown, the executable reports its five runs, each kernel
+ * named as kernels.txt names it, with the GEMM routine the matmul kernel calls; without it,
+ * nothing. */
+START_TEST(test_profile_kernels) {
+  lj_config cfg = lj_config_default();
+  cfg.profile_kernels = true;
+  init_with(cfg);
+  char *text = capture_stderr(profiled_steps);
+  ck_assert_int_eq(count(text, "Kernel Profile: graph "), 1);
+  ck_assert_int_eq(count(text, " kernels, 5 runs, "), 1);
+  ck_assert_int_eq(count(text, "  kernel   runs   mean ms    min ms   share  computes\n"), 1);
+  ck_assert_int_ge(count(text, "matmul %"), 1);
+  ck_assert_int_eq(count(text, ", lj_gemm_f32_rows\n"), 1);
+  ck_assert_int_ge(count(text, "(sum)"), 1);
+  free(text);
+  init_with(lj_config_default());
+  text = capture_stderr(profiled_steps);
+  ck_assert_ptr_null(strstr(text, "Kernel Profile"));
+  free(text);
+}
+END_TEST
+
 /* Graphs that each miss the cache for another reason, compiled one after another; each is
  * synced from fresh tensors of x (f32[4]) and y (f64[4]). */
 static void differences_loop(void) {
@@ -675,6 +710,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_debug_donors);
   tcase_add_test(tc, test_hlo_debug);
   tcase_add_test(tc, test_perf_map);
+  tcase_add_test(tc, test_profile_kernels);
   tcase_add_test(tc, test_config_errors);
   tcase_add_test(tc, test_env_aliases);
   suite_add_tcase(s, tc);

@@ -66,6 +66,8 @@ void ljc_objects_free(ljc_objects *o);
 int ljc_program_routines(const ljg_program *p);
 /* The name of object i of p's ljc_objects: "k<i>" for a kernel, else the routine's symbol. */
 void ljc_object_name(const ljg_program *p, int i, char name[40]);
+/* The symbol of the GEMM routine kernel k calls into name; false (name "") when it calls none. */
+bool ljc_kernel_routine(const ljg_kernel *k, char name[32]);
 
 /* Compiles every kernel of p, each into a module and an object file of its own, on the
  * session's threads (with the GEMM routines the kernels call that the session does not have

@@ -359,6 +359,13 @@ int ljc_program_routines(const ljg_program *p) {
   return routine_list(p, r);
 }
 
+bool ljc_kernel_routine(const ljg_kernel *k, char name[32]) {
+  int r = ljc_gemm_routine(k);
+  name[0] = 0;
+  if (r >= 0) ljc_gemm_routine_name(r, name);
+  return r >= 0;
+}
+
 void ljc_object_name(const ljg_program *p, int i, char name[40]) {
   int r[LJC_GEMM_NROUTINES], n = routine_list(p, r);
   if (i >= p->nkernels && i < p->nkernels + n)

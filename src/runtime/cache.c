@@ -11,6 +11,7 @@
 
 void ljr_exec_free(ljr_exec *e) {
   if (!e) return;
+  ljr_profile_report(e);
   ljc_program_free(e->code);
   ljg_program_free(e->prog);
   if (e->graph) ljg_graph_free(e->graph);

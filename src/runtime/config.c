@@ -42,6 +42,7 @@ static const env_var env_vars[] = {
     {"LJ_HLO_DEBUG", {"XLA_HLO_DEBUG"}, ENV_BOOL, FIELD(hlo_debug)},
     {"LJ_DEBUG", {NULL}, ENV_INT, FIELD(debug)},
     {"LJ_PERF", {NULL}, ENV_BOOL, FIELD(perf)},
+    {"LJ_PROFILE_KERNELS", {NULL}, ENV_BOOL, FIELD(profile_kernels)},
     {"LJ_CACHE_DIR", {NULL}, ENV_STRING, FIELD(cache_dir)},
     {"LJ_CACHE_READONLY", {NULL}, ENV_BOOL, FIELD(cache_readonly)},
     {"LJ_CACHE_MAX_MB", {NULL}, ENV_INT, FIELD(cache_max_mb)},

@@ -68,7 +68,9 @@ static void cpu_execute(struct lj_device *d, const ljr_exec *e, void *const *slo
       double by_work = kr->work / PARALLEL_MIN_WORK;
       parts = by_work < nthreads ? (int)by_work : nthreads;
     }
+    uint64_t t0 = e->profile ? ljb_now_ns() : 0;
     ljr_threadpool_run(d->pool, run_range, &l, kr->ntasks, parts, parts > 1 ? chunk_of(kr, parts) : 0);
+    if (e->profile) ljr_profile_add(e->profile, k, ljb_now_ns() - t0);
     if (err->code) break;
   }
   ljr_count(LJR_C_ExecutedKernels, e->prog->nkernels);

@@ -240,6 +240,7 @@ static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
   if (!e) return NULL;
   e->compiled_at = d->syncs;
   if (rt->cfg.pub.debug) e->site = ljb_call_site();
+  if (rt->cfg.pub.profile_kernels) e->profile = ljr_profile_new(e->prog->nkernels);
   /* a queued job may still use the executable the insert evicts */
   if (d->cache.count >= d->cache.capacity) ljr_queue_wait(d, d->queue.submitted);
   ljr_cache_insert(&d->cache, e);

@@ -151,10 +151,20 @@ typedef struct ljr_exec {
   ljb_hash walk_key;       /* the walk key of the last sync that ran it (has_walk) */
   bool has_walk;
   uint32_t *walk_ids;      /* the trace ids of graph's nodes in that walk (ljg_replay), or NULL */
+  struct ljr_profile *profile; /* LJ_PROFILE_KERNELS: its kernels' times, or NULL */
   struct ljr_exec *lru_prev, *lru_next, *bucket_next, *walk_next;
 } ljr_exec;
 
 void ljr_exec_free(ljr_exec *e);
+
+/* profile.c: LJ_PROFILE_KERNELS. Each kernel's run time over an executable's runs, the report
+ * printed to stderr when the executable is freed. */
+typedef struct ljr_profile ljr_profile;
+ljr_profile *ljr_profile_new(int nkernels);
+/* Kernel k of a run took ns nanoseconds (called by the device's executor thread only). */
+void ljr_profile_add(ljr_profile *p, int k, uint64_t ns);
+/* The Kernel Profile of e's runs on stderr (nothing when it never ran), then frees e->profile. */
+void ljr_profile_report(ljr_exec *e);
 
 typedef struct ljr_cache {
   int capacity, count;
