@@ -120,32 +120,44 @@ static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_masked_load(w->ir, w->vt, p, 4, mask);
 }
 
-/* The 4-point transforms of one row or column: the input's Bᵀ, the output's Aᵀ (2 points),
- * the weight's G (from 3). */
-static void input_1d(wino *w, LLVMValueRef *o, LLVMValueRef d0, LLVMValueRef d1, LLVMValueRef d2, LLVMValueRef d3) {
-  o[0] = fsub(w, d0, d2), o[1] = fadd(w, d1, d2), o[2] = fsub(w, d2, d1), o[3] = fsub(w, d1, d3);
+/* The 1-D transforms of one row or column, n_in points x to n_out points o: the input's Bᵀ
+ * (4 to 4), the output's Aᵀ (4 to 2), the weight's G (3 to 4); for the weight gradient, the
+ * adjoints of the output's (2 to 4) and of the weight's (4 to 3). */
+typedef void transform_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x);
+
+static void input_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *d) {
+  o[0] = fsub(w, d[0], d[2]), o[1] = fadd(w, d[1], d[2]), o[2] = fsub(w, d[2], d[1]), o[3] = fsub(w, d[1], d[3]);
 }
 
-static void output_1d(wino *w, LLVMValueRef *o, LLVMValueRef m0, LLVMValueRef m1, LLVMValueRef m2, LLVMValueRef m3) {
-  o[0] = fadd(w, fadd(w, m0, m1), m2), o[1] = fsub(w, fsub(w, m1, m2), m3);
+static void output_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *m) {
+  o[0] = fadd(w, fadd(w, m[0], m[1]), m[2]), o[1] = fsub(w, fsub(w, m[1], m[2]), m[3]);
 }
 
-static void weight_1d(wino *w, LLVMValueRef *o, LLVMValueRef g0, LLVMValueRef g1, LLVMValueRef g2) {
-  LLVMValueRef half = ljc_fconst_like(g0, 0.5), s = fadd(w, g0, g2);
-  o[0] = g0, o[1] = LLVMBuildFMul(w->b, fadd(w, s, g1), half, "");
-  o[2] = LLVMBuildFMul(w->b, fsub(w, s, g1), half, ""), o[3] = g2;
+static void weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *g) {
+  LLVMValueRef half = ljc_fconst_like(g[0], 0.5), s = fadd(w, g[0], g[2]);
+  o[0] = g[0], o[1] = LLVMBuildFMul(w->b, fadd(w, s, g[1]), half, "");
+  o[2] = LLVMBuildFMul(w->b, fsub(w, s, g[1]), half, ""), o[3] = g[2];
 }
 
-/* The adjoints, for the weight gradient: of the output's (Aᵀ: 2 points to 4) and of the
- * weight's (G: 4 points to 3). */
-static void grad_output_1d(wino *w, LLVMValueRef *o, LLVMValueRef d0, LLVMValueRef d1) {
-  o[0] = d0, o[1] = fadd(w, d0, d1), o[2] = fsub(w, d0, d1), o[3] = LLVMBuildFNeg(w->b, d1, "");
+static void grad_output_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *d) {
+  o[0] = d[0], o[1] = fadd(w, d[0], d[1]), o[2] = fsub(w, d[0], d[1]), o[3] = LLVMBuildFNeg(w->b, d[1], "");
 }
 
-static void grad_weight_1d(wino *w, LLVMValueRef *o, LLVMValueRef x0, LLVMValueRef x1, LLVMValueRef x2,
-                           LLVMValueRef x3) {
-  LLVMValueRef half = ljc_fconst_like(x0, 0.5), s = LLVMBuildFMul(w->b, fadd(w, x1, x2), half, "");
-  o[0] = fadd(w, x0, s), o[1] = LLVMBuildFMul(w->b, fsub(w, x1, x2), half, ""), o[2] = fadd(w, s, x3);
+static void grad_weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x) {
+  LLVMValueRef half = ljc_fconst_like(x[0], 0.5), s = LLVMBuildFMul(w->b, fadd(w, x[1], x[2]), half, "");
+  o[0] = fadd(w, x[0], s), o[1] = LLVMBuildFMul(w->b, fsub(w, x[1], x[2]), half, ""), o[2] = fadd(w, s, x[3]);
+}
+
+/* The 2-D transform T·x·Tᵀ of the n_in × n_in tile x (row-major) into the n_out × n_out tile
+ * o: f down each column, then along each row. */
+static void transform_2d(wino *w, transform_1d *f, int n_in, int n_out, const LLVMValueRef *x, LLVMValueRef *o) {
+  LLVMValueRef t[4][4], in[4], out[4];
+  for (int j = 0; j < n_in; j++) {
+    for (int i = 0; i < n_in; i++) in[i] = x[i * n_in + j];
+    f(w, out, in);
+    for (int i = 0; i < n_out; i++) t[i][j] = out[i];
+  }
+  for (int i = 0; i < n_out; i++) f(w, o + i * n_out, t[i]);
 }
 
 /* U for rows mb0 .. mb0 + mwide - 1 of the call's rows (those past `mlen` repeat the last:
@@ -165,15 +177,10 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef m = ljc_intrinsic2(ir, "smin", lanes_from(w, Mv.iv), splat32(w, addc(w, mlen, -1)));
   LLVMValueRef idx = LLVMBuildMul(b, m, splat32(w, w->w_row), "");
-  LLVMValueRef g[9], t[4][3], u[4][4];
+  LLVMValueRef g[9], u[16];
   for (int i = 0; i < 9; i++) g[i] = gather(w, at(w, k0, mulc(w, w->w_tap, i)), idx, all);
-  for (int j = 0; j < 3; j++) {
-    LLVMValueRef col[4];
-    weight_1d(w, col, g[j], g[3 + j], g[6 + j]);
-    for (int i = 0; i < 4; i++) t[i][j] = col[i];
-  }
-  for (int i = 0; i < 4; i++) weight_1d(w, u[i], t[i][0], t[i][1], t[i][2]);
-  for (int e = 0; e < 16; e++) vstore(w, u[e / 4][e % 4], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
+  transform_2d(w, weight_1d, 3, 4, g, u);
+  for (int e = 0; e < 16; e++) vstore(w, u[e], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
 }
@@ -292,17 +299,9 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   LLVMValueRef d[16];
   for (int i = 0; i < 4; i++)
     for (int j = 0; j < 4; j++) d[i * 4 + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
-  LLVMValueRef tr[4][4];
-  for (int j = 0; j < 4; j++) {
-    LLVMValueRef col[4];
-    input_1d(w, col, d[j], d[4 + j], d[8 + j], d[12 + j]);
-    for (int i = 0; i < 4; i++) tr[i][j] = col[i];
-  }
-  for (int i = 0; i < 4; i++) {
-    LLVMValueRef o[4];
-    input_1d(w, o, tr[i][0], tr[i][1], tr[i][2], tr[i][3]);
-    for (int j = 0; j < 4; j++) vstore(w, o[j], buf_at(w, w->v, i * 4 + j, TB, CB, T.iv, cv));
-  }
+  LLVMValueRef o[16];
+  transform_2d(w, input_1d, 4, 4, d, o);
+  for (int e = 0; e < 16; e++) vstore(w, o[e], buf_at(w, w->v, e, TB, CB, T.iv, cv));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -423,17 +422,12 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef ml
   LLVMValueRef q0 = add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2));
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef mm[16], s[2][4], y[2][2];
+  LLVMValueRef mm[16], y[4];
   for (int e = 0; e < 16; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
-  for (int j = 0; j < 4; j++) {
-    LLVMValueRef o[2];
-    output_1d(w, o, mm[j], mm[4 + j], mm[8 + j], mm[12 + j]);
-    s[0][j] = o[0], s[1][j] = o[1];
-  }
-  for (int i = 0; i < 2; i++) output_1d(w, y[i], s[i][0], s[i][1], s[i][2], s[i][3]);
+  transform_2d(w, output_1d, 4, 2, mm, y);
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 2; j++)
-      vstore(w, y[i][j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
+      vstore(w, y[i * 2 + j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
   copy_out(w, tb, mb0, mlen);
@@ -501,19 +495,11 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
   LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
   LLVMValueRef q0 = at(w, w->q, mulc(w, add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2)), MB));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
-  LLVMValueRef d[2][2], col[4][2];
+  LLVMValueRef d[4], o[16];
   for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) d[i][j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
-  for (int j = 0; j < 2; j++) {
-    LLVMValueRef o[4];
-    grad_output_1d(w, o, d[0][j], d[1][j]);
-    for (int i = 0; i < 4; i++) col[i][j] = o[i];
-  }
-  for (int i = 0; i < 4; i++) {
-    LLVMValueRef o[4];
-    grad_output_1d(w, o, col[i][0], col[i][1]);
-    for (int j = 0; j < 4; j++) vstore(w, o[j], buf_at(w, w->m, i * 4 + j, TB, MB, T.iv, Mv.iv));
-  }
+    for (int j = 0; j < 2; j++) d[i * 2 + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
+  transform_2d(w, grad_output_1d, 2, 4, d, o);
+  for (int e = 0; e < 16; e++) vstore(w, o[e], buf_at(w, w->m, e, TB, MB, T.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -546,19 +532,14 @@ static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValue
   ljc_loop_begin(ir, &Cl, i64c(w, 0), clen, false, 0, NULL);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef x[16], t[3][4], o[3][3];
+  LLVMValueRef x[16], o[9];
   for (int e = 0; e < 16; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
-  for (int j = 0; j < 4; j++) {
-    LLVMValueRef col[3];
-    grad_weight_1d(w, col, x[j], x[4 + j], x[8 + j], x[12 + j]);
-    for (int i = 0; i < 3; i++) t[i][j] = col[i];
-  }
-  for (int i = 0; i < 3; i++) grad_weight_1d(w, o[i], t[i][0], t[i][1], t[i][2], t[i][3]);
+  transform_2d(w, grad_weight_1d, 4, 3, x, o);
   LLVMValueRef lanes = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
   LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), 9);
   for (int tap = 0; tap < 9; tap++) {
     LLVMValueRef off = sub(w, add(w, mul(w, addc(w, row0, tap), a[LJC_GEMM_N]), add(w, mb0, mv)), a[LJC_GEMM_C_ORIGIN]);
-    masked_store(w, o[tap / 3][tap % 3], at(w, a[LJC_GEMM_C], off), lanes);
+    masked_store(w, o[tap], at(w, a[LJC_GEMM_C], off), lanes);
   }
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
