@@ -366,6 +366,71 @@ START_TEST(test_matmul_epilogue) {
 }
 END_TEST
 
+/* A matmul of few rows with nothing fused into it splits its columns between threads: its
+ * tasks are blocks of LJG_MATMUL_COL_TASK columns (a matrix-vector product is one row, one
+ * task split by rows). Values against the interpreter: one row and a few, columns past a
+ * whole block, a batch of matrices with one B and with a B each, a transposed B, f32 and f64,
+ * on one thread and on two (the products of a million multiplies or more split between them).
+ * Rows past the limit, or a fused consumer, keep the rows' tasks. */
+START_TEST(test_matmul_column_tasks) {
+  struct {
+    lj_dtype dt;
+    int64_t batch, m, k, n;
+    bool transposed, batched_b;
+  } cases[] = {
+      {LJ_F32, 1, 1, 300, 200, false, false},  {LJ_F32, 1, 7, 400, 517, true, false},
+      {LJ_F64, 1, 3, 19, 130, false, false},   {LJ_F64, 1, 5, 300, 1000, false, false},
+      {LJ_F32, 4, 5, 33, 140, false, false},   {LJ_F32, 2, 9, 200, 300, false, true},
+      {LJ_F32, 1, 64, 16, 128, false, false},  {LJ_F32, 1, 2, 1000, 700, false, false},
+  };
+  enum { NCASES = sizeof cases / sizeof *cases };
+  for (int threads = 1; threads <= 2; threads++) {
+    lj_shutdown();
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = threads;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *ys[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+      lj_dtype dt = cases[i].dt;
+      int64_t B = cases[i].batch, M = cases[i].m, K = cases[i].k, N = cases[i].n;
+      lj_tensor *a = B > 1 ? tu_tensor(dt, LJ_SHAPE(B, M, K), TU_ANY, 60 + (uint64_t)i)
+                           : tu_tensor(dt, LJ_SHAPE(M, K), TU_ANY, 60 + (uint64_t)i);
+      lj_tensor *w = cases[i].batched_b ? tu_tensor(dt, LJ_SHAPE(B, K, N), TU_ANY, 70 + (uint64_t)i)
+                     : cases[i].transposed ? tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, 70 + (uint64_t)i)
+                                           : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, 70 + (uint64_t)i);
+      lj_tensor *b = cases[i].transposed ? lj_transpose(w, 0, 1) : lj_tensor_retain(w);
+      ys[i] = lj_matmul(a, b);
+      ljg_graph *opt;
+      ljg_program *p = program_of(ys[i], &opt);
+      ck_assert_int_eq(p->nkernels, 1);
+      ck_assert_int_eq(p->kernels[0].mm_col_tasks, 1);
+      ck_assert_int_eq(p->kernels[0].ntasks, (N + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK);
+      free_program(p, opt);
+      lj_tensor_release(a);
+      lj_tensor_release(w);
+      lj_tensor_release(b);
+    }
+    tu_check_interp_tol(NCASES, ys, 1e-5, 1e-4);
+    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
+  }
+  /* 65 rows, and a relu fused in: tasks of rows */
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(65, 30), TU_ANY, 80), *w = tu_tensor(LJ_F32, LJ_SHAPE(30, 300), TU_ANY, 81);
+  lj_tensor *small = tu_tensor(LJ_F32, LJ_SHAPE(2, 30), TU_ANY, 82);
+  lj_tensor *ys[2] = {lj_matmul(a, w), lj_relu(lj_matmul(small, w))};
+  for (int i = 0; i < 2; i++) {
+    ljg_graph *opt;
+    ljg_program *p = program_of(ys[i], &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(p->kernels[0].mm_col_tasks, 0);
+    ck_assert_int_eq(p->kernels[0].ntasks, i ? 2 : 65);
+    free_program(p, opt);
+  }
+  tu_check_interp_tol(2, ys, 1e-5, 1e-4);
+  lj_tensor *all[] = {a, w, small, ys[0], ys[1]};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+}
+END_TEST
+
 /* A matmul summed over its batch (a weight's gradient when the weight was expanded over the
  * batch) is one kernel that sums the products as it computes them: no product is stored per
  * matrix. It is turned, (Σ Bᵀ·Aᵀ)ᵀ, when that packs less (a convolution's weight gradient
@@ -1134,6 +1199,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
+  tcase_add_test(tc, test_matmul_column_tasks);
   tcase_add_test(tc, test_random_programs);
   tcase_add_test(tc, test_random_programs_from_disk);
   tcase_add_test(tc, test_random_programs_across_syncs);

@@ -481,7 +481,7 @@ static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
 
 /* C's row `crow` (b·M + m), column n. */
 static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
-  LLVMValueRef off = vadd(g, vmul(g, crow, g->arg[LJC_GEMM_N]), n);
+  LLVMValueRef off = vadd(g, vmul(g, crow, g->arg[LJC_GEMM_LDC]), n);
   return at(g, g->arg[LJC_GEMM_C], LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_C_ORIGIN], ""));
 }
 
@@ -644,6 +644,16 @@ static bool arg_is_pointer(int i) {
   return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK;
 }
 
+/* A new argument block (in the function's entry) holding arg[]. */
+static LLVMValueRef store_args(ljc_ir *ir, const LLVMValueRef *arg) {
+  LLVMValueRef block = ljc_entry_array(ir, ir->i64, LJC_GEMM_NARGS);
+  for (int i = 0; i < LJC_GEMM_NARGS; i++) {
+    LLVMValueRef idx = ljc_i64(ir, i);
+    LLVMBuildStore(ir->b, arg[i], LLVMBuildInBoundsGEP2(ir->b, ir->i64, block, &idx, 1, ""));
+  }
+  return block;
+}
+
 void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg) {
   for (int i = 0; i < LJC_GEMM_NARGS; i++) {
     LLVMValueRef idx = ljc_i64(ir, i);
@@ -734,9 +744,30 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   LLVMValueRef any = LLVMBuildICmp(b, LLVMIntSLT, begin, end, "");
   LLVMValueRef sum = LLVMBuildICmp(b, LLVMIntNE, g.arg[LJC_GEMM_SUM], ljc_i64(ir, 0), "");
   LLVMBasicBlockRef choose = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.choose");
+  LLVMBasicBlockRef by_rows = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.by_rows");
+  LLVMBasicBlockRef cols_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.columns");
   LLVMBuildCondBr(b, any, choose, done);
   LLVMPositionBuilderAtEnd(b, choose);
-  LLVMBuildCondBr(b, sum, sum_bb, head);
+  LLVMBuildCondBr(b, sum, sum_bb, by_rows);
+  LLVMPositionBuilderAtEnd(b, by_rows);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, g.arg[LJC_GEMM_COL_TASKS], ljc_i64(ir, 0), ""), cols_bb, head);
+  /* column tasks: every row of the columns of blocks [begin, end), as a call on B and C from
+   * the first of those columns, N of them wide, C's rows still LDC apart */
+  LLVMPositionBuilderAtEnd(b, cols_bb);
+  LLVMValueRef N = g.arg[LJC_GEMM_N], n0 = LLVMBuildNSWMul(b, begin, ljc_i64(ir, LJG_MATMUL_COL_TASK), "");
+  LLVMValueRef n1 = ljc_intrinsic2(ir, "smin", LLVMBuildNSWMul(b, end, ljc_i64(ir, LJG_MATMUL_COL_TASK), ""), N);
+  LLVMValueRef cols_arg[LJC_GEMM_NARGS];
+  memcpy(cols_arg, g.arg, sizeof cols_arg);
+  LLVMValueRef b_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_B_SN], "");
+  cols_arg[LJC_GEMM_B] = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_B], &b_off, 1, "");
+  cols_arg[LJC_GEMM_C] = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_C], &n0, 1, "");
+  cols_arg[LJC_GEMM_N] = LLVMBuildNSWSub(b, n1, n0, "");
+  LLVMValueRef cols_block = store_args(ir, cols_arg);
+  ljc_loop cm;
+  ljc_loop_begin(ir, &cm, ljc_i64(ir, 0), g.arg[LJC_GEMM_BATCH], false, 0, NULL);
+  call_rows(&g, rows_fn, cols_block, cm.iv, ljc_i64(ir, 0), LLVMBuildNSWMul(b, cm.iv, M, ""), M, ljc_const_i(ir->i1, 1));
+  ljc_loop_end(ir, &cm, NULL, NULL);
+  LLVMBuildBr(b, done);
   /* MATMUL_SUM: the task range's rows of C, through each matrix in turn */
   LLVMPositionBuilderAtEnd(b, sum_bb);
   ljc_loop bl;
@@ -753,7 +784,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   call_rows(&g, rows_fn, block, bi, m, r, len, ljc_const_i(ir->i1, 1));
   LLVMValueRef r_next = LLVMBuildNSWAdd(b, r, len, "");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, r_next, end, ""), head, done);
-  LLVMAddIncoming(r, &begin, &choose, 1);
+  LLVMAddIncoming(r, &begin, &by_rows, 1);
   LLVMAddIncoming(r, &r_next, &head, 1);
   LLVMPositionBuilderAtEnd(b, done);
   LLVMBuildRetVoid(b);
@@ -899,11 +930,9 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
     arg[LJC_GEMM_K] = ljc_i64(ir, 9 * k->mm_k);
   }
   for (int i = LJC_GEMM_IMG_SC; i < LJC_GEMM_NARGS; i++) arg[i] = ljc_i64(ir, win[i - LJC_GEMM_IMG_SC]);
-  LLVMValueRef block = ljc_entry_array(ir, ir->i64, LJC_GEMM_NARGS);
-  for (int i = 0; i < LJC_GEMM_NARGS; i++) {
-    LLVMValueRef idx = ljc_i64(ir, i);
-    LLVMBuildStore(b, arg[i], LLVMBuildInBoundsGEP2(b, ir->i64, block, &idx, 1, ""));
-  }
+  arg[LJC_GEMM_LDC] = arg[LJC_GEMM_N];
+  arg[LJC_GEMM_COL_TASKS] = ljc_i64(ir, k->mm_col_tasks);
+  LLVMValueRef block = store_args(ir, arg);
   char name[32];
   ljc_gemm_routine_name(routine, name);
   LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);

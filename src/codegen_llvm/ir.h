@@ -186,12 +186,14 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * other strides are unused. WORK: for the Winograd routines of a forward product and an input
  * gradient, ljc_winograd_work_bytes() in the calling kernel's frame, which keeps what one call computed for the next (the transformed
  * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
- * NULL and 0 for the others. */
+ * NULL and 0 for the others. LDC: the elements between C's rows (N but in a call by column
+ * tasks). COL_TASKS 1 (ljg_kernel.mm_col_tasks): [BEGIN, END) are blocks of
+ * LJG_MATMUL_COL_TASK columns, computed for every row. */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
-  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH,
+  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS

@@ -587,6 +587,23 @@ static bool build_all(fuser *f, ljg_program *p) {
   return true;
 }
 
+/* Gives the matmul kernels with few rows and nothing fused into them column tasks
+ * (LJG_MATMUL_COL_TASK): only those the GEMM routines take by a plain read of B, f32 or f64
+ * through single-level views (codegen_llvm/gemm.c). */
+static void column_tasks(ljg_program *p) {
+  for (int i = 0; i < p->nkernels; i++) {
+    ljg_kernel *k = &p->kernels[i];
+    if (k->kind != LJG_K_MATMUL || k->nnests || k->row_block || k->mm_sum || k->mm_cols || k->mm_task_rows != 1 ||
+        ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) || k->mm_k == 0 || k->mm_b == 0 ||
+        k->mm_b * k->mm_m > LJG_MATMUL_COL_SPLIT_ROWS || k->mm_n < 2 * LJG_MATMUL_COL_TASK)
+      continue;
+    const ljg_kexpr *a = &k->exprs[k->mm_a], *b = &k->exprs[k->mm_bm];
+    if (a->kind != LJG_X_LOAD || b->kind != LJG_X_LOAD || k->views[a->view].n != 1 || k->views[b->view].n != 1) continue;
+    k->mm_col_tasks = 1;
+    k->ntasks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
+  }
+}
+
 ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   fuser f = {0};
   f.g = g;
@@ -621,6 +638,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
     p->root_slot[r] = f.realized[i] ? f.oslot[i] : f.pslot[i];
   }
   if (!(opt && opt->disable_fusion)) ljg_fuse_rows(p);
+  column_tasks(p);
   ljg_donate(p, g);
   ljg_plan(p);
   free(f.realized);
@@ -727,6 +745,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     static const char *const kinds[] = {"loops", "matmul", "window"};
     ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks", i, kinds[k->kind], k->node,
                    ljg_ops[g->nodes[k->node].op].name, k->ntasks);
+    if (k->mm_col_tasks) ljb_str_printf(&b, " of %d columns", LJG_MATMUL_COL_TASK);
     if (k->row_block) ljb_str_printf(&b, " in blocks of %" PRId64 " rows", k->row_block);
     ljb_str_puts(&b, "\n");
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);

@@ -398,6 +398,12 @@ typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
 /* A MATMUL whose B is contiguous along n and whose k is at most this reads B where it is;
  * longer ones pack it, block of rows by block of rows. */
 enum { LJG_MATMUL_DIRECT_K = 16 };
+/* A MATMUL kernel of at most LJG_MATMUL_COL_SPLIT_ROWS rows of C (over all its matrices),
+ * f32 or f64, with nothing fused into it, splits its columns between threads instead of its
+ * rows: its tasks are blocks of LJG_MATMUL_COL_TASK columns, each computed for every row.
+ * Split by rows, every thread packs all of B, and one row is one task (a matrix-vector
+ * product ran on one thread). */
+enum { LJG_MATMUL_COL_TASK = 64, LJG_MATMUL_COL_SPLIT_ROWS = 64 };
 /* Rows of C a matmul kernel's register tile holds with 16 vector registers (codegen_llvm/gemm.c;
  * 8 with AVX-512's 32); the orientation of batch sums (pass_matmul.c) counts the rows a
  * product leaves unused in its last tile. */
@@ -433,6 +439,8 @@ typedef struct ljg_kernel {
   int32_t mm_out_slot;
   uint8_t mm_dtype;
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
+  uint8_t mm_col_tasks; /* tasks are blocks of LJG_MATMUL_COL_TASK columns of C, every row
+                           each (ntasks: the blocks), not rows */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
                            (its tasks are image planes, each the sum of that many rows) */
   /* Implicit GEMM: operand A or B (mm_cols) is the im2col of the image [N, C, H, W] that
