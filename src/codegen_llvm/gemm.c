@@ -485,9 +485,10 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
   return at(g, g->arg[LJC_GEMM_C], LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_C_ORIGIN], ""));
 }
 
-/* Stores C's tile rows r for which store[r] (an i1) is true. */
-static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc, const LLVMValueRef *store) {
-  for (int r = 0; r < g->mr; r++) {
+/* Stores C's tile rows r < mr for which store[r] (an i1) is true. */
+static void store_tile(gemm *g, int mr, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc,
+                       const LLVMValueRef *store) {
+  for (int r = 0; r < mr; r++) {
     LLVMBasicBlockRef after = ljc_if_begin(g->ir, store[r], "gemm.store");
     for (int j = 0; j < p->nv; j++)
       vstore(g, acc[r * p->nv + j], c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
@@ -497,10 +498,10 @@ static void store_tile(gemm *g, const LLVMValueRef *crow, const panel *p, const 
 
 /* An mr-row tile of C in panel p: row r is C's row crow[r] and A's row m[r] of matrix bi;
  * only the rows `store` marks are stored. */
-static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValueRef *crow, const panel *p,
+static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValueRef *crow, const panel *p,
                  LLVMValueRef buf, const LLVMValueRef *store) {
   ljc_ir *ir = g->ir;
-  int nv = p->nv, mr = g->mr;
+  int nv = p->nv;
   /* the accumulators, then the offset of A's column k from each row's k0 (added to, so the
    * loop multiplies nothing) */
   LLVMValueRef arow[MR_MAX], acc[MR_MAX * NV + 1], next[MR_MAX * NV + 1], bvec[NV];
@@ -529,19 +530,31 @@ static void tile(gemm *g, LLVMValueRef bi, const LLVMValueRef *m, const LLVMValu
       LLVMValueRef c = vload(g, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
       acc[r * nv + j] = LLVMBuildSelect(g->b, g->first, acc[r * nv + j], LLVMBuildFAdd(g->b, c, acc[r * nv + j], ""), "");
     }
-  store_tile(g, crow, p, acc, store);
+  store_tile(g, mr, crow, p, acc, store);
 }
 
 /* Rows m0 .. m0 + len - 1 (len > 0) of matrix bi in panel p, mr rows at a time by one tile:
  * the tile for the rows left after the last full one ends at the last row and stores only
  * the rows left (it recomputes rows already done in this block of k, but must not add to
  * them again); with fewer than mr rows in all, its rows past the last repeat the last and
- * are not stored. */
+ * are not stored, except one row alone (a matrix-vector product), which a tile of one row
+ * computes with mr times fewer multiplies (1 × 4096 · 4096 × 4096: 8.1 → 6.2 ms on one
+ * thread, 4.1 → 3.1 on two; the routines compile ~10 ms longer). */
 static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len,
                       const panel *p, LLVMValueRef buf) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   int mr = g->mr;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef one_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.one_row");
+  LLVMBasicBlockRef rows_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.rows");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.tiles_done");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, len, ljc_i64(ir, 1), ""), one_bb, rows_bb);
+  LLVMPositionBuilderAtEnd(b, one_bb);
+  LLVMValueRef yes = ljc_const_i(ir->i1, 1);
+  tile(g, 1, bi, &m0, &crow0, p, buf, &yes);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, rows_bb);
   LLVMValueRef m[MR_MAX], crow[MR_MAX], store[MR_MAX];
   LLVMValueRef tiles = LLVMBuildSDiv(b, add(g, len, mr - 1), ljc_i64(ir, mr), "");
   LLVMValueRef last = add(g, len, -1), first_max = ljc_intrinsic2(ir, "smax", add(g, len, -mr), ljc_i64(ir, 0));
@@ -555,8 +568,10 @@ static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef cr
     m[r] = LLVMBuildNSWAdd(b, m0, i, "");
     crow[r] = LLVMBuildNSWAdd(b, crow0, i, "");
   }
-  tile(g, bi, m, crow, p, buf, store);
+  tile(g, mr, bi, m, crow, p, buf, store);
   ljc_loop_end(ir, &R, NULL, NULL);
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
 }
 
 /* The rows of one matrix a routine's call is for. */
