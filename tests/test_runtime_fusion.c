@@ -371,7 +371,8 @@ END_TEST
  * task split by rows). Values against the interpreter: one row and a few, columns past a
  * whole block, a batch of matrices with one B and with a B each, a transposed B, f32 and f64,
  * on one thread and on two (the products of a million multiplies or more split between them).
- * Rows past the limit, or a fused consumer, keep the rows' tasks. */
+ * Rows past the limit, a fused consumer, or fewer blocks of columns than rows (and than 16)
+ * keep the rows' tasks. */
 START_TEST(test_matmul_column_tasks) {
   struct {
     lj_dtype dt;
@@ -380,8 +381,8 @@ START_TEST(test_matmul_column_tasks) {
   } cases[] = {
       {LJ_F32, 1, 1, 300, 200, false, false},  {LJ_F32, 1, 7, 400, 517, true, false},
       {LJ_F64, 1, 3, 19, 130, false, false},   {LJ_F64, 1, 5, 300, 1000, false, false},
-      {LJ_F32, 4, 5, 33, 140, false, false},   {LJ_F32, 2, 9, 200, 300, false, true},
-      {LJ_F32, 1, 64, 16, 128, false, false},  {LJ_F32, 1, 2, 1000, 700, false, false},
+      {LJ_F32, 4, 5, 33, 1100, false, false},  {LJ_F32, 2, 9, 200, 1030, false, true},
+      {LJ_F32, 1, 64, 16, 1024, false, false}, {LJ_F32, 1, 2, 1000, 700, false, false},
   };
   enum { NCASES = sizeof cases / sizeof *cases };
   for (int threads = 1; threads <= 2; threads++) {
@@ -413,20 +414,22 @@ START_TEST(test_matmul_column_tasks) {
     tu_check_interp_tol(NCASES, ys, 1e-5, 1e-4);
     for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
   }
-  /* 65 rows, and a relu fused in: tasks of rows */
+  /* 65 rows, a relu fused in, and 40 rows of 5 blocks of columns (fewer tasks than the rows
+   * give): tasks of rows */
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(65, 30), TU_ANY, 80), *w = tu_tensor(LJ_F32, LJ_SHAPE(30, 300), TU_ANY, 81);
-  lj_tensor *small = tu_tensor(LJ_F32, LJ_SHAPE(2, 30), TU_ANY, 82);
-  lj_tensor *ys[2] = {lj_matmul(a, w), lj_relu(lj_matmul(small, w))};
-  for (int i = 0; i < 2; i++) {
+  lj_tensor *small = tu_tensor(LJ_F32, LJ_SHAPE(2, 30), TU_ANY, 82), *mid = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 83);
+  lj_tensor *ys[3] = {lj_matmul(a, w), lj_relu(lj_matmul(small, w)), lj_matmul(mid, w)};
+  static const int64_t row_tasks[3] = {65, 2, 40};
+  for (int i = 0; i < 3; i++) {
     ljg_graph *opt;
     ljg_program *p = program_of(ys[i], &opt);
     ck_assert_int_eq(p->nkernels, 1);
     ck_assert_int_eq(p->kernels[0].mm_col_tasks, 0);
-    ck_assert_int_eq(p->kernels[0].ntasks, i ? 2 : 65);
+    ck_assert_int_eq(p->kernels[0].ntasks, row_tasks[i]);
     free_program(p, opt);
   }
-  tu_check_interp_tol(2, ys, 1e-5, 1e-4);
-  lj_tensor *all[] = {a, w, small, ys[0], ys[1]};
+  tu_check_interp_tol(3, ys, 1e-5, 1e-4);
+  lj_tensor *all[] = {a, w, small, mid, ys[0], ys[1], ys[2]};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
 }
 END_TEST

@@ -588,19 +588,22 @@ static bool build_all(fuser *f, ljg_program *p) {
 }
 
 /* Gives the matmul kernels with few rows and nothing fused into them column tasks
- * (LJG_MATMUL_COL_TASK): only those the GEMM routines take by a plain read of B, f32 or f64
+ * (LJG_MATMUL_COL_TASK) when there are at least as many blocks of columns as rows, or
+ * LJG_MATMUL_COL_SPLIT_TASKS of them (so that a machine of many cores keeps as many tasks as
+ * the rows gave it): only those the GEMM routines take by a plain read of B, f32 or f64
  * through single-level views (codegen_llvm/gemm.c). */
 static void column_tasks(ljg_program *p) {
   for (int i = 0; i < p->nkernels; i++) {
     ljg_kernel *k = &p->kernels[i];
+    int64_t rows = k->mm_b * k->mm_m, blocks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
     if (k->kind != LJG_K_MATMUL || k->nnests || k->row_block || k->mm_sum || k->mm_cols || k->mm_task_rows != 1 ||
         ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) || k->mm_k == 0 || k->mm_b == 0 ||
-        k->mm_b * k->mm_m > LJG_MATMUL_COL_SPLIT_ROWS || k->mm_n < 2 * LJG_MATMUL_COL_TASK)
+        rows > LJG_MATMUL_COL_SPLIT_ROWS || blocks < 2 || (blocks < rows && blocks < LJG_MATMUL_COL_SPLIT_TASKS))
       continue;
     const ljg_kexpr *a = &k->exprs[k->mm_a], *b = &k->exprs[k->mm_bm];
     if (a->kind != LJG_X_LOAD || b->kind != LJG_X_LOAD || k->views[a->view].n != 1 || k->views[b->view].n != 1) continue;
     k->mm_col_tasks = 1;
-    k->ntasks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
+    k->ntasks = blocks;
   }
 }
 

@@ -400,10 +400,10 @@ typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
 enum { LJG_MATMUL_DIRECT_K = 16 };
 /* A MATMUL kernel of at most LJG_MATMUL_COL_SPLIT_ROWS rows of C (over all its matrices),
  * f32 or f64, with nothing fused into it, splits its columns between threads instead of its
- * rows: its tasks are blocks of LJG_MATMUL_COL_TASK columns, each computed for every row.
- * Split by rows, every thread packs all of B, and one row is one task (a matrix-vector
- * product ran on one thread). */
-enum { LJG_MATMUL_COL_TASK = 64, LJG_MATMUL_COL_SPLIT_ROWS = 64 };
+ * rows when that gives as many tasks as its rows or LJG_MATMUL_COL_SPLIT_TASKS: its tasks are
+ * blocks of LJG_MATMUL_COL_TASK columns, each computed for every row. Split by rows, every
+ * thread packs all of B, and one row is one task (a matrix-vector product ran on one thread). */
+enum { LJG_MATMUL_COL_TASK = 64, LJG_MATMUL_COL_SPLIT_ROWS = 64, LJG_MATMUL_COL_SPLIT_TASKS = 16 };
 /* Rows of C a matmul kernel's register tile holds with 16 vector registers (codegen_llvm/gemm.c;
  * 8 with AVX-512's 32); the orientation of batch sums (pass_matmul.c) counts the rows a
  * product leaves unused in its last tile. */
