@@ -410,16 +410,21 @@ static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef m
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
+/* The position in Q (qw positions a row) of tile t's first output: its 2×2 outputs are rows
+ * 2·(t / nc) and the next, columns 2·(t mod nc) and the next. */
+static LLVMValueRef tile_q(wino *w, const tblock *tb, LLVMValueRef qw, LLVMValueRef t) {
+  LLVMValueRef r = LLVMBuildSDiv(w->b, t, tb->nc, ""), c = LLVMBuildSRem(w->b, t, tb->nc, "");
+  return add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2));
+}
+
 /* C's 2×2 outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's: through
  * Q, the block's outputs rows last (2·nr rows of 2·nc positions, MB rows of C each). */
 static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
-  LLVMBuilderRef b = w->b;
   LLVMValueRef qw = mulc(w, tb->nc, 2);
   ljc_loop T, Mv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
-  LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
-  LLVMValueRef q0 = add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2));
+  LLVMValueRef q0 = tile_q(w, tb, qw, T.iv);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
   LLVMValueRef mm[16], y[4];
@@ -488,12 +493,10 @@ int64_t ljc_winograd_work_bytes(void) { return 16 * PLANE(UC * MB) * 4 + 16; }
  * tile's 2×2 gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
 static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
-  LLVMBuilderRef b = w->b;
   LLVMValueRef qw = mulc(w, tb->nc, 2);
   ljc_loop T, Mv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
-  LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
-  LLVMValueRef q0 = at(w, w->q, mulc(w, add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2)), MB));
+  LLVMValueRef q0 = at(w, w->q, mulc(w, tile_q(w, tb, qw, T.iv), MB));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef d[4], o[16];
   for (int i = 0; i < 2; i++)
