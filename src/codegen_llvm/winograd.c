@@ -1,14 +1,14 @@
 /* winograd.c — the f32 GEMM routines for 3×3 convolutions of stride and dilation 1 through
- * Winograd's minimal filtering F(2×2, 3×3) (Lavin and Gray, "Fast Algorithms for
- * Convolutional Neural Networks", 2015): each 2×2 tile of outputs from a 4×4 tile of inputs
- * in 16 products per channel pair instead of 36.
+ * Winograd's minimal filtering F(4×4, 3×3) (Lavin and Gray, "Fast Algorithms for
+ * Convolutional Neural Networks", 2015): each 4×4 tile of outputs from a 6×6 tile of inputs
+ * in 36 products per channel pair instead of 144.
  *
  * For one matrix b (an image), its rows r (output channels) and its channels c, C[r, (oy, ox)]
- * = Σ_c Σ_{i,j} W[r, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of 2×2 outputs:
- *   U[e][c][r] = (G g Gᵀ)[e]   the weight g = W[r, c] transformed, G 4×3
- *   V[e][t][c] = (Bᵀ d B)[e]   the input tile d (4×4 at 2·(ty, tx) - (py, px)) transformed
- *   M[e][t][r] = Σ_c V[e][t][c] · U[e][c][r]   16 products, one per element e of the 4×4 tile
- *   C tile t   = Aᵀ M[·][t][r] A  (2×2)
+ * = Σ_c Σ_{i,j} W[r, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of 4×4 outputs:
+ *   U[e][c][r] = (G g Gᵀ)[e]   the weight g = W[r, c] transformed, G 6×3
+ *   V[e][t][c] = (Bᵀ d B)[e]   the input tile d (6×6 at 4·(ty, tx) - (py, px)) transformed
+ *   M[e][t][r] = Σ_c V[e][t][c] · U[e][c][r]   36 products, one per element e of the 6×6 tile
+ *   C tile t   = Aᵀ M[·][t][r] A  (4×4)
  * Three routines (ljc_gemm_routine chooses them when a kernel is lowered):
  *   - LJC_GEMM_WINOGRAD, the forward product W·im2col(x);
  *   - LJC_GEMM_WINOGRAD_DX, the input gradient col2im(Wᵀ·dY): the convolution of dY, padded
@@ -21,27 +21,29 @@
  * MB rows and CB channels, in buffers on the stack that stay in L2: a block's input copied
  * channels last (P: vector loads along the image's rows, transposed in registers; a gather per
  * position for an image whose rows are not contiguous), transformed into V; the products
- * register-blocked like the GEMM's micro-kernel (mr rows × NV vectors, a loop over the 16 e);
+ * register-blocked like the GEMM's micro-kernel (mr rows × NV vectors, a loop over the 36 e);
  * the outputs transformed into a rows-last buffer (Q) and transposed back into C's rows. U is
  * the same for every matrix of a convolution: it is kept in the calling kernel's frame
  * (LJC_GEMM_WORK) from one call to the next of a run.
  *
  * Measured on one Zen 4 core with MNISTNet's conv2 (32 channels in, 64 out, 14×14, batch 64),
- * the GEMM's time → this one's: the forward product 4.74 → 2.26 ms, the input gradient 4.83 →
- * 2.33, the weight gradient 5.09 → 2.30; of each, the 16 products take about 1.8 ms (the FMA
- * peak), the transforms the rest. The sums are ordered otherwise than the GEMM's and the
- * transforms round: the product and the input gradient agree with it to a few ulps of the
- * output's magnitude, the weight gradient's long sums to about 1e-4 of theirs. */
+ * the GEMM's time → F(2×2, 3×3)'s (16 products per 2×2 tile, this file's first version) →
+ * this one's: the forward product 4.74 → 2.26 → about 1.9 ms, the input gradient 4.83 → 2.33
+ * → 2.0, the weight gradient 5.09 → 2.30 → 2.2 (14×14 outputs take 16 tiles, 576 products a
+ * channel pair, against F(2×2)'s 49 tiles and 784). The sums are ordered otherwise than the
+ * GEMM's and the transforms round (their points ±2 scale values by up to 8 and 1/24): the
+ * results agree with the GEMM's to about 3e-5 of the output's magnitude (F(2×2): a few ulps),
+ * the weight gradient's long sums to about 1e-4 of theirs. */
 #include "codegen_llvm/ir.h"
 
-/* TB tiles, CB channels, MB rows a block; UC: the most channels U holds (all of a matrix's
- * when they fit, else one block of CB); P_POSITIONS: the most positions of a block's input,
- * (2a + 2)(2b + 2) for a·b <= TB tiles; DU_ROWS: the weight gradient's dU rows per element
- * (CB, and room for the last tile of mr). */
-enum { NV = 2, TB = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
-enum { P_POSITIONS = 4 * (2 * TB + 2), DU_ROWS = CB + MR_MAX };
-/* The elements between the buffers' planes of the 16 e: a cache line more than a plane holds.
- * At a multiple of 4 KiB the 16 loads or stores of one tile's elements all fall in one L1 set
+/* TM outputs a tile side from TN inputs, NE = TN² elements (products per channel pair); TB
+ * tiles (256 outputs), CB channels, MB rows a block; UC: the most channels U holds (all of a
+ * matrix's when they fit, else one block of CB); DU_ROWS: the weight gradient's dU rows per
+ * element (CB, and room for the last tile of mr). */
+enum { TM = 4, TN = TM + 2, NE = TN * TN, NV = 2, TB = 16, CB = 32, MB = 64, UC = 64, MR_MAX = 8 };
+enum { DU_ROWS = CB + MR_MAX };
+/* The elements between the buffers' planes of the NE e: a cache line more than a plane holds.
+ * At a multiple of 4 KiB the loads or stores of one tile's elements all fall in one L1 set
  * (8 ways): measured, one thread, conv2 at batch 64, the input gradient 3.65 -> 3.35 ms, the
  * weight gradient 3.70 -> 3.1-3.35 ms, the forward product unchanged. */
 #define PLANE(n) ((n) + 16)
@@ -52,8 +54,8 @@ typedef struct wino {
   LLVMValueRef arg[LJC_GEMM_NARGS];
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
-  LLVMValueRef u, v, m;      /* U [16][UC][MB] (the weight gradient's dU [16][DU_ROWS][MB]),
-                                V [16][TB][CB], M [16][TB][MB] (dM), each plane PLANE apart */
+  LLVMValueRef u, v, m;      /* U [NE][UC][MB] (the weight gradient's dU [NE][DU_ROWS][MB]),
+                                V [NE][TB][CB], M [NE][TB][MB] (dM), each plane PLANE apart */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
@@ -120,38 +122,60 @@ static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_masked_load(w->ir, w->vt, p, 4, mask);
 }
 
-/* The 1-D transforms of one row or column, n_in points x to n_out points o: the input's Bᵀ
- * (4 to 4), the output's Aᵀ (4 to 2), the weight's G (3 to 4); for the weight gradient, the
- * adjoints of the output's (2 to 4) and of the weight's (4 to 3). */
+static LLVMValueRef fmul(wino *w, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFMul(w->b, x, y, ""); }
+static LLVMValueRef fk(LLVMValueRef like, double v) { return ljc_fconst_like(like, v); }
+
+/* c·x + y */
+static LLVMValueRef fma_k(wino *w, double c, LLVMValueRef x, LLVMValueRef y) {
+  return ljc_fmuladd(w->ir, fk(x, c), x, y);
+}
+
+/* The 1-D transforms of one row or column, points x to points o, with the points 0, 1, -1, 2,
+ * -2 and infinity: the input's Bᵀ (6 to 6), the output's Aᵀ (6 to 4), the weight's G (3 to 6);
+ * for the weight gradient, the adjoints of the output's (4 to 6) and of the weight's (6 to 3). */
 typedef void transform_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x);
 
 static void input_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *d) {
-  o[0] = fsub(w, d[0], d[2]), o[1] = fadd(w, d[1], d[2]), o[2] = fsub(w, d[2], d[1]), o[3] = fsub(w, d[1], d[3]);
+  LLVMValueRef a = fma_k(w, -4, d[2], d[4]), b = fma_k(w, -4, d[1], d[3]); /* d4 - 4 d2, d3 - 4 d1 */
+  LLVMValueRef c = fsub(w, d[4], d[2]), e = fmul(w, fsub(w, d[3], d[1]), fk(d[0], 2));
+  o[0] = fma_k(w, 4, d[0], fma_k(w, -5, d[2], d[4]));
+  o[1] = fadd(w, a, b), o[2] = fsub(w, a, b), o[3] = fadd(w, c, e), o[4] = fsub(w, c, e);
+  o[5] = fma_k(w, 4, d[1], fma_k(w, -5, d[3], d[5]));
 }
 
 static void output_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *m) {
-  o[0] = fadd(w, fadd(w, m[0], m[1]), m[2]), o[1] = fsub(w, fsub(w, m[1], m[2]), m[3]);
+  LLVMValueRef s12 = fadd(w, m[1], m[2]), d12 = fsub(w, m[1], m[2]);
+  LLVMValueRef s34 = fadd(w, m[3], m[4]), d34 = fsub(w, m[3], m[4]);
+  o[0] = fadd(w, fadd(w, m[0], s12), s34), o[1] = fma_k(w, 2, d34, d12);
+  o[2] = fma_k(w, 4, s34, s12), o[3] = fadd(w, fma_k(w, 8, d34, d12), m[5]);
 }
 
 static void weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *g) {
-  LLVMValueRef half = ljc_fconst_like(g[0], 0.5), s = fadd(w, g[0], g[2]);
-  o[0] = g[0], o[1] = LLVMBuildFMul(w->b, fadd(w, s, g[1]), half, "");
-  o[2] = LLVMBuildFMul(w->b, fsub(w, s, g[1]), half, ""), o[3] = g[2];
+  LLVMValueRef s = fadd(w, g[0], g[2]), b = fma_k(w, 1.0 / 24, g[0], fmul(w, g[2], fk(g[0], 1.0 / 6)));
+  LLVMValueRef c = fmul(w, g[1], fk(g[0], 1.0 / 12));
+  o[0] = fmul(w, g[0], fk(g[0], 0.25));
+  o[1] = fmul(w, fadd(w, s, g[1]), fk(g[0], -1.0 / 6)), o[2] = fmul(w, fsub(w, s, g[1]), fk(g[0], -1.0 / 6));
+  o[3] = fadd(w, b, c), o[4] = fsub(w, b, c), o[5] = g[2];
 }
 
 static void grad_output_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *d) {
-  o[0] = d[0], o[1] = fadd(w, d[0], d[1]), o[2] = fsub(w, d[0], d[1]), o[3] = LLVMBuildFNeg(w->b, d[1], "");
+  LLVMValueRef s = fadd(w, d[0], d[2]), t = fadd(w, d[1], d[3]);
+  LLVMValueRef u = fma_k(w, 4, d[2], d[0]), v = fmul(w, fma_k(w, 4, d[3], d[1]), fk(d[0], 2));
+  o[0] = d[0], o[1] = fadd(w, s, t), o[2] = fsub(w, s, t), o[3] = fadd(w, u, v), o[4] = fsub(w, u, v), o[5] = d[3];
 }
 
 static void grad_weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x) {
-  LLVMValueRef half = ljc_fconst_like(x[0], 0.5), s = LLVMBuildFMul(w->b, fadd(w, x[1], x[2]), half, "");
-  o[0] = fadd(w, x[0], s), o[1] = LLVMBuildFMul(w->b, fsub(w, x[1], x[2]), half, ""), o[2] = fadd(w, s, x[3]);
+  LLVMValueRef p = fadd(w, x[1], x[2]), q = fadd(w, x[3], x[4]), r = fsub(w, x[2], x[1]), s = fsub(w, x[3], x[4]);
+  o[0] = fma_k(w, 0.25, x[0], fma_k(w, -1.0 / 6, p, fmul(w, q, fk(x[0], 1.0 / 24))));
+  o[1] = fma_k(w, 1.0 / 6, r, fmul(w, s, fk(x[0], 1.0 / 12)));
+  o[2] = fma_k(w, 1.0 / 6, fsub(w, q, p), x[5]);
 }
+
 
 /* The 2-D transform T·x·Tᵀ of the n_in × n_in tile x (row-major) into the n_out × n_out tile
  * o: f down each column, then along each row. */
 static void transform_2d(wino *w, transform_1d *f, int n_in, int n_out, const LLVMValueRef *x, LLVMValueRef *o) {
-  LLVMValueRef t[4][4], in[4], out[4];
+  LLVMValueRef t[TN][TN], in[TN], out[TN];
   for (int j = 0; j < n_in; j++) {
     for (int i = 0; i < n_in; i++) in[i] = x[i * n_in + j];
     f(w, out, in);
@@ -177,10 +201,10 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef m = ljc_intrinsic2(ir, "smin", lanes_from(w, Mv.iv), splat32(w, addc(w, mlen, -1)));
   LLVMValueRef idx = LLVMBuildMul(b, m, splat32(w, w->w_row), "");
-  LLVMValueRef g[9], u[16];
+  LLVMValueRef g[9], u[NE];
   for (int i = 0; i < 9; i++) g[i] = gather(w, at(w, k0, mulc(w, w->w_tap, i)), idx, all);
-  transform_2d(w, weight_1d, 3, 4, g, u);
-  for (int e = 0; e < 16; e++) vstore(w, u[e], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
+  transform_2d(w, weight_1d, 3, TN, g, u);
+  for (int e = 0; e < NE; e++) vstore(w, u[e], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
 }
@@ -243,8 +267,12 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   xin = LLVMBuildAnd(b, xin, splat(w, yin, mvt), "");
   LLVMValueRef first = add(w, mul(w, y, im->sh), add(w, x0, X.iv)); /* may lie before the image: no inbounds */
   LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, im->base, &first, 1, "");
+  /* a square all outside the image (padding, or the columns past a row's last tile's) is zeros */
+  LLVMValueRef touches = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, xin, LLVMIntTypeInContext(ir->ctx, (unsigned)w->vw), ""),
+                                       LLVMConstNull(LLVMIntTypeInContext(ir->ctx, (unsigned)w->vw)), "");
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef c = mulc(w, Cv.iv, w->vw), v[64];
+  LLVMBasicBlockRef inside = ljc_if_begin(ir, touches, "wino.square");
   for (int i = 0; i < w->vw; i++) {
     LLVMValueRef ci = addc(w, c, i);
     LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, c0, ci), im->sc)}, 1, "");
@@ -252,6 +280,10 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   }
   ljc_transpose(ir, w->vw, v);
   for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
+  ljc_if_end(ir, inside);
+  LLVMBasicBlockRef outside = ljc_if_begin(ir, LLVMBuildNot(b, touches, ""), "wino.zeros");
+  for (int i = 0; i < w->vw; i++) vstore(w, LLVMConstNull(w->vt), at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
+  ljc_if_end(ir, outside);
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &X, NULL, NULL);
   ljc_if_end(ir, after);
@@ -273,35 +305,34 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
-/* P: the block's input tiles' positions, rows 2·ty0 - py .. 2·(ty0 + nr) - py + 1 and columns
- * likewise, channels cb0 .. cb0 + clen - 1 a run of CB each. */
+/* P: the block's input tiles' positions, rows TM·ty0 - py .. TM·(ty0 + nr) - py + 1 and
+ * columns likewise, channels cb0 .. cb0 + clen - 1 a run of CB each. */
 static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   const LLVMValueRef *a = w->arg;
-  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, 2), a[LJC_GEMM_WIN_PY]), x0 = sub(w, mulc(w, tb->tx0, 2), a[LJC_GEMM_WIN_PX]);
-  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, 2), 2), addc(w, mulc(w, tb->nc, 2), 2), cb0, clen, w->p, CB);
+  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, TM), a[LJC_GEMM_WIN_PY]), x0 = sub(w, mulc(w, tb->tx0, TM), a[LJC_GEMM_WIN_PX]);
+  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, TM), 2), addc(w, mulc(w, tb->nc, TM), 2), cb0, clen, w->p, CB);
 }
 
 /* V for the block's tiles and clen channels, from P by vector loads. */
 static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef pw = addc(w, mulc(w, tb->nc, 2), 2);
+  LLVMValueRef pw = addc(w, mulc(w, tb->nc, TM), 2);
   ljc_loop T, Cv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
-  LLVMValueRef rows[4];
-  for (int i = 0; i < 4; i++) {
-    LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, 2), i), pw), mulc(w, c, 2));
+  LLVMValueRef rows[TN];
+  for (int i = 0; i < TN; i++) {
+    LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, TM), i), pw), mulc(w, c, TM));
     rows[i] = at(w, w->p, mulc(w, pos, CB));
   }
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef cv = mulc(w, Cv.iv, w->vw);
-  LLVMValueRef d[16];
-  for (int i = 0; i < 4; i++)
-    for (int j = 0; j < 4; j++) d[i * 4 + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
-  LLVMValueRef o[16];
-  transform_2d(w, input_1d, 4, 4, d, o);
-  for (int e = 0; e < 16; e++) vstore(w, o[e], buf_at(w, w->v, e, TB, CB, T.iv, cv));
+  LLVMValueRef d[NE], o[NE];
+  for (int i = 0; i < TN; i++)
+    for (int j = 0; j < TN; j++) d[i * TN + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
+  transform_2d(w, input_1d, TN, TN, d, o);
+  for (int e = 0; e < NE; e++) vstore(w, o[e], buf_at(w, w->v, e, TB, CB, T.iv, cv));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -342,8 +373,8 @@ static void product_tile(wino *w, int mr, LLVMValueRef t0, LLVMValueRef mv, LLVM
 }
 
 /* M[e] for the block's count tiles and mwide rows: V[e] · U[e] over the block's clen channels
- * (U's from uc0), added to what M holds unless `first`; e a loop (the routine compiles one
- * product nest). The tiles go mr at a time, the last count mod mr in tiles of 4, 2 and 1 rows
+ * (U's from uc0), added to what M holds unless `first`; e a loop over the NE elements (the
+ * routine compiles one product nest). The tiles go mr at a time, the last count mod mr in tiles of 4, 2 and 1 rows
  * (conv2 of MNISTNet has 49 tiles an image: rounded up to mr 8, a seventh more products). */
 static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
                      LLVMValueRef first) {
@@ -351,7 +382,7 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
   LLVMBuilderRef b = w->b;
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
   ljc_loop E, Mv, Tr;
-  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
+  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, NE), false, 0, NULL);
   LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB)));
   LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
@@ -381,8 +412,8 @@ static void masked_store(wino *w, LLVMValueRef x, LLVMValueRef p, LLVMValueRef m
 static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef qw = mulc(w, tb->nc, 2), oy0 = mulc(w, tb->ty0, 2), ox0 = mulc(w, tb->tx0, 2);
-  LLVMValueRef nrows = smin(w, mulc(w, tb->nr, 2), sub(w, w->oh, oy0)), ncols = smin(w, qw, sub(w, w->ow, ox0));
+  LLVMValueRef qw = mulc(w, tb->nc, TM), oy0 = mulc(w, tb->ty0, TM), ox0 = mulc(w, tb->tx0, TM);
+  LLVMValueRef nrows = smin(w, mulc(w, tb->nr, TM), sub(w, w->oh, oy0)), ncols = smin(w, qw, sub(w, w->ow, ox0));
   LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
   LLVMValueRef crow = sub(w, add(w, w->crow0, mb0), i64c(w, 0));
   ljc_loop Y, Xv, Mv;
@@ -410,29 +441,29 @@ static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef m
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
-/* The position in Q (qw positions a row) of tile t's first output: its 2×2 outputs are rows
- * 2·(t / nc) and the next, columns 2·(t mod nc) and the next. */
+/* The position in Q (qw positions a row) of tile t's first output: its TM × TM outputs are
+ * rows TM·(t / nc) on, columns TM·(t mod nc) on. */
 static LLVMValueRef tile_q(wino *w, const tblock *tb, LLVMValueRef qw, LLVMValueRef t) {
   LLVMValueRef r = LLVMBuildSDiv(w->b, t, tb->nc, ""), c = LLVMBuildSRem(w->b, t, tb->nc, "");
-  return add(w, mul(w, mulc(w, r, 2), qw), mulc(w, c, 2));
+  return add(w, mul(w, mulc(w, r, TM), qw), mulc(w, c, TM));
 }
 
-/* C's 2×2 outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's: through
- * Q, the block's outputs rows last (2·nr rows of 2·nc positions, MB rows of C each). */
+/* C's TM × TM outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's:
+ * through Q, the block's outputs rows last (TM·nr rows of TM·nc positions, MB rows of C each). */
 static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
-  LLVMValueRef qw = mulc(w, tb->nc, 2);
+  LLVMValueRef qw = mulc(w, tb->nc, TM);
   ljc_loop T, Mv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef q0 = tile_q(w, tb, qw, T.iv);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef mm[16], y[4];
-  for (int e = 0; e < 16; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
-  transform_2d(w, output_1d, 4, 2, mm, y);
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++)
-      vstore(w, y[i * 2 + j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
+  LLVMValueRef mm[NE], y[NE];
+  for (int e = 0; e < NE; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
+  transform_2d(w, output_1d, TN, TM, mm, y);
+  for (int i = 0; i < TM; i++)
+    for (int j = 0; j < TM; j++)
+      vstore(w, y[i * TM + j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
   copy_out(w, tb, mb0, mlen);
@@ -485,24 +516,25 @@ static void matrix(wino *w, LLVMValueRef cin) {
   ljc_loop_end(ir, &Rb, NULL, NULL);
 }
 
-int64_t ljc_winograd_work_bytes(void) { return 16 * PLANE(UC * MB) * 4 + 16; }
+int64_t ljc_winograd_work_bytes(void) { return NE * PLANE(UC * MB) * 4 + 16; }
 
 /* ---- the weight gradient ------------------------------------------------------------------ */
 
 /* dM for the block's tiles and mwide rows m of dY: the output transform's adjoint of each
- * tile's 2×2 gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
+ * tile's TM × TM gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
 static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
-  LLVMValueRef qw = mulc(w, tb->nc, 2);
+  LLVMValueRef qw = mulc(w, tb->nc, TM);
   ljc_loop T, Mv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef q0 = at(w, w->q, mulc(w, tile_q(w, tb, qw, T.iv), MB));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
-  LLVMValueRef d[4], o[16];
-  for (int i = 0; i < 2; i++)
-    for (int j = 0; j < 2; j++) d[i * 2 + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
-  transform_2d(w, grad_output_1d, 2, 4, d, o);
-  for (int e = 0; e < 16; e++) vstore(w, o[e], buf_at(w, w->m, e, TB, MB, T.iv, Mv.iv));
+  LLVMValueRef d[NE], o[NE];
+  for (int i = 0; i < TM; i++)
+    for (int j = 0; j < TM; j++)
+      d[i * TM + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
+  transform_2d(w, grad_output_1d, TM, TN, d, o);
+  for (int e = 0; e < NE; e++) vstore(w, o[e], buf_at(w, w->m, e, TB, MB, T.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -512,7 +544,7 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
 static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Cr;
-  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, 16), false, 0, NULL);
+  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, NE), false, 0, NULL);
   LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
   LLVMValueRef du = at(w, w->u, mulc(w, E.iv, PLANE(DU_ROWS * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
@@ -526,7 +558,7 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
 }
 
 /* C's rows c·9 + t for the channels cb0 .. cb0 + clen - 1, columns mb0 .. mb0 + mlen - 1: the
- * weight transform's adjoint of dU (Gᵀ·dU·G, 4×4 to 3×3). */
+ * weight transform's adjoint of dU (Gᵀ·dU·G, TN × TN to 3×3). */
 static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
@@ -535,9 +567,9 @@ static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValue
   ljc_loop_begin(ir, &Cl, i64c(w, 0), clen, false, 0, NULL);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef x[16], o[9];
-  for (int e = 0; e < 16; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
-  transform_2d(w, grad_weight_1d, 4, 3, x, o);
+  LLVMValueRef x[NE], o[9];
+  for (int e = 0; e < NE; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
+  transform_2d(w, grad_weight_1d, TN, 3, x, o);
   LLVMValueRef lanes = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
   LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), 9);
   for (int tap = 0; tap < 9; tap++) {
@@ -573,7 +605,7 @@ static void weight_gradient(wino *w) {
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, true, 0, NULL);
   LLVMValueRef mb0 = add(w, n_lo, mulc(w, Mb.iv, MB)), mlen = smin(w, i64c(w, MB), sub(w, n_hi, mb0));
   LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
-  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, 16 * PLANE(DU_ROWS * MB) * 4), 64);
+  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, NE * PLANE(DU_ROWS * MB) * 4), 64);
   ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
   image x = operand_image(w, LJC_GEMM_A, Bl.iv);
   image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
@@ -583,8 +615,8 @@ static void weight_gradient(wino *w) {
   tblock tb = tile_block(w, Rb.iv, Cs.iv);
   gather_block(w, &x, &tb, cb0, clen);
   inputs(w, &tb, clen);
-  channels_last(w, &dy, mulc(w, tb.ty0, 2), mulc(w, tb.tx0, 2), mulc(w, tb.nr, 2), mulc(w, tb.nc, 2), mb0, mlen, w->q,
-                MB);
+  channels_last(w, &dy, mulc(w, tb.ty0, TM), mulc(w, tb.tx0, TM), mulc(w, tb.nr, TM), mulc(w, tb.nc, TM), mb0, mlen,
+                w->q, MB);
   grad_outputs(w, &tb, mwide);
   grad_products(w, tb.count, cwide, mwide);
   ljc_loop_end(ir, &Cs, NULL, NULL);
@@ -607,7 +639,7 @@ static void products_by_matrix(wino *w, LLVMValueRef fn, int variant) {
     w->w_origin = i64c(w, 0), w->w_row = sm, w->w_chan = mulc(w, sk, 9), w->w_tap = sk;
   }
   w->u = w->arg[LJC_GEMM_WORK];
-  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, 16 * PLANE(UC * MB) / 2)}, 1, "");
+  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, NE * PLANE(UC * MB) / 2)}, 1, "");
   w->u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w->u_m0, (LLVMValueRef[]){i64c(w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_FRESH], i64c(w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(w, -1), LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), ""), w->u_m0);
@@ -641,15 +673,16 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
-  w.v = ljc_entry_array(ir, ir->f32, 16 * PLANE(TB * CB));
-  w.m = ljc_entry_array(ir, ir->f32, 16 * PLANE(TB * MB));
-  w.p = ljc_entry_array(ir, ir->f32, (P_POSITIONS + w.vw) * CB);
-  w.q = ljc_entry_array(ir, ir->f32, (4 * TB + w.vw) * MB);
+  /* P: at most (TM·a + 2)(TM·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
+  w.v = ljc_entry_array(ir, ir->f32, NE * PLANE(TB * CB));
+  w.m = ljc_entry_array(ir, ir->f32, NE * PLANE(TB * MB));
+  w.p = ljc_entry_array(ir, ir->f32, (TN * (TM * TB + 2) + w.vw) * CB);
+  w.q = ljc_entry_array(ir, ir->f32, (TM * TM * TB + w.vw) * MB);
   /* the tiles of the output (of the product, or, for the weight gradient, of dY) */
   w.ow = w.arg[LJC_GEMM_WIN_OW];
   w.oh = LLVMBuildSDiv(b, w.arg[wgrad ? LJC_GEMM_K : LJC_GEMM_N], w.ow, "");
-  w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, 1), i64c(&w, 2), "");
-  w.th = LLVMBuildSDiv(b, addc(&w, w.oh, 1), i64c(&w, 2), "");
+  w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, TM - 1), i64c(&w, TM), "");
+  w.th = LLVMBuildSDiv(b, addc(&w, w.oh, TM - 1), i64c(&w, TM), "");
   /* blocks of at most TB tiles: whole tile rows, as many as fit, in blocks of about equal
    * height; a tile row wider than TB in segments of about equal width */
   w.nseg = LLVMBuildSDiv(b, addc(&w, w.tw, TB - 1), i64c(&w, TB), "");
@@ -658,7 +691,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
   w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
   if (wgrad) {
-    w.u = ljc_entry_array(ir, ir->f32, 16 * PLANE(DU_ROWS * MB));
+    w.u = ljc_entry_array(ir, ir->f32, NE * PLANE(DU_ROWS * MB));
     weight_gradient(&w);
   } else {
     products_by_matrix(&w, fn, variant);
