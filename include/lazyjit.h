@@ -113,6 +113,11 @@ typedef struct lj_config {
   int compilation_cache_size; /**< LJ_COMPILATION_CACHE_SIZE: executables kept per device
                                    (default 1024; at least 1) */
   bool disable_fusion;        /**< LJ_DISABLE_FUSION: every op becomes its own kernel */
+  bool winograd;              /**< LJ_WINOGRAD: f32 3×3 convolutions of stride and dilation 1
+                                   with at least 8 channels in and out go through Winograd's
+                                   F(4×4, 3×3), which rounds to about 3e-5 of the output's
+                                   magnitude (default on); off: through the GEMM, as the
+                                   other convolutions, about 1e-6 (docs/semantics.md) */
   bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too */
   bool sync_tensors_opbyop;   /**< LJ_SYNC_TENSORS_OPBYOP: a sync runs every op of its graph
                                    as an executable of its own (eager execution through the

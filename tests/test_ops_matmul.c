@@ -149,12 +149,13 @@ static bool has_file_ending(const char *dir, const char *suffix) {
   return found;
 }
 
-/* Starts the runtime compiling for cpu (NULL: the host) and dumping its compiles into a new
- * directory made from the template dir (mkdtemp). */
-static void init_dumping(const char *cpu, char *dir) {
+/* Starts the runtime compiling for cpu (NULL: the host), Winograd on or off, and dumping its
+ * compiles into a new directory made from the template dir (mkdtemp). */
+static void init_dumping(const char *cpu, bool winograd, char *dir) {
   ck_assert_ptr_nonnull(mkdtemp(dir));
   lj_config cfg = lj_config_default();
   cfg.cpu = cpu;
+  cfg.winograd = winograd;
   cfg.dump_dir = dir;
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
 }
@@ -171,7 +172,7 @@ START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_winograd_XXXXXX";
-  init_dumping(cpu, dir);
+  init_dumping(cpu, true, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
   lj_tensor *x1 = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 13, 11), TU_ANY, 1), *w1 = tu_tensor(LJ_F32, LJ_SHAPE(72, 40, 3, 3), TU_ANY, 2);
   lj_tensor *x2 = tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 9, 20), TU_ANY, 3), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(20, 16, 3, 3), TU_ANY, 4);
@@ -235,6 +236,34 @@ START_TEST(test_matmul_winograd) {
 }
 END_TEST
 
+/* With lj_config.winograd off, a 3×3 convolution that would take the Winograd routines
+ * (MNISTNet's conv2, a bias, relu and max-pool fused) goes through the GEMM, forward, input
+ * and weight gradients, and agrees with the interpreter to the GEMM's rounding. */
+START_TEST(test_matmul_winograd_off) {
+  char dir[] = "/tmp/lj_test_winograd_off_XXXXXX";
+  init_dumping(NULL, false, dir);
+  const int one[2] = {1, 1}, two[2] = {2, 2};
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, 32, 14, 14), TU_UNIT, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(64, 32, 3, 3), TU_UNIT, 2);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_UNIT, 3);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+  lj_tensor *y = lj_conv2d(x, w, b, NULL, one, NULL, 1);
+  lj_tensor *pooled = lj_max_pool2d(lj_relu(y), two, NULL, NULL);
+  lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(4, 64, 14, 14), TU_UNIT, 4);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  lj_tensor *values[] = {y, pooled, lj_tensor_grad(x), lj_tensor_grad(w)};
+  /* sums of 288 products (forward, input gradient) and 784 (weight), magnitudes ~10: the
+   * Winograd routines' rounding (~3e-4 here) would not pass */
+  tu_check_interp_tol(4, values, 1e-5, 2e-5);
+  ck_assert(!has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
+  ck_assert(!has_file_ending(dir, ".lj_gemm_f32_winograd_dx.o"));
+  ck_assert(!has_file_ending(dir, ".lj_gemm_f32_winograd_dw.o"));
+  lj_tensor *all[] = {x, w, b, y, pooled, g};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+  tu_remove_dir(dir);
+}
+END_TEST
+
 /* The weight gradients of 3×3 convolutions over 1 to 3 channels go through the taps routine
  * (the dump holds its object): rows narrower than a vector and wider than one (two vectors, the
  * second partly past the row), padding 0 to 2, a row stride of 2 and dilation 2, output
@@ -246,7 +275,7 @@ START_TEST(test_matmul_taps) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_taps_XXXXXX";
-  init_dumping(cpu, dir);
+  init_dumping(cpu, true, dir);
   struct {
     int64_t n, c, h, w, o;
     int stride[2], pad[2], dilation[2];
@@ -419,6 +448,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
+  tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);
   tcase_add_test(tc, test_matmul_routines_compiled_once);

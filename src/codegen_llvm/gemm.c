@@ -876,9 +876,10 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  int variant = winograd(k, av, bv)            ? LJC_GEMM_WINOGRAD
-                : winograd_dx(k, av, bv)      ? LJC_GEMM_WINOGRAD_DX
-                : winograd_dw(k, av, bv)      ? LJC_GEMM_WINOGRAD_DW
+  bool wino = !k->mm_no_winograd;
+  int variant = wino && winograd(k, av, bv)      ? LJC_GEMM_WINOGRAD
+                : wino && winograd_dx(k, av, bv) ? LJC_GEMM_WINOGRAD_DX
+                : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW
                 : taps_dw(k, av, bv)          ? LJC_GEMM_TAPS_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
                 : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)

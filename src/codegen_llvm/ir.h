@@ -207,7 +207,7 @@ enum {
  * straight into the col2im's output (ljc_gemm_writes_window); WINOGRAD_DW: a weight
  * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints;
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
- * (taps.c).
+ * (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time. */
 enum {

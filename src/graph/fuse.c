@@ -642,6 +642,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   }
   if (!(opt && opt->disable_fusion)) ljg_fuse_rows(p);
   column_tasks(p);
+  for (int i = 0; opt && opt->no_winograd && i < p->nkernels; i++) p->kernels[i].mm_no_winograd = 1;
   ljg_donate(p, g);
   ljg_plan(p);
   free(f.realized);
@@ -756,6 +757,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
                      "-> slot%d: e%d * e%d%s", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
                      k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
+      if (k->mm_no_winograd) ljb_str_puts(&b, ", no Winograd");
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
       ljb_str_puts(&b, "\n");
       if (k->mm_cols) {

@@ -441,6 +441,8 @@ typedef struct ljg_kernel {
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
   uint8_t mm_col_tasks; /* tasks are blocks of LJG_MATMUL_COL_TASK columns of C, every row
                            each (ntasks: the blocks), not rows */
+  uint8_t mm_no_winograd; /* a convolution's products summed as they are, never through
+                             Winograd's transforms (ljg_fuse_options.no_winograd) */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
                            (its tasks are image planes, each the sum of that many rows) */
   /* Implicit GEMM: operand A or B (mm_cols) is the im2col of the image [N, C, H, W] that
@@ -524,6 +526,7 @@ typedef struct ljg_program {
 
 typedef struct ljg_fuse_options {
   bool disable_fusion;
+  bool no_winograd; /* lj_config.winograd off: every matmul kernel's mm_no_winograd */
 } ljg_fuse_options;
 
 /* Fuses the (optimized) graph into kernels and plans their buffers. */

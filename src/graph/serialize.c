@@ -174,6 +174,7 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_dtype);
   F(x, k->mm_sum);
   F(x, k->mm_col_tasks);
+  F(x, k->mm_no_winograd);
   F(x, k->mm_task_rows);
   F(x, k->mm_cols);
   F(x, k->mm_win);

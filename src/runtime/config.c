@@ -27,6 +27,7 @@ static const env_var env_vars[] = {
     {"LJ_CPU", {NULL}, ENV_STRING, FIELD(cpu)},
     {"LJ_COMPILATION_CACHE_SIZE", {NULL}, ENV_INT, FIELD(compilation_cache_size)},
     {"LJ_DISABLE_FUSION", {NULL}, ENV_BOOL, FIELD(disable_fusion)},
+    {"LJ_WINOGRAD", {NULL}, ENV_BOOL, FIELD(winograd)},
     {"LJ_NO_SPECIAL_SCALARS", {NULL}, ENV_BOOL, FIELD(no_special_scalars)},
     {"LJ_SYNC_TENSORS_OPBYOP", {"XLA_SYNC_TENSORS_OPBYOP", "SYNC_TENSORS_OPBYOP"}, ENV_BOOL,
      FIELD(sync_tensors_opbyop)},
@@ -91,6 +92,7 @@ lj_config lj_config_default(void) {
   c.cache_max_mb = 1024;
   c.nt_store_kb = l3_cache_kb();
   c.enable_param_aliasing = true;
+  c.winograd = true;
   for (size_t i = 0; i < LJ_COUNT_OF(env_vars); i++) {
     const env_var *v = &env_vars[i];
     const char *s = getenv(v->name);

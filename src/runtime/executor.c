@@ -24,6 +24,7 @@ ljb_hash ljr_graph_key(const ljg_graph *g) { return ljg_graph_key(g, ljr_get()->
 static ljg_fuse_options fuse_options(const ljr_runtime *rt) {
   ljg_fuse_options o = {0};
   o.disable_fusion = rt->cfg.pub.disable_fusion;
+  o.no_winograd = !rt->cfg.pub.winograd;
   return o;
 }
 

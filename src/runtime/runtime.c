@@ -17,6 +17,7 @@ static ljb_hash env_seed(const ljr_runtime *rt) {
   ljb_hash_str(&h, ljc_session_target(rt->cg));
   ljb_hash_u64(&h, (uint64_t)rt->cfg.pub.opt_level);
   ljb_hash_u64(&h, (uint64_t)rt->cfg.pub.disable_fusion);
+  ljb_hash_u64(&h, (uint64_t)rt->cfg.pub.winograd);
   return ljb_hasher_final(&h);
 }
 
