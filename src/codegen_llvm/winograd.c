@@ -27,13 +27,15 @@
  * (LJC_GEMM_WORK) from one call to the next of a run.
  *
  * Measured on one Zen 4 core with MNISTNet's conv2 (32 channels in, 64 out, 14×14, batch 64),
- * the GEMM's time → F(2×2, 3×3)'s (16 products per 2×2 tile, this file's first version) →
- * this one's: the forward product 4.74 → 2.26 → about 1.9 ms, the input gradient 4.83 → 2.33
- * → 2.0, the weight gradient 5.09 → 2.30 → 2.2 (14×14 outputs take 16 tiles, 576 products a
- * channel pair, against F(2×2)'s 49 tiles and 784). The sums are ordered otherwise than the
- * GEMM's and the transforms round (their points ±2 scale values by up to 8 and 1/24): the
- * results agree with the GEMM's to about 3e-5 of the output's magnitude (F(2×2): a few ulps),
- * the weight gradient's long sums to about 1e-4 of theirs. */
+ * the GEMM's time → F(2×2, 3×3)'s (16 products per 2×2 tile, this file's first version): the
+ * forward product 4.74 → 2.26 ms, the input gradient 4.83 → 2.33, the weight gradient 5.09 →
+ * 2.30; F(2×2) → F(4×4) in interleaved runs on a busier machine: 2.74–2.81 → 2.21–2.36 ms,
+ * 2.72–2.86 → 2.24–2.41 and 2.81–2.95 → 2.27–2.66 (14×14 outputs take 16 tiles, 576 products
+ * a channel pair, against F(2×2)'s 49 tiles and 784; the products take about 1.4 ms, the
+ * transforms the rest). The sums are ordered otherwise than the GEMM's and the transforms
+ * round (their points ±2 scale values by up to 8 and 1/24): the results agree with the
+ * GEMM's to about 3e-5 of the output's magnitude (F(2×2): a few ulps), the weight gradient's
+ * long sums to about 1e-4 of theirs. LJ_WINOGRAD=0 keeps convolutions in the GEMM. */
 #include "codegen_llvm/ir.h"
 
 /* TM outputs a tile side from TN inputs, NE = TN² elements (products per channel pair); TB
@@ -173,7 +175,6 @@ static void grad_weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x) {
   o[2] = fma_k(w, 1.0 / 6, fsub(w, q, p), x[5]);
 }
 
-
 /* The 2-D transform T·x·Tᵀ of the n_in × n_in tile x (row-major) into the n_out × n_out tile
  * o: f down each column, then along each row. */
 static void transform_2d(wino *w, transform_1d *f, int n_in, int n_out, const LLVMValueRef *x, LLVMValueRef *o) {
@@ -270,8 +271,9 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   LLVMValueRef first = add(w, mul(w, y, im->sh), add(w, x0, X.iv)); /* may lie before the image: no inbounds */
   LLVMValueRef row = LLVMBuildGEP2(b, ir->f32, im->base, &first, 1, "");
   /* a square all outside the image (padding, or the columns past a row's last tile's) is zeros */
-  LLVMValueRef touches = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, xin, LLVMIntTypeInContext(ir->ctx, (unsigned)w->vw), ""),
-                                       LLVMConstNull(LLVMIntTypeInContext(ir->ctx, (unsigned)w->vw)), "");
+  LLVMTypeRef lanes_int = LLVMIntTypeInContext(ir->ctx, (unsigned)w->vw);
+  LLVMValueRef touches =
+      LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, xin, lanes_int, ""), LLVMConstNull(lanes_int), "");
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef c = mulc(w, Cv.iv, w->vw), v[64];
   LLVMBasicBlockRef inside = ljc_if_begin(ir, touches, "wino.square");
@@ -284,7 +286,8 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
   ljc_if_end(ir, inside);
   LLVMBasicBlockRef outside = ljc_if_begin(ir, LLVMBuildNot(b, touches, ""), "wino.zeros");
-  for (int i = 0; i < w->vw; i++) vstore(w, LLVMConstNull(w->vt), at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
+  for (int i = 0; i < w->vw; i++)
+    vstore(w, LLVMConstNull(w->vt), at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
   ljc_if_end(ir, outside);
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &X, NULL, NULL);
@@ -311,7 +314,8 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
  * columns likewise, channels cb0 .. cb0 + clen - 1 a run of CB each. */
 static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   const LLVMValueRef *a = w->arg;
-  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, TM), a[LJC_GEMM_WIN_PY]), x0 = sub(w, mulc(w, tb->tx0, TM), a[LJC_GEMM_WIN_PX]);
+  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, TM), a[LJC_GEMM_WIN_PY]);
+  LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, TM), a[LJC_GEMM_WIN_PX]);
   channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, TM), 2), addc(w, mulc(w, tb->nc, TM), 2), cb0, clen, w->p, CB);
 }
 
