@@ -405,9 +405,10 @@ START_TEST(test_matmul_routines_compiled_once) {
 }
 END_TEST
 
-/* Kernels keep a matmul's packed panels of B (128 KiB) on the stack of the thread running
- * them: the pool's workers and the device's executor get stacks of their own size, here with
- * the process's default thread stack made 64 KiB before the device starts them. */
+/* Kernels keep a matmul's packed panels of B (128 KiB), and a Winograd convolution's
+ * transformed weight (1.2 MiB), on the stack of the thread running them: the pool's workers
+ * and the device's executor get stacks of their own size, here with the process's default
+ * thread stack made 64 KiB before the device starts them. */
 START_TEST(test_matmul_small_default_stacks) {
   pthread_attr_t saved, small;
   ck_assert_int_eq(pthread_getattr_default_np(&saved), 0);
@@ -417,9 +418,14 @@ START_TEST(test_matmul_small_default_stacks) {
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(64, 300), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(300, 160), TU_ANY, 2);
   lj_tensor *c = lj_matmul(a, b);
   tu_check_interp_tol(1, &c, 1e-4, 1e-4);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 8, 10, 10), TU_UNIT, 3), *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 8, 3, 3), TU_UNIT, 4);
+  lj_tensor *y = lj_conv2d(x, w, NULL, NULL, (const int[]){1, 1}, NULL, 1);
+  tu_check_interp_tol(1, &y, 5e-5, 1e-3);
   ck_assert_int_eq(pthread_setattr_default_np(&saved), 0);
   pthread_attr_destroy(&small);
   pthread_attr_destroy(&saved);
+  lj_tensor *all[] = {a, b, c, x, w, y};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
 }
 END_TEST
 
