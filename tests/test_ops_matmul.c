@@ -163,11 +163,13 @@ static void init_dumping(const char *cpu, bool winograd, char *dir) {
 /* 3×3 convolutions of stride 1 go through the Winograd routine (the dump holds its object):
  * output sizes odd and even (tiles past the edge), padding 0, 1 and 2, channels in and out
  * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
- * block (30×30), fewer than a register tile's rows (4×6: 6 tiles, all in the tiles of 4 and 2
- * that take the tiles past a multiple of the register tile's), a strided image (a permuted
- * NHWC tensor), and a fused bias, relu and max-pool run block by block (the transformed weight
- * kept from one block to the next); and their input and weight gradients, through its
- * variants for them. Against the interpreter, for the host, AVX2 and SSE2. */
+ * block (30×30), fewer than a register tile's rows (4×6: 2 tiles, in a register tile of 2;
+ * 27×28's blocks of 14 and 7 tiles take tiles of 4, 2 and 1 past a multiple of 8), a tile
+ * row wider than a block (6×70: 18 tiles a row, in two segments), a strided image (a
+ * permuted NHWC tensor), and a fused bias, relu and max-pool run block by block (the
+ * transformed weight kept from one block to the next); and their input and weight
+ * gradients, through its variants for them. Against the interpreter, for the host, AVX2 and
+ * SSE2. */
 START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
@@ -182,12 +184,14 @@ START_TEST(test_matmul_winograd) {
   lj_tensor *x7 = tu_tensor(LJ_F32, LJ_SHAPE(6, 32, 14, 14), TU_ANY, 13), *w7 = tu_tensor(LJ_F32, LJ_SHAPE(64, 32, 3, 3), TU_ANY, 14);
   lj_tensor *b7 = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_ANY, 15);
   lj_tensor *x6 = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 4, 6), TU_ANY, 11), *w6 = tu_tensor(LJ_F32, LJ_SHAPE(36, 40, 3, 3), TU_ANY, 12);
+  lj_tensor *x9 = tu_tensor(LJ_F32, LJ_SHAPE(2, 8, 6, 70), TU_ANY, 18), *w9 = tu_tensor(LJ_F32, LJ_SHAPE(8, 8, 3, 3), TU_ANY, 19);
   lj_tensor *ts[] = {
       lj_conv2d(x1, w1, NULL, NULL, one, NULL, 1),
       lj_conv2d(x2, w2, NULL, NULL, NULL, NULL, 1),
       lj_conv2d(x3, w3, NULL, NULL, two, NULL, 1),
       lj_conv2d(x4, w4, NULL, NULL, one, NULL, 1),
       lj_conv2d(x6, w6, NULL, NULL, one, NULL, 1),
+      lj_conv2d(x9, w9, NULL, NULL, one, NULL, 1),
       lj_conv2d(lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2}), w5, NULL, NULL, one, NULL, 1),
       lj_max_pool2d(lj_relu(lj_conv2d(x7, w7, b7, NULL, one, NULL, 1)), two, NULL, NULL),
   };
@@ -204,9 +208,10 @@ START_TEST(test_matmul_winograd) {
    * of the 81 rows, 9 channels' taps, each thread's range stands for) */
   lj_tensor *x8 = tu_tensor(LJ_F32, LJ_SHAPE(8, 9, 27, 28), TU_ANY, 16), *w8 = tu_tensor(LJ_F32, LJ_SHAPE(32, 9, 3, 3), TU_ANY, 17);
   lj_tensor *x5 = lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2});
-  lj_tensor *xs[] = {x1, x2, x3, x4, x6, x7, x8, x5}, *ws[] = {w1, w2, w3, w4, w6, w7, w8, w5}, *dxs[8], *dws[8];
-  const int *pads[] = {one, NULL, two, one, one, one, one, one};
+  lj_tensor *xs[] = {x1, x2, x3, x4, x6, x7, x8, x9, x5}, *ws[] = {w1, w2, w3, w4, w6, w7, w8, w9, w5};
+  const int *pads[] = {one, NULL, two, one, one, one, one, one, one};
   enum { NCASES = sizeof xs / sizeof *xs };
+  lj_tensor *dxs[NCASES], *dws[NCASES];
   for (int i = 0; i < NCASES; i++) {
     lj_tensor *leaf = i == NCASES - 1 ? nhwc : xs[i];
     ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
