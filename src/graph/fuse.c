@@ -642,7 +642,8 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   }
   if (!(opt && opt->disable_fusion)) ljg_fuse_rows(p);
   column_tasks(p);
-  for (int i = 0; opt && opt->no_winograd && i < p->nkernels; i++) p->kernels[i].mm_no_winograd = 1;
+  for (int i = 0; opt && opt->no_winograd && i < p->nkernels; i++)
+    p->kernels[i].mm_no_winograd = p->kernels[i].kind == LJG_K_MATMUL;
   ljg_donate(p, g);
   ljg_plan(p);
   free(f.realized);
