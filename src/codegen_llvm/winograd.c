@@ -121,6 +121,12 @@ static LLVMValueRef vload(wino *w, LLVMValueRef p) {
 
 static void vstore(wino *w, LLVMValueRef x, LLVMValueRef p) { LLVMSetAlignment(LLVMBuildStore(w->b, x, p), 4); }
 
+/* A hint to bring the cache line at p into L2 (locality 2; never faults). */
+static void prefetch(wino *w, LLVMValueRef p) {
+  LLVMValueRef args[4] = {p, ljc_const_i(w->ir->i32, 0), ljc_const_i(w->ir->i32, 2), ljc_const_i(w->ir->i32, 1)};
+  ljc_intrinsic(w->ir, "prefetch", w->ir->ptr, 4, args);
+}
+
 /* The vector at p, its lanes where mask (0 elsewhere: those are not read). */
 static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_masked_load(w->ir, w->vt, p, 4, mask);
@@ -232,16 +238,21 @@ static LLVMValueRef channel_vectors(wino *w, LLVMValueRef clen) {
   return LLVMBuildSDiv(w->b, addc(w, clen, w->vw - 1), i64c(w, w->vw), "");
 }
 
-/* An image of one matrix: element (c, y, x) at base + c·sc + y·sh + x·sw, h × wd positions. */
+/* An image of one matrix: element (c, y, x) at base + c·sc + y·sh + x·sw, h × wd positions;
+ * the next matrix's image `next` elements on, prefetched into L2 while this one is read (the
+ * loads of the copy to channels last waited on L3 without it: measured on MNISTNet's conv2 at
+ * batch 64, fastest of 200 runs, one thread, the weight gradient 2.41-2.60 -> 1.92-2.05 ms,
+ * the input gradient 2.27-2.43 -> 2.10-2.22, the forward product 2.28-2.32 -> 2.18-2.26). */
 typedef struct image {
-  LLVMValueRef base, sc, sh, sw, h, wd;
+  LLVMValueRef base, sc, sh, sw, h, wd, next;
 } image;
 
 /* The image operand B of a convolution (or A, im2col of the weight gradient's) for matrix bi. */
 static image operand_image(wino *w, int operand, LLVMValueRef bi) {
   const LLVMValueRef *a = w->arg;
   LLVMValueRef base = at(w, a[operand], mul(w, bi, a[operand + 1]));
-  return (image){base, a[LJC_GEMM_IMG_SC], a[LJC_GEMM_IMG_SH], a[LJC_GEMM_IMG_SW], a[LJC_GEMM_IMG_H], a[LJC_GEMM_IMG_W]};
+  return (image){base, a[LJC_GEMM_IMG_SC], a[LJC_GEMM_IMG_SH], a[LJC_GEMM_IMG_SW], a[LJC_GEMM_IMG_H], a[LJC_GEMM_IMG_W],
+                 a[operand + 1]};
 }
 
 /* dst[(Y·cols + X)·run + c] = the image's (c0 + c, y0 + Y, x0 + X) for Y < rows, X < cols and c
@@ -281,6 +292,7 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
     LLVMValueRef ci = addc(w, c, i);
     LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, c0, ci), im->sc)}, 1, "");
     v[i] = masked_load(w, ch, LLVMBuildAnd(b, xin, splat(w, lt(w, ci, clen), mvt), ""));
+    prefetch(w, LLVMBuildGEP2(b, ir->f32, ch, (LLVMValueRef[]){im->next}, 1, ""));
   }
   ljc_transpose(ir, w->vw, v);
   for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
@@ -615,7 +627,7 @@ static void weight_gradient(wino *w) {
   ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
   image x = operand_image(w, LJC_GEMM_A, Bl.iv);
   image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
-              a[LJC_GEMM_B_SK], w->oh, w->ow};
+              a[LJC_GEMM_B_SK], w->oh, w->ow, a[LJC_GEMM_B_SB]};
   ljc_loop_begin(ir, &Rb, i64c(w, 0), w->nrb, false, 0, NULL);
   ljc_loop_begin(ir, &Cs, i64c(w, 0), w->nseg, false, 0, NULL);
   tblock tb = tile_block(w, Rb.iv, Cs.iv);
