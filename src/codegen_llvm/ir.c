@@ -345,6 +345,11 @@ LLVMValueRef ljc_masked_load(ljc_ir *ir, LLVMTypeRef vt, LLVMValueRef p, int ali
   return ljc_intrinsic_over(ir, "masked.load", 2, types, 4, args);
 }
 
+void ljc_prefetch(ljc_ir *ir, LLVMValueRef p) {
+  LLVMValueRef args[4] = {p, ljc_const_i(ir->i32, 0), ljc_const_i(ir->i32, 2), ljc_const_i(ir->i32, 1)};
+  ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
+}
+
 void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLVMValueRef mask) {
   LLVMTypeRef types[2] = {LLVMTypeOf(x), ir->ptr};
   LLVMValueRef args[4] = {x, p, ljc_const_i(ir->i32, align), mask};

@@ -110,6 +110,9 @@ LLVMValueRef ljc_splat(ljc_ir *ir, LLVMValueRef x, LLVMTypeRef vt);
 LLVMValueRef ljc_masked_load(ljc_ir *ir, LLVMTypeRef vt, LLVMValueRef p, int align, LLVMValueRef mask);
 /* Stores the lanes of x where mask at p (elements aligned to `align` bytes). */
 void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLVMValueRef mask);
+/* A hint to bring the cache line at p into L2 for reading (prefetcht1: locality 2); p may be
+ * any address, a prefetch never faults. */
+void ljc_prefetch(ljc_ir *ir, LLVMValueRef p);
 
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */

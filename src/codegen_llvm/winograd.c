@@ -121,12 +121,6 @@ static LLVMValueRef vload(wino *w, LLVMValueRef p) {
 
 static void vstore(wino *w, LLVMValueRef x, LLVMValueRef p) { LLVMSetAlignment(LLVMBuildStore(w->b, x, p), 4); }
 
-/* A hint to bring the cache line at p into L2 (locality 2; never faults). */
-static void prefetch(wino *w, LLVMValueRef p) {
-  LLVMValueRef args[4] = {p, ljc_const_i(w->ir->i32, 0), ljc_const_i(w->ir->i32, 2), ljc_const_i(w->ir->i32, 1)};
-  ljc_intrinsic(w->ir, "prefetch", w->ir->ptr, 4, args);
-}
-
 /* The vector at p, its lanes where mask (0 elsewhere: those are not read). */
 static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_masked_load(w->ir, w->vt, p, 4, mask);
@@ -292,7 +286,7 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
     LLVMValueRef ci = addc(w, c, i);
     LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, c0, ci), im->sc)}, 1, "");
     v[i] = masked_load(w, ch, LLVMBuildAnd(b, xin, splat(w, lt(w, ci, clen), mvt), ""));
-    prefetch(w, LLVMBuildGEP2(b, ir->f32, ch, (LLVMValueRef[]){im->next}, 1, ""));
+    ljc_prefetch(ir, LLVMBuildGEP2(b, ir->f32, ch, (LLVMValueRef[]){im->next}, 1, ""));
   }
   ljc_transpose(ir, w->vw, v);
   for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
