@@ -73,10 +73,11 @@ END_TEST
 
 /* The GEMM routines around their tile edges: rows 1, 5, 6, 8, 13, 17 (fewer rows than a
  * tile, whole tiles of 6 rows under AVX2 and of 8 under AVX-512, a tile for the rows left),
- * columns 1, 12, 17, 150 (a last panel with its first vector partial, with its second partial
- * for 12 under AVX2 and 150 under AVX-512, one column past a full panel under AVX2, more
- * panels than one packed block), k of 1 and 16 (B read where it is), 17 (rows of a transposed
- * B left after whole vectors) and 600 (blocks of k); with B contiguous along n, B transposed
+ * columns 1, 12, 17, 150, 300 (a last panel with its first vector partial, with its second
+ * partial for 12 under AVX2 and 150 under AVX-512, one column past a full panel under AVX2,
+ * more panels than one packed block: 150 under AVX2, 300 under both), k of 1 and 16 (B read
+ * where it is), 17 (rows of a transposed B left after whole vectors) and 600 (blocks of k, run
+ * for each block of panels: C starts from zero in each); with B contiguous along n, B transposed
  * (packed by transposes), A transposed, and B strided along both dims (packed element by
  * element); batched with B broadcast; and more rows than a block of rows, split across
  * threads inside a matrix; convolutions, whose routine packs B from the image. Compiled for
@@ -93,7 +94,7 @@ static bool host_runs(const char *cpu) {
 }
 
 START_TEST(test_matmul_tiles) {
-  static const int64_t Ms[] = {1, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150}, Ks[] = {1, 16, 17, 600};
+  static const int64_t Ms[] = {1, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
   const char *cpu = tile_targets[_i];
   if (!host_runs(cpu)) return;
   lj_config cfg = lj_config_default();
@@ -102,13 +103,13 @@ START_TEST(test_matmul_tiles) {
   for (int di = 0; di < 2; di++) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
     for (int layout = 0; layout < 4; layout++) {
-      lj_tensor *ts[96];
+      lj_tensor *ts[120];
       int n = 0;
       for (int mi = 0; mi < 6; mi++)
-        for (int ni = 0; ni < 4; ni++)
+        for (int ni = 0; ni < 5; ni++)
           for (int ki = 0; ki < 4; ki++) {
             int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
-            uint64_t seed = (uint64_t)(100 * layout + 16 * mi + 4 * ni + ki);
+            uint64_t seed = (uint64_t)(200 * layout + 20 * mi + 4 * ni + ki);
             lj_tensor *a = layout == 2 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1)
                                        : tu_tensor(dt, LJ_SHAPE(M, K), TU_ANY, seed);
             lj_tensor *b = layout == 1   ? lj_transpose(tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)

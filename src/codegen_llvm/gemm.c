@@ -10,9 +10,12 @@
  * packed from its image (implicit GEMM, as B can be; ljg_kernel.mm_cols).
  *
  * Loop order, for one matrix's run of rows of the task range [begin, end) (rows b·M + m):
- * blocks of at most KC values of k, as equal as whole vectors allow; blocks of NP panels of
- * NV vectors of columns, packed; blocks of MC rows (A's block stays in L2 while the panels go
- * by); panels; tiles of mr rows.
+ * blocks of NP panels of NV vectors of columns; blocks of at most KC values of k, as equal as
+ * whole vectors allow, the block of panels packed for each; blocks of MC rows (A's block
+ * stays in L2 while the panels go by); panels; tiles of mr rows. With the blocks of k inside
+ * the blocks of panels, each block of k adds into the panels' columns of C (in L2 or L3)
+ * instead of all of C (2048³ on one Zen 4 core: 170-173 -> 163-171 ms, C's 16 MB no longer
+ * read and written from memory once a block of k).
  *
  * Packing copies a block of panels of B into an aligned buffer on the stack, panel after
  * panel, KC rows each, zeros past the last column, so the micro-kernel reads each panel
@@ -602,6 +605,31 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   ljc_loop_end(ir, &mb, NULL, NULL);
 }
 
+/* panel_run for every block of k: nk blocks of about equal length, whole vectors (a K a little
+ * over KC would otherwise leave a short last block, whose pass over C costs about what a long
+ * one's does), or the whole of k where B is read in place. The blocks of k go inside the
+ * blocks of panels, so that the passes over C for each block of k stay on the panels' NP·NV
+ * vectors of columns (in L2 or L3) rather than sweep all of C's rows each time. */
+static void panel_k_blocks(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) {
+  ljc_ir *ir = g->ir;
+  LLVMValueRef K = g->arg[LJC_GEMM_K];
+  if (g->variant == LJC_GEMM_DIRECT) {
+    g->k0 = ljc_i64(ir, 0), g->k1 = K, g->first = g->batch_first;
+    panel_run(g, rw, p, np);
+    return;
+  }
+  ljc_loop kb;
+  LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
+  LLVMValueRef len = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, K, add(g, nk, -1), ""), nk, "");
+  len = LLVMBuildAnd(g->b, add(g, len, g->vw - 1), ljc_i64(ir, -g->vw), "");
+  ljc_loop_begin(ir, &kb, ljc_i64(ir, 0), nk, false, 0, NULL);
+  g->k0 = vmul(g, kb.iv, len);
+  g->k1 = ljc_intrinsic2(ir, "smin", vadd(g, g->k0, len), K);
+  g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
+  panel_run(g, rw, p, np);
+  ljc_loop_end(ir, &kb, NULL, NULL);
+}
+
 /* The last panel, of the `left` columns from nfull on (0 < left < NV·vw): one vector when
  * they fit in one, else NV. */
 typedef struct edge {
@@ -612,7 +640,7 @@ typedef struct edge {
 static void edge_panel(gemm *g, const edge *e, int nv) {
   panel p = {e->nfull, e->left, {NULL}, nv};
   for (int j = 0; j < nv; j++) p.mask[j] = lanes_below(g, ljc_i64(g->ir, (int64_t)j * g->vw), e->left);
-  panel_run(g, e->rw, &p, ljc_i64(g->ir, 1));
+  panel_k_blocks(g, e->rw, &p, ljc_i64(g->ir, 1));
 }
 
 static void edge_panel_1(gemm *g, void *ctx) { edge_panel(g, ctx, 1); }
@@ -630,7 +658,7 @@ static void panels(gemm *g, const rows *rw) {
   ljc_loop_begin_step(ir, &n, ljc_i64(ir, 0), mul(g, nsteps, step), step, true, 0, NULL);
   LLVMValueRef np = LLVMBuildSDiv(g->b, LLVMBuildNSWSub(g->b, nfull, n.iv, ""), ljc_i64(ir, wide), "");
   panel p = {n.iv, ljc_i64(ir, wide), {NULL}, NV};
-  panel_run(g, rw, &p, ljc_intrinsic2(ir, "smin", np, ljc_i64(ir, NP)));
+  panel_k_blocks(g, rw, &p, ljc_intrinsic2(ir, "smin", np, ljc_i64(ir, NP)));
   ljc_loop_end(ir, &n, NULL, NULL);
   edge e = {rw, nfull, LLVMBuildNSWSub(g->b, N, nfull, "")};
   LLVMValueRef one = LLVMBuildICmp(g->b, LLVMIntSLE, e.left, ljc_i64(ir, g->vw), "");
@@ -696,24 +724,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   }
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
-  LLVMValueRef K = g->arg[LJC_GEMM_K];
-  if (g->variant == LJC_GEMM_DIRECT) { /* one block of k, the whole of it */
-    g->k0 = ljc_i64(ir, 0), g->k1 = K, g->first = g->batch_first;
-    panels(g, &rw);
-  } else {
-    /* nk blocks of about equal length, whole vectors (a K a little over KC would otherwise
-     * leave a short last block, whose pass over C costs about what a long one's does) */
-    ljc_loop kb;
-    LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
-    LLVMValueRef len = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, K, add(g, nk, -1), ""), nk, "");
-    len = LLVMBuildAnd(g->b, add(g, len, g->vw - 1), ljc_i64(ir, -g->vw), "");
-    ljc_loop_begin(ir, &kb, ljc_i64(ir, 0), nk, false, 0, NULL);
-    g->k0 = vmul(g, kb.iv, len);
-    g->k1 = ljc_intrinsic2(ir, "smin", vadd(g, g->k0, len), K);
-    g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
-    panels(g, &rw);
-    ljc_loop_end(ir, &kb, NULL, NULL);
-  }
+  panels(g, &rw);
   LLVMBuildRetVoid(g->b);
   return fn;
 }
