@@ -196,7 +196,7 @@ START_TEST(test_parse_errors) {
       {"IR {\n  %0 = f32[2] data(), param=0\n  %1 = f32[2] index_check(%0), bound=3, ROOT=0\n}\n",
        "index_check needs i64"},
       {"IR {\n  %0 = f32[2,3] data(), param=0\n  %1 = f32[2,1] argmax(%0), dims=(1), ROOT=0\n}\n",
-       "argmax/argmin: one dim, i64 or i32 result"},
+       "argmax/argmin: one dim, i64, i32 or i8 result"},
       {"IR {\n  %0 = f32[1,1,4,4] data(), param=0\n"
        "  %1 = f32[1,9,5] im2col(%0), window=(3,3,1,1,0,0,1,1), fill=0, ROOT=0\n}\n",
        "window shapes do not match"},

@@ -527,7 +527,8 @@ static const ljg_kernel *window_kernel(const ljg_program *p, int win_op) {
  * planes on the kernel's stack; max-pool's gradient (each window's maximum gets the output's
  * gradient, scattered into zeros) ends with the col2im that adds the windows back, the
  * scattered planes on the stack too. Values against the interpreter, blocks split across
- * threads, f32 and f64, windows that tile the image and windows that overlap with padding. */
+ * threads, f32 and f64, windows that tile the image and windows that overlap with padding;
+ * the windows' positions are i8, or i32 for windows of more than 127 (12×12). */
 START_TEST(test_window_row_fusion) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   static const int k2[2] = {2, 2}, k3[2] = {3, 3}, s2[2] = {2, 2}, p1[2] = {1, 1};
@@ -547,7 +548,7 @@ START_TEST(test_window_row_fusion) {
         ck_assert_ptr_nonnull(k);
         ck_assert(k->win_at == 0 && k->nnests >= 1 && k->row_block >= 1 && k->row_block < 80);
         ck_assert_int_eq(p->slots[k->win_out_slot].kind, LJG_SLOT_LOCAL);
-        if (!f) ck_assert(k->nests[0].rop == LJG_OP_ARGMAX && k->nests[0].out_dtype == LJ_I32); /* 4 bytes a window */
+        if (!f) ck_assert(k->nests[0].rop == LJG_OP_ARGMAX && k->nests[0].out_dtype == LJ_I8); /* a byte a window */
         free_program(p, opt);
       }
       ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
@@ -566,6 +567,22 @@ START_TEST(test_window_row_fusion) {
       lj_tensor_release(x);
       lj_tensor_release(g);
     }
+  /* 144 positions a window: past what an i8 holds, they are i32 */
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 25, 24), TU_ANY, 40), *g = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 2, 2), TU_ANY, 41);
+  lj_tensor_set_requires_grad(x, true);
+  lj_scope_begin();
+  lj_tensor *y = lj_max_pool2d(x, (const int[]){12, 12}, NULL, NULL);
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  const ljg_kernel *k = window_kernel(p, LJG_OP_IM2COL);
+  ck_assert(k && k->nests[0].rop == LJG_OP_ARGMAX && k->nests[0].out_dtype == LJ_I32);
+  free_program(p, opt);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  lj_tensor *outs[2] = {y, lj_tensor_grad(x)};
+  tu_check_interp_tol(2, outs, 1e-6, 1e-6);
+  lj_scope_end();
+  lj_tensor_release(x);
+  lj_tensor_release(g);
 }
 END_TEST
 

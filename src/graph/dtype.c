@@ -28,7 +28,7 @@ _Static_assert(LJ_COUNT_OF(dtypes) == LJ_NUM_DTYPES, "dtype table out of date");
 bool ljg_dtype_valid(int dt) { return dt >= 0 && dt < LJ_NUM_DTYPES; }
 bool ljg_dtype_is_float(lj_dtype dt) { return dtypes[dt].is_float; }
 bool ljg_dtype_is_signed(lj_dtype dt) { return dtypes[dt].is_signed; }
-bool ljg_dtype_is_index(lj_dtype dt) { return dt == LJ_I64 || dt == LJ_I32; }
+bool ljg_dtype_is_index(lj_dtype dt) { return dt == LJ_I64 || dt == LJ_I32 || dt == LJ_I8; }
 int ljg_dtype_bits(lj_dtype dt) { return dtypes[dt].bits; }
 
 const char *lj_dtype_name(lj_dtype dt) { return ljg_dtype_valid((int)dt) ? dtypes[dt].name : "?"; }

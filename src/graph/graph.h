@@ -55,8 +55,8 @@ int ljg_op_by_name(const char *name);
 /* dtype.c: facts about dtypes and the host conversions of 16-bit floats. */
 bool ljg_dtype_is_float(lj_dtype dt);
 bool ljg_dtype_is_signed(lj_dtype dt);
-/* An index's dtype (gather's and scatter_add's index, argmax's result): i64, or i32 where the
- * frontend knows the indices are small (max-pool's window positions). */
+/* An index's dtype (gather's and scatter_add's index, argmax's result): i64, or i32 or i8
+ * where the frontend knows the indices are small (max-pool's window positions). */
 bool ljg_dtype_is_index(lj_dtype dt);
 bool ljg_dtype_valid(int dt);
 int ljg_dtype_bits(lj_dtype dt);

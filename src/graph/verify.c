@@ -100,7 +100,7 @@ static bool check_reduce(const ljg_graph *g, int i) {
   case LJG_OP_ARGMAX:
   case LJG_OP_ARGMIN:
     if (!ljg_dtype_is_index(n->dtype) || __builtin_popcountll(mask) != 1 || x->dtype == LJ_BOOL)
-      return fail(g, i, "argmax/argmin: one dim, i64 or i32 result, non-bool operand");
+      return fail(g, i, "argmax/argmin: one dim, i64, i32 or i8 result, non-bool operand");
     return true;
   default:
     return n->dtype == x->dtype ? true : fail(g, i, "dtype differs from operand");
