@@ -143,7 +143,8 @@ lj_tensor *lj_max_pool2d(lj_tensor *x, const int kernel[2], const int stride[2],
   ljg_attr dim2 = {0};
   dim2.a[0] = 1 << 2;
   ljg_node *in[2] = {ljf_node(cols), NULL};
-  lj_tensor *best = wrap(x->dev, LJG_OP_ARGMAX, K <= INT8_MAX ? LJ_I8 : LJ_I32, LJ_SHAPE(N, C, 1, oh * ow), 1, in, &dim2);
+  lj_dtype position = K <= INT8_MAX ? LJ_I8 : LJ_I32;
+  lj_tensor *best = wrap(x->dev, LJG_OP_ARGMAX, position, LJ_SHAPE(N, C, 1, oh * ow), 1, in, &dim2);
   in[1] = ljf_node(best);
   ljg_attr gdim = {0};
   gdim.a[0] = 2;
