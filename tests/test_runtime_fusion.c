@@ -230,6 +230,63 @@ static int vector_loops(const char *ir) {
   return n;
 }
 
+/* A bias for each row of C (a convolution's) added by an epilogue of its own is where the
+ * GEMM routine starts C's rows from instead: the kernel runs no loop of its own (none
+ * vectorized in its IR). Convolutions of one channel (B packed from the image) and of 16
+ * (Winograd's routine), f32 and f64; batched products with the bias along each matrix's rows
+ * and along a flat [B·M] of rows; a K of 700 (blocks of k: the bias goes in the first only).
+ * A bias along the columns (a linear layer's), an add inside a relu and C read by more than the
+ * add keep their loops. Values against the interpreter, two threads. */
+START_TEST(test_matmul_bias_start) {
+  for (int folded = 1; folded >= 0; folded--) {
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = 2;
+    char path[64];
+    tu_init_saving(cfg, "llvm", path, sizeof path);
+    lj_tensor *outs[8];
+    int n = 0;
+    for (int di = 0; di < 2; di++) {
+      lj_dtype dt = di ? LJ_F64 : LJ_F32;
+      lj_tensor *a = tu_tensor(dt, LJ_SHAPE(3, 37, 50), TU_ANY, 1 + di), *w = tu_tensor(dt, LJ_SHAPE(50, 45), TU_ANY, 3 + di);
+      if (folded) {
+        lj_tensor *x = tu_tensor(dt, LJ_SHAPE(2, 1, 11, 13), TU_ANY, 5 + di), *k = tu_tensor(dt, LJ_SHAPE(7, 1, 3, 3), TU_ANY, 7 + di);
+        lj_tensor *kb = tu_tensor(dt, LJ_SHAPE(7), TU_ANY, 9 + di), *rows = tu_tensor(dt, LJ_SHAPE(37, 1), TU_ANY, 11 + di);
+        outs[n++] = lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1);
+        outs[n++] = lj_add(lj_matmul(a, w), rows);
+        lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(rows);
+      } else { /* along the columns; inside a relu; C an output too */
+        lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(45), TU_ANY, 13 + di), *rows = tu_tensor(dt, LJ_SHAPE(37, 1), TU_ANY, 11 + di);
+        lj_tensor *c = lj_matmul(a, w);
+        outs[n++] = lj_add(c, cols);
+        outs[n++] = lj_relu(lj_add(c, rows));
+        outs[n++] = lj_add(c, rows);
+        outs[n++] = c;
+        lj_tensor_release(cols), lj_tensor_release(rows);
+      }
+      lj_tensor_release(a), lj_tensor_release(w);
+    }
+    if (folded) {
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 16, 9, 10), TU_ANY, 15), *k = tu_tensor(LJ_F32, LJ_SHAPE(12, 16, 3, 3), TU_ANY, 16);
+      lj_tensor *kb = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 17);
+      lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(2, 20, 700), TU_ANY, 18), *w = tu_tensor(LJ_F32, LJ_SHAPE(700, 30), TU_ANY, 19);
+      lj_tensor *flat = tu_tensor(LJ_F32, LJ_SHAPE(40, 1), TU_ANY, 20);
+      outs[n++] = lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1);
+      outs[n++] = lj_add(lj_reshape(lj_matmul(a, w), LJ_SHAPE(40, 30)), flat);
+      lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(w);
+      lj_tensor_release(flat);
+    }
+    /* f32 sums of up to 700 products of values up to a few units, Winograd's transforms */
+    tu_check_interp_tol(n, outs, 5e-5, 1e-2);
+    char *ir = tu_take_saved(path);
+    if (folded) ck_assert_int_eq(vector_loops(ir), 0);
+    else ck_assert_int_ge(vector_loops(ir), 2);
+    free(ir);
+    for (int i = 0; i < n; i++) lj_tensor_release(outs[i]);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Nests over the same points share one loop when what each reads of another's output is the
  * element being written (SGD with momentum: the state, then the parameter from it); a
  * reduction of the first output keeps a loop of its own. One kernel either way; values
@@ -1208,6 +1265,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
   tcase_add_test(tc, test_matmul_epilogue);
+  tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);

@@ -163,6 +163,8 @@ typedef struct ljc_kctx {
   int nchecks;
   int *nest_last;         /* per nest: the last nest its loop also runs (lower.c's shares_loop),
                              or -1 for a nest that runs in an earlier one's */
+  int32_t mm_bias;        /* ljc_gemm_bias: the bias LOAD whose sum with C the routine
+                             writes into the first nest's slot (that nest not run), or -1 */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
@@ -191,12 +193,16 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
  * NULL and 0 for the others. LDC: the elements between C's rows (N but in a call by column
  * tasks). COL_TASKS 1 (ljg_kernel.mm_col_tasks): [BEGIN, END) are blocks of
- * LJG_MATMUL_COL_TASK columns, computed for every row. */
+ * LJG_MATMUL_COL_TASK columns, computed for every row. BIAS: NULL, or what every element of
+ * row m of C's matrix b starts from, BIAS[b·BIAS_SB + m·BIAS_SM] (a convolution's bias;
+ * ljc_gemm_bias), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW
+ * and WINOGRAD variants; NULL and zeros for the others). */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
+  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS
@@ -233,6 +239,18 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
 /* Whether the kernel's routine writes what its window (a col2im) would: the window is not
  * emitted then. */
 bool ljc_gemm_writes_window(const ljg_kernel *k);
+/* The LOAD of a bias the kernel's routine starts C's rows from, or -1: when the kernel's
+ * first nest computes nothing but C plus a value for each row of C (a convolution's bias),
+ * C read by nothing else, so that the routine can write the sum into that nest's slot and
+ * the nest does not run (a pass over C's block less). */
+int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
+/* The bias of row m of matrix bi of C (an element of type t) when the argument block `arg`
+ * has one (LJC_GEMM_BIAS), else 0. */
+LLVMValueRef ljc_gemm_bias_of(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m);
+/* x (a vector of one element of C's rows m .. m + lanes - 1 of matrix bi, BIAS_SM 1) plus
+ * their bias where `rows` (an i1 vector) says, when the argument block has one; else x. */
+LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
+                                   LLVMValueRef m, LLVMValueRef rows);
 
 /* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD, _DX or _DW (f32),
  * its products in tiles of mr tiles. */

@@ -15,7 +15,9 @@
  * the others' outputs only at the point being written (shares_loop). Matmul kernels of
  * f32/f64 whose operands are loads through single-level views call one of gemm.c's
  * register-blocked GEMM routines; a matmul with an epilogue (row fusion) computes a
- * block of rows of C and then runs its nests on them, block after block. The others compute
+ * block of rows of C and then runs its nests on them, block after block (a first nest that
+ * only adds a bias to each row of C does not run: the routine starts C's rows from it and
+ * writes them into that nest's slot, ljc_gemm_bias). The others compute
  * one output row per task: when B is contiguous along n,
  * zero the row and add a[k] times row k of B for each k (the inner loop over n vectorizes);
  * when B is contiguous along k (a transposed weight), each output is a dot product over k
@@ -485,7 +487,7 @@ static void loop_groups(const ljg_kernel *k, int *last) {
 
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
-  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0) return;
+  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0)) return;
   nest_gen g = {0};
   g.kc = kc;
   g.nest = nest;
@@ -1234,6 +1236,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   create_checks(&kc, nest_check);
   kc.nest_last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.nest_last);
   loop_groups(k, kc.nest_last);
+  kc.mm_bias = k->kind == LJG_K_MATMUL && k->row_block > 0 && k->nnests > 0 && kc.nest_last[0] == 0 ? ljc_gemm_bias(p, k) : -1;
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)

@@ -22,7 +22,9 @@
  * channels last (P: vector loads along the image's rows, transposed in registers; a gather per
  * position for an image whose rows are not contiguous), transformed into V; the products
  * register-blocked like the GEMM's micro-kernel (mr rows × NV vectors, a loop over the 36 e);
- * the outputs transformed into a rows-last buffer (Q) and transposed back into C's rows. U is
+ * the outputs transformed into a rows-last buffer (Q) and transposed back into C's rows (a
+ * row's bias, when there is one, added to M's point (1, 1) first: Aᵀ adds that point to
+ * every output, one vector add for TM × TM outputs). U is
  * the same for every matrix of a convolution: it is kept in the calling kernel's frame
  * (LJC_GEMM_WORK) from one call to the next of a run.
  *
@@ -472,6 +474,9 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef ml
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
   LLVMValueRef mm[NE], y[NE];
   for (int e = 0; e < NE; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
+  /* the rows' bias, at M's point (1, 1): the output transform adds it to all TM × TM outputs */
+  LLVMValueRef rows = LLVMBuildICmp(w->b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
+  mm[TN + 1] = ljc_gemm_add_row_bias(ir, w->arg, mm[TN + 1], w->bi, add(w, add(w, w->m0, mb0), mv), rows);
   transform_2d(w, output_1d, TN, TM, mm, y);
   for (int i = 0; i < TM; i++)
     for (int j = 0; j < TM; j++)
