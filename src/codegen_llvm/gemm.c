@@ -492,22 +492,23 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
   return at(g, g->arg[LJC_GEMM_C], LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_C_ORIGIN], ""));
 }
 
-LLVMValueRef ljc_gemm_bias_of(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m) {
+/* Where the bias of row m of matrix bi of C is (LJC_GEMM_BIAS; read it only when that is not
+ * NULL, with the loads' masks). */
+static LLVMValueRef bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m) {
   LLVMBuilderRef b = ir->b;
-  /* without a bias, a zero of the routine's own */
-  char name[32];
-  snprintf(name, sizeof name, "lj_gemm_no_bias_%s", t == ir->f64 ? "f64" : "f32");
-  LLVMValueRef zero = LLVMGetNamedGlobal(ir->mod, name);
-  if (!zero) {
-    zero = LLVMAddGlobal(ir->mod, t, name);
-    LLVMSetInitializer(zero, LLVMConstNull(t));
-    LLVMSetGlobalConstant(zero, 1);
-    LLVMSetLinkage(zero, LLVMPrivateLinkage);
-  }
-  LLVMValueRef base = LLVMBuildSelect(b, LLVMBuildIsNotNull(b, arg[LJC_GEMM_BIAS], ""), arg[LJC_GEMM_BIAS], zero, "");
   LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, bi, arg[LJC_GEMM_BIAS_SB], ""),
                                      LLVMBuildNSWMul(b, m, arg[LJC_GEMM_BIAS_SM], ""), "");
-  return LLVMBuildLoad2(b, t, LLVMBuildGEP2(b, t, base, &off, 1, ""), "");
+  return LLVMBuildGEP2(b, t, arg[LJC_GEMM_BIAS], &off, 1, "");
+}
+
+/* The bias of row m of matrix bi of C where `when` (an i1) and there is one, else 0. */
+static LLVMValueRef row_bias(gemm *g, LLVMValueRef bi, LLVMValueRef m, LLVMValueRef when) {
+  LLVMBuilderRef b = g->b;
+  LLVMTypeRef one = LLVMVectorType(g->t, 1);
+  LLVMValueRef mask = LLVMBuildAnd(b, when, LLVMBuildIsNotNull(b, g->arg[LJC_GEMM_BIAS], ""), "");
+  mask = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(g->ir->i1, 1)), mask, ljc_i64(g->ir, 0), "");
+  LLVMValueRef v = ljc_masked_load(g->ir, one, bias_at(g->ir, g->arg, g->t, bi, m), (int)g->esize, mask);
+  return LLVMBuildExtractElement(b, v, ljc_i64(g->ir, 0), "");
 }
 
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
@@ -515,9 +516,8 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
   LLVMBuilderRef b = ir->b;
   LLVMTypeRef vt = LLVMTypeOf(x), t = LLVMGetElementType(vt);
   LLVMValueRef has = LLVMBuildIsNotNull(b, arg[LJC_GEMM_BIAS], "");
-  LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, bi, arg[LJC_GEMM_BIAS_SB], ""), m, "");
   LLVMValueRef lanes = LLVMBuildAnd(b, rows, ljc_splat(ir, has, LLVMVectorType(ir->i1, LLVMGetVectorSize(vt))), "");
-  LLVMValueRef bias = ljc_masked_load(ir, vt, LLVMBuildGEP2(b, t, arg[LJC_GEMM_BIAS], &off, 1, ""), t == ir->f64 ? 8 : 4, lanes);
+  LLVMValueRef bias = ljc_masked_load(ir, vt, bias_at(ir, arg, t, bi, m), t == ir->f64 ? 8 : 4, lanes);
   return LLVMBuildSelect(b, has, LLVMBuildFAdd(b, x, bias, ""), x, "");
 }
 
@@ -546,8 +546,8 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
                           : elem(g, LJC_GEMM_A, bi, m[r], g->k0);
   /* the first block of k starts from the row's bias (0 without one), the others from 0 */
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = LLVMBuildSelect(g->b, g->first, ljc_gemm_bias_of(ir, g->arg, g->t, bi, m[r]), LLVMConstNull(g->t), "");
-    for (int j = 0; j < nv; j++) acc[r * nv + j] = splat(g, s, g->vt);
+    LLVMValueRef s = splat(g, row_bias(g, bi, m[r], g->first), g->vt);
+    for (int j = 0; j < nv; j++) acc[r * nv + j] = s;
   }
   acc[mr * nv] = ljc_i64(ir, 0);
   ljc_loop K;

@@ -244,9 +244,6 @@ bool ljc_gemm_writes_window(const ljg_kernel *k);
  * C read by nothing else, so that the routine can write the sum into that nest's slot and
  * the nest does not run (a pass over C's block less). */
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
-/* The bias of row m of matrix bi of C (an element of type t) when the argument block `arg`
- * has one (LJC_GEMM_BIAS), else 0. */
-LLVMValueRef ljc_gemm_bias_of(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m);
 /* x (a vector of one element of C's rows m .. m + lanes - 1 of matrix bi, BIAS_SM 1) plus
  * their bias where `rows` (an i1 vector) says, when the argument block has one; else x. */
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
