@@ -161,9 +161,10 @@ static void init_dumping(const char *cpu, bool winograd, char *dir) {
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
 }
 
-/* 3×3 convolutions of stride 1 go through the Winograd routine (the dump holds its object):
- * output sizes odd and even (tiles past the edge), padding 0, 1 and 2, channels in and out
- * beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
+/* 3×3 convolutions of stride 1 go through the Winograd routines (the dump holds their
+ * objects), both tilings: F(5×5, 3×3) where it takes fewer products (the 14×14 and 30×30
+ * outputs), else F(4×4, 3×3); output sizes odd and even (tiles past the edge), padding 0, 1
+ * and 2, channels in and out beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
  * block (30×30), fewer than a register tile's rows (4×6: 2 tiles, in a register tile of 2;
  * 27×28's blocks of 14 and 7 tiles take tiles of 4, 2 and 1 past a multiple of 8), a tile
  * row wider than a block (6×70: 18 tiles a row, in two segments), a strided image (a
@@ -201,6 +202,7 @@ START_TEST(test_matmul_winograd) {
    * round to about 3e-5 of it, so elements near 0 take the absolute bound */
   tu_check_interp_tol(n, ts, 5e-5, 1e-2);
   ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd5.o"));
   for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
   /* input and weight gradients: col2im(Wᵀ·dY) as the convolution of dY with the flipped
    * weight, padding 2 - p (p = 0, 1, 2), more rows and channels than a block (72 in, 40
@@ -233,6 +235,8 @@ START_TEST(test_matmul_winograd) {
   tu_check_interp_tol(NCASES, dws, 1e-4, 5e-2);
   ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_dx.o"));
   ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_dw.o"));
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd5_dx.o"));
+  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd5_dw.o"));
   for (int i = 0; i < NCASES; i++) {
     lj_tensor_release(dxs[i]);
     lj_tensor_release(dws[i]);

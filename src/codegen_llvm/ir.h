@@ -218,7 +218,8 @@ enum {
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
  * (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
- * when A is an im2col packed from its image, a block of rows at a time. */
+ * when A is an im2col packed from its image, a block of rows at a time; for the Winograd
+ * variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for F(5×5, 3×3). */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_NVARIANTS
@@ -249,11 +250,11 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
                                    LLVMValueRef m, LLVMValueRef rows);
 
-/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD, _DX or _DW (f32),
- * its products in tiles of mr tiles. */
-void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant);
-/* The bytes of its argument block's WORK area. */
-int64_t ljc_winograd_work_bytes(void);
+/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD, _DX or _DW (f32) with
+ * output tiles of tm × tm (4 or 5), its products in register tiles of mr tiles. */
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm);
+/* The bytes of the argument block's WORK area of such a routine. */
+int64_t ljc_winograd_work_bytes(int tm);
 
 /* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW (f32). */
 void ljc_define_taps_dw(ljc_ir *ir, const char *name);

@@ -1,15 +1,21 @@
 /* winograd.c — the f32 GEMM routines for 3×3 convolutions of stride and dilation 1 through
- * Winograd's minimal filtering F(4×4, 3×3) (Lavin and Gray, "Fast Algorithms for
- * Convolutional Neural Networks", 2015): each 4×4 tile of outputs from a 6×6 tile of inputs
- * in 36 products per channel pair instead of 144.
+ * Winograd's minimal filtering F(m×m, 3×3) (Lavin and Gray, "Fast Algorithms for
+ * Convolutional Neural Networks", 2015): each m×m tile of outputs from an n×n tile of inputs
+ * (n = m + 2) in n² products per channel pair instead of 9m²: m = 4 (36 products for 16
+ * outputs) or m = 5 (49 for 25), whichever takes fewer over the output's tiles (gemm.c's
+ * winograd_tile; the edge tiles are computed whole).
  *
  * For one matrix b (an image), its rows r (output channels) and its channels c, C[r, (oy, ox)]
- * = Σ_c Σ_{i,j} W[r, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of 4×4 outputs:
- *   U[e][c][r] = (G g Gᵀ)[e]   the weight g = W[r, c] transformed, G 6×3
- *   V[e][t][c] = (Bᵀ d B)[e]   the input tile d (6×6 at 4·(ty, tx) - (py, px)) transformed
- *   M[e][t][r] = Σ_c V[e][t][c] · U[e][c][r]   36 products, one per element e of the 6×6 tile
- *   C tile t   = Aᵀ M[·][t][r] A  (4×4)
- * Three routines (ljc_gemm_routine chooses them when a kernel is lowered):
+ * = Σ_c Σ_{i,j} W[r, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of m×m outputs:
+ *   U[e][c][r] = (G g Gᵀ)[e]   the weight g = W[r, c] transformed, G n×3
+ *   V[e][t][c] = (Bᵀ d B)[e]   the input tile d (n×n at m·(ty, tx) - (py, px)) transformed
+ *   M[e][t][r] = Σ_c V[e][t][c] · U[e][c][r]   n² products, one per element e of the n×n tile
+ *   C tile t   = Aᵀ M[·][t][r] A  (m×m)
+ * The matrices come from Toom-Cook's construction with the points 0, 1, -1, 2, -2 (and -1/2
+ * for m = 5) and infinity (winograd_matrices); each 1-D transform is emitted as additions and
+ * fused multiply-adds of its constants, two rows that differ in the signs of some columns
+ * (the points p and -p) sharing their partial sums (apply). Three routines (ljc_gemm_routine
+ * chooses them when a kernel is lowered):
  *   - LJC_GEMM_WINOGRAD, the forward product W·im2col(x);
  *   - LJC_GEMM_WINOGRAD_DX, the input gradient col2im(Wᵀ·dY): the convolution of dY, padded
  *     by 2 - p, with the weight flipped and its rows and channels swapped, written straight
@@ -21,38 +27,105 @@
  * MB rows and CB channels, in buffers on the stack that stay in L2: a block's input copied
  * channels last (P: vector loads along the image's rows, transposed in registers; a gather per
  * position for an image whose rows are not contiguous), transformed into V; the products
- * register-blocked like the GEMM's micro-kernel (mr rows × NV vectors, a loop over the 36 e);
+ * register-blocked like the GEMM's micro-kernel (mr rows × NV vectors, a loop over the n² e);
  * the outputs transformed into a rows-last buffer (Q) and transposed back into C's rows (a
  * row's bias, when there is one, added to M's point (1, 1) first: Aᵀ adds that point to
- * every output, one vector add for TM × TM outputs). U is
- * the same for every matrix of a convolution: it is kept in the calling kernel's frame
- * (LJC_GEMM_WORK) from one call to the next of a run.
+ * every output, one vector add for m × m outputs). U is the same for every matrix of a
+ * convolution: it is kept in the calling kernel's frame (LJC_GEMM_WORK) from one call to the
+ * next of a run.
  *
  * Measured on one Zen 4 core with MNISTNet's conv2 (32 channels in, 64 out, 14×14, batch 64),
  * the GEMM's time → F(2×2, 3×3)'s (16 products per 2×2 tile, this file's first version): the
  * forward product 4.74 → 2.26 ms, the input gradient 4.83 → 2.33, the weight gradient 5.09 →
  * 2.30; F(2×2) → F(4×4) in interleaved runs on a busier machine: 2.74–2.81 → 2.21–2.36 ms,
  * 2.72–2.86 → 2.24–2.41 and 2.81–2.95 → 2.27–2.66 (14×14 outputs take 16 tiles, 576 products
- * a channel pair, against F(2×2)'s 49 tiles and 784; the products take about 1.4 ms, the
- * transforms the rest). The sums are ordered otherwise than the GEMM's and the transforms
- * round (their points ±2 scale values by up to 8 and 1/24): the results agree with the
- * GEMM's to about 3e-5 of the output's magnitude (F(2×2): a few ulps), the weight gradient's
- * long sums to about 1e-4 of theirs. LJ_WINOGRAD=0 keeps convolutions in the GEMM. */
+ * a channel pair, against F(2×2)'s 49 tiles and 784); F(4×4) → F(5×5) (9 tiles, 441 products)
+ * in winograd_tile. The sums are ordered otherwise than the GEMM's and the transforms round
+ * (their points ±2 scale values by up to 8 and 1/24): the results agree with the GEMM's to
+ * about 3e-5 of the output's magnitude (F(2×2): a few ulps; F(5×5) as F(4×4), measured
+ * against float64 over 32 channels: 3.4e-6 and 3.5e-6 of the largest output), the weight
+ * gradient's long sums to about 1e-4 of theirs. LJ_WINOGRAD=0 keeps convolutions in the
+ * GEMM. */
 #include "codegen_llvm/ir.h"
 
-/* TM outputs a tile side from TN inputs, NE = TN² elements (products per channel pair); TB
- * tiles (256 outputs), CB channels, MB rows a block; UC: the most channels U holds (all of a
- * matrix's when they fit, else one block of CB, transformed again for every matrix: a 128 to
- * 64 channel convolution on 14×14 took 2.4–3.1 ms with UC 64, 1.8–1.9 with 128, one thread;
- * U is then 1.2 MiB of the calling kernel's frame, on threads of 8 MiB stacks); DU_ROWS: the
- * weight gradient's dU rows per element (CB, and room for the last tile of mr). */
-enum { TM = 4, TN = TM + 2, NE = TN * TN, NV = 2, TB = 16, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
+/* TM_MAX: the largest m (TN_MAX = m + 2 inputs a tile side, NE_MAX = TN_MAX² elements); TB
+ * tiles, CB channels, MB rows a block; UC: the most channels U holds (all of a matrix's when
+ * they fit, else one block of CB, transformed again for every matrix: a 128 to 64 channel
+ * convolution on 14×14 took 2.4–3.1 ms with UC 64, 1.8–1.9 with 128, one thread; U is then
+ * 1.2 MiB of the calling kernel's frame for F(4×4), 1.6 for F(5×5), on threads of 8 MiB
+ * stacks); DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile
+ * of mr). */
+enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
+enum { NV = 2, TB = 16, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
 enum { DU_ROWS = CB + MR_MAX };
-/* The elements between the buffers' planes of the NE e: a cache line more than a plane holds.
+/* The elements between the buffers' planes of the n² e: a cache line more than a plane holds.
  * At a multiple of 4 KiB the loads or stores of one tile's elements all fall in one L1 set
  * (8 ways): measured, one thread, conv2 at batch 64, the input gradient 3.65 -> 3.35 ms, the
  * weight gradient 3.70 -> 3.1-3.35 ms, the forward product unchanged. */
 #define PLANE(n) ((n) + 16)
+
+/* A constant matrix of at most TN_MAX × TN_MAX, row-major. */
+typedef struct tmat {
+  int rows, cols;
+  double a[TN_MAX * TN_MAX];
+} tmat;
+
+/* Winograd's matrices for F(m, 3) (n = m + 2) by Toom-Cook's construction from n - 1 points
+ * and the point at infinity: the output's Aᵀ (m × n, Aᵀ[i][j] = p_j^i), the weight's G (n × 3,
+ * G[j][k] = p_j^k / Π_{l≠j}(p_j - p_l)) and the input's Bᵀ (n × n, row j the coefficients of
+ * Π_{l≠j}(x - p_l)); the point at infinity adds a last column to Aᵀ, a last row to G and to
+ * Bᵀ (the coefficients of Π_l(x - p_l)). Then y = Aᵀ[(G g) ⊙ (Bᵀ d)] is the correlation of g
+ * with d; a and gt hold A and Gᵀ, the adjoints the weight gradient takes. The first point
+ * after 0 must be 1: a bias goes in at M's point (1, 1), which Aᵀ adds to every output. */
+typedef struct winograd_mats {
+  tmat at, a, g, gt, bt;
+} winograd_mats;
+
+static void transpose(const tmat *x, tmat *t) {
+  t->rows = x->cols, t->cols = x->rows;
+  for (int i = 0; i < x->rows; i++)
+    for (int j = 0; j < x->cols; j++) t->a[j * t->cols + i] = x->a[i * x->cols + j];
+}
+
+static double power(double x, int n) {
+  double r = 1;
+  while (n-- > 0) r *= x;
+  return r;
+}
+
+/* The coefficients of Π_{l ≠ skip}(x - p_l) over the n points, lowest first, into c[0..n]. */
+static void roots_poly(const double *p, int n, int skip, double *c) {
+  int deg = 0;
+  c[0] = 1;
+  for (int l = 0; l < n; l++) {
+    if (l == skip) continue;
+    c[deg + 1] = 0;
+    for (int i = deg + 1; i > 0; i--) c[i] = c[i - 1] - p[l] * c[i];
+    c[0] *= -p[l];
+    deg++;
+  }
+  for (int i = deg + 1; i <= n; i++) c[i] = 0;
+}
+
+static void winograd_matrices(int tm, winograd_mats *m) {
+  static const double points[TN_MAX - 1] = {0, 1, -1, 2, -2, -0.5};
+  int n = tm + 2;
+  m->at = (tmat){tm, n, {0}}, m->g = (tmat){n, 3, {0}}, m->bt = (tmat){n, n, {0}};
+  for (int j = 0; j < n - 1; j++) {
+    double den = 1, c[TN_MAX];
+    for (int l = 0; l < n - 1; l++)
+      if (l != j) den *= points[j] - points[l];
+    for (int i = 0; i < tm; i++) m->at.a[i * n + j] = power(points[j], i);
+    for (int k = 0; k < 3; k++) m->g.a[j * 3 + k] = power(points[j], k) / den;
+    roots_poly(points, n - 1, j, c);
+    for (int k = 0; k < n - 1; k++) m->bt.a[j * n + k] = c[k];
+  }
+  m->at.a[(tm - 1) * n + n - 1] = 1;
+  m->g.a[(n - 1) * 3 + 2] = 1;
+  roots_poly(points, n - 1, -1, m->bt.a + (n - 1) * n);
+  transpose(&m->at, &m->a);
+  transpose(&m->g, &m->gt);
+}
 
 typedef struct wino {
   ljc_ir *ir;
@@ -60,8 +133,9 @@ typedef struct wino {
   LLVMValueRef arg[LJC_GEMM_NARGS];
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
-  LLVMValueRef u, v, m;      /* U [NE][UC][MB] (the weight gradient's dU [NE][DU_ROWS][MB]),
-                                V [NE][TB][CB], M [NE][TB][MB] (dM), each plane PLANE apart */
+  int tm, tn, ne;             /* F(tm × tm, 3 × 3): tn = tm + 2 inputs a tile side, ne = tn² */
+  LLVMValueRef u, v, m;      /* U [n²][UC][MB] (the weight gradient's dU [n²][DU_ROWS][MB]),
+                                V [n²][TB][CB], M [n²][TB][MB] (dM), each plane PLANE apart */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
@@ -70,6 +144,7 @@ typedef struct wino {
   /* the weight of row r, channel c, tap t (3·i + j) is A's element w_origin + r·w_row +
    * c·w_chan + t·w_tap of each matrix (ljc_define_winograd) */
   LLVMValueRef w_origin, w_row, w_chan, w_tap;
+  winograd_mats mats;
 } wino;
 
 static LLVMValueRef i64c(wino *w, int64_t v) { return ljc_i64(w->ir, v); }
@@ -131,62 +206,68 @@ static LLVMValueRef masked_load(wino *w, LLVMValueRef p, LLVMValueRef mask) {
 static LLVMValueRef fmul(wino *w, LLVMValueRef x, LLVMValueRef y) { return LLVMBuildFMul(w->b, x, y, ""); }
 static LLVMValueRef fk(LLVMValueRef like, double v) { return ljc_fconst_like(like, v); }
 
-/* c·x + y */
-static LLVMValueRef fma_k(wino *w, double c, LLVMValueRef x, LLVMValueRef y) {
-  return ljc_fmuladd(w->ir, fk(x, c), x, y);
+
+/* ---- the transforms ------------------------------------------------------------------------ */
+
+/* Σ_j c_j·x_j over the columns j of `use` (c_j nonzero), signs folded into adds and
+ * subtractions, other factors into fused multiply-adds. */
+static LLVMValueRef combination(wino *w, const double *c, const bool *use, const LLVMValueRef *x, int n) {
+  LLVMValueRef s = NULL;
+  for (int pass = 0; pass < 2; pass++) /* a term with factor 1 first, when there is one */
+    for (int j = 0; j < n; j++) {
+      if (!use[j] || (pass == 0) != (c[j] == 1)) continue;
+      if (!s) s = c[j] == 1 ? x[j] : fmul(w, x[j], fk(x[j], c[j]));
+      else if (c[j] == 1) s = fadd(w, s, x[j]);
+      else if (c[j] == -1) s = fsub(w, s, x[j]);
+      else s = ljc_fmuladd(w->ir, fk(x[j], c[j]), x[j], s);
+    }
+  return s ? s : LLVMConstNull(LLVMTypeOf(x[0]));
 }
 
-/* The 1-D transforms of one row or column, points x to points o, with the points 0, 1, -1, 2,
- * -2 and infinity: the input's Bᵀ (6 to 6), the output's Aᵀ (6 to 4), the weight's G (3 to 6);
- * for the weight gradient, the adjoints of the output's (4 to 6) and of the weight's (6 to 3). */
-typedef void transform_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x);
-
-static void input_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *d) {
-  LLVMValueRef a = fma_k(w, -4, d[2], d[4]), b = fma_k(w, -4, d[1], d[3]); /* d4 - 4 d2, d3 - 4 d1 */
-  LLVMValueRef c = fsub(w, d[4], d[2]), e = fmul(w, fsub(w, d[3], d[1]), fk(d[0], 2));
-  o[0] = fma_k(w, 4, d[0], fma_k(w, -5, d[2], d[4]));
-  o[1] = fadd(w, a, b), o[2] = fsub(w, a, b), o[3] = fadd(w, c, e), o[4] = fsub(w, c, e);
-  o[5] = fma_k(w, 4, d[1], fma_k(w, -5, d[3], d[5]));
-}
-
-static void output_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *m) {
-  LLVMValueRef s12 = fadd(w, m[1], m[2]), d12 = fsub(w, m[1], m[2]);
-  LLVMValueRef s34 = fadd(w, m[3], m[4]), d34 = fsub(w, m[3], m[4]);
-  o[0] = fadd(w, fadd(w, m[0], s12), s34), o[1] = fma_k(w, 2, d34, d12);
-  o[2] = fma_k(w, 4, s34, s12), o[3] = fadd(w, fma_k(w, 8, d34, d12), m[5]);
-}
-
-static void weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *g) {
-  LLVMValueRef s = fadd(w, g[0], g[2]), b = fma_k(w, 1.0 / 24, g[0], fmul(w, g[2], fk(g[0], 1.0 / 6)));
-  LLVMValueRef c = fmul(w, g[1], fk(g[0], 1.0 / 12));
-  o[0] = fmul(w, g[0], fk(g[0], 0.25));
-  o[1] = fmul(w, fadd(w, s, g[1]), fk(g[0], -1.0 / 6)), o[2] = fmul(w, fsub(w, s, g[1]), fk(g[0], -1.0 / 6));
-  o[3] = fadd(w, b, c), o[4] = fsub(w, b, c), o[5] = g[2];
-}
-
-static void grad_output_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *d) {
-  LLVMValueRef s = fadd(w, d[0], d[2]), t = fadd(w, d[1], d[3]);
-  LLVMValueRef u = fma_k(w, 4, d[2], d[0]), v = fmul(w, fma_k(w, 4, d[3], d[1]), fk(d[0], 2));
-  o[0] = d[0], o[1] = fadd(w, s, t), o[2] = fsub(w, s, t), o[3] = fadd(w, u, v), o[4] = fsub(w, u, v), o[5] = d[3];
-}
-
-static void grad_weight_1d(wino *w, LLVMValueRef *o, const LLVMValueRef *x) {
-  LLVMValueRef p = fadd(w, x[1], x[2]), q = fadd(w, x[3], x[4]), r = fsub(w, x[2], x[1]), s = fsub(w, x[3], x[4]);
-  o[0] = fma_k(w, 0.25, x[0], fma_k(w, -1.0 / 6, p, fmul(w, q, fk(x[0], 1.0 / 24))));
-  o[1] = fma_k(w, 1.0 / 6, r, fmul(w, s, fk(x[0], 1.0 / 12)));
-  o[2] = fma_k(w, 1.0 / 6, fsub(w, q, p), x[5]);
+/* o = T·x. Two rows equal up to the sign of some columns (the points p and -p of Aᵀ, Bᵀ, G)
+ * share their two partial sums: the columns of equal sign S and of opposite sign D, o = S + D
+ * and o' = S - D. */
+static void apply(wino *w, const tmat *t, LLVMValueRef *o, const LLVMValueRef *x) {
+  bool done[TN_MAX] = {false};
+  int n = t->cols;
+  for (int i = 0; i < t->rows; i++) {
+    if (done[i]) continue;
+    const double *r = t->a + i * n;
+    bool same[TN_MAX], opposite[TN_MAX], all[TN_MAX];
+    int pair = -1;
+    for (int i2 = i + 1; i2 < t->rows && pair < 0; i2++) {
+      const double *r2 = t->a + i2 * n;
+      int ns = 0, no = 0;
+      for (int j = 0; j < n; j++) {
+        same[j] = r[j] != 0 && r2[j] == r[j];
+        opposite[j] = r[j] != 0 && r2[j] == -r[j];
+        if ((r[j] != 0 || r2[j] != 0) && !same[j] && !opposite[j]) ns = no = -n;
+        ns += same[j], no += opposite[j];
+      }
+      if (!done[i2] && ns > 0 && no > 0) pair = i2;
+    }
+    if (pair < 0) {
+      for (int j = 0; j < n; j++) all[j] = r[j] != 0;
+      o[i] = combination(w, r, all, x, n);
+      continue;
+    }
+    LLVMValueRef s = combination(w, r, same, x, n), d = combination(w, r, opposite, x, n);
+    o[i] = fadd(w, s, d), o[pair] = fsub(w, s, d);
+    done[pair] = true;
+  }
 }
 
 /* The 2-D transform T·x·Tᵀ of the n_in × n_in tile x (row-major) into the n_out × n_out tile
- * o: f down each column, then along each row. */
-static void transform_2d(wino *w, transform_1d *f, int n_in, int n_out, const LLVMValueRef *x, LLVMValueRef *o) {
-  LLVMValueRef t[TN][TN], in[TN], out[TN];
+ * o: T down each column, then along each row. */
+static void transform_2d(wino *w, const tmat *t, const LLVMValueRef *x, LLVMValueRef *o) {
+  LLVMValueRef tmp[TN_MAX][TN_MAX], in[TN_MAX], out[TN_MAX];
+  int n_in = t->cols, n_out = t->rows;
   for (int j = 0; j < n_in; j++) {
     for (int i = 0; i < n_in; i++) in[i] = x[i * n_in + j];
-    f(w, out, in);
-    for (int i = 0; i < n_out; i++) t[i][j] = out[i];
+    apply(w, t, out, in);
+    for (int i = 0; i < n_out; i++) tmp[i][j] = out[i];
   }
-  for (int i = 0; i < n_out; i++) f(w, o + i * n_out, t[i]);
+  for (int i = 0; i < n_out; i++) apply(w, t, o + i * n_out, tmp[i]);
 }
 
 /* U for rows mb0 .. mb0 + mwide - 1 of the call's rows (those past `mlen` repeat the last:
@@ -206,10 +287,10 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef m = ljc_intrinsic2(ir, "smin", lanes_from(w, Mv.iv), splat32(w, addc(w, mlen, -1)));
   LLVMValueRef idx = LLVMBuildMul(b, m, splat32(w, w->w_row), "");
-  LLVMValueRef g[9], u[NE];
+  LLVMValueRef g[9], u[NE_MAX];
   for (int i = 0; i < 9; i++) g[i] = gather(w, at(w, k0, mulc(w, w->w_tap, i)), idx, all);
-  transform_2d(w, weight_1d, 3, TN, g, u);
-  for (int e = 0; e < NE; e++) vstore(w, u[e], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
+  transform_2d(w, &w->mats.g, g, u);
+  for (int e = 0; e < w->ne; e++) vstore(w, u[e], buf_at(w, w->u, e, UC, MB, Cl.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
 }
@@ -318,35 +399,35 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
-/* P: the block's input tiles' positions, rows TM·ty0 - py .. TM·(ty0 + nr) - py + 1 and
+/* P: the block's input tiles' positions, rows m·ty0 - py .. m·(ty0 + nr) - py + 1 and
  * columns likewise, channels cb0 .. cb0 + clen - 1 a run of CB each. */
 static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   const LLVMValueRef *a = w->arg;
-  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, TM), a[LJC_GEMM_WIN_PY]);
-  LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, TM), a[LJC_GEMM_WIN_PX]);
-  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, TM), 2), addc(w, mulc(w, tb->nc, TM), 2), cb0, clen, w->p, CB);
+  LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, w->tm), a[LJC_GEMM_WIN_PY]);
+  LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, w->tm), a[LJC_GEMM_WIN_PX]);
+  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), 2), addc(w, mulc(w, tb->nc, w->tm), 2), cb0, clen, w->p, CB);
 }
 
 /* V for the block's tiles and clen channels, from P by vector loads. */
 static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef pw = addc(w, mulc(w, tb->nc, TM), 2);
+  LLVMValueRef pw = addc(w, mulc(w, tb->nc, w->tm), 2);
   ljc_loop T, Cv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
-  LLVMValueRef rows[TN];
-  for (int i = 0; i < TN; i++) {
-    LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, TM), i), pw), mulc(w, c, TM));
+  LLVMValueRef rows[TN_MAX];
+  for (int i = 0; i < w->tn; i++) {
+    LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, w->tm), i), pw), mulc(w, c, w->tm));
     rows[i] = at(w, w->p, mulc(w, pos, CB));
   }
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef cv = mulc(w, Cv.iv, w->vw);
-  LLVMValueRef d[NE], o[NE];
-  for (int i = 0; i < TN; i++)
-    for (int j = 0; j < TN; j++) d[i * TN + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
-  transform_2d(w, input_1d, TN, TN, d, o);
-  for (int e = 0; e < NE; e++) vstore(w, o[e], buf_at(w, w->v, e, TB, CB, T.iv, cv));
+  LLVMValueRef d[NE_MAX], o[NE_MAX];
+  for (int i = 0; i < w->tn; i++)
+    for (int j = 0; j < w->tn; j++) d[i * w->tn + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
+  transform_2d(w, &w->mats.bt, d, o);
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, TB, CB, T.iv, cv));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -387,7 +468,7 @@ static void product_tile(wino *w, int mr, LLVMValueRef t0, LLVMValueRef mv, LLVM
 }
 
 /* M[e] for the block's count tiles and mwide rows: V[e] · U[e] over the block's clen channels
- * (U's from uc0), added to what M holds unless `first`; e a loop over the NE elements (the
+ * (U's from uc0), added to what M holds unless `first`; e a loop over the n² elements (the
  * routine compiles one product nest). The tiles go mr at a time, the last count mod mr in tiles of 4, 2 and 1 rows
  * (conv2 of MNISTNet has 49 tiles an image: rounded up to mr 8, a seventh more products). */
 static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
@@ -396,7 +477,7 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
   LLVMBuilderRef b = w->b;
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
   ljc_loop E, Mv, Tr;
-  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, NE), false, 0, NULL);
+  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
   LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB)));
   LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
@@ -426,8 +507,8 @@ static void masked_store(wino *w, LLVMValueRef x, LLVMValueRef p, LLVMValueRef m
 static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef qw = mulc(w, tb->nc, TM), oy0 = mulc(w, tb->ty0, TM), ox0 = mulc(w, tb->tx0, TM);
-  LLVMValueRef nrows = smin(w, mulc(w, tb->nr, TM), sub(w, w->oh, oy0)), ncols = smin(w, qw, sub(w, w->ow, ox0));
+  LLVMValueRef qw = mulc(w, tb->nc, w->tm), oy0 = mulc(w, tb->ty0, w->tm), ox0 = mulc(w, tb->tx0, w->tm);
+  LLVMValueRef nrows = smin(w, mulc(w, tb->nr, w->tm), sub(w, w->oh, oy0)), ncols = smin(w, qw, sub(w, w->ow, ox0));
   LLVMTypeRef mvt = LLVMVectorType(ir->i1, (unsigned)w->vw);
   LLVMValueRef crow = sub(w, add(w, w->crow0, mb0), i64c(w, 0));
   ljc_loop Y, Xv, Mv;
@@ -455,32 +536,32 @@ static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef m
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
-/* The position in Q (qw positions a row) of tile t's first output: its TM × TM outputs are
- * rows TM·(t / nc) on, columns TM·(t mod nc) on. */
+/* The position in Q (qw positions a row) of tile t's first output: its m × m outputs are
+ * rows m·(t / nc) on, columns m·(t mod nc) on. */
 static LLVMValueRef tile_q(wino *w, const tblock *tb, LLVMValueRef qw, LLVMValueRef t) {
   LLVMValueRef r = LLVMBuildSDiv(w->b, t, tb->nc, ""), c = LLVMBuildSRem(w->b, t, tb->nc, "");
-  return add(w, mul(w, mulc(w, r, TM), qw), mulc(w, c, TM));
+  return add(w, mul(w, mulc(w, r, w->tm), qw), mulc(w, c, w->tm));
 }
 
-/* C's TM × TM outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's:
- * through Q, the block's outputs rows last (TM·nr rows of TM·nc positions, MB rows of C each). */
+/* C's m × m outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's:
+ * through Q, the block's outputs rows last (m·nr rows of m·nc positions, MB rows of C each). */
 static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
-  LLVMValueRef qw = mulc(w, tb->nc, TM);
+  LLVMValueRef qw = mulc(w, tb->nc, w->tm);
   ljc_loop T, Mv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef q0 = tile_q(w, tb, qw, T.iv);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef mm[NE], y[NE];
-  for (int e = 0; e < NE; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
-  /* the rows' bias, at M's point (1, 1): the output transform adds it to all TM × TM outputs */
+  LLVMValueRef mm[NE_MAX], y[NE_MAX];
+  for (int e = 0; e < w->ne; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
+  /* the rows' bias, at M's point (1, 1): the output transform adds it to all m × m outputs */
   LLVMValueRef rows = LLVMBuildICmp(w->b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
-  mm[TN + 1] = ljc_gemm_add_row_bias(ir, w->arg, mm[TN + 1], w->bi, add(w, add(w, w->m0, mb0), mv), rows);
-  transform_2d(w, output_1d, TN, TM, mm, y);
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < TM; j++)
-      vstore(w, y[i * TM + j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
+  mm[w->tn + 1] = ljc_gemm_add_row_bias(ir, w->arg, mm[w->tn + 1], w->bi, add(w, add(w, w->m0, mb0), mv), rows);
+  transform_2d(w, &w->mats.at, mm, y);
+  for (int i = 0; i < w->tm; i++)
+    for (int j = 0; j < w->tm; j++)
+      vstore(w, y[i * w->tm + j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
   copy_out(w, tb, mb0, mlen);
@@ -533,25 +614,25 @@ static void matrix(wino *w, LLVMValueRef cin) {
   ljc_loop_end(ir, &Rb, NULL, NULL);
 }
 
-int64_t ljc_winograd_work_bytes(void) { return NE * PLANE(UC * MB) * 4 + 16; }
+int64_t ljc_winograd_work_bytes(int tm) { return (int64_t)(tm + 2) * (tm + 2) * PLANE(UC * MB) * 4 + 16; }
 
 /* ---- the weight gradient ------------------------------------------------------------------ */
 
 /* dM for the block's tiles and mwide rows m of dY: the output transform's adjoint of each
- * tile's TM × TM gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
+ * tile's m × m gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
 static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
-  LLVMValueRef qw = mulc(w, tb->nc, TM);
+  LLVMValueRef qw = mulc(w, tb->nc, w->tm);
   ljc_loop T, Mv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef q0 = at(w, w->q, mulc(w, tile_q(w, tb, qw, T.iv), MB));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
-  LLVMValueRef d[NE], o[NE];
-  for (int i = 0; i < TM; i++)
-    for (int j = 0; j < TM; j++)
-      d[i * TM + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
-  transform_2d(w, grad_output_1d, TM, TN, d, o);
-  for (int e = 0; e < NE; e++) vstore(w, o[e], buf_at(w, w->m, e, TB, MB, T.iv, Mv.iv));
+  LLVMValueRef d[NE_MAX], o[NE_MAX];
+  for (int i = 0; i < w->tm; i++)
+    for (int j = 0; j < w->tm; j++)
+      d[i * w->tm + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
+  transform_2d(w, &w->mats.a, d, o);
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->m, e, TB, MB, T.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -561,7 +642,7 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
 static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMValueRef mwide) {
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Cr;
-  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, NE), false, 0, NULL);
+  ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
   LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
   LLVMValueRef du = at(w, w->u, mulc(w, E.iv, PLANE(DU_ROWS * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
@@ -575,7 +656,7 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
 }
 
 /* C's rows c·9 + t for the channels cb0 .. cb0 + clen - 1, columns mb0 .. mb0 + mlen - 1: the
- * weight transform's adjoint of dU (Gᵀ·dU·G, TN × TN to 3×3). */
+ * weight transform's adjoint of dU (Gᵀ·dU·G, n × n to 3×3). */
 static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
@@ -584,9 +665,9 @@ static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValue
   ljc_loop_begin(ir, &Cl, i64c(w, 0), clen, false, 0, NULL);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef x[NE], o[9];
-  for (int e = 0; e < NE; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
-  transform_2d(w, grad_weight_1d, TN, 3, x, o);
+  LLVMValueRef x[NE_MAX], o[9];
+  for (int e = 0; e < w->ne; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
+  transform_2d(w, &w->mats.gt, x, o);
   LLVMValueRef lanes = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
   LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), 9);
   for (int tap = 0; tap < 9; tap++) {
@@ -622,7 +703,7 @@ static void weight_gradient(wino *w) {
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, true, 0, NULL);
   LLVMValueRef mb0 = add(w, n_lo, mulc(w, Mb.iv, MB)), mlen = smin(w, i64c(w, MB), sub(w, n_hi, mb0));
   LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
-  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, NE * PLANE(DU_ROWS * MB) * 4), 64);
+  LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, w->ne * PLANE(DU_ROWS * MB) * 4), 64);
   ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
   image x = operand_image(w, LJC_GEMM_A, Bl.iv);
   image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
@@ -632,7 +713,7 @@ static void weight_gradient(wino *w) {
   tblock tb = tile_block(w, Rb.iv, Cs.iv);
   gather_block(w, &x, &tb, cb0, clen);
   inputs(w, &tb, clen);
-  channels_last(w, &dy, mulc(w, tb.ty0, TM), mulc(w, tb.tx0, TM), mulc(w, tb.nr, TM), mulc(w, tb.nc, TM), mb0, mlen,
+  channels_last(w, &dy, mulc(w, tb.ty0, w->tm), mulc(w, tb.tx0, w->tm), mulc(w, tb.nr, w->tm), mulc(w, tb.nc, w->tm), mb0, mlen,
                 w->q, MB);
   grad_outputs(w, &tb, mwide);
   grad_products(w, tb.count, cwide, mwide);
@@ -656,7 +737,7 @@ static void products_by_matrix(wino *w, LLVMValueRef fn, int variant) {
     w->w_origin = i64c(w, 0), w->w_row = sm, w->w_chan = mulc(w, sk, 9), w->w_tap = sk;
   }
   w->u = w->arg[LJC_GEMM_WORK];
-  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, NE * PLANE(UC * MB) / 2)}, 1, "");
+  w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, w->ne * PLANE(UC * MB) / 2)}, 1, "");
   w->u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w->u_m0, (LLVMValueRef[]){i64c(w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_FRESH], i64c(w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(w, -1), LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), ""), w->u_m0);
@@ -679,27 +760,28 @@ static void products_by_matrix(wino *w, LLVMValueRef fn, int variant) {
   LLVMPositionBuilderAtEnd(b, done);
 }
 
-void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  wino w = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .mr = mr};
+  wino w = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .mr = mr, .tm = tm, .tn = tm + 2, .ne = (tm + 2) * (tm + 2)};
+  winograd_matrices(tm, &w.mats);
   w.vt = LLVMVectorType(ir->f32, (unsigned)w.vw);
   w.it = LLVMVectorType(ir->i32, (unsigned)w.vw);
   LLVMBuilderRef b = w.b;
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
-  /* P: at most (TM·a + 2)(TM·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
-  w.v = ljc_entry_array(ir, ir->f32, NE * PLANE(TB * CB));
-  w.m = ljc_entry_array(ir, ir->f32, NE * PLANE(TB * MB));
-  w.p = ljc_entry_array(ir, ir->f32, (TN * (TM * TB + 2) + w.vw) * CB);
-  w.q = ljc_entry_array(ir, ir->f32, (TM * TM * TB + w.vw) * MB);
+  /* P: at most (m·a + 2)(m·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
+  w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TB * CB));
+  w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TB * MB));
+  w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + 2) + w.vw) * CB);
+  w.q = ljc_entry_array(ir, ir->f32, (w.tm * w.tm * TB + w.vw) * MB);
   /* the tiles of the output (of the product, or, for the weight gradient, of dY) */
   w.ow = w.arg[LJC_GEMM_WIN_OW];
   w.oh = LLVMBuildSDiv(b, w.arg[wgrad ? LJC_GEMM_K : LJC_GEMM_N], w.ow, "");
-  w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, TM - 1), i64c(&w, TM), "");
-  w.th = LLVMBuildSDiv(b, addc(&w, w.oh, TM - 1), i64c(&w, TM), "");
+  w.tw = LLVMBuildSDiv(b, addc(&w, w.ow, w.tm - 1), i64c(&w, w.tm), "");
+  w.th = LLVMBuildSDiv(b, addc(&w, w.oh, w.tm - 1), i64c(&w, w.tm), "");
   /* blocks of at most TB tiles: whole tile rows, as many as fit, in blocks of about equal
    * height; a tile row wider than TB in segments of about equal width */
   w.nseg = LLVMBuildSDiv(b, addc(&w, w.tw, TB - 1), i64c(&w, TB), "");
@@ -708,7 +790,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant) {
   w.nrb = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, fit, -1)), fit, "");
   w.rows_per = LLVMBuildSDiv(b, add(&w, w.th, addc(&w, w.nrb, -1)), w.nrb, "");
   if (wgrad) {
-    w.u = ljc_entry_array(ir, ir->f32, NE * PLANE(DU_ROWS * MB));
+    w.u = ljc_entry_array(ir, ir->f32, w.ne * PLANE(DU_ROWS * MB));
     weight_gradient(&w);
   } else {
     products_by_matrix(&w, fn, variant);
