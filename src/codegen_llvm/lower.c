@@ -10,7 +10,8 @@
  * quadratic alias-analysis time.) The body runs each loop nest: loops over the kept dims (the first one over the
  * task range [begin, end)), and for reductions an inner set of loops carrying the
  * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
- * vectorize; a nest whose rows span several dims unravels each row of the task range into
+ * vectorize (an argmax whose found element the next nest only gathers back stores that
+ * element itself, and the gather does not run: picks_found); a nest whose rows span several dims unravels each row of the task range into
  * them; consecutive elementwise nests over the same points share one loop when each reads
  * the others' outputs only at the point being written (shares_loop). Matmul kernels of
  * f32/f64 whose operands are loads through single-level views call one of gemm.c's
@@ -140,6 +141,8 @@ typedef struct nest_gen {
   int last;           /* the nests after this one through `last` run in its loop (nest_last) */
   LLVMValueRef begin, end;
   reduction red;
+  const ljg_nest *pick; /* the next nest, when it gathers what this argmax or argmin found */
+  ljg_view pick_view;   /* its output in this nest's index space (picks_found) */
 } nest_gen;
 
 static LLVMValueRef point_value(nest_gen *g) {
@@ -226,6 +229,18 @@ static LLVMValueRef reduction_result(nest_gen *g, LLVMValueRef *acc) {
   }
 }
 
+/* Stores a reduction's result from its final accumulators; an argmax or argmin whose found
+ * element the next nest gathers also stores that element (acc[0]) where the gather would. */
+static void store_reduction(nest_gen *g, LLVMValueRef *acc) {
+  store_point(g, reduction_result(g, acc));
+  if (!g->pick) return;
+  ljc_ir *ir = g->kc->ir;
+  lj_dtype dt = g->pick->out_dtype;
+  LLVMValueRef off = ljc_slot_offset(g->kc, g->pick->out_slot, &g->pick_view, &g->pt);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, dt), g->kc->slot_ptr[g->pick->out_slot], &off, 1, "");
+  LLVMBuildStore(ir->b, ljc_to_storage(ir, acc[0], dt), p);
+}
+
 static void emit_point(nest_gen *g) {
   ljc_ir *ir = g->kc->ir;
   const ljg_nest *nest = g->nest;
@@ -241,7 +256,7 @@ static void emit_point(nest_gen *g) {
   LLVMValueRef acc[2], out[2];
   reduction_init(ir, &g->red, acc);
   emit_reduced(g, g->nkept, acc, out);
-  store_point(g, reduction_result(g, out));
+  store_reduction(g, out);
 }
 
 /* Column order: the values are contiguous along the last kept dim and not along the last
@@ -326,7 +341,7 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
   g->pt.idx[j] = L.iv;
   for (int a = 0; a < nacc; a++) acc[a] = LLVMBuildLoad2(b, at[a], acc_at(ir, at[a], arr[a], L.iv, j0), "");
-  store_point(g, reduction_result(g, acc));
+  store_reduction(g, acc);
   ljc_loop_end(ir, &L, NULL, NULL);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
@@ -351,7 +366,7 @@ static void emit_columns_unrolled(nest_gen *g, int j, LLVMValueRef lo, LLVMValue
     reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[nest->ndim - 1], out);
     for (int a = 0; a < reduction_nacc(&g->red); a++) acc[a] = out[a];
   }
-  store_point(g, reduction_result(g, acc));
+  store_reduction(g, acc);
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
@@ -427,6 +442,59 @@ static bool fills_for_scatter(const ljg_kernel *k, int s) {
   return true;
 }
 
+/* View v of a gather nest's point (its dim gd the gathered one) seen in the index space of
+ * the argmax nest a (its kept dims, then the reduced one): gd moved last, the other dims
+ * reshaped to a's kept dims (the same elements in the same order), a gd of size 1 expanded
+ * to the reduced dim's size (stride 0). False when that is not one strided level. */
+static bool view_in_reduction(const ljg_view *v, int gd, const ljg_nest *a, ljg_view *out) {
+  int nk = a->ndim - 1, nd = ljg_view_top(v)->ndim;
+  int64_t perm[LJ_MAX_DIMS], shape[LJ_MAX_DIMS];
+  for (int d = 0, n = 0; d < nd; d++)
+    if (d != gd) perm[n++] = d;
+  perm[nd - 1] = gd;
+  memcpy(shape, a->shape, (size_t)nk * sizeof *shape);
+  shape[nk] = ljg_view_top(v)->shape[gd];
+  *out = *v;
+  if (out->n != 1) return false;
+  ljg_view_permute(out, perm);
+  if (!ljg_view_reshape(out, nk + 1, shape) || out->n != 1) return false;
+  ljg_view_expand(out, a->shape);
+  return true;
+}
+
+/* Whether nest s + 1 only gathers, at each point of the argmax or argmin nest s (one reduced
+ * dim, the last), the element nest s found: max-pool's maximum of each window read back at
+ * the window's argmax (max_pool2d in ops_nn.c) from the buffer the argmax read, in the same
+ * order. That element is the argmax's accumulator, so nest s stores it too (through
+ * *out_view, nest s + 1's output in nest s's index space) and nest s + 1 does not run: a
+ * pass less over the windows, the same bits (the first of equal maxima, the first NaN). */
+static bool picks_found(const ljc_kctx *kc, int s, ljg_view *out_view) {
+  const ljg_kernel *k = kc->k;
+  if (s < 0 || s + 1 >= k->nnests || kc->nest_last[s] != s || kc->nest_last[s + 1] != s + 1 ||
+      (ljg_kernel_has_window(k) && k->win_at == s + 1))
+    return false;
+  const ljg_nest *a = &k->nests[s], *g = &k->nests[s + 1];
+  int nk = a->ndim - 1;
+  if ((a->rop != LJG_OP_ARGMAX && a->rop != LJG_OP_ARGMIN) || a->scatter_index >= 0 || nk < 1 ||
+      a->rmask != 1u << nk || g->rop >= 0 || g->scatter_index >= 0 || g->out_slot == a->out_slot ||
+      ljg_numel(g->ndim, g->shape) != ljg_numel(nk, a->shape))
+    return false;
+  const ljg_kexpr *xa = &k->exprs[a->value], *xg = &k->exprs[g->value];
+  if (xa->kind != LJG_X_LOAD || xg->kind != LJG_X_GATHER) return false;
+  const ljg_kexpr *idx = &k->exprs[xg->in[0]], *buf = &k->exprs[xg->in[1]];
+  int gd = xg->aux;
+  if (idx->kind != LJG_X_LOAD || idx->slot != a->out_slot || buf->slot != xa->slot || g->shape[gd] != 1 ||
+      g->out_dtype != xa->dtype)
+    return false;
+  int64_t a_rows = 1, g_rows = 1; /* the same rows of a task range */
+  for (int d = 0; d < a->row_dims; d++) a_rows *= a->shape[d];
+  for (int d = 0; d < g->row_dims; d++) g_rows *= g->shape[d];
+  ljg_view data, index;
+  return a_rows == g_rows && view_in_reduction(&k->views[buf->view], gd, a, &data) &&
+         ljg_view_equal(&data, &k->views[xa->view]) && view_in_reduction(&k->views[idx->view], gd, a, &index) &&
+         ljg_view_equal(&index, &k->views[a->out_view]) && view_in_reduction(&k->views[g->out_view], gd, a, out_view);
+}
+
 /* Whether nest s can run in the loop of the nests first .. s - 1 (which share one): all of
  * them elementwise over the same points, no window between them, each writing a slot of its
  * own, and every element one of them reads from a slot another writes read at the point
@@ -487,8 +555,12 @@ static void loop_groups(const ljg_kernel *k, int *last) {
 
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
-  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0)) return;
+  ljg_view pick_view;
+  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
+      picks_found(kc, s - 1, &pick_view))
+    return;
   nest_gen g = {0};
+  if (picks_found(kc, s, &g.pick_view)) g.pick = nest + 1;
   g.kc = kc;
   g.nest = nest;
   g.check = check;
