@@ -8,6 +8,7 @@
  * a matmul's epilogue, pooling's windows). */
 #include "test_util.h"
 
+#include "codegen_llvm/codegen.h"
 #include "frontend/frontend.h"
 #include "graph/graph.h"
 
@@ -304,8 +305,8 @@ static int index_loads(const char *ir) {
  * (max-pool's maximum of each window, lj_gather at lj_argmax or lj_argmin along the same dim)
  * stores that element itself: no kernel reads the indices back. The same bits as the
  * interpreter's, with ties (the first of equal maxima), NaNs and zeros of both signs among
- * the values. A gather of other values at the indices still reads them. One and two
- * threads. */
+ * the values. A gather of other values at the indices still reads them. The lowering's text
+ * (LJ_DUMP_DIR's kernels.txt) says which. One and two threads. */
 START_TEST(test_argmax_stores_found) {
   for (int threads = 1; threads <= 2; threads++)
     for (int folded = 1; folded >= 0; folded--) {
@@ -330,6 +331,12 @@ START_TEST(test_argmax_stores_found) {
         outs[1] = lj_gather(other, 2, lj_argmin(a, 2, true));
       }
       int n = folded ? 4 : 2;
+      ljg_graph *opt; /* the dump's kernels.txt says so */
+      ljg_program *p = program_of(outs[0], &opt);
+      char *lowering = ljc_lowering_text(p);
+      ck_assert_msg((strstr(lowering, "stores the elements it found") != NULL) == folded, "%s", lowering);
+      free(lowering);
+      free_program(p, opt);
       tu_check_interp_tol(n, outs, 0, 0);
       char *ir = tu_take_saved(path);
       if (folded) ck_assert_int_eq(index_loads(ir), 0);

@@ -68,6 +68,11 @@ int ljc_program_routines(const ljg_program *p);
 void ljc_object_name(const ljg_program *p, int i, char name[40]);
 /* The symbol of the GEMM routine kernel k calls into name; false (name "") when it calls none. */
 bool ljc_kernel_routine(const ljg_kernel *k, char name[32]);
+/* Text (malloc'd) saying, kernel by kernel, what the lowering does otherwise than p's nests say
+ * (LJ_DUMP_DIR's kernels.txt ends with it): the GEMM routine a kernel calls, the nests it does
+ * not run because another does their work (a bias the routine starts from, a zero fill under a
+ * scatter, a gather of what an argmax found), the nests that share one loop. */
+char *ljc_lowering_text(const ljg_program *p);
 
 /* Compiles every kernel of p, each into a module and an object file of its own, on the
  * session's threads (with the GEMM routines the kernels call that the session does not have

@@ -468,9 +468,8 @@ static bool view_in_reduction(const ljg_view *v, int gd, const ljg_nest *a, ljg_
  * order. That element is the argmax's accumulator, so nest s stores it too (through
  * *out_view, nest s + 1's output in nest s's index space) and nest s + 1 does not run: a
  * pass less over the windows, the same bits (the first of equal maxima, the first NaN). */
-static bool picks_found(const ljc_kctx *kc, int s, ljg_view *out_view) {
-  const ljg_kernel *k = kc->k;
-  if (s < 0 || s + 1 >= k->nnests || kc->nest_last[s] != s || kc->nest_last[s + 1] != s + 1 ||
+static bool picks_found(const ljg_kernel *k, const int *nest_last, int s, ljg_view *out_view) {
+  if (s < 0 || s + 1 >= k->nnests || nest_last[s] != s || nest_last[s + 1] != s + 1 ||
       (ljg_kernel_has_window(k) && k->win_at == s + 1))
     return false;
   const ljg_nest *a = &k->nests[s], *g = &k->nests[s + 1];
@@ -553,14 +552,49 @@ static void loop_groups(const ljg_kernel *k, int *last) {
   }
 }
 
+/* The bias LOAD a row-fused matmul kernel's routine starts C's rows from (its first nest then
+ * does not run), or -1 (ljc_gemm_bias). */
+static int32_t bias_start(const ljg_program *p, const ljg_kernel *k, const int *nest_last) {
+  return k->kind == LJG_K_MATMUL && k->row_block > 0 && k->nnests > 0 && nest_last[0] == 0 ? ljc_gemm_bias(p, k) : -1;
+}
+
+char *ljc_lowering_text(const ljg_program *p) {
+  ljb_str b = {0};
+  ljb_str_puts(&b, "lowering (what the code does otherwise than the nests above say):\n");
+  for (int ki = 0; ki < p->nkernels; ki++) {
+    const ljg_kernel *k = &p->kernels[ki];
+    int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last);
+    loop_groups(k, last);
+    char routine[32];
+    ljb_str line = {0};
+    if (ljc_kernel_routine(k, routine)) ljb_str_printf(&line, "; calls %s", routine);
+    if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
+      ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
+    if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
+    for (int s = 0; s < k->nnests; s++) {
+      ljg_view unused;
+      if (fills_for_scatter(k, s))
+        ljb_str_printf(&line, "; nest %d not run: nest %d writes every position of its scatter", s, s + 1);
+      if (picks_found(k, last, s, &unused))
+        ljb_str_printf(&line, "; nest %d not run: nest %d stores the elements it found", s + 1, s);
+      if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
+    }
+    char *text = ljb_str_take(&line);
+    if (text[0]) ljb_str_printf(&b, "  kernel %d: %s\n", ki, text + 2);
+    free(text);
+    free(last);
+  }
+  return ljb_str_take(&b);
+}
+
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
   ljg_view pick_view;
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
-      picks_found(kc, s - 1, &pick_view))
+      picks_found(kc->k, kc->nest_last, s - 1, &pick_view))
     return;
   nest_gen g = {0};
-  if (picks_found(kc, s, &g.pick_view)) g.pick = nest + 1;
+  if (picks_found(kc->k, kc->nest_last, s, &g.pick_view)) g.pick = nest + 1;
   g.kc = kc;
   g.nest = nest;
   g.check = check;
@@ -1308,7 +1342,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   create_checks(&kc, nest_check);
   kc.nest_last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.nest_last);
   loop_groups(k, kc.nest_last);
-  kc.mm_bias = k->kind == LJG_K_MATMUL && k->row_block > 0 && k->nnests > 0 && kc.nest_last[0] == 0 ? ljc_gemm_bias(p, k) : -1;
+  kc.mm_bias = bias_start(p, k, kc.nest_last);
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
