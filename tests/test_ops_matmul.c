@@ -416,9 +416,9 @@ START_TEST(test_matmul_routines_compiled_once) {
 END_TEST
 
 /* Kernels keep a matmul's packed panels of B (128 KiB), and a Winograd convolution's
- * transformed weight (1.2 MiB), on the stack of the thread running them: the pool's workers
- * and the device's executor get stacks of their own size, here with the process's default
- * thread stack made 64 KiB before the device starts them. */
+ * transformed weight (1.2 MiB, 1.6 with 5×5 tiles as this one's), on the stack of the thread
+ * running them: the pool's workers and the device's executor get stacks of their own size,
+ * here with the process's default thread stack made 64 KiB before the device starts them. */
 START_TEST(test_matmul_small_default_stacks) {
   pthread_attr_t saved, small;
   ck_assert_int_eq(pthread_getattr_default_np(&saved), 0);
