@@ -7,13 +7,14 @@
  * where the buffers the kernel writes are noalias arguments: LLVM then knows no load can see
  * a store, so it vectorizes and hoists freely. (Read-only inputs may alias each other, which
  * is harmless; marking them too would give graphs with hundreds of scalar parameters
- * quadratic alias-analysis time.) The body runs each loop nest: loops over the kept dims (the first one over the
- * task range [begin, end)), and for reductions an inner set of loops carrying the
- * accumulator in phis; reassociation is allowed on sum/prod accumulators only, so they
- * vectorize (an argmax whose found element the next nest only gathers back stores that
- * element itself, and the gather does not run: picks_found); a nest whose rows span several dims unravels each row of the task range into
- * them; consecutive elementwise nests over the same points share one loop when each reads
- * the others' outputs only at the point being written (shares_loop). Matmul kernels of
+ * quadratic alias-analysis time.) The body runs each loop nest: loops over the kept dims (the
+ * first one over the task range [begin, end)), and for reductions an inner set of loops
+ * carrying the accumulator in phis; reassociation is allowed on sum/prod accumulators only,
+ * so they vectorize (an argmax whose found element the next nest only gathers back stores
+ * that element itself, and the gather does not run: picks_found); a nest whose rows span
+ * several dims unravels each row of the task range into them; consecutive elementwise nests
+ * over the same points share one loop when each reads the others' outputs only at the point
+ * being written (shares_loop). Matmul kernels of
  * f32/f64 whose operands are loads through single-level views call one of gemm.c's
  * register-blocked GEMM routines; a matmul with an epilogue (row fusion) computes a
  * block of rows of C and then runs its nests on them, block after block (a first nest that
@@ -445,7 +446,8 @@ static bool fills_for_scatter(const ljg_kernel *k, int s) {
 /* View v of a gather nest's point (its dim gd the gathered one) seen in the index space of
  * the argmax nest a (its kept dims, then the reduced one): gd moved last, the other dims
  * reshaped to a's kept dims (the same elements in the same order), a gd of size 1 expanded
- * to the reduced dim's size (stride 0). False when that is not one strided level. */
+ * to the reduced dim's size (stride 0). False when that is not one strided level, or gd is
+ * neither of size 1 nor of the reduced dim's. */
 static bool view_in_reduction(const ljg_view *v, int gd, const ljg_nest *a, ljg_view *out) {
   int nk = a->ndim - 1, nd = ljg_view_top(v)->ndim;
   int64_t perm[LJ_MAX_DIMS], shape[LJ_MAX_DIMS];
@@ -455,7 +457,7 @@ static bool view_in_reduction(const ljg_view *v, int gd, const ljg_nest *a, ljg_
   memcpy(shape, a->shape, (size_t)nk * sizeof *shape);
   shape[nk] = ljg_view_top(v)->shape[gd];
   *out = *v;
-  if (out->n != 1) return false;
+  if (out->n != 1 || (shape[nk] != 1 && shape[nk] != a->shape[nk])) return false;
   ljg_view_permute(out, perm);
   if (!ljg_view_reshape(out, nk + 1, shape) || out->n != 1) return false;
   ljg_view_expand(out, a->shape);
@@ -482,8 +484,8 @@ static bool picks_found(const ljg_kernel *k, const int *nest_last, int s, ljg_vi
   if (xa->kind != LJG_X_LOAD || xg->kind != LJG_X_GATHER) return false;
   const ljg_kexpr *idx = &k->exprs[xg->in[0]], *buf = &k->exprs[xg->in[1]];
   int gd = xg->aux;
-  if (idx->kind != LJG_X_LOAD || idx->slot != a->out_slot || buf->slot != xa->slot || g->shape[gd] != 1 ||
-      g->out_dtype != xa->dtype)
+  if (idx->kind != LJG_X_LOAD || idx->slot != a->out_slot || buf->slot != xa->slot || g->out_slot == xa->slot ||
+      g->shape[gd] != 1 || g->out_dtype != xa->dtype)
     return false;
   int64_t a_rows = 1, g_rows = 1; /* the same rows of a task range */
   for (int d = 0; d < a->row_dims; d++) a_rows *= a->shape[d];
