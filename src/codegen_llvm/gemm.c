@@ -925,8 +925,9 @@ static bool taps_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv)
  * products than F(4×4, 3×3) over its grid of outputs (a tile's (tm + 2)² a channel pair, the
  * grid's edge tiles whole), else 4. Measured, MNISTNet's conv2 (14×14 outputs: 9 tiles of
  * 5×5, 441 products a channel pair, against 16 tiles of 4×4 and 576) at batch 64, one
- * thread, fastest of 200 runs, the forward product 2.07 -> 1.91 ms, the input gradient 2.13
- * -> 2.01, the weight gradient 1.91 -> 1.71: the transforms of F(5×5) cost more a tile. */
+ * thread, fastest of 200 runs, the forward product 2.07–2.09 -> 1.91–1.95 ms, the input
+ * gradient 2.06–2.10 -> 1.93–2.07, the weight gradient 1.95 -> 1.69–1.85: the transforms of
+ * F(5×5) cost more a tile. */
 static int winograd_tile(const ljg_kernel *k, int variant) {
   int64_t oh = variant == LJC_GEMM_WINOGRAD_DX ? k->win_img[2] : k->mm_oh;
   int64_t ow = variant == LJC_GEMM_WINOGRAD_DX ? k->win_img[3] : k->mm_ow;
@@ -1058,7 +1059,8 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   arg[LJC_GEMM_END] = end;
   int variant = routine % LJC_GEMM_NVARIANTS;
   bool wino = variant == LJC_GEMM_WINOGRAD || variant == LJC_GEMM_WINOGRAD_DX;
-  arg[LJC_GEMM_WORK] = wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes(winograd_tm(routine))) : LLVMConstNull(ir->ptr);
+  arg[LJC_GEMM_WORK] =
+      wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes(winograd_tm(routine))) : LLVMConstNull(ir->ptr);
   arg[LJC_GEMM_FRESH] = wino ? LLVMBuildZExt(b, first, ir->i64, "") : ljc_i64(ir, 0);
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
   if (k->mm_cols) {
