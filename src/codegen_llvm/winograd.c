@@ -237,14 +237,14 @@ static void apply(wino *w, const tmat *t, LLVMValueRef *o, const LLVMValueRef *x
     int pair = -1;
     for (int i2 = i + 1; i2 < t->rows && pair < 0; i2++) {
       const double *r2 = t->a + i2 * n;
-      int ns = 0, no = 0;
+      bool fits = !done[i2], any_same = false, any_opposite = false;
       for (int j = 0; j < n; j++) {
         same[j] = r[j] != 0 && r2[j] == r[j];
         opposite[j] = r[j] != 0 && r2[j] == -r[j];
-        if ((r[j] != 0 || r2[j] != 0) && !same[j] && !opposite[j]) ns = no = -n;
-        ns += same[j], no += opposite[j];
+        fits &= (r[j] == 0 && r2[j] == 0) || same[j] || opposite[j];
+        any_same |= same[j], any_opposite |= opposite[j];
       }
-      if (!done[i2] && ns > 0 && no > 0) pair = i2;
+      if (fits && any_same && any_opposite) pair = i2;
     }
     if (pair < 0) {
       for (int j = 0; j < n; j++) all[j] = r[j] != 0;
