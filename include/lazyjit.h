@@ -115,7 +115,8 @@ typedef struct lj_config {
   bool disable_fusion;        /**< LJ_DISABLE_FUSION: every op becomes its own kernel */
   bool winograd;              /**< LJ_WINOGRAD: f32 3×3 convolutions of stride and dilation 1
                                    with at least 8 channels in and out go through Winograd's
-                                   F(4×4, 3×3), which rounds to about 3e-5 of the output's
+                                   F(4×4, 3×3) or F(5×5, 3×3) (whichever takes fewer
+                                   products), which rounds to about 3e-5 of the output's
                                    magnitude (default on); off: through the GEMM, as the
                                    other convolutions, about 1e-6 (docs/semantics.md) */
   bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too */
