@@ -289,6 +289,49 @@ START_TEST(test_matmul_bias_start) {
 }
 END_TEST
 
+/* A convolution's bias gradient, Σ of dY over the batch and the positions, is summed by the
+ * weight gradient's routine as it reads dY (taps.c's, one channel; Winograd's, 16 channels):
+ * the later kernel's sum does not run, as the lowering's text says. An f64 convolution, whose
+ * weight gradient goes through the GEMM, keeps its sum. Output channels 7 (taps: an odd last
+ * pair) and 12 (Winograd: fewer than a block), odd image sizes; values of both gradients
+ * against the interpreter, one and two threads (each thread sums its share of the columns). */
+START_TEST(test_conv_bias_grad_summed) {
+  static const struct {
+    lj_dtype dt;
+    int64_t c, k, h, w;
+    bool summed;
+  } cases[] = {{LJ_F32, 1, 7, 11, 13, true}, {LJ_F32, 16, 12, 9, 10, true}, {LJ_F64, 1, 7, 11, 13, false}};
+  for (int threads = 1; threads <= 2; threads++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      lj_config cfg = lj_config_default();
+      cfg.num_threads = threads;
+      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      lj_dtype dt = cases[i].dt;
+      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 160);
+      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(cases[i].k, cases[i].c, 3, 3), TU_ANY, 161);
+      lj_tensor *b = tu_tensor(dt, LJ_SHAPE(cases[i].k), TU_ANY, 162);
+      lj_tensor_set_requires_grad(w, true);
+      lj_tensor_set_requires_grad(b, true);
+      lj_tensor *y = lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, 1);
+      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 163);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *out[2] = {lj_tensor_grad(w), lj_tensor_grad(b)};
+      ljg_graph *opt;
+      ljg_program *prog = program_of_n(2, out, &opt);
+      char *lowering = ljc_lowering_text(prog);
+      ck_assert_msg((strstr(lowering, "the routine also sums B for kernel") != NULL) == cases[i].summed, "%s", lowering);
+      ck_assert_msg((strstr(lowering, "routine writes it") != NULL) == cases[i].summed, "%s", lowering);
+      free(lowering);
+      free_program(prog, opt);
+      /* one sync for both (the fold needs both in the graph); the weight gradient through
+       * Winograd's transforms to about 1e-4 of its sums */
+      tu_check_interp_tol(2, out, 1e-4, 1e-2);
+      lj_tensor_release(x), lj_tensor_release(w), lj_tensor_release(b), lj_tensor_release(y), lj_tensor_release(g);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* Loads of i8 or i64 elements, scalar or vector, in IR text: max-pool's window positions and
  * lj_argmax's indices read back. */
 static int index_loads(const char *ir) {
@@ -1333,6 +1376,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
+  tcase_add_test(tc, test_conv_bias_grad_summed);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);

@@ -730,7 +730,8 @@ static LLVMTypeRef routine_type(ljc_ir *ir) {
 
 /* Whether field i of the argument block is a pointer (else an i64). */
 static bool arg_is_pointer(int i) {
-  return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK || i == LJC_GEMM_BIAS;
+  return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK || i == LJC_GEMM_BIAS ||
+         i == LJC_GEMM_BSUM;
 }
 
 /* A new argument block (in the function's entry) holding arg[]. */
@@ -1014,6 +1015,105 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
   return alone ? bias : -1;
 }
 
+/* ---- B's sum (a convolution's bias gradient) ----------------------------------------------- */
+
+/* Whether nest s of kernel k is Σ_{b, p} B[b, p, n] for the B operand (dY) of matmul kernel
+ * mk: an f32 sum of a load of B's slot whose one kept dim runs along B's columns n and whose
+ * reduced dims cover B's batch and its K positions (in any order and split), into an OUTPUT
+ * slot of its own (no donor; a TEMP's bytes may be another's before that kernel). *at and
+ * *step: the output's element of column n is at + n·step. */
+static bool sums_b(const ljg_program *p, const ljg_kernel *mk, const ljg_kernel *k, int s, int64_t *at, int64_t *step) {
+  const ljg_nest *n = &k->nests[s];
+  const ljg_kexpr *x = &k->exprs[n->value], *eb = &mk->exprs[mk->mm_bm];
+  const ljg_slot *out = &p->slots[n->out_slot];
+  if (n->rop != LJG_OP_SUM || n->scatter_index >= 0 || n->out_dtype != LJ_F32 || x->kind != LJG_X_LOAD ||
+      x->dtype != LJ_F32 || x->slot != eb->slot || k->views[x->view].n != 1 || k->views[n->out_view].n != 1 ||
+      out->kind != LJG_SLOT_OUTPUT || out->param >= 0)
+    return false;
+  const ljg_view1 *v = &k->views[x->view].v[0], *o = &k->views[n->out_view].v[0], *bv = &mk->views[eb->view].v[0];
+  const int64_t *bs = bv->stride;
+  if (v->ndim != n->ndim || v->offset != bv->offset) return false;
+  int kept = -1, nred = 0, red[LJ_MAX_DIMS];
+  bool batch = mk->mm_b == 1;
+  for (int d = 0; d < n->ndim; d++) {
+    if (n->shape[d] == 1) continue;
+    if (!(n->rmask >> d & 1)) {
+      if (kept >= 0 || n->shape[d] != mk->mm_n || v->stride[d] != bs[2]) return false;
+      kept = d;
+    } else if (!batch && n->shape[d] == mk->mm_b && v->stride[d] == bs[0]) {
+      batch = true;
+    } else {
+      red[nred++] = d;
+    }
+  }
+  if (kept < 0 || !batch) return false;
+  /* the positions: dims whose strides, smallest first, each the last's times its extent */
+  int64_t next = bs[1], count = 1;
+  for (int i = 0; i < nred; i++) {
+    int best = i;
+    for (int j = i + 1; j < nred; j++)
+      if (v->stride[red[j]] < v->stride[red[best]]) best = j;
+    int d = red[best];
+    red[best] = red[i];
+    if (v->stride[d] != next) return false;
+    next *= n->shape[d], count *= n->shape[d];
+  }
+  *at = o->offset, *step = o->stride[kept];
+  return count == mk->mm_k;
+}
+
+/* Whether expression x reads slot. */
+static bool reads_slot(const ljg_kexpr *x, int32_t slot) {
+  return (x->kind == LJG_X_LOAD || x->kind == LJG_X_SCALAR || x->kind == LJG_X_BUFFER) && x->slot == slot;
+}
+
+/* Whether kernel k writes slot, nest `skip` not counted. */
+static bool writes_slot(const ljg_kernel *k, int32_t slot, int skip) {
+  for (int s = 0; s < k->nnests; s++)
+    if (s != skip && k->nests[s].out_slot == slot) return true;
+  return (k->kind == LJG_K_MATMUL && k->mm_out_slot == slot) || (ljg_kernel_has_window(k) && k->win_out_slot == slot);
+}
+
+/* Whether kernel k reads or writes slot. */
+static bool uses_slot(const ljg_kernel *k, int32_t slot) {
+  for (int e = 0; e < k->nexprs; e++)
+    if (reads_slot(&k->exprs[e], slot)) return true;
+  return writes_slot(k, slot, -1);
+}
+
+/* Whether one of nests 0 .. s - 1 of kernel k reads slot. */
+static bool read_before(const ljg_kernel *k, int s, int32_t slot) {
+  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), found = false;
+  for (int t = 0; t < s && !found; t++) {
+    ljg_nest_exprs(k, &k->nests[t], used);
+    for (int e = 0; e < k->nexprs && !found; e++) found = used[e] && reads_slot(&k->exprs[e], slot);
+  }
+  free(used);
+  return found;
+}
+
+bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *at, int64_t *step) {
+  const ljg_kernel *mk = &p->kernels[ki];
+  int routine = ljc_gemm_routine(mk), variant = routine % LJC_GEMM_NVARIANTS;
+  if (routine < 0 || (variant != LJC_GEMM_WINOGRAD_DW && variant != LJC_GEMM_TAPS_DW) || mk->mm_n < 2) return false;
+  int32_t b_slot = mk->exprs[mk->mm_bm].slot;
+  for (int j = ki + 1; j < p->nkernels; j++) {
+    const ljg_kernel *k = &p->kernels[j];
+    for (int s = 0; k->kind == LJG_K_LOOPS && s < k->nnests; s++) {
+      int32_t out = k->nests[s].out_slot;
+      if (!sums_b(p, mk, k, s, at, step) || !ljc_nest_alone(k, s) || writes_slot(k, b_slot, -1) ||
+          writes_slot(k, out, s) || read_before(k, s, out))
+        continue;
+      for (int i = ki + 1; i < j; i++) /* a kernel between: the slot is not yet the sum */
+        if (uses_slot(&p->kernels[i], out)) return false;
+      *kj = j, *nest = s;
+      return true;
+    }
+    if (writes_slot(k, b_slot, -1)) return false;
+  }
+  return false;
+}
+
 /* The address of a 3-d operand view's element (0, 0, 0) at field first and its strides at
  * fields first + 1 .. first + 3. */
 static void operand_args(ljc_kctx *kc, LLVMValueRef *arg, int first, LLVMValueRef base, const ljg_view *v) {
@@ -1047,6 +1147,14 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   }
   arg[LJC_GEMM_BIAS_SB] = ljc_i64(ir, bias_s[0]);
   arg[LJC_GEMM_BIAS_SM] = ljc_i64(ir, bias_s[1]);
+  int kj, nest;
+  int64_t sum_at = 0, sum_step = 0;
+  arg[LJC_GEMM_BSUM] = LLVMConstNull(ir->ptr);
+  if (ljc_gemm_b_sum(kc->p, (int)(k - kc->p->kernels), &kj, &nest, &sum_at, &sum_step)) {
+    LLVMValueRef off = ljc_i64(ir, sum_at);
+    arg[LJC_GEMM_BSUM] = LLVMBuildGEP2(b, ir->f32, kc->slot_ptr[kc->p->kernels[kj].nests[nest].out_slot], &off, 1, "");
+  }
+  arg[LJC_GEMM_BSUM_S] = ljc_i64(ir, sum_step);
   LLVMValueRef origin = kc->slot_origin[c_slot];
   arg[LJC_GEMM_C] = kc->slot_ptr[c_slot];
   arg[LJC_GEMM_C_ORIGIN] = origin ? origin : ljc_i64(ir, 0);

@@ -165,6 +165,8 @@ typedef struct ljc_kctx {
                              or -1 for a nest that runs in an earlier one's */
   int32_t mm_bias;        /* ljc_gemm_bias: the bias LOAD whose sum with C the routine
                              writes into the first nest's slot (that nest not run), or -1 */
+  bool *b_summed;         /* per nest: written by an earlier kernel's routine instead
+                             (ljc_gemm_b_sum), not run */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
@@ -196,13 +198,15 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * LJG_MATMUL_COL_TASK columns, computed for every row. BIAS: NULL, or what every element of
  * row m of C's matrix b starts from, BIAS[b·BIAS_SB + m·BIAS_SM] (a convolution's bias;
  * ljc_gemm_bias), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW
- * and WINOGRAD variants; NULL and zeros for the others). */
+ * and WINOGRAD variants; NULL and zeros for the others). BSUM: NULL, or where the
+ * WINOGRAD_DW and TAPS_DW variants write Σ_b Σ_k B[b, k, n] of each column n of their call,
+ * BSUM[n·BSUM_S] (a convolution's bias gradient; ljc_gemm_b_sum). */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
-  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM,
+  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS
@@ -245,6 +249,14 @@ bool ljc_gemm_writes_window(const ljg_kernel *k);
  * C read by nothing else, so that the routine can write the sum into that nest's slot and
  * the nest does not run (a pass over C's block less). */
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
+/* Whether matmul kernel ki's routine also writes a later kernel's nest (*kj, *nest) that sums
+ * its B over the batch and k for each column n (a convolution's bias gradient from dY, which
+ * the weight gradient's routine reads anyway), the nest then not run: its output's element
+ * of column n at *at + n·*step. Only for the WINOGRAD_DW and TAPS_DW routines, an OUTPUT
+ * slot no kernel between touches, B written by none. */
+bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *at, int64_t *step);
+/* lower.c: whether nest s of kernel k runs a loop of its own (shares none with another). */
+bool ljc_nest_alone(const ljg_kernel *k, int s);
 /* x (a vector of one element of C's rows m .. m + lanes - 1 of matrix bi, BIAS_SM 1) plus
  * their bias where `rows` (an i1 vector) says, when the argument block has one; else x. */
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,

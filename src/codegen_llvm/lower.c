@@ -554,6 +554,24 @@ static void loop_groups(const ljg_kernel *k, int *last) {
   }
 }
 
+bool ljc_nest_alone(const ljg_kernel *k, int s) {
+  int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last);
+  loop_groups(k, last);
+  bool alone = last[s] == s;
+  free(last);
+  return alone;
+}
+
+/* The earlier kernel whose routine writes nest s of kernel ki (ljc_gemm_b_sum), or -1. */
+static int summed_by(const ljg_program *p, int ki, int s) {
+  for (int i = 0; i < ki; i++) {
+    int kj, nest;
+    int64_t at, step;
+    if (ljc_gemm_b_sum(p, i, &kj, &nest, &at, &step) && kj == ki && nest == s) return i;
+  }
+  return -1;
+}
+
 /* The bias LOAD a row-fused matmul kernel's routine starts C's rows from (its first nest then
  * does not run), or -1 (ljc_gemm_bias). */
 static int32_t bias_start(const ljg_program *p, const ljg_kernel *k, const int *nest_last) {
@@ -573,8 +591,14 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
+    int kj, nest;
+    int64_t at, step;
+    if (ljc_gemm_b_sum(p, ki, &kj, &nest, &at, &step))
+      ljb_str_printf(&line, "; the routine also sums B for kernel %d's nest %d", kj, nest);
     for (int s = 0; s < k->nnests; s++) {
       ljg_view unused;
+      int by = summed_by(p, ki, s);
+      if (by >= 0) ljb_str_printf(&line, "; nest %d not run: kernel %d's routine writes it", s, by);
       if (fills_for_scatter(k, s))
         ljb_str_printf(&line, "; nest %d not run: nest %d writes every position of its scatter", s, s + 1);
       if (picks_found(k, last, s, &unused))
@@ -592,7 +616,7 @@ char *ljc_lowering_text(const ljg_program *p) {
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
   ljg_view pick_view;
-  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
+  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) || kc->b_summed[s] ||
       picks_found(kc->k, kc->nest_last, s - 1, &pick_view))
     return;
   nest_gen g = {0};
@@ -1295,6 +1319,10 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   LLVMBuilderRef b = ir->b;
   uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, sizeof *used);
   mark_slots(k, used);
+  int sum_kernel, sum_nest;
+  int64_t sum_at, sum_step;
+  if (ljc_gemm_b_sum(p, ki, &sum_kernel, &sum_nest, &sum_at, &sum_step)) /* the routine writes it */
+    used[p->kernels[sum_kernel].nests[sum_nest].out_slot] = 2;
   uint8_t *local = ljb_xcalloc((size_t)p->nslots + 1, sizeof *local); /* LOCAL slots: no argument */
   for (int s = 0; s < p->nslots; s++)
     if (used[s] && p->slots[s].kind == LJG_SLOT_LOCAL) {
@@ -1345,6 +1373,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   kc.nest_last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.nest_last);
   loop_groups(k, kc.nest_last);
   kc.mm_bias = bias_start(p, k, kc.nest_last);
+  kc.b_summed = ljb_xcalloc((size_t)k->nnests + 1, sizeof *kc.b_summed);
+  for (int s = 0; s < k->nnests; s++) kc.b_summed[s] = summed_by(p, ki, s) >= 0;
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
@@ -1400,6 +1430,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(kc.checks);
   free(kc.expr_check);
   free(kc.nest_last);
+  free(kc.b_summed);
   free(nest_check);
 }
 

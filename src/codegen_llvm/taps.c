@@ -12,12 +12,15 @@
  * gradient does), so that each thread reads its share of dY once. Each row of dY read
  * prefetches the same row of the next image into L2: a column's plane of an image is a short
  * stream (3 KB for 28×28) that the hardware prefetchers picked up too late (0.55-0.67 ->
- * 0.42 ms, MNISTNet's conv1, fastest of 200 runs, one thread). */
+ * 0.42 ms, MNISTNet's conv1, fastest of 200 runs, one thread). With BSUM, the first channel's
+ * tiles also sum each dY row they read (the bias gradient, ljc_gemm_b_sum): one add a row to
+ * 9 multiply-adds, in the time the routine took without it. */
 #include "codegen_llvm/ir.h"
 
-/* The columns a register tile: 9·NB accumulators, NB dY vectors and the 9 taps' rows of x
- * (LLVM loads them all before the FMAs) in 32 vector registers; 1 where there are 16. With 3,
- * 39 vectors, LLVM spilled and shuffled accumulators: 0.58 ms instead of 0.38. */
+/* The columns a register tile: 10·NB accumulators (the 9 taps' and dY's sum), NB dY vectors
+ * and the 9 taps' rows of x (LLVM loads them all before the FMAs) in 32 vector registers; 1
+ * where there are 16. With 3, 39 vectors, LLVM spilled and shuffled accumulators: 0.58 ms
+ * instead of 0.38. */
 enum { NB_MAX = 2, TAPS = 9 };
 
 typedef struct taps {
@@ -59,15 +62,16 @@ static LLVMValueRef lane_sum(taps *t, LLVMValueRef x) {
 }
 
 /* The accumulators acc[tap·nb + j] of channel c and columns n0 + j: Σ over the batch and the
- * positions (oy, ox) of x's shifted row times dY's row of column min(n0 + j, n_last). */
+ * positions (oy, ox) of x's shifted row times dY's row of column min(n0 + j, n_last); and
+ * acc[TAPS·nb + j], Σ of that dY row alone (BSUM's, the bias gradient: one add to 9 FMAs). */
 static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, LLVMValueRef *acc) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
-  int nacc = TAPS * t->nb;
+  int nacc = (TAPS + 1) * t->nb;
   LLVMValueRef OW = a[LJC_GEMM_WIN_OW], OH = sdiv(t, a[LJC_GEMM_K], OW);
   LLVMValueRef H = a[LJC_GEMM_IMG_H], W = a[LJC_GEMM_IMG_W], sh = a[LJC_GEMM_IMG_SH];
-  LLVMValueRef zero[NB_MAX * TAPS];
+  LLVMValueRef zero[NB_MAX * (TAPS + 1)];
   for (int i = 0; i < nacc; i++) zero[i] = LLVMConstNull(t->vt);
   ljc_loop Bl, V, Y;
   ljc_loop_begin(ir, &Bl, i64c(t, 0), a[LJC_GEMM_BATCH], false, nacc, zero);
@@ -87,10 +91,11 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
     xmask[kx] = LLVMBuildAnd(b, in_row, lanes_in(t, xoff[kx], W), "");
   }
   ljc_loop_begin(ir, &Y, i64c(t, 0), OH, false, nacc, V.acc);
-  LLVMValueRef pos = add(t, mul(t, Y.iv, OW), V.iv), dy[NB_MAX], next[NB_MAX * TAPS];
+  LLVMValueRef pos = add(t, mul(t, Y.iv, OW), V.iv), dy[NB_MAX], next[NB_MAX * (TAPS + 1)];
   for (int j = 0; j < t->nb; j++) {
     dy[j] = ljc_masked_load(ir, t->vt, at(t, dy_col[j], pos), 4, in_row);
     ljc_prefetch(ir, at(t, dy_col[j], add(t, pos, a[LJC_GEMM_B_SB])));
+    next[TAPS * t->nb + j] = LLVMBuildFAdd(b, Y.acc[TAPS * t->nb + j], dy[j], "");
   }
   for (int ky = 0; ky < 3; ky++) {
     LLVMValueRef iy = sub(t, add(t, mul(t, Y.iv, a[LJC_GEMM_WIN_SY]), mulc(t, a[LJC_GEMM_WIN_DY], ky)), a[LJC_GEMM_WIN_PY]);
@@ -104,7 +109,7 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
       }
     }
   }
-  LLVMValueRef out[NB_MAX * TAPS];
+  LLVMValueRef out[NB_MAX * (TAPS + 1)];
   ljc_loop_end(ir, &Y, next, out);
   ljc_loop_end(ir, &V, out, out);
   ljc_loop_end(ir, &Bl, out, acc);
@@ -131,8 +136,11 @@ void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
   ljc_loop_begin_step(ir, &Nb, n_lo, add(&t, n_lo, mulc(&t, sdiv(&t, add(&t, sub(&t, n_hi, n_lo), i64c(&t, t.nb - 1)),
                                                                       i64c(&t, t.nb)), t.nb)),
                       t.nb, true, 0, NULL);
-  LLVMValueRef acc[NB_MAX * TAPS];
+  LLVMValueRef acc[NB_MAX * (TAPS + 1)];
   tile(&t, C.iv, Nb.iv, n_last, acc);
+  /* B's sums, once: with the first channel's tiles */
+  LLVMValueRef bsum = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, C.iv, i64c(&t, 0), ""),
+                                   LLVMBuildIsNotNull(b, a[LJC_GEMM_BSUM], ""), "");
   for (int j = 0; j < t.nb; j++) {
     LLVMValueRef n = add(&t, Nb.iv, i64c(&t, j));
     LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, n, n_hi, ""), "taps.store");
@@ -141,6 +149,9 @@ void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
       LLVMValueRef off = sub(&t, add(&t, mul(&t, m, N), n), a[LJC_GEMM_C_ORIGIN]);
       LLVMBuildStore(b, lane_sum(&t, acc[tap * t.nb + j]), at(&t, a[LJC_GEMM_C], off));
     }
+    LLVMBasicBlockRef summed = ljc_if_begin(ir, bsum, "taps.bsum");
+    LLVMBuildStore(b, lane_sum(&t, acc[TAPS * t.nb + j]), at(&t, a[LJC_GEMM_BSUM], mul(&t, n, a[LJC_GEMM_BSUM_S])));
+    ljc_if_end(ir, summed);
     ljc_if_end(ir, after);
   }
   ljc_loop_end(ir, &Nb, NULL, NULL);

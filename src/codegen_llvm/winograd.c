@@ -22,7 +22,8 @@
  *     into the col2im's output (the kernel does not run the col2im);
  *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ: with dM the output
  *     transform's adjoint of dY's tiles (A dY Aᵀ), dU[e][c][r] = Σ_{b,t} V[e][t][c]·dM[e][t][r]
- *     and dW = Gᵀ dU G.
+ *     and dW = Gᵀ dU G; with BSUM, dY's sums over the batch and positions too (a convolution's
+ *     bias gradient, ljc_gemm_b_sum), from the block copies of dY it transforms anyway.
  * The work goes in blocks of at most TB tiles (whole tile rows, or segments of a wide one),
  * MB rows and CB channels, in buffers on the stack that stay in L2: a block's input copied
  * channels last (P: vector loads along the image's rows, transposed in registers; a gather per
@@ -679,6 +680,32 @@ static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValue
   ljc_loop_end(ir, &Cl, NULL, NULL);
 }
 
+/* Adds Σ over the block's positions of dY (in Q, channels last: zeros past the image and
+ * past mlen) to sums[0 .. mlen - 1] (BSUM's, the bias gradient; the edge tiles' positions
+ * past the output are zeros). */
+static void sum_block(wino *w, const tblock *tb, LLVMValueRef mlen, LLVMValueRef sums) {
+  ljc_ir *ir = w->ir;
+  LLVMValueRef npos = mul(w, mulc(w, tb->nr, w->tm), mulc(w, tb->nc, w->tm)), zero = LLVMConstNull(w->vt), total;
+  ljc_loop Mv, P;
+  ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
+  LLVMValueRef mv = mulc(w, Mv.iv, w->vw), cell = at(w, sums, mv);
+  ljc_loop_begin(ir, &P, i64c(w, 0), npos, false, 1, &zero);
+  LLVMValueRef next = fadd(w, P.acc[0], vload(w, at(w, w->q, add(w, mulc(w, P.iv, MB), mv))));
+  ljc_loop_end(ir, &P, &next, &total);
+  vstore(w, fadd(w, vload(w, cell), total), cell);
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+}
+
+/* BSUM[(mb0 + m)·BSUM_S] = sums[m] for m < mlen. */
+static void store_sums(wino *w, LLVMValueRef sums, LLVMValueRef mb0, LLVMValueRef mlen) {
+  ljc_ir *ir = w->ir;
+  ljc_loop M;
+  ljc_loop_begin(ir, &M, i64c(w, 0), mlen, false, 0, NULL);
+  LLVMValueRef x = LLVMBuildLoad2(w->b, ir->f32, at(w, sums, M.iv), "");
+  LLVMBuildStore(w->b, x, at(w, w->arg[LJC_GEMM_BSUM], mul(w, add(w, mb0, M.iv), w->arg[LJC_GEMM_BSUM_S])));
+  ljc_loop_end(ir, &M, NULL, NULL);
+}
+
 /* The weight gradient C = Σ_b im2col(x_b)·dY_bᵀ ([C·9, M], summed over the batch): for each
  * block of channels and of columns m, dU summed over every matrix's tiles, then transformed
  * into C. A call's range [begin, end) of the rows stands for the same share of the columns:
@@ -697,14 +724,19 @@ static void weight_gradient(wino *w) {
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, sub(w, n_hi, n_lo), MB - 1), i64c(w, MB), "");
   LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, cin, CB - 1), i64c(w, CB), "");
   int64_t wide = NV * w->vw;
+  LLVMValueRef sums = ljc_entry_array(ir, ir->f32, MB);
   ljc_loop Cb, Mb, Bl, Rb, Cs;
   ljc_loop_begin(ir, &Cb, i64c(w, 0), ncb, true, 0, NULL);
+  /* B's sums (BSUM) with the first block of channels' pass over dY */
+  LLVMValueRef summing = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""),
+                                      LLVMBuildIsNotNull(b, a[LJC_GEMM_BSUM], ""), "");
   LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
   LLVMValueRef cwide = mulc(w, LLVMBuildSDiv(b, addc(w, clen, w->mr - 1), i64c(w, w->mr), ""), w->mr);
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, true, 0, NULL);
   LLVMValueRef mb0 = add(w, n_lo, mulc(w, Mb.iv, MB)), mlen = smin(w, i64c(w, MB), sub(w, n_hi, mb0));
   LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
   LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, w->ne * PLANE(DU_ROWS * MB) * 4), 64);
+  LLVMBuildMemSet(b, sums, ljc_const_i(ir->i8, 0), ljc_i64(ir, MB * 4), 64);
   ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
   image x = operand_image(w, LJC_GEMM_A, Bl.iv);
   image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
@@ -716,11 +748,17 @@ static void weight_gradient(wino *w) {
   inputs(w, &tb, clen);
   channels_last(w, &dy, mulc(w, tb.ty0, w->tm), mulc(w, tb.tx0, w->tm), mulc(w, tb.nr, w->tm), mulc(w, tb.nc, w->tm), mb0, mlen,
                 w->q, MB);
+  LLVMBasicBlockRef after = ljc_if_begin(ir, summing, "wino.bsum");
+  sum_block(w, &tb, mlen, sums);
+  ljc_if_end(ir, after);
   grad_outputs(w, &tb, mwide);
   grad_products(w, tb.count, cwide, mwide);
   ljc_loop_end(ir, &Cs, NULL, NULL);
   ljc_loop_end(ir, &Rb, NULL, NULL);
   ljc_loop_end(ir, &Bl, NULL, NULL);
+  after = ljc_if_begin(ir, summing, "wino.bsum_store");
+  store_sums(w, sums, mb0, mlen);
+  ljc_if_end(ir, after);
   grad_weights(w, cb0, clen, mb0, mlen);
   ljc_loop_end(ir, &Mb, NULL, NULL);
   ljc_loop_end(ir, &Cb, NULL, NULL);
