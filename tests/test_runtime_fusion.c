@@ -293,14 +293,18 @@ END_TEST
  * weight gradient's routine as it reads dY (taps.c's, one channel; Winograd's, 16 channels):
  * the later kernel's sum does not run, as the lowering's text says. An f64 convolution, whose
  * weight gradient goes through the GEMM, keeps its sum. Output channels 7 (taps: an odd last
- * pair) and 12 (Winograd: fewer than a block), odd image sizes; values of both gradients
+ * pair), 12 (Winograd: fewer than a block) and 70 from 40 channels (two blocks of columns and
+ * of channels: each block's sums stored at its columns), odd image sizes; values of both gradients
  * against the interpreter, one and two threads (each thread sums its share of the columns). */
 START_TEST(test_conv_bias_grad_summed) {
   static const struct {
     lj_dtype dt;
     int64_t c, k, h, w;
     bool summed;
-  } cases[] = {{LJ_F32, 1, 7, 11, 13, true}, {LJ_F32, 16, 12, 9, 10, true}, {LJ_F64, 1, 7, 11, 13, false}};
+  } cases[] = {{LJ_F32, 1, 7, 11, 13, true},
+               {LJ_F32, 16, 12, 9, 10, true},
+               {LJ_F32, 40, 70, 7, 9, true},
+               {LJ_F64, 1, 7, 11, 13, false}};
   for (int threads = 1; threads <= 2; threads++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
       lj_config cfg = lj_config_default();
