@@ -396,6 +396,46 @@ START_TEST(test_argmax_stores_found) {
 }
 END_TEST
 
+/* A nest after such an argmax that only maps each found element (a relu after max-pool, a
+ * scale) is stored by the argmax too and does not run, the pooled values an output or not;
+ * one that also reads another tensor runs. Values against the interpreter, with NaNs and
+ * zeros of both signs among the values; the lowering's text says which. One and two threads. */
+START_TEST(test_argmax_maps_found) {
+  for (int threads = 1; threads <= 2; threads++)
+    for (int mapped = 1; mapped >= 0; mapped--) {
+      lj_config cfg = lj_config_default();
+      cfg.num_threads = threads;
+      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      float v[3 * 5 * 10 * 12];
+      for (int i = 0; i < 3 * 5 * 10 * 12; i++) v[i] = (float)(i * 7 % 11) - 5.0f;
+      v[3] = NAN, v[40] = -0.0f, v[41] = 0.0f, v[300] = -0.0f;
+      lj_tensor *x = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(3, 5, 10, 12), v);
+      lj_tensor *other = tu_tensor(LJ_F32, LJ_SHAPE(3, 5, 5, 6), TU_ANY, 4);
+      lj_tensor *pooled = lj_max_pool2d(x, (const int[]){2, 2}, NULL, NULL), *outs[2];
+      int n = 1;
+      if (mapped) {
+        outs[0] = lj_relu(pooled);
+        outs[n++] = lj_mul_scalar(lj_max_pool2d(x, (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1}), -0.5);
+      } else {
+        outs[0] = lj_mul(pooled, other);
+      }
+      ljg_graph *opt;
+      ljg_program *p = program_of_n(n, outs, &opt);
+      char *lowering = ljc_lowering_text(p);
+      const char *found = lowering;
+      int count = 0;
+      while ((found = strstr(found, "stores what it maps them to")) != NULL) found++, count++;
+      ck_assert_msg(count == (mapped ? 2 : 0), "%s", lowering);
+      free(lowering);
+      free_program(p, opt);
+      tu_check_interp_tol(n, outs, 0, 0);
+      for (int i = 0; i < n; i++) lj_tensor_release(outs[i]);
+      lj_tensor_release(pooled), lj_tensor_release(x), lj_tensor_release(other);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* Nests over the same points share one loop when what each reads of another's output is the
  * element being written (SGD with momentum: the state, then the parameter from it); a
  * reduction of the first output keeps a loop of its own. One kernel either way; values
@@ -1380,6 +1420,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
+  tcase_add_test(tc, test_argmax_maps_found);
   tcase_add_test(tc, test_conv_bias_grad_summed);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_conv_implicit_gemm);

@@ -167,6 +167,9 @@ typedef struct ljc_kctx {
                              writes into the first nest's slot (that nest not run), or -1 */
   bool *b_summed;         /* per nest: written by an earlier kernel's routine instead
                              (ljc_gemm_b_sum), not run */
+  int32_t found_load;     /* a LOAD ljc_emit_exprs takes as `found` instead (an argmax's
+                             found element, lower.c's maps_found), or -1 */
+  LLVMValueRef found;
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);

@@ -11,7 +11,8 @@
  * first one over the task range [begin, end)), and for reductions an inner set of loops
  * carrying the accumulator in phis; reassociation is allowed on sum/prod accumulators only,
  * so they vectorize (an argmax whose found element the next nest only gathers back stores
- * that element itself, and the gather does not run: picks_found); a nest whose rows span
+ * that element itself, and the gather does not run: picks_found; nor does a nest after it
+ * that only maps that element, a relu: maps_found); a nest whose rows span
  * several dims unravels each row of the task range into them; consecutive elementwise nests
  * over the same points share one loop when each reads the others' outputs only at the point
  * being written (shares_loop). Matmul kernels of
@@ -144,6 +145,9 @@ typedef struct nest_gen {
   reduction red;
   const ljg_nest *pick; /* the next nest, when it gathers what this argmax or argmin found */
   ljg_view pick_view;   /* its output in this nest's index space (picks_found) */
+  const ljg_nest *then; /* the nest after it, when it maps only that element (maps_found) */
+  int32_t then_load;    /* that nest's load of the element */
+  ljg_view then_view;   /* its output in this nest's index space */
 } nest_gen;
 
 static LLVMValueRef point_value(nest_gen *g) {
@@ -230,16 +234,27 @@ static LLVMValueRef reduction_result(nest_gen *g, LLVMValueRef *acc) {
   }
 }
 
+/* Stores v as nest n's element at the point of view `view` in g's index space. */
+static void store_at(nest_gen *g, const ljg_nest *n, const ljg_view *view, LLVMValueRef v) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMValueRef off = ljc_slot_offset(g->kc, n->out_slot, view, &g->pt);
+  LLVMValueRef p = LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, n->out_dtype), g->kc->slot_ptr[n->out_slot], &off, 1, "");
+  LLVMBuildStore(ir->b, ljc_to_storage(ir, v, n->out_dtype), p);
+}
+
 /* Stores a reduction's result from its final accumulators; an argmax or argmin whose found
- * element the next nest gathers also stores that element (acc[0]) where the gather would. */
+ * element the next nest gathers also stores that element (acc[0]) where the gather would,
+ * and, when the nest after maps that element alone, what it maps it to. */
 static void store_reduction(nest_gen *g, LLVMValueRef *acc) {
   store_point(g, reduction_result(g, acc));
   if (!g->pick) return;
-  ljc_ir *ir = g->kc->ir;
-  lj_dtype dt = g->pick->out_dtype;
-  LLVMValueRef off = ljc_slot_offset(g->kc, g->pick->out_slot, &g->pick_view, &g->pt);
-  LLVMValueRef p = LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, dt), g->kc->slot_ptr[g->pick->out_slot], &off, 1, "");
-  LLVMBuildStore(ir->b, ljc_to_storage(ir, acc[0], dt), p);
+  store_at(g, g->pick, &g->pick_view, acc[0]);
+  if (!g->then) return;
+  ljc_kctx *kc = g->kc;
+  kc->found_load = g->then_load, kc->found = acc[0];
+  ljc_emit_exprs(kc, &g->pt, g->then->value);
+  kc->found_load = -1;
+  store_at(g, g->then, &g->then_view, kc->vals[g->then->value]);
 }
 
 static void emit_point(nest_gen *g) {
@@ -496,6 +511,52 @@ static bool picks_found(const ljg_kernel *k, const int *nest_last, int s, ljg_vi
          ljg_view_equal(&index, &k->views[a->out_view]) && view_in_reduction(&k->views[g->out_view], gd, a, out_view);
 }
 
+/* View v over the points of a nest as many as the argmax nest a's kept points (the same
+ * elements in the same order), in a's index space: reshaped to a's kept dims, expanded
+ * along the reduced one (stride 0). False when that is not one strided level. */
+static bool view_as_kept(const ljg_view *v, const ljg_nest *a, ljg_view *out) {
+  int nk = a->ndim - 1;
+  int64_t shape[LJ_MAX_DIMS];
+  memcpy(shape, a->shape, (size_t)nk * sizeof *shape);
+  shape[nk] = 1;
+  *out = *v;
+  if (out->n != 1 || !ljg_view_reshape(out, nk + 1, shape) || out->n != 1) return false;
+  ljg_view_expand(out, a->shape);
+  return true;
+}
+
+/* Whether nest s + 2 only maps, point by point, the elements the argmax or argmin nest s
+ * found and stores for nest s + 1 (picks_found): its value a function of one load of that
+ * element (*load) and of scalars and constants (max-pool's maximum through a relu). Nest s
+ * then stores that value too (through *out_view, nest s + 2's output in its index space),
+ * and nest s + 2 does not run: a pass less over the pooled elements. */
+static bool maps_found(const ljg_kernel *k, const int *nest_last, int s, int32_t *load, ljg_view *out_view) {
+  ljg_view pick;
+  if (!picks_found(k, nest_last, s, &pick) || s + 2 >= k->nnests || nest_last[s + 2] != s + 2 ||
+      (ljg_kernel_has_window(k) && k->win_at == s + 2))
+    return false;
+  const ljg_nest *a = &k->nests[s], *g = &k->nests[s + 1], *r = &k->nests[s + 2];
+  if (r->rop >= 0 || r->scatter_index >= 0 || ljg_numel(r->ndim, r->shape) != ljg_numel(a->ndim - 1, a->shape) ||
+      r->out_slot == g->out_slot || r->out_slot == a->out_slot || r->out_slot == k->exprs[a->value].slot)
+    return false;
+  int64_t a_rows = 1, r_rows = 1;
+  for (int d = 0; d < a->row_dims; d++) a_rows *= a->shape[d];
+  for (int d = 0; d < r->row_dims; d++) r_rows *= r->shape[d];
+  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), ok = a_rows == r_rows;
+  ljg_nest_exprs(k, r, used);
+  *load = -1;
+  for (int e = 0; e < k->nexprs && ok; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (!used[e] || x->kind == LJG_X_OP || x->kind == LJG_X_CONST || x->kind == LJG_X_SCALAR) continue;
+    ok = x->kind == LJG_X_LOAD && x->slot == g->out_slot && *load < 0;
+    *load = e;
+  }
+  free(used);
+  ljg_view element;
+  return ok && *load >= 0 && view_as_kept(&k->views[k->exprs[*load].view], a, &element) &&
+         ljg_view_equal(&element, &pick) && view_as_kept(&k->views[r->out_view], a, out_view);
+}
+
 /* Whether nest s can run in the loop of the nests first .. s - 1 (which share one): all of
  * them elementwise over the same points, no window between them, each writing a slot of its
  * own, and every element one of them reads from a slot another writes read at the point
@@ -603,6 +664,9 @@ char *ljc_lowering_text(const ljg_program *p) {
         ljb_str_printf(&line, "; nest %d not run: nest %d writes every position of its scatter", s, s + 1);
       if (picks_found(k, last, s, &unused))
         ljb_str_printf(&line, "; nest %d not run: nest %d stores the elements it found", s + 1, s);
+      int32_t load;
+      if (maps_found(k, last, s, &load, &unused))
+        ljb_str_printf(&line, "; nest %d not run: nest %d stores what it maps them to", s + 2, s);
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
     }
     char *text = ljb_str_take(&line);
@@ -616,11 +680,13 @@ char *ljc_lowering_text(const ljg_program *p) {
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
   ljg_view pick_view;
+  int32_t load;
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) || kc->b_summed[s] ||
-      picks_found(kc->k, kc->nest_last, s - 1, &pick_view))
+      picks_found(kc->k, kc->nest_last, s - 1, &pick_view) || maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view))
     return;
   nest_gen g = {0};
   if (picks_found(kc->k, kc->nest_last, s, &g.pick_view)) g.pick = nest + 1;
+  if (maps_found(kc->k, kc->nest_last, s, &g.then_load, &g.then_view)) g.then = nest + 2;
   g.kc = kc;
   g.nest = nest;
   g.check = check;
@@ -1374,6 +1440,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   loop_groups(k, kc.nest_last);
   kc.mm_bias = bias_start(p, k, kc.nest_last);
   kc.b_summed = ljb_xcalloc((size_t)k->nnests + 1, sizeof *kc.b_summed);
+  kc.found_load = -1;
   for (int s = 0; s < k->nnests; s++) kc.b_summed[s] = summed_by(p, ki, s) >= 0;
   if (k->kind == LJG_K_MATMUL && k->row_block == 0)
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));

@@ -361,7 +361,10 @@ void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root) {
     LLVMValueRef v = NULL;
     ljc_dbg_at(ir, x->node);
     switch (x->kind) {
-    case LJG_X_LOAD: v = load_slot(kc, x->slot, x->dtype, ljc_slot_offset(kc, x->slot, &k->views[x->view], p)); break;
+    case LJG_X_LOAD:
+      v = e == kc->found_load ? kc->found
+                              : load_slot(kc, x->slot, x->dtype, ljc_slot_offset(kc, x->slot, &k->views[x->view], p));
+      break;
     case LJG_X_SCALAR: v = load_slot(kc, x->slot, x->dtype, NULL); break;
     case LJG_X_CONST: v = const_of(ir, x->dtype, x->value); break;
     case LJG_X_INDEX: {
