@@ -1147,14 +1147,12 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   }
   arg[LJC_GEMM_BIAS_SB] = ljc_i64(ir, bias_s[0]);
   arg[LJC_GEMM_BIAS_SM] = ljc_i64(ir, bias_s[1]);
-  int kj, nest;
-  int64_t sum_at = 0, sum_step = 0;
   arg[LJC_GEMM_BSUM] = LLVMConstNull(ir->ptr);
-  if (ljc_gemm_b_sum(kc->p, (int)(k - kc->p->kernels), &kj, &nest, &sum_at, &sum_step)) {
-    LLVMValueRef off = ljc_i64(ir, sum_at);
-    arg[LJC_GEMM_BSUM] = LLVMBuildGEP2(b, ir->f32, kc->slot_ptr[kc->p->kernels[kj].nests[nest].out_slot], &off, 1, "");
+  if (kc->b_sum_slot >= 0) {
+    LLVMValueRef off = ljc_i64(ir, kc->b_sum_at);
+    arg[LJC_GEMM_BSUM] = LLVMBuildGEP2(b, ir->f32, kc->slot_ptr[kc->b_sum_slot], &off, 1, "");
   }
-  arg[LJC_GEMM_BSUM_S] = ljc_i64(ir, sum_step);
+  arg[LJC_GEMM_BSUM_S] = ljc_i64(ir, kc->b_sum_slot >= 0 ? kc->b_sum_step : 0);
   LLVMValueRef origin = kc->slot_origin[c_slot];
   arg[LJC_GEMM_C] = kc->slot_ptr[c_slot];
   arg[LJC_GEMM_C_ORIGIN] = origin ? origin : ljc_i64(ir, 0);

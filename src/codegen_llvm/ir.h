@@ -167,6 +167,9 @@ typedef struct ljc_kctx {
                              writes into the first nest's slot (that nest not run), or -1 */
   bool *b_summed;         /* per nest: written by an earlier kernel's routine instead
                              (ljc_gemm_b_sum), not run */
+  int32_t b_sum_slot;     /* ljc_gemm_b_sum: the slot this kernel's routine writes B's sums
+                             into, at element b_sum_at + n·b_sum_step; -1 for none */
+  int64_t b_sum_at, b_sum_step;
   int32_t found_load;     /* a LOAD ljc_emit_exprs takes as `found` instead (an argmax's
                              found element, lower.c's maps_found), or -1 */
   LLVMValueRef found;

@@ -1386,9 +1386,12 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, sizeof *used);
   mark_slots(k, used);
   int sum_kernel, sum_nest;
-  int64_t sum_at, sum_step;
-  if (ljc_gemm_b_sum(p, ki, &sum_kernel, &sum_nest, &sum_at, &sum_step)) /* the routine writes it */
-    used[p->kernels[sum_kernel].nests[sum_nest].out_slot] = 2;
+  int64_t sum_at = 0, sum_step = 0;
+  int32_t sum_slot = -1; /* the slot the routine writes B's sums into */
+  if (ljc_gemm_b_sum(p, ki, &sum_kernel, &sum_nest, &sum_at, &sum_step)) {
+    sum_slot = p->kernels[sum_kernel].nests[sum_nest].out_slot;
+    used[sum_slot] = 2;
+  }
   uint8_t *local = ljb_xcalloc((size_t)p->nslots + 1, sizeof *local); /* LOCAL slots: no argument */
   for (int s = 0; s < p->nslots; s++)
     if (used[s] && p->slots[s].kind == LJG_SLOT_LOCAL) {
@@ -1416,7 +1419,10 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
                  .k = k,
                  .slot_ptr = ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
                  .slot_origin = ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
-                 .vals = ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef))};
+                 .vals = ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)),
+                 .b_sum_slot = sum_slot,
+                 .b_sum_at = sum_at,
+                 .b_sum_step = sum_step};
   for (int s = 0, a = 0; s < p->nslots; s++) {
     if (!used[s]) continue;
     kc.slot_ptr[s] = LLVMGetParam(body, (unsigned)a);
