@@ -1062,23 +1062,11 @@ static bool sums_b(const ljg_program *p, const ljg_kernel *mk, const ljg_kernel 
   return count == mk->mm_k;
 }
 
-/* Whether expression x reads slot. */
-static bool reads_slot(const ljg_kexpr *x, int32_t slot) {
-  return (x->kind == LJG_X_LOAD || x->kind == LJG_X_SCALAR || x->kind == LJG_X_BUFFER) && x->slot == slot;
-}
-
-/* Whether kernel k writes slot, nest `skip` not counted. */
-static bool writes_slot(const ljg_kernel *k, int32_t slot, int skip) {
-  for (int s = 0; s < k->nnests; s++)
-    if (s != skip && k->nests[s].out_slot == slot) return true;
-  return (k->kind == LJG_K_MATMUL && k->mm_out_slot == slot) || (ljg_kernel_has_window(k) && k->win_out_slot == slot);
-}
-
 /* Whether kernel k reads or writes slot. */
 static bool uses_slot(const ljg_kernel *k, int32_t slot) {
   for (int e = 0; e < k->nexprs; e++)
-    if (reads_slot(&k->exprs[e], slot)) return true;
-  return writes_slot(k, slot, -1);
+    if (ljg_expr_reads(&k->exprs[e], slot)) return true;
+  return ljg_kernel_writes(k, slot, -1);
 }
 
 /* Whether one of nests 0 .. s - 1 of kernel k reads slot. */
@@ -1086,7 +1074,7 @@ static bool read_before(const ljg_kernel *k, int s, int32_t slot) {
   bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), found = false;
   for (int t = 0; t < s && !found; t++) {
     ljg_nest_exprs(k, &k->nests[t], used);
-    for (int e = 0; e < k->nexprs && !found; e++) found = used[e] && reads_slot(&k->exprs[e], slot);
+    for (int e = 0; e < k->nexprs && !found; e++) found = used[e] && ljg_expr_reads(&k->exprs[e], slot);
   }
   free(used);
   return found;
@@ -1101,15 +1089,15 @@ bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *a
     const ljg_kernel *k = &p->kernels[j];
     for (int s = 0; k->kind == LJG_K_LOOPS && s < k->nnests; s++) {
       int32_t out = k->nests[s].out_slot;
-      if (!sums_b(p, mk, k, s, at, step) || !ljc_nest_alone(k, s) || writes_slot(k, b_slot, -1) ||
-          writes_slot(k, out, s) || read_before(k, s, out))
+      if (!sums_b(p, mk, k, s, at, step) || !ljc_nest_alone(k, s) || ljg_kernel_writes(k, b_slot, -1) ||
+          ljg_kernel_writes(k, out, s) || read_before(k, s, out))
         continue;
       for (int i = ki + 1; i < j; i++) /* a kernel between: the slot is not yet the sum */
         if (uses_slot(&p->kernels[i], out)) return false;
       *kj = j, *nest = s;
       return true;
     }
-    if (writes_slot(k, b_slot, -1)) return false;
+    if (ljg_kernel_writes(k, b_slot, -1)) return false;
   }
   return false;
 }

@@ -15,10 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool reads(const ljg_kexpr *x, int32_t slot) {
-  return (x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot;
-}
-
 /* The kernel whose nest *w alone writes slot out (no matmul or window writes it), or -1. */
 static int writer(const ljg_program *p, int32_t out, int *w) {
   int found = -1;
@@ -40,18 +36,19 @@ static int writer(const ljg_program *p, int32_t out, int *w) {
 static bool in_place(const ljg_program *p, int ki, int w, int32_t param, bool *used) {
   for (int kj = ki + 1; kj < p->nkernels; kj++)
     for (int e = 0; e < p->kernels[kj].nexprs; e++)
-      if (reads(&p->kernels[kj].exprs[e], param)) return false;
+      if (ljg_expr_reads(&p->kernels[kj].exprs[e], param)) return false;
   const ljg_kernel *k = &p->kernels[ki];
   const ljg_nest *wn = &k->nests[w];
   if (wn->rop >= 0 || wn->scatter_index >= 0) return false;
-  if (k->kind == LJG_K_MATMUL && (reads(&k->exprs[k->mm_a], param) || reads(&k->exprs[k->mm_bm], param)))
+  if (k->kind == LJG_K_MATMUL &&
+      (ljg_expr_reads(&k->exprs[k->mm_a], param) || ljg_expr_reads(&k->exprs[k->mm_bm], param)))
     return false;
-  if (ljg_kernel_has_window(k) && reads(&k->exprs[k->win_src], param)) return false;
+  if (ljg_kernel_has_window(k) && ljg_expr_reads(&k->exprs[k->win_src], param)) return false;
   for (int s = 0; s < k->nnests; s++) {
     const ljg_nest *nest = &k->nests[s];
     ljg_nest_exprs(k, nest, used);
     for (int e = 0; e < k->nexprs; e++) {
-      if (!used[e] || !reads(&k->exprs[e], param)) continue;
+      if (!used[e] || !ljg_expr_reads(&k->exprs[e], param)) continue;
       /* read before the element is written: by w itself or a nest before it over the same
        * rows, at the element w writes */
       if (s > w || k->exprs[e].kind != LJG_X_LOAD || nest->ndim != wn->ndim || nest->row_dims != wn->row_dims ||
@@ -81,7 +78,7 @@ void ljg_donate(ljg_program *p, const ljg_graph *g) {
       continue;
     ljg_kernel *k = &p->kernels[ki];
     for (int e = 0; e < k->nexprs; e++)
-      if (reads(&k->exprs[e], param)) k->exprs[e].slot = out;
+      if (ljg_expr_reads(&k->exprs[e], param)) k->exprs[e].slot = out;
     p->slots[out].param = d;
     claimed[d] = true;
   }

@@ -665,6 +665,12 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   return p;
 }
 
+bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip) {
+  for (int s = 0; s < k->nnests; s++)
+    if (s != skip && k->nests[s].out_slot == slot) return true;
+  return (k->kind == LJG_K_MATMUL && k->mm_out_slot == slot) || (ljg_kernel_has_window(k) && k->win_out_slot == slot);
+}
+
 void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used) {
   memset(used, 0, (size_t)k->nexprs * sizeof *used);
   used[nest->value] = true;

@@ -349,7 +349,7 @@ static bool used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t sl
 /* Whether expression e of k (or one it depends on) loads slot. */
 static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
   const ljg_kexpr *x = &k->exprs[e];
-  if ((x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot) return true;
+  if (ljg_expr_reads(x, slot)) return true;
   for (int i = 0; i < x->nin; i++)
     if (expr_reads(k, x->in[i], slot)) return true;
   return false;

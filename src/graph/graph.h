@@ -474,6 +474,15 @@ static inline bool ljg_kernel_has_window(const ljg_kernel *k) {
   return k->win_op == LJG_OP_IM2COL || k->win_op == LJG_OP_COL2IM;
 }
 
+/* Whether expression x reads slot's elements (a LOAD, or a BUFFER a GATHER reads). */
+static inline bool ljg_expr_reads(const ljg_kexpr *x, int32_t slot) {
+  return (x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot;
+}
+
+/* Whether kernel k writes slot: as a matmul's C, a window's output, or a nest's but nest
+ * `skip` (-1: none). */
+bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip);
+
 /* A WINDOW kernel's elements per task: the (n, c) plane of windows (KH·KW rows of OH·OW
  * columns) and of the image (H·W); its output is the first for im2col, the second for col2im.
  * Row fusion sizes LOCAL slots and the lowering addresses planes by these. */
