@@ -336,6 +336,60 @@ START_TEST(test_conv_bias_grad_summed) {
 }
 END_TEST
 
+/* A 2×2 max-pool's gradient (behind a relu or not) that only the weight gradient's taps
+ * routine and the bias gradient's sum read is never written: the routine builds dY's rows
+ * from the pooled gradient, the window positions and the relu's mask, the sum reads the pooled
+ * gradient, and the bias sum still goes to the routine (not when the bias gradient is only
+ * an intermediate, scaled here: the sum then runs on its own). It stays a kernel of its own when its
+ * image is more than the windows cover (an odd size), for a 3×3 pool, for f64 (no taps
+ * routine) and when the input gradient reads dY too. Values of every gradient against the
+ * interpreter, one and two threads (each thread builds its share of the columns' rows). */
+START_TEST(test_pool_grad_unpooled) {
+  static const struct {
+    lj_dtype dt;
+    int64_t c, k, h, w;
+    int pool;
+    bool relu, dx, scaled, unpooled;
+  } cases[] = {{LJ_F32, 1, 7, 10, 12, 2, true, false, false, true},   {LJ_F32, 3, 5, 8, 38, 2, false, false, false, true},
+               {LJ_F32, 2, 4, 11, 13, 2, true, false, false, false},  {LJ_F32, 1, 6, 10, 12, 3, true, false, false, false},
+               {LJ_F64, 1, 7, 10, 12, 2, true, false, false, false},  {LJ_F32, 1, 7, 10, 12, 2, true, true, false, false},
+               {LJ_F32, 2, 5, 6, 34, 2, true, false, true, true}};
+  for (int threads = 1; threads <= 2; threads++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      lj_config cfg = lj_config_default();
+      cfg.num_threads = threads;
+      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      lj_dtype dt = cases[i].dt;
+      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 170);
+      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(cases[i].k, cases[i].c, 3, 3), TU_ANY, 171);
+      lj_tensor *b = tu_tensor(dt, LJ_SHAPE(cases[i].k), TU_ANY, 172);
+      lj_tensor_set_requires_grad(w, true);
+      lj_tensor_set_requires_grad(b, true);
+      lj_tensor_set_requires_grad(x, cases[i].dx);
+      const int pool[2] = {cases[i].pool, cases[i].pool};
+      lj_tensor *y = lj_max_pool2d(lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, 1), pool, NULL, NULL);
+      if (cases[i].relu) y = lj_relu(y);
+      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 173);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *bg = lj_tensor_grad(b);
+      lj_tensor *out[3] = {lj_tensor_grad(w), cases[i].scaled ? lj_mul_scalar(bg, 2.0) : bg, cases[i].dx ? lj_tensor_grad(x) : NULL};
+      int n = cases[i].dx ? 3 : 2;
+      ljg_graph *opt;
+      ljg_program *prog = program_of_n(n, out, &opt);
+      char *text = ljg_program_text(prog, opt), *lowering = ljc_lowering_text(prog);
+      ck_assert_msg((strstr(text, "unpooled") != NULL) == cases[i].unpooled, "case %zu: %s", i, text);
+      bool summed = strstr(lowering, "the routine also sums B for kernel") != NULL;
+      if (cases[i].unpooled) ck_assert_msg(summed == !cases[i].scaled, "%s", lowering);
+      free(text), free(lowering);
+      free_program(prog, opt);
+      tu_check_interp_tol(n, out, 1e-4, 1e-2);
+      if (cases[i].scaled) lj_tensor_release(out[1]);
+      lj_tensor_release(x), lj_tensor_release(w), lj_tensor_release(b), lj_tensor_release(g);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* Loads of i8 or i64 elements, scalar or vector, in IR text: max-pool's window positions and
  * lj_argmax's indices read back. */
 static int index_loads(const char *ir) {
@@ -1422,6 +1476,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_argmax_stores_found);
   tcase_add_test(tc, test_argmax_maps_found);
   tcase_add_test(tc, test_conv_bias_grad_summed);
+  tcase_add_test(tc, test_pool_grad_unpooled);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);

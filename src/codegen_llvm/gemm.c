@@ -50,8 +50,6 @@
  * 288) is one block, and A's block of MC rows stays in L2 beside the packed panels. */
 enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
 enum { WINOGRAD_MIN_CHANNELS = 8, WINOGRAD_MIN_ROWS = 8 };
-/* The most channels a weight gradient takes the taps routine with. */
-enum { TAPS_MAX_CHANNELS = 3 };
 
 typedef struct gemm {
   ljc_ir *ir;
@@ -731,7 +729,7 @@ static LLVMTypeRef routine_type(ljc_ir *ir) {
 /* Whether field i of the argument block is a pointer (else an i64). */
 static bool arg_is_pointer(int i) {
   return i == LJC_GEMM_A || i == LJC_GEMM_B || i == LJC_GEMM_C || i == LJC_GEMM_WORK || i == LJC_GEMM_BIAS ||
-         i == LJC_GEMM_BSUM;
+         i == LJC_GEMM_BSUM || i == LJC_GEMM_UNPOOL_AT || i == LJC_GEMM_UNPOOL_MASK;
 }
 
 /* A new argument block (in the function's entry) holding arg[]. */
@@ -910,18 +908,6 @@ static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view 
   return extent < INT32_MAX && (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]) < INT32_MAX;
 }
 
-/* A weight gradient Σ_b im2col(x_b)·dY_bᵀ of a 3×3 window of column stride 1 over at most
- * TAPS_MAX_CHANNELS channels (taps.c reads dY once a channel), both images' rows contiguous;
- * like the Winograd one, the batch sum in one call per thread. */
-static bool taps_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
-  const int64_t *w = k->mm_win;
-  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || w[0] != 3 || w[1] != 3 || w[3] != 1 ||
-      k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] > TAPS_MAX_CHANNELS ||
-      k->mm_k != k->mm_oh * k->mm_ow || av->v[0].stride[3] != 1 || bv->v[0].stride[1] != 1)
-    return false;
-  return k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
-}
-
 /* The output tile side of a Winograd routine for the kernel: 5 when F(5×5, 3×3) takes fewer
  * products than F(4×4, 3×3) over its grid of outputs (a tile's (tm + 2)² a channel pair, the
  * grid's edge tiles whole), else 4. Measured, MNISTNet's conv2 (14×14 outputs: 9 tiles of
@@ -952,7 +938,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   int variant = wino && winograd(k, av, bv)      ? LJC_GEMM_WINOGRAD
                 : wino && winograd_dx(k, av, bv) ? LJC_GEMM_WINOGRAD_DX
                 : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW
-                : taps_dw(k, av, bv)          ? LJC_GEMM_TAPS_DW
+                : ljg_taps_dw(k)              ? LJC_GEMM_TAPS_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
                 : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS
@@ -1017,6 +1003,32 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
 
 /* ---- B's sum (a convolution's bias gradient) ----------------------------------------------- */
 
+/* The load of B's slot that expression e of kernel k is B's element by: e itself, or for an
+ * unpooled B with a mask (ljg_kernel.mm_unpool_mask), e = where(M > 0, that load, 0) with M a
+ * load of the mask's slot through the same view, as far from it as the matmul's are; NULL
+ * when it is neither. */
+static bool is_zero(const ljg_kexpr *x) { return x->kind == LJG_X_CONST && x->value == 0; }
+
+static const ljg_kexpr *b_element(const ljg_kernel *mk, const ljg_kernel *k, int32_t e) {
+  const ljg_kexpr *x = &k->exprs[e];
+  if (mk->mm_unpool_mask < 0) return x;
+  if (x->kind != LJG_X_OP || x->op != LJG_OP_WHERE) return NULL;
+  const ljg_kexpr *cond = &k->exprs[x->in[0]], *zero = &k->exprs[x->in[2]];
+  if (cond->kind != LJG_X_OP || cond->op != LJG_OP_GT || !is_zero(zero) || !is_zero(&k->exprs[cond->in[1]]))
+    return NULL;
+  const ljg_kexpr *m = &k->exprs[cond->in[0]], *g = &k->exprs[x->in[1]];
+  const ljg_kexpr *mm = &mk->exprs[mk->mm_unpool_mask], *mg = &mk->exprs[mk->mm_bm];
+  if (m->kind != LJG_X_LOAD || g->kind != LJG_X_LOAD || m->slot != mm->slot || k->views[m->view].n != 1 ||
+      k->views[g->view].n != 1)
+    return NULL;
+  const ljg_view1 *vm = &k->views[m->view].v[0], *vg = &k->views[g->view].v[0];
+  int64_t shift = mk->views[mm->view].v[0].offset - mk->views[mg->view].v[0].offset;
+  size_t dims = (size_t)vg->ndim * sizeof *vg->shape;
+  bool same = vm->ndim == vg->ndim && vm->offset - vg->offset == shift && memcmp(vm->shape, vg->shape, dims) == 0 &&
+              memcmp(vm->stride, vg->stride, dims) == 0;
+  return same ? g : NULL;
+}
+
 /* Whether nest s of kernel k is Σ_{b, p} B[b, p, n] for the B operand (dY) of matmul kernel
  * mk: an f32 sum of a load of B's slot whose one kept dim runs along B's columns n and whose
  * reduced dims cover B's batch and its K positions (in any order and split), into an OUTPUT
@@ -1024,9 +1036,9 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
  * *step: the output's element of column n is at + n·step. */
 static bool sums_b(const ljg_program *p, const ljg_kernel *mk, const ljg_kernel *k, int s, int64_t *at, int64_t *step) {
   const ljg_nest *n = &k->nests[s];
-  const ljg_kexpr *x = &k->exprs[n->value], *eb = &mk->exprs[mk->mm_bm];
+  const ljg_kexpr *x = b_element(mk, k, n->value), *eb = &mk->exprs[mk->mm_bm];
   const ljg_slot *out = &p->slots[n->out_slot];
-  if (n->rop != LJG_OP_SUM || n->scatter_index >= 0 || n->out_dtype != LJ_F32 || x->kind != LJG_X_LOAD ||
+  if (!x || n->rop != LJG_OP_SUM || n->scatter_index >= 0 || n->out_dtype != LJ_F32 || x->kind != LJG_X_LOAD ||
       x->dtype != LJ_F32 || x->slot != eb->slot || k->views[x->view].n != 1 || k->views[n->out_view].n != 1 ||
       out->kind != LJG_SLOT_OUTPUT || out->param >= 0)
     return false;
@@ -1059,7 +1071,7 @@ static bool sums_b(const ljg_program *p, const ljg_kernel *mk, const ljg_kernel 
     next *= n->shape[d], count *= n->shape[d];
   }
   *at = o->offset, *step = o->stride[kept];
-  return count == mk->mm_k;
+  return count == (mk->mm_unpool_at >= 0 ? mk->mm_k / 4 : mk->mm_k);
 }
 
 /* Whether kernel k reads or writes slot. */
@@ -1112,6 +1124,16 @@ static void operand_args(ljc_kctx *kc, LLVMValueRef *arg, int first, LLVMValueRe
   for (int d = 0; d < 3; d++) arg[first + 1 + d] = ljc_i64(ir, t->stride[d]);
 }
 
+/* The address of load e's element (0, 0, 0) (an unpooled B's positions or mask), or NULL for
+ * e < 0. */
+static LLVMValueRef unpool_arg(ljc_kctx *kc, int32_t e) {
+  ljc_ir *ir = kc->ir;
+  if (e < 0) return LLVMConstNull(ir->ptr);
+  const ljg_kexpr *x = &kc->k->exprs[e];
+  LLVMValueRef off = ljc_i64(ir, kc->k->views[x->view].v[0].offset);
+  return LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, (lj_dtype)x->dtype), kc->slot_ptr[x->slot], &off, 1, "");
+}
+
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first) {
   const ljg_kernel *k = kc->k;
   ljc_ir *ir = kc->ir;
@@ -1141,6 +1163,9 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
     arg[LJC_GEMM_BSUM] = LLVMBuildGEP2(b, ir->f32, kc->slot_ptr[kc->b_sum_slot], &off, 1, "");
   }
   arg[LJC_GEMM_BSUM_S] = ljc_i64(ir, kc->b_sum_slot >= 0 ? kc->b_sum_step : 0);
+  LJ_ASSERT(k->mm_unpool_at < 0 || routine % LJC_GEMM_NVARIANTS == LJC_GEMM_TAPS_DW);
+  arg[LJC_GEMM_UNPOOL_AT] = unpool_arg(kc, k->mm_unpool_at);
+  arg[LJC_GEMM_UNPOOL_MASK] = unpool_arg(kc, k->mm_unpool_mask);
   LLVMValueRef origin = kc->slot_origin[c_slot];
   arg[LJC_GEMM_C] = kc->slot_ptr[c_slot];
   arg[LJC_GEMM_C_ORIGIN] = origin ? origin : ljc_i64(ir, 0);

@@ -206,13 +206,19 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * ljc_gemm_bias), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW
  * and WINOGRAD variants; NULL and zeros for the others). BSUM: NULL, or where the
  * WINOGRAD_DW and TAPS_DW variants write Σ_b Σ_k B[b, k, n] of each column n of their call,
- * BSUM[n·BSUM_S] (a convolution's bias gradient; ljc_gemm_b_sum). */
+ * BSUM[n·BSUM_S] (a convolution's bias gradient; ljc_gemm_b_sum). UNPOOL_AT: NULL, or for
+ * TAPS_DW the i8 positions of a 2×2 max-pool's maxima (ljg_kernel.mm_unpool_at), read with
+ * B's strides: B is then the pooled gradient, its K the pooled positions' count times 4, and
+ * dY's row y is built from B's row y/2 (element x from x/2 where the position is 2·(y%2) +
+ * x%2, else 0); UNPOOL_MASK: NULL, or where, read the same way, an element not above 0 zeroes
+ * B's (a relu's gradient). */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
   LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
+  LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS

@@ -53,6 +53,14 @@ static LLVMValueRef lanes_in(taps *t, LLVMValueRef x, LLVMValueRef hi) {
   return LLVMBuildICmp(t->b, LLVMIntULT, lanes, ljc_splat(t->ir, LLVMBuildTrunc(t->b, hi, t->ir->i32, ""), t->it), "");
 }
 
+/* lanes_in for half a vector's lanes. */
+static LLVMValueRef half_lanes_in(taps *t, LLVMValueRef x, LLVMValueRef hi) {
+  taps half = *t;
+  half.vw = t->vw / 2;
+  half.it = LLVMVectorType(t->ir->i32, (unsigned)half.vw);
+  return lanes_in(&half, x, hi);
+}
+
 /* Σ of x's lanes (in any order). */
 static LLVMValueRef lane_sum(taps *t, LLVMValueRef x) {
   LLVMValueRef args[2] = {ljc_const_f(t->ir->f32, 0), x};
@@ -61,10 +69,50 @@ static LLVMValueRef lane_sum(taps *t, LLVMValueRef x) {
   return s;
 }
 
+/* How the routine reads dY: where it is, or unpooled from a 2×2 max-pool's gradient
+ * (UNPOOL_AT), with a relu's mask (UNPOOL_MASK) or without. */
+typedef enum dy_mode { DY_DENSE, DY_UNPOOL, DY_UNPOOL_MASKED } dy_mode;
+
+/* Unpooled dY: per column, the pooled gradient's, the positions' and the mask's planes of the
+ * image, and in the loop over a row's positions the lanes of the pooled row read (half a
+ * vector from pv) and the pooled row's width. */
+typedef struct unpool {
+  LLVMValueRef g[NB_MAX], at[NB_MAX], mask[NB_MAX];
+  LLVMValueRef pv, lanes, pw;
+  LLVMTypeRef ht, hi8; /* f32 and i8 vectors of vw/2 lanes */
+} unpool;
+
+/* Row y, lanes [pos, pos + vw) of dY's column j rebuilt from the pooled row y/2: element x is
+ * G's x/2 where the window position there is 2·(y%2) + x%2 (and the mask above 0), else 0.
+ * The even and odd lanes are picked apart on half vectors, then interleaved. */
+static LLVMValueRef unpooled_row(taps *t, const unpool *u, int j, LLVMValueRef y, dy_mode mode) {
+  ljc_ir *ir = t->ir;
+  LLVMBuilderRef b = t->b;
+  int h = t->vw / 2;
+  LLVMValueRef ppos = add(t, mul(t, LLVMBuildAShr(b, y, i64c(t, 1), ""), u->pw), u->pv);
+  LLVMValueRef g = ljc_masked_load(ir, u->ht, at(t, u->g[j], ppos), 4, u->lanes), zero = LLVMConstNull(u->ht);
+  if (mode == DY_UNPOOL_MASKED) {
+    LLVMValueRef m = ljc_masked_load(ir, u->ht, at(t, u->mask[j], ppos), 4, u->lanes);
+    g = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, m, zero, ""), g, zero, "");
+  }
+  LLVMValueRef pos = ljc_masked_load(ir, u->hi8, LLVMBuildGEP2(b, ir->i8, u->at[j], &ppos, 1, ""), 1, u->lanes);
+  LLVMValueRef next = add(t, ppos, t->arg[LJC_GEMM_B_SB]);
+  ljc_prefetch(ir, at(t, u->g[j], next));
+  ljc_prefetch(ir, LLVMBuildGEP2(b, ir->i8, u->at[j], &next, 1, ""));
+  if (mode == DY_UNPOOL_MASKED) ljc_prefetch(ir, at(t, u->mask[j], next));
+  LLVMValueRef even = LLVMBuildShl(b, LLVMBuildTrunc(b, LLVMBuildAnd(b, y, i64c(t, 1), ""), ir->i8, ""),
+                                   ljc_const_i(ir->i8, 1), "");
+  LLVMValueRef want[2] = {ljc_splat(ir, even, u->hi8), ljc_splat(ir, LLVMBuildOr(b, even, ljc_const_i(ir->i8, 1), ""), u->hi8)};
+  LLVMValueRef half[2], order[64];
+  for (int k = 0; k < 2; k++) half[k] = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, pos, want[k], ""), g, zero, "");
+  for (int l = 0; l < t->vw; l++) order[l] = ljc_const_i(ir->i32, (l % 2) * h + l / 2);
+  return LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(order, (unsigned)t->vw), "");
+}
+
 /* The accumulators acc[tap·nb + j] of channel c and columns n0 + j: Σ over the batch and the
  * positions (oy, ox) of x's shifted row times dY's row of column min(n0 + j, n_last); and
  * acc[TAPS·nb + j], Σ of that dY row alone (BSUM's, the bias gradient: one add to 9 FMAs). */
-static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, LLVMValueRef *acc) {
+static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, LLVMValueRef *acc, dy_mode mode) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
@@ -78,14 +126,24 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
   LLVMValueRef x_img = at(t, a[LJC_GEMM_A], add(t, mul(t, Bl.iv, a[LJC_GEMM_A_SB]), mul(t, c, a[LJC_GEMM_IMG_SC])));
   LLVMValueRef dy_img = at(t, a[LJC_GEMM_B], mul(t, Bl.iv, a[LJC_GEMM_B_SB]));
   LLVMValueRef dy_col[NB_MAX];
+  unpool u = {.pw = sdiv(t, OW, i64c(t, 2)), .ht = LLVMVectorType(ir->f32, (unsigned)t->vw / 2),
+              .hi8 = LLVMVectorType(ir->i8, (unsigned)t->vw / 2)};
   for (int j = 0; j < t->nb; j++) {
     LLVMValueRef n = ljc_intrinsic2(ir, "smin", add(t, n0, i64c(t, j)), n_last);
-    dy_col[j] = at(t, dy_img, mul(t, n, a[LJC_GEMM_B_SN]));
+    dy_col[j] = u.g[j] = at(t, dy_img, mul(t, n, a[LJC_GEMM_B_SN]));
+    if (mode == DY_DENSE) continue;
+    LLVMValueRef off = add(t, mul(t, Bl.iv, a[LJC_GEMM_B_SB]), mul(t, n, a[LJC_GEMM_B_SN]));
+    u.at[j] = LLVMBuildGEP2(b, ir->i8, a[LJC_GEMM_UNPOOL_AT], &off, 1, "");
+    if (mode == DY_UNPOOL_MASKED) u.mask[j] = at(t, a[LJC_GEMM_UNPOOL_MASK], off);
   }
   /* vw positions of a row at a time; the lanes of the tap kx that fall in the image */
   ljc_loop_begin_step(ir, &V, i64c(t, 0), mulc(t, sdiv(t, add(t, OW, i64c(t, t->vw - 1)), i64c(t, t->vw)), t->vw),
                       t->vw, false, nacc, Bl.acc);
   LLVMValueRef in_row = lanes_in(t, V.iv, OW), xmask[3], xoff[3];
+  if (mode != DY_DENSE) {
+    u.pv = sdiv(t, V.iv, i64c(t, 2));
+    u.lanes = half_lanes_in(t, u.pv, u.pw);
+  }
   for (int kx = 0; kx < 3; kx++) {
     xoff[kx] = sub(t, add(t, V.iv, mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
     xmask[kx] = LLVMBuildAnd(b, in_row, lanes_in(t, xoff[kx], W), "");
@@ -93,8 +151,12 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
   ljc_loop_begin(ir, &Y, i64c(t, 0), OH, false, nacc, V.acc);
   LLVMValueRef pos = add(t, mul(t, Y.iv, OW), V.iv), dy[NB_MAX], next[NB_MAX * (TAPS + 1)];
   for (int j = 0; j < t->nb; j++) {
-    dy[j] = ljc_masked_load(ir, t->vt, at(t, dy_col[j], pos), 4, in_row);
-    ljc_prefetch(ir, at(t, dy_col[j], add(t, pos, a[LJC_GEMM_B_SB])));
+    if (mode == DY_DENSE) {
+      dy[j] = ljc_masked_load(ir, t->vt, at(t, dy_col[j], pos), 4, in_row);
+      ljc_prefetch(ir, at(t, dy_col[j], add(t, pos, a[LJC_GEMM_B_SB])));
+    } else {
+      dy[j] = unpooled_row(t, &u, j, Y.iv, mode);
+    }
     next[TAPS * t->nb + j] = LLVMBuildFAdd(b, Y.acc[TAPS * t->nb + j], dy[j], "");
   }
   for (int ky = 0; ky < 3; ky++) {
@@ -115,6 +177,42 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
   ljc_loop_end(ir, &Bl, out, acc);
 }
 
+/* The routine's loops over its channels and columns with dY read as mode says. */
+static void columns(taps *t, dy_mode mode) {
+  ljc_ir *ir = t->ir;
+  LLVMBuilderRef b = t->b;
+  const LLVMValueRef *a = t->arg;
+  /* the columns this call's range of rows stands for */
+  LLVMValueRef rows = a[LJC_GEMM_M], N = a[LJC_GEMM_N];
+  LLVMValueRef n_lo = sdiv(t, mul(t, a[LJC_GEMM_BEGIN], N), rows), n_hi = sdiv(t, mul(t, a[LJC_GEMM_END], N), rows);
+  LLVMValueRef n_last = sub(t, n_hi, i64c(t, 1));
+  ljc_loop C, Nb;
+  ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, rows, i64c(t, TAPS)), false, 0, NULL);
+  ljc_loop_begin_step(ir, &Nb, n_lo, add(t, n_lo, mulc(t, sdiv(t, add(t, sub(t, n_hi, n_lo), i64c(t, t->nb - 1)),
+                                                                 i64c(t, t->nb)), t->nb)),
+                      t->nb, true, 0, NULL);
+  LLVMValueRef acc[NB_MAX * (TAPS + 1)];
+  tile(t, C.iv, Nb.iv, n_last, acc, mode);
+  /* B's sums, once: with the first channel's tiles */
+  LLVMValueRef bsum = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, C.iv, i64c(t, 0), ""),
+                                   LLVMBuildIsNotNull(b, a[LJC_GEMM_BSUM], ""), "");
+  for (int j = 0; j < t->nb; j++) {
+    LLVMValueRef n = add(t, Nb.iv, i64c(t, j));
+    LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, n, n_hi, ""), "taps.store");
+    for (int tap = 0; tap < TAPS; tap++) {
+      LLVMValueRef m = add(t, mulc(t, C.iv, TAPS), i64c(t, tap));
+      LLVMValueRef off = sub(t, add(t, mul(t, m, N), n), a[LJC_GEMM_C_ORIGIN]);
+      LLVMBuildStore(b, lane_sum(t, acc[tap * t->nb + j]), at(t, a[LJC_GEMM_C], off));
+    }
+    LLVMBasicBlockRef summed = ljc_if_begin(ir, bsum, "taps.bsum");
+    LLVMBuildStore(b, lane_sum(t, acc[TAPS * t->nb + j]), at(t, a[LJC_GEMM_BSUM], mul(t, n, a[LJC_GEMM_BSUM_S])));
+    ljc_if_end(ir, summed);
+    ljc_if_end(ir, after);
+  }
+  ljc_loop_end(ir, &Nb, NULL, NULL);
+  ljc_loop_end(ir, &C, NULL, NULL);
+}
+
 void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
@@ -127,34 +225,13 @@ void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
   const LLVMValueRef *a = t.arg;
-  /* the columns this call's range of rows stands for */
-  LLVMValueRef rows = a[LJC_GEMM_M], N = a[LJC_GEMM_N];
-  LLVMValueRef n_lo = sdiv(&t, mul(&t, a[LJC_GEMM_BEGIN], N), rows), n_hi = sdiv(&t, mul(&t, a[LJC_GEMM_END], N), rows);
-  LLVMValueRef n_last = sub(&t, n_hi, i64c(&t, 1));
-  ljc_loop C, Nb;
-  ljc_loop_begin(ir, &C, i64c(&t, 0), sdiv(&t, rows, i64c(&t, TAPS)), false, 0, NULL);
-  ljc_loop_begin_step(ir, &Nb, n_lo, add(&t, n_lo, mulc(&t, sdiv(&t, add(&t, sub(&t, n_hi, n_lo), i64c(&t, t.nb - 1)),
-                                                                      i64c(&t, t.nb)), t.nb)),
-                      t.nb, true, 0, NULL);
-  LLVMValueRef acc[NB_MAX * (TAPS + 1)];
-  tile(&t, C.iv, Nb.iv, n_last, acc);
-  /* B's sums, once: with the first channel's tiles */
-  LLVMValueRef bsum = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, C.iv, i64c(&t, 0), ""),
-                                   LLVMBuildIsNotNull(b, a[LJC_GEMM_BSUM], ""), "");
-  for (int j = 0; j < t.nb; j++) {
-    LLVMValueRef n = add(&t, Nb.iv, i64c(&t, j));
-    LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, n, n_hi, ""), "taps.store");
-    for (int tap = 0; tap < TAPS; tap++) {
-      LLVMValueRef m = add(&t, mulc(&t, C.iv, TAPS), i64c(&t, tap));
-      LLVMValueRef off = sub(&t, add(&t, mul(&t, m, N), n), a[LJC_GEMM_C_ORIGIN]);
-      LLVMBuildStore(b, lane_sum(&t, acc[tap * t.nb + j]), at(&t, a[LJC_GEMM_C], off));
-    }
-    LLVMBasicBlockRef summed = ljc_if_begin(ir, bsum, "taps.bsum");
-    LLVMBuildStore(b, lane_sum(&t, acc[TAPS * t.nb + j]), at(&t, a[LJC_GEMM_BSUM], mul(&t, n, a[LJC_GEMM_BSUM_S])));
-    ljc_if_end(ir, summed);
+  LLVMValueRef unpooled = LLVMBuildIsNotNull(b, a[LJC_GEMM_UNPOOL_AT], "");
+  LLVMValueRef masked = LLVMBuildIsNotNull(b, a[LJC_GEMM_UNPOOL_MASK], "");
+  LLVMValueRef mode = LLVMBuildAdd(b, LLVMBuildZExt(b, unpooled, ir->i32, ""), LLVMBuildZExt(b, masked, ir->i32, ""), "");
+  for (dy_mode m = DY_DENSE; m <= DY_UNPOOL_MASKED; m++) {
+    LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntEQ, mode, ljc_const_i(ir->i32, m), ""), "taps.mode");
+    columns(&t, m);
     ljc_if_end(ir, after);
   }
-  ljc_loop_end(ir, &Nb, NULL, NULL);
-  ljc_loop_end(ir, &C, NULL, NULL);
   LLVMBuildRetVoid(b);
 }

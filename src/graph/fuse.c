@@ -415,6 +415,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
   k->node = i;
   k->task_dim = -1;
   k->ntasks = 1;
+  k->mm_unpool_at = k->mm_unpool_mask = -1;
   bool keep_dims = false;
   switch (ljg_ops[n->op].kind) {
   case LJG_WINDOW: {
@@ -640,7 +641,10 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
     int32_t i = f.root_src[g->roots[r]];
     p->root_slot[r] = f.realized[i] ? f.oslot[i] : f.pslot[i];
   }
-  if (!(opt && opt->disable_fusion)) ljg_fuse_rows(p);
+  if (!(opt && opt->disable_fusion)) {
+    ljg_fuse_rows(p);
+    ljg_fuse_unpool(p, g);
+  }
   column_tasks(p);
   for (int i = 0; opt && opt->no_winograd && i < p->nkernels; i++)
     p->kernels[i].mm_no_winograd = p->kernels[i].kind == LJG_K_MATMUL;
@@ -772,6 +776,11 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
         ljb_str_printf(&b, "  %s: im2col of e%d, ", a ? "A" : "B", a ? k->mm_a : k->mm_bm);
         print_window_attr(&b, k->mm_win);
         ljb_str_puts(&b, ", packed from the image\n");
+      }
+      if (k->mm_unpool_at >= 0) {
+        ljb_str_printf(&b, "  B: e%d unpooled, 2x2 windows, the maxima at e%d", k->mm_bm, k->mm_unpool_at);
+        if (k->mm_unpool_mask >= 0) ljb_str_printf(&b, ", where e%d > 0", k->mm_unpool_mask);
+        ljb_str_puts(&b, "\n");
       }
     }
     for (int s = 0; s < k->nnests; s++) {

@@ -452,6 +452,13 @@ typedef struct ljg_kernel {
   int64_t mm_win[8];
   int64_t mm_img[4];
   int64_t mm_oh, mm_ow;
+  /* A weight gradient of the taps routine (ljg_taps_dw) whose B is a 2×2 max-pool's gradient,
+   * unpooled where it is read (fuse_unpool.c): mm_bm then loads the pooled gradient G as
+   * [batch, pooled positions, columns], and B's element (b, y·OW + x, n) is G's (b,
+   * (y/2)·OW/2 + x/2, n) where the position mm_unpool_at loads there (i8, in its 2×2 window)
+   * is 2·(y%2) + x%2 and, when mm_unpool_mask >= 0, that load's element is above 0 (a relu's
+   * gradient); 0 elsewhere. Both views are G's. -1: B is read as it is. */
+  int32_t mm_unpool_at, mm_unpool_mask;
   /* The window: im2col or col2im of the LOAD win_src into win_out_slot, an (n, c) image
    * plane a task. A WINDOW kernel's own op; a row-fused MATMUL kernel's when the pooling of
    * its rows (an im2col of what its nests wrote) joined it. */
@@ -465,6 +472,15 @@ typedef struct ljg_kernel {
   int64_t win_img[4];     /* N, C, H, W */
   int64_t win_oh, win_ow;
 } ljg_kernel;
+
+/* The most input channels a weight gradient takes the taps routine with (taps.c reads dY once
+ * a channel). */
+enum { LJG_TAPS_MAX_CHANNELS = 3 };
+/* Whether matmul kernel k is a weight gradient the taps routine computes (codegen_llvm/
+ * taps.c): Σ_b im2col(x_b)·dY_bᵀ of an f32 3×3 window of column stride 1 over at most
+ * LJG_TAPS_MAX_CHANNELS channels (A the im2col), both images' rows contiguous, nothing fused
+ * into it. */
+bool ljg_taps_dw(const ljg_kernel *k);
 
 /* Marks in used[] (k->nexprs entries) the expressions a nest's values and scatter indices are
  * computed from. */
@@ -551,6 +567,11 @@ void ljg_plan(ljg_program *p);
  * gets its OUTPUT slot's param set to the donor, the nest's loads of the donor redirected to
  * the slot. Runs after row fusion. */
 void ljg_donate(ljg_program *p, const ljg_graph *g);
+/* Unpooling (fuse_unpool.c): a 2×2 max-pool's gradient that only a taps weight gradient and
+ * sums over its positions read is not written: they read the pooled gradient instead
+ * (ljg_kernel.mm_unpool_at), and its kernel is removed. Runs after row fusion, before
+ * donation and the plan. */
+void ljg_fuse_unpool(ljg_program *p, const ljg_graph *g);
 /* Row fusion (fuse_rows.c): neighbouring loop kernels over the same rows, each reading the
  * others' results only at its own row, become one kernel run block of rows by block. */
 void ljg_fuse_rows(ljg_program *p);

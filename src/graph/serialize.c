@@ -181,6 +181,8 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->mm_img);
   F(x, k->mm_oh);
   F(x, k->mm_ow);
+  F(x, k->mm_unpool_at);
+  F(x, k->mm_unpool_mask);
   F(x, k->win_op);
   F(x, k->win_at);
   F(x, k->win_src);
@@ -192,7 +194,8 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->win_oh);
   F(x, k->win_ow);
   check(x, kind >= LJG_K_LOOPS && kind <= LJG_K_WINDOW && k->ntasks >= 0 &&
-               (kind != LJG_K_MATMUL || k->mm_task_rows >= 1));
+               (kind != LJG_K_MATMUL || k->mm_task_rows >= 1) && k->mm_unpool_at >= -1 &&
+               k->mm_unpool_at < k->nexprs && k->mm_unpool_mask >= -1 && k->mm_unpool_mask < k->nexprs);
 }
 
 static void slot_io(io *x, ljg_slot *s) {
