@@ -289,6 +289,33 @@ START_TEST(test_matmul_bias_start) {
 }
 END_TEST
 
+static void init_threads(int threads) {
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = threads;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+}
+
+/* A 3×3 convolution (padding 1) of 3 images [3, c, h, w] by a weight [k, c, 3, 3] and a bias
+ * [k] whose gradients are wanted (the images' too when x_grad), random from seed on: its
+ * output, the operands in *x, *w and *b. */
+static lj_tensor *conv_layer(lj_dtype dt, int64_t c, int64_t k, int64_t h, int64_t w, bool x_grad, uint64_t seed,
+                             lj_tensor **xp, lj_tensor **wp, lj_tensor **bp) {
+  *xp = tu_tensor(dt, LJ_SHAPE(3, c, h, w), TU_ANY, seed);
+  *wp = tu_tensor(dt, LJ_SHAPE(k, c, 3, 3), TU_ANY, seed + 1);
+  *bp = tu_tensor(dt, LJ_SHAPE(k), TU_ANY, seed + 2);
+  lj_tensor_set_requires_grad(*xp, x_grad);
+  lj_tensor_set_requires_grad(*wp, true);
+  lj_tensor_set_requires_grad(*bp, true);
+  return lj_conv2d(*xp, *wp, *bp, NULL, (const int[]){1, 1}, NULL, 1);
+}
+
+/* Back-propagates Σ y·g for a random g of y's shape and dtype (seed); returns g. */
+static lj_tensor *backward_random(lj_tensor *y, uint64_t seed) {
+  lj_tensor *g = tu_tensor(lj_tensor_dtype(y), lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, seed);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  return g;
+}
+
 /* A convolution's bias gradient, Σ of dY over the batch and the positions, is summed by the
  * weight gradient's routine as it reads dY (taps.c's, one channel; Winograd's, 16 channels):
  * the later kernel's sum does not run, as the lowering's text says. An f64 convolution, whose
@@ -307,18 +334,10 @@ START_TEST(test_conv_bias_grad_summed) {
                {LJ_F64, 1, 7, 11, 13, false}};
   for (int threads = 1; threads <= 2; threads++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-      lj_config cfg = lj_config_default();
-      cfg.num_threads = threads;
-      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
-      lj_dtype dt = cases[i].dt;
-      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 160);
-      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(cases[i].k, cases[i].c, 3, 3), TU_ANY, 161);
-      lj_tensor *b = tu_tensor(dt, LJ_SHAPE(cases[i].k), TU_ANY, 162);
-      lj_tensor_set_requires_grad(w, true);
-      lj_tensor_set_requires_grad(b, true);
-      lj_tensor *y = lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, 1);
-      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 163);
-      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      init_threads(threads);
+      lj_tensor *x, *w, *b;
+      lj_tensor *y = conv_layer(cases[i].dt, cases[i].c, cases[i].k, cases[i].h, cases[i].w, false, 160, &x, &w, &b);
+      lj_tensor *g = backward_random(y, 163);
       lj_tensor *out[2] = {lj_tensor_grad(w), lj_tensor_grad(b)};
       ljg_graph *opt;
       ljg_program *prog = program_of_n(2, out, &opt);
@@ -356,21 +375,12 @@ START_TEST(test_pool_grad_unpooled) {
                {LJ_F32, 2, 5, 6, 34, 2, true, false, true, true}};
   for (int threads = 1; threads <= 2; threads++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-      lj_config cfg = lj_config_default();
-      cfg.num_threads = threads;
-      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
-      lj_dtype dt = cases[i].dt;
-      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, cases[i].c, cases[i].h, cases[i].w), TU_ANY, 170);
-      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(cases[i].k, cases[i].c, 3, 3), TU_ANY, 171);
-      lj_tensor *b = tu_tensor(dt, LJ_SHAPE(cases[i].k), TU_ANY, 172);
-      lj_tensor_set_requires_grad(w, true);
-      lj_tensor_set_requires_grad(b, true);
-      lj_tensor_set_requires_grad(x, cases[i].dx);
-      const int pool[2] = {cases[i].pool, cases[i].pool};
-      lj_tensor *y = lj_max_pool2d(lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, 1), pool, NULL, NULL);
-      if (cases[i].relu) y = lj_relu(y);
-      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 173);
-      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      init_threads(threads);
+      lj_tensor *x, *w, *b;
+      lj_tensor *c = conv_layer(cases[i].dt, cases[i].c, cases[i].k, cases[i].h, cases[i].w, cases[i].dx, 170, &x, &w, &b);
+      lj_tensor *p = lj_max_pool2d(c, (const int[]){cases[i].pool, cases[i].pool}, NULL, NULL);
+      lj_tensor *y = cases[i].relu ? lj_relu(p) : p;
+      lj_tensor *g = backward_random(y, 173);
       lj_tensor *bg = lj_tensor_grad(b);
       lj_tensor *out[3] = {lj_tensor_grad(w), cases[i].scaled ? lj_mul_scalar(bg, 2.0) : bg, cases[i].dx ? lj_tensor_grad(x) : NULL};
       int n = cases[i].dx ? 3 : 2;
@@ -384,7 +394,9 @@ START_TEST(test_pool_grad_unpooled) {
       free_program(prog, opt);
       tu_check_interp_tol(n, out, 1e-4, 1e-2);
       if (cases[i].scaled) lj_tensor_release(out[1]);
-      lj_tensor_release(x), lj_tensor_release(w), lj_tensor_release(b), lj_tensor_release(g);
+      if (y != p) lj_tensor_release(y);
+      lj_tensor_release(x), lj_tensor_release(w), lj_tensor_release(b), lj_tensor_release(c), lj_tensor_release(p);
+      lj_tensor_release(g);
       lj_shutdown();
     }
 }
