@@ -611,6 +611,17 @@ START_TEST(test_matmul_epilogue) {
   ck_assert_int_ge(p->scratch_bytes, 130 * 600 * 4);
   free_program(p, opt);
   tu_check_interp_tol(1, &by, 1e-5, 1e-4); /* k = 40, as above */
+  /* rows of 784, B read in place (k = 10): 20 rows would fit, blocks of 16 (a quarter of each
+   * matrix) instead of blocks straddling two */
+  lj_tensor *qa = tu_tensor(LJ_F32, LJ_SHAPE(2, 64, 10), TU_ANY, 13), *qw = tu_tensor(LJ_F32, LJ_SHAPE(2, 10, 784), TU_ANY, 14);
+  lj_tensor *qbias = tu_tensor(LJ_F32, LJ_SHAPE(64, 1), TU_ANY, 15);
+  lj_tensor *qy = lj_relu(lj_add(lj_matmul(qa, qw), qbias));
+  p = program_of(qy, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].row_block, 16);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &qy, 1e-5, 1e-4);
+  lj_tensor_release(qa), lj_tensor_release(qw), lj_tensor_release(qbias), lj_tensor_release(qy);
   /* one B for all rows (a linear layer's weight): one block, B packed once per thread */
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(130, 40), TU_ANY, 4), *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 600), TU_ANY, 5);
   lj_tensor *c = lj_matmul(a, w), *y = lj_tanh(lj_add(c, bias));
