@@ -158,6 +158,16 @@ static int sum_positions(const ljg_kernel *k, int s, const pooled *pl) {
   return pos;
 }
 
+/* Whether expression e of kernel k is the B of a taps weight gradient of the window's image:
+ * dY [N, C, H, W] read as [N, H·W, C] from its start. */
+static bool taps_b(const ljg_kernel *k, int32_t e, const pooled *pl) {
+  if (k->kind != LJG_K_MATMUL || e != k->mm_bm || !ljg_taps_dw(k) || k->mm_b != pl->n || k->mm_n != pl->c ||
+      k->mm_oh != pl->h || k->mm_ow != pl->w)
+    return false;
+  const ljg_view1 *v = &k->views[k->exprs[e].view].v[0];
+  return v->offset == 0 && v->stride[0] == pl->c * pl->h * pl->w && v->stride[2] == pl->h * pl->w;
+}
+
 /* Whether every read of the window's image (slot) after kernel wi is the B of one taps matmul
  * or a sum over its positions; *taps: that matmul. */
 static bool readers_fit(const ljg_program *p, int wi, int32_t slot, const pooled *pl, int *taps) {
@@ -168,10 +178,7 @@ static bool readers_fit(const ljg_program *p, int wi, int32_t slot, const pooled
     for (int e = 0; e < k->nexprs; e++) {
       if (!ljg_expr_reads(&k->exprs[e], slot)) continue;
       int nest;
-      if (k->kind == LJG_K_MATMUL && e == k->mm_bm && *taps < 0 && ljg_taps_dw(k) && k->mm_b == pl->n &&
-          k->mm_n == pl->c && k->mm_oh == pl->h && k->mm_ow == pl->w && k->exprs[e].kind == LJG_X_LOAD &&
-          k->views[k->exprs[e].view].v[0].offset == 0 && k->views[k->exprs[e].view].v[0].stride[0] == pl->c * pl->h * pl->w &&
-          k->views[k->exprs[e].view].v[0].stride[2] == pl->h * pl->w)
+      if (*taps < 0 && taps_b(k, e, pl))
         *taps = j;
       else if (k->exprs[e].kind != LJG_X_LOAD || !only_nest_value(k, e, &nest) || sum_positions(k, nest, pl) < 0)
         return false;
@@ -245,15 +252,17 @@ static void unpool_taps(ljg_program *p, ljg_kernel *k, const ljg_kernel *w, cons
   }
 }
 
-/* Nest s (a sum over the image's positions, dim pos) sums G, masked as the scatter's value
- * was, over the pooled positions. */
+/* Nest s, a sum over the image's positions (sum_positions), sums G, masked as the scatter's
+ * value was, over the pooled positions instead. */
 static void unpool_sum(ljg_program *p, ljg_kernel *k, int s, const ljg_kernel *w, const pooled *pl) {
   ljg_nest *n = &k->nests[s];
   int pos = sum_positions(k, s, pl);
   const ljg_view1 *v = &k->views[k->exprs[n->value].view].v[0];
   int64_t stride[LJ_MAX_DIMS];
-  for (int d = 0; d < n->ndim; d++)
-    stride[d] = d == pos ? 1 : n->shape[d] == 1 ? 0 : v->stride[d] == pl->h * pl->w && n->shape[d] == pl->c ? pl->sc : pl->sn;
+  for (int d = 0; d < n->ndim; d++) {
+    bool channels = n->shape[d] == pl->c && v->stride[d] == pl->h * pl->w;
+    stride[d] = d == pos ? 1 : n->shape[d] == 1 ? 0 : channels ? pl->sc : pl->sn;
+  }
   n->rcount = n->rcount / n->shape[pos] * pl->p;
   n->shape[pos] = pl->p;
   ljg_view out = k->views[n->out_view];
