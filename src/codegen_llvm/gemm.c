@@ -1007,16 +1007,11 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
  * unpooled B with a mask (ljg_kernel.mm_unpool_mask), e = where(M > 0, that load, 0) with M a
  * load of the mask's slot through the same view, as far from it as the matmul's are; NULL
  * when it is neither. */
-static bool is_zero(const ljg_kexpr *x) { return x->kind == LJG_X_CONST && x->value == 0; }
-
 static const ljg_kexpr *b_element(const ljg_kernel *mk, const ljg_kernel *k, int32_t e) {
-  const ljg_kexpr *x = &k->exprs[e];
-  if (mk->mm_unpool_mask < 0) return x;
-  if (x->kind != LJG_X_OP || x->op != LJG_OP_WHERE) return NULL;
-  const ljg_kexpr *cond = &k->exprs[x->in[0]], *zero = &k->exprs[x->in[2]];
-  if (cond->kind != LJG_X_OP || cond->op != LJG_OP_GT || !is_zero(zero) || !is_zero(&k->exprs[cond->in[1]]))
-    return NULL;
-  const ljg_kexpr *m = &k->exprs[cond->in[0]], *g = &k->exprs[x->in[1]];
+  if (mk->mm_unpool_mask < 0) return &k->exprs[e];
+  int32_t mask, value;
+  if (!ljg_relu_gradient(k, e, &mask, &value)) return NULL;
+  const ljg_kexpr *m = &k->exprs[mask], *g = &k->exprs[value];
   const ljg_kexpr *mm = &mk->exprs[mk->mm_unpool_mask], *mg = &mk->exprs[mk->mm_bm];
   if (m->kind != LJG_X_LOAD || g->kind != LJG_X_LOAD || m->slot != mm->slot || k->views[m->view].n != 1 ||
       k->views[g->view].n != 1)

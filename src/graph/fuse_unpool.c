@@ -73,7 +73,14 @@ static bool plane_load(const ljg_program *p, const ljg_kernel *w, int32_t e, lj_
   return sn == pl->sn && sc == pl->sc && sn >= 0 && sc >= 0;
 }
 
-static bool is_zero(const ljg_kexpr *x) { return x->kind == LJG_X_CONST && x->value == 0; }
+bool ljg_relu_gradient(const ljg_kernel *k, int32_t e, int32_t *x, int32_t *v) {
+  const ljg_kexpr *w = &k->exprs[e];
+  if (w->kind != LJG_X_OP || w->op != LJG_OP_WHERE || !ljg_expr_is_zero(&k->exprs[w->in[2]])) return false;
+  const ljg_kexpr *cond = &k->exprs[w->in[0]];
+  if (cond->kind != LJG_X_OP || cond->op != LJG_OP_GT || !ljg_expr_is_zero(&k->exprs[cond->in[1]])) return false;
+  *x = cond->in[0], *v = w->in[1];
+  return true;
+}
 
 /* Whether the slot holds an argmax or argmin over 4 elements (its values lie in [0, 4)). */
 static bool window_position(const ljg_program *p, const ljg_graph *g, int32_t slot) {
@@ -95,7 +102,7 @@ static bool pool_gradient(const ljg_program *p, const ljg_graph *g, const ljg_ke
   const ljg_nest *z = &w->nests[0], *s = &w->nests[1];
   int64_t planes[4] = {pl->n, pl->c, 4, pl->p}, cols[3] = {pl->n, 4 * pl->c, pl->p};
   const ljg_kexpr *src = &w->exprs[w->win_src];
-  if (z->rop >= 0 || z->scatter_index >= 0 || !is_zero(&w->exprs[z->value]) || z->ndim != 4 ||
+  if (z->rop >= 0 || z->scatter_index >= 0 || !ljg_expr_is_zero(&w->exprs[z->value]) || z->ndim != 4 ||
       memcmp(z->shape, planes, sizeof planes) != 0 || !row_major(&w->views[z->out_view], 4, planes) ||
       s->rop >= 0 || s->scatter_index < 0 || s->scatter_dim != 2 || s->out_slot != z->out_slot ||
       !row_major(&w->views[s->out_view], 4, planes) || src->kind != LJG_X_LOAD || src->slot != z->out_slot ||
@@ -105,18 +112,11 @@ static bool pool_gradient(const ljg_program *p, const ljg_graph *g, const ljg_ke
   if (s->ndim != 4 || memcmp(s->shape, pooled_shape, sizeof pooled_shape) != 0) return false;
   pl->i = s->scatter_index;
   if (!plane_load(p, w, pl->i, LJ_I8, pl, &pl->off[2]) || !window_position(p, g, w->exprs[pl->i].slot)) return false;
-  const ljg_kexpr *v = &w->exprs[s->value];
-  if (v->kind == LJG_X_OP && v->op == LJG_OP_WHERE) {
-    const ljg_kexpr *cond = &w->exprs[v->in[0]];
-    if (!is_zero(&w->exprs[v->in[2]]) || cond->kind != LJG_X_OP || cond->op != LJG_OP_GT ||
-        !is_zero(&w->exprs[cond->in[1]]))
-      return false;
-    pl->m = cond->in[0]; /* relu(m) > 0 where m > 0 */
+  pl->g = s->value;
+  if (ljg_relu_gradient(w, s->value, &pl->m, &pl->g)) {
+    /* relu(m) > 0 where m > 0 */
     if (w->exprs[pl->m].kind == LJG_X_OP && w->exprs[pl->m].op == LJG_OP_RELU) pl->m = w->exprs[pl->m].in[0];
     if (!plane_load(p, w, pl->m, LJ_F32, pl, &pl->off[1])) return false;
-    pl->g = v->in[1];
-  } else {
-    pl->g = s->value;
   }
   return plane_load(p, w, pl->g, LJ_F32, pl, &pl->off[0]);
 }

@@ -495,6 +495,13 @@ static inline bool ljg_expr_reads(const ljg_kexpr *x, int32_t slot) {
   return (x->kind == LJG_X_LOAD || x->kind == LJG_X_BUFFER) && x->slot == slot;
 }
 
+/* Whether expression x is the constant 0 (of either sign). */
+static inline bool ljg_expr_is_zero(const ljg_kexpr *x) { return x->kind == LJG_X_CONST && x->value == 0; }
+
+/* Whether expression e of kernel k is where(x > 0, v, 0), a relu's gradient (x the relu's
+ * input or output): sets *x and *v. */
+bool ljg_relu_gradient(const ljg_kernel *k, int32_t e, int32_t *x, int32_t *v);
+
 /* Whether kernel k writes slot: as a matmul's C, a window's output, or a nest's but nest
  * `skip` (-1: none). */
 bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip);
