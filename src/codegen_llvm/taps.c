@@ -82,11 +82,11 @@ static LLVMValueRef lane_sum(taps *t, LLVMValueRef x) {
  * (UNPOOL_AT), with a relu's mask (UNPOOL_MASK) or without. */
 typedef enum dy_mode { DY_DENSE, DY_UNPOOL, DY_UNPOOL_MASKED } dy_mode;
 
-/* Unpooled dY: per column, the pooled gradient's, the positions' and the mask's planes of the
- * image, and in the loop over a row's positions the lanes of the pooled row read (half a
- * vector from pv) and the pooled row's width. */
+/* dY's planes of the image, a column's each (B's: the pooled gradient's when unpooled), and
+ * for unpooled dY the positions' and the mask's, the lanes of the pooled row read in the loop
+ * over a row's positions (half a vector from pv) and the pooled row's width. */
 typedef struct unpool {
-  LLVMValueRef g[NB_MAX], at[NB_MAX], mask[NB_MAX];
+  LLVMValueRef col[NB_MAX], at[NB_MAX], mask[NB_MAX];
   LLVMValueRef pv, lanes, pw;
   LLVMTypeRef ht, hi8; /* f32 and i8 vectors of vw/2 lanes */
 } unpool;
@@ -98,13 +98,13 @@ static void pooled_row(taps *t, const unpool *u, int j, LLVMValueRef py, dy_mode
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   LLVMValueRef ppos = add(t, mul(t, py, u->pw), u->pv), zero = LLVMConstNull(u->ht);
-  *g = ljc_masked_load(ir, u->ht, at(t, u->g[j], ppos), 4, u->lanes);
+  *g = ljc_masked_load(ir, u->ht, at(t, u->col[j], ppos), 4, u->lanes);
   if (mode == DY_UNPOOL_MASKED) {
     LLVMValueRef m = ljc_masked_load(ir, u->ht, at(t, u->mask[j], ppos), 4, u->lanes);
     *g = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, m, zero, ""), *g, zero, "");
   }
   *pos = ljc_masked_load(ir, u->hi8, LLVMBuildGEP2(b, ir->i8, u->at[j], &ppos, 1, ""), 1, u->lanes);
-  ljc_prefetch(ir, at(t, u->g[j], add(t, ppos, t->arg[LJC_GEMM_B_SB])));
+  ljc_prefetch(ir, at(t, u->col[j], add(t, ppos, t->arg[LJC_GEMM_B_SB])));
 }
 
 /* x's lanes each twice: lane l of the result is x's l/2. */
@@ -167,12 +167,11 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
   ljc_loop_begin(ir, &Bl, i64c(t, 0), a[LJC_GEMM_BATCH], false, nacc, zero);
   row_ctx r = {.x_img = at(t, a[LJC_GEMM_A], add(t, mul(t, Bl.iv, a[LJC_GEMM_A_SB]), mul(t, c, a[LJC_GEMM_IMG_SC])))};
   LLVMValueRef dy_img = at(t, a[LJC_GEMM_B], mul(t, Bl.iv, a[LJC_GEMM_B_SB]));
-  LLVMValueRef dy_col[NB_MAX];
   unpool u = {.pw = sdiv(t, OW, i64c(t, 2)), .ht = LLVMVectorType(ir->f32, (unsigned)t->vw / 2),
               .hi8 = LLVMVectorType(ir->i8, (unsigned)t->vw / 2)};
   for (int j = 0; j < t->nb; j++) {
     LLVMValueRef n = ljc_intrinsic2(ir, "smin", add(t, n0, i64c(t, j)), n_last);
-    dy_col[j] = u.g[j] = at(t, dy_img, mul(t, n, a[LJC_GEMM_B_SN]));
+    u.col[j] = at(t, dy_img, mul(t, n, a[LJC_GEMM_B_SN]));
     if (mode == DY_DENSE) continue;
     LLVMValueRef off = add(t, mul(t, Bl.iv, a[LJC_GEMM_B_SB]), mul(t, n, a[LJC_GEMM_B_SN]));
     u.at[j] = LLVMBuildGEP2(b, ir->i8, a[LJC_GEMM_UNPOOL_AT], &off, 1, "");
@@ -191,8 +190,8 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
     ljc_loop_begin(ir, &Y, i64c(t, 0), OH, false, nacc, V.acc);
     LLVMValueRef pos = add(t, mul(t, Y.iv, OW), V.iv);
     for (int j = 0; j < t->nb; j++) {
-      dy[j] = ljc_masked_load(ir, t->vt, at(t, dy_col[j], pos), 4, in_row);
-      ljc_prefetch(ir, at(t, dy_col[j], add(t, pos, a[LJC_GEMM_B_SB])));
+      dy[j] = ljc_masked_load(ir, t->vt, at(t, u.col[j], pos), 4, in_row);
+      ljc_prefetch(ir, at(t, u.col[j], add(t, pos, a[LJC_GEMM_B_SB])));
     }
     add_row(t, &r, Y.iv, dy, Y.acc, next);
   } else { /* the two rows of each pooled row */
