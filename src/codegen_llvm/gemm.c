@@ -958,17 +958,6 @@ static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[2]) 
   return v->stride[nd - 1] == 0;
 }
 
-/* Whether view v reads its shape's elements one after another from offset 0. */
-static bool row_major(const ljg_view *v) {
-  const ljg_view1 *t = &v->v[0];
-  int64_t step = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->stride[d] != step) return false;
-    step *= t->shape[d];
-  }
-  return v->n == 1 && t->offset == 0;
-}
-
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
   int routine = ljc_gemm_routine(k);
   if (routine < 0 || routine % LJC_GEMM_NVARIANTS > LJC_GEMM_WINOGRAD || k->nnests == 0 || k->mm_sum ||
@@ -979,14 +968,14 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
   int nd = n->ndim;
   if (n->rop >= 0 || n->scatter_index >= 0 || v->kind != LJG_X_OP || v->op != LJG_OP_ADD || v->nin != 2 ||
       v->dtype != k->mm_dtype || n->out_dtype != k->mm_dtype || nd < 2 || nd > 3 || n->shape[nd - 1] != k->mm_n ||
-      ljg_numel(nd - 1, n->shape) != k->mm_b * k->mm_m || !row_major(&k->views[n->out_view]))
+      ljg_numel(nd - 1, n->shape) != k->mm_b * k->mm_m || !ljg_view_row_major(&k->views[n->out_view]))
     return -1;
   bool rows_vector = routine % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD; /* ljc_gemm_add_row_bias */
   int32_t c = v->in[0], bias = v->in[1];
   if (k->exprs[c].slot != k->mm_out_slot || k->exprs[c].kind != LJG_X_LOAD) c = v->in[1], bias = v->in[0];
   const ljg_kexpr *ce = &k->exprs[c], *be = &k->exprs[bias];
   int64_t s[2];
-  if (ce->kind != LJG_X_LOAD || ce->slot != k->mm_out_slot || !row_major(&k->views[ce->view]) ||
+  if (ce->kind != LJG_X_LOAD || ce->slot != k->mm_out_slot || !ljg_view_row_major(&k->views[ce->view]) ||
       k->views[ce->view].v[0].ndim != nd || be->kind != LJG_X_LOAD || be->dtype != k->mm_dtype ||
       be->slot == k->mm_out_slot || p->slots[be->slot].kind == LJG_SLOT_LOCAL || k->views[be->view].n != 1 ||
       k->views[be->view].v[0].ndim != nd || !bias_strides(k, &k->views[be->view].v[0], s) || (rows_vector && s[1] != 1))

@@ -15,13 +15,13 @@
  * The window kernel must be exactly max-pool's gradient: a zero fill of [N, C, 4, P] planes,
  * a scatter-add of value V at I along the window dim (V a load of G, or where(M > 0, G, 0)
  * with M a load or the relu of one; I an i8 argmax or argmin over 4 elements, so always in
- * [0, 4)), then col2im of window 2×2, stride 2 onto an image of exactly 2·OH × 2·OW. G, M and I are read with the
- * same strides, positions contiguous. Its image is a TEMP read by one taps matmul (as B, rows
- * contiguous) and by sums over [.., H·W] positions only. Deciding it here, before the buffer
- * plan, makes the plan keep G, M and I until their new readers have run. */
+ * [0, 4)), then col2im of window 2×2, stride 2 onto an image of exactly 2·OH × 2·OW. G, M
+ * and I are read with the same strides, positions contiguous. Its image is a TEMP read by one
+ * taps matmul (as B, rows contiguous) and by sums over [.., H·W] positions only. Deciding it
+ * here, before the buffer plan, makes the plan keep G, M and I until their new readers have
+ * run. */
 #include "graph/graph.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* The window kernel's reads of the pooled gradient: expressions G, M (-1: none) and I, their
@@ -48,13 +48,7 @@ bool ljg_taps_dw(const ljg_kernel *k) {
 /* Whether view v reads ndim dims of shape one after another from offset 0. */
 static bool row_major(const ljg_view *v, int ndim, const int64_t *shape) {
   const ljg_view1 *t = &v->v[0];
-  if (v->n != 1 || t->ndim != ndim || t->offset != 0) return false;
-  int64_t step = 1;
-  for (int d = ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != shape[d] || (shape[d] != 1 && t->stride[d] != step)) return false;
-    step *= shape[d];
-  }
-  return true;
+  return ljg_view_row_major(v) && t->ndim == ndim && memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0;
 }
 
 /* Whether expression e of the window kernel w loads the pooled [N, C, 1, P] of dtype dt, its

@@ -326,6 +326,8 @@ void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape);
 const ljg_view1 *ljg_view_top(const ljg_view *v);
 /* Whether two views address the same elements in the same order (level by level). */
 bool ljg_view_equal(const ljg_view *a, const ljg_view *b);
+/* Whether v is one level that reads its shape's elements one after another from offset 0. */
+bool ljg_view_row_major(const ljg_view *v);
 void ljg_view_permute(ljg_view *v, const int64_t *perm);
 void ljg_view_expand(ljg_view *v, const int64_t *shape);
 void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t len);

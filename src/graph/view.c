@@ -31,6 +31,16 @@ void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape) {
 
 const ljg_view1 *ljg_view_top(const ljg_view *v) { return &v->v[v->n - 1]; }
 
+bool ljg_view_row_major(const ljg_view *v) {
+  const ljg_view1 *t = &v->v[0];
+  int64_t step = 1;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    if (t->shape[d] != 1 && t->stride[d] != step) return false;
+    step *= t->shape[d];
+  }
+  return v->n == 1 && t->offset == 0;
+}
+
 bool ljg_view_equal(const ljg_view *a, const ljg_view *b) {
   if (a->n != b->n) return false;
   for (int l = 0; l < a->n; l++) {
