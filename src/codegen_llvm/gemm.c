@@ -708,12 +708,19 @@ static bool is_winograd(int variant) { return variant >= LJC_GEMM_WINOGRAD && va
 /* A Winograd routine's output tile side: kind 0 F(4×4, 3×3), kind 1 F(5×5, 3×3). */
 static int winograd_tm(int routine) { return 4 + routine / LJC_GEMM_NVARIANTS; }
 
+int ljc_gemm_code(int r) {
+  return r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX ? r - LJC_GEMM_WINOGRAD_DX + LJC_GEMM_WINOGRAD : r;
+}
+
 void ljc_gemm_routine_name(int routine, char name[32]) {
   static const char *const variants[LJC_GEMM_NVARIANTS] = {
-      "rows", "cols", "elements", "direct", "window", "winograd", "winograd_dx", "winograd_dw", "taps_dw"};
+      [LJC_GEMM_ROWS] = "rows",         [LJC_GEMM_COLS] = "cols",       [LJC_GEMM_ELEMENTS] = "elements",
+      [LJC_GEMM_DIRECT] = "direct",     [LJC_GEMM_WINDOW] = "window",   [LJC_GEMM_WINOGRAD] = "winograd",
+      [LJC_GEMM_WINOGRAD_DW] = "winograd_dw", [LJC_GEMM_TAPS_DW] = "taps_dw"};
+  routine = ljc_gemm_code(routine);
   int kind = routine / LJC_GEMM_NVARIANTS;
   int variant = routine % LJC_GEMM_NVARIANTS;
-  if (is_winograd(variant)) { /* lj_gemm_f32_winograd[5][_dx|_dw] */
+  if (is_winograd(variant)) { /* lj_gemm_f32_winograd[5][_dw] */
     snprintf(name, 32, "lj_gemm_f32_winograd%s%s", kind ? "5" : "", variants[variant] + strlen("winograd"));
     return;
   }
@@ -781,6 +788,7 @@ static void call_rows(gemm *g, LLVMValueRef fn, LLVMValueRef block, LLVMValueRef
 }
 
 void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
+  LJ_ASSERT(ljc_gemm_code(routine) == routine);
   int kind = routine / LJC_GEMM_NVARIANTS;
   lj_dtype dt = kind & 1 ? LJ_F64 : LJ_F32;
   gemm g = {.ir = ir, .b = ir->b, .variant = routine % LJC_GEMM_NVARIANTS, .a_window = kind & 2};
@@ -1174,6 +1182,13 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
     _Static_assert(sizeof w == sizeof win, "the window's argument fields");
     memcpy(win, w, sizeof w);
   }
+  int64_t sm = k->views[ea->view].v[0].stride[1], sk = k->views[ea->view].v[0].stride[2];
+  int64_t weight[4] = {0, 0, 0, 0}; /* origin, row, channel, tap */
+  if (variant == LJC_GEMM_WINOGRAD) /* A = W [r, c·9 + t] */
+    memcpy(weight, (int64_t[]){0, sm, 9 * sk, sk}, sizeof weight);
+  else if (variant == LJC_GEMM_WINOGRAD_DX) /* A = Wᵀ [c·9 + t, r]: the weight flipped, rows and channels swapped */
+    memcpy(weight, (int64_t[]){8 * sm, 9 * sm, sk, -sm}, sizeof weight);
+  for (int i = 0; i < 4; i++) arg[LJC_GEMM_W_ORIGIN + i] = ljc_i64(ir, weight[i]);
   if (variant == LJC_GEMM_WINOGRAD_DX) { /* dY's image, padded by 2 - p, into the col2im's output */
     const int64_t *bs = k->views[eb->view].v[0].stride, *cw = k->win;
     int64_t w[] = {bs[1], k->win_ow * bs[2], bs[2], k->win_oh, k->win_ow, 3, 3, 1, 1, 2 - cw[4], 2 - cw[5], 1, 1,

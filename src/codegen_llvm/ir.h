@@ -211,14 +211,16 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * B's strides: B is then the pooled gradient, its K the pooled positions' count times 4, and
  * dY's row y is built from B's row y/2 (element x from x/2 where the position is 2·(y%2) +
  * x%2, else 0); UNPOOL_MASK: NULL, or where, read the same way, an element not above 0 zeroes
- * B's (a relu's gradient). */
+ * B's (a relu's gradient). W_ORIGIN, W_ROW, W_CHAN, W_TAP: for the WINOGRAD and WINOGRAD_DX
+ * variants, where the weight of output row r, input channel c and tap t (3·i + j) is: A's
+ * element W_ORIGIN + r·W_ROW + c·W_CHAN + t·W_TAP of each matrix (0 for the others). */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
   LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
-  LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK,
+  LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS
@@ -243,11 +245,16 @@ enum {
 enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
 /* Loads an argument block's fields (its pointer fields as pointers) into arg[LJC_GEMM_NARGS]. */
 void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg);
-/* Defines routine r (external, its name from ljc_gemm_routine_name) in ir's module. */
+/* Defines routine r (r = ljc_gemm_code(r); external, its name from ljc_gemm_routine_name) in
+ * ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);
+/* The name of the code routine r runs (ljc_gemm_code's). */
 void ljc_gemm_routine_name(int r, char name[32]);
-/* The routine a kernel calls, or -1 when it is no matmul the routines do (not f32/f64, or
- * an operand not a load through a single-level view). */
+/* The routine whose code routine r runs: WINOGRAD_DX's is WINOGRAD's of the same kind (the
+ * two differ only in where they read the weight, the W_ fields), every other its own. */
+int ljc_gemm_code(int r);
+/* The routine a kernel's matmul is (the code it calls: ljc_gemm_code's), or -1 when it is no
+ * matmul the routines do (not f32/f64, or an operand not a load through a single-level view). */
 int ljc_gemm_routine(const ljg_kernel *k);
 /* A matmul kernel's rows [begin, end) as a call of its routine; false, emitting nothing, when
  * there is none (ljc_gemm_routine). `first` (an i1): the first call of a run of the kernel. */
@@ -274,7 +281,7 @@ bool ljc_nest_alone(const ljg_kernel *k, int s);
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
                                    LLVMValueRef m, LLVMValueRef rows);
 
-/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD, _DX or _DW (f32) with
+/* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD (_DX's too) or _DW (f32) with
  * output tiles of tm × tm (4 or 5), its products in register tiles of mr tiles. */
 void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm);
 /* The bytes of the argument block's WORK area of such a routine. */

@@ -346,7 +346,7 @@ static int routine_list(const ljg_program *p, int *r) {
   _Static_assert(LJC_GEMM_NROUTINES <= 64, "a bit a routine");
   for (int k = 0; k < p->nkernels; k++) {
     int x = ljc_gemm_routine(&p->kernels[k]);
-    if (x >= 0) want |= (uint64_t)1 << x;
+    if (x >= 0) want |= (uint64_t)1 << ljc_gemm_code(x);
   }
   int n = 0;
   for (int x = 0; x < LJC_GEMM_NROUTINES; x++)

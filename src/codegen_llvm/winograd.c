@@ -14,12 +14,15 @@
  * The matrices come from Toom-Cook's construction with the points 0, 1, -1, 2, -2 (and -1/2
  * for m = 5) and infinity (winograd_matrices); each 1-D transform is emitted as additions and
  * fused multiply-adds of its constants, two rows that differ in the signs of some columns
- * (the points p and -p) sharing their partial sums (apply). Three routines (ljc_gemm_routine
- * chooses them when a kernel is lowered):
+ * (the points p and -p) sharing their partial sums (apply). Three variants (ljc_gemm_routine
+ * chooses them when a kernel is lowered) in two routines:
  *   - LJC_GEMM_WINOGRAD, the forward product W·im2col(x);
  *   - LJC_GEMM_WINOGRAD_DX, the input gradient col2im(Wᵀ·dY): the convolution of dY, padded
  *     by 2 - p, with the weight flipped and its rows and channels swapped, written straight
- *     into the col2im's output (the kernel does not run the col2im);
+ *     into the col2im's output (the kernel does not run the col2im). The forward product's
+ *     routine: the calling kernel says where the weight's elements are (the argument block's
+ *     W_ fields), and the window's fields describe dY's image (one routine compiled instead
+ *     of two: ~120 ms of a process's first compile on one Zen 4 core);
  *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ: with dM the output
  *     transform's adjoint of dY's tiles (A dY Aᵀ), dU[e][c][r] = Σ_{b,t} V[e][t][c]·dM[e][t][r]
  *     and dW = Gᵀ dU G; with BSUM, dY's sums over the batch and positions too (a convolution's
@@ -143,7 +146,7 @@ typedef struct wino {
   LLVMValueRef oh, ow, th, tw; /* the output's size and its tiles' */
   LLVMValueRef nrb, nseg, rows_per, cols_per; /* the blocks of tiles (matrix) */
   /* the weight of row r, channel c, tap t (3·i + j) is A's element w_origin + r·w_row +
-   * c·w_chan + t·w_tap of each matrix (ljc_define_winograd) */
+   * c·w_chan + t·w_tap of each matrix (the argument block's W_ fields) */
   LLVMValueRef w_origin, w_row, w_chan, w_tap;
   winograd_mats mats;
 } wino;
@@ -766,15 +769,11 @@ static void weight_gradient(wino *w) {
 
 /* The forward product's and the input gradient's matrices, the task range's one matrix's run
  * of rows at a time; U kept in the calling kernel's frame (WORK) from one call to the next. */
-static void products_by_matrix(wino *w, LLVMValueRef fn, int variant) {
+static void products_by_matrix(wino *w, LLVMValueRef fn) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef sm = w->arg[LJC_GEMM_A_SM], sk = w->arg[LJC_GEMM_A_SK];
-  if (variant == LJC_GEMM_WINOGRAD_DX) { /* A = Wᵀ [c·9 + t, r]: the weight flipped, rows and channels swapped */
-    w->w_origin = mulc(w, sm, 8), w->w_row = mulc(w, sm, 9), w->w_chan = sk, w->w_tap = LLVMBuildNeg(b, sm, "");
-  } else { /* A = W [r, c·9 + t] */
-    w->w_origin = i64c(w, 0), w->w_row = sm, w->w_chan = mulc(w, sk, 9), w->w_tap = sk;
-  }
+  w->w_origin = w->arg[LJC_GEMM_W_ORIGIN], w->w_row = w->arg[LJC_GEMM_W_ROW];
+  w->w_chan = w->arg[LJC_GEMM_W_CHAN], w->w_tap = w->arg[LJC_GEMM_W_TAP];
   w->u = w->arg[LJC_GEMM_WORK];
   w->u_m0 = LLVMBuildInBoundsGEP2(b, ir->i64, w->u, (LLVMValueRef[]){i64c(w, w->ne * PLANE(UC * MB) / 2)}, 1, "");
   w->u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w->u_m0, (LLVMValueRef[]){i64c(w, 1)}, 1, "");
@@ -832,7 +831,7 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int 
     w.u = ljc_entry_array(ir, ir->f32, w.ne * PLANE(DU_ROWS * MB));
     weight_gradient(&w);
   } else {
-    products_by_matrix(&w, fn, variant);
+    products_by_matrix(&w, fn);
   }
   LLVMBuildRetVoid(b);
 }
