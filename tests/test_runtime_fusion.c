@@ -689,7 +689,7 @@ START_TEST(test_matmul_column_tasks) {
       ljg_graph *opt;
       ljg_program *p = program_of(ys[i], &opt);
       ck_assert_int_eq(p->nkernels, 1);
-      ck_assert_int_eq(p->kernels[0].mm_col_tasks, 1);
+      ck_assert_int_eq(p->kernels[0].mm_col_tasks, LJG_MATMUL_COL_TASK);
       ck_assert_int_eq(p->kernels[0].ntasks, (N + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK);
       free_program(p, opt);
       lj_tensor_release(a);

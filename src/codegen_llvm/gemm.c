@@ -834,8 +834,8 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   /* column tasks: every row of the columns of blocks [begin, end), as a call on B and C from
    * the first of those columns, N of them wide, C's rows still LDC apart */
   LLVMPositionBuilderAtEnd(b, cols_bb);
-  LLVMValueRef N = g.arg[LJC_GEMM_N], n0 = LLVMBuildNSWMul(b, begin, ljc_i64(ir, LJG_MATMUL_COL_TASK), "");
-  LLVMValueRef n1 = ljc_intrinsic2(ir, "smin", LLVMBuildNSWMul(b, end, ljc_i64(ir, LJG_MATMUL_COL_TASK), ""), N);
+  LLVMValueRef N = g.arg[LJC_GEMM_N], n0 = LLVMBuildNSWMul(b, begin, g.arg[LJC_GEMM_COL_TASKS], "");
+  LLVMValueRef n1 = ljc_intrinsic2(ir, "smin", LLVMBuildNSWMul(b, end, g.arg[LJC_GEMM_COL_TASKS], ""), N);
   LLVMValueRef cols_arg[LJC_GEMM_NARGS];
   memcpy(cols_arg, g.arg, sizeof cols_arg);
   LLVMValueRef b_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_B_SN], "");

@@ -8,8 +8,9 @@
  * is, a row of vw positions at a time: for each of NB columns n, the 9 taps' x rows at the
  * same positions shifted by the tap (masked loads: the lanes outside the image read as 0)
  * multiply it into 9·NB vector accumulators, summed across their lanes at the end. A call
- * takes the share of the columns its range of rows stands for (as the Winograd weight
- * gradient does), so that each thread reads its share of dY once. Each row of dY read
+ * takes blocks of LJG_TAPS_COL_TASK columns (the kernel's tasks), so that each thread reads
+ * its share of dY once; the share of the columns that a range of the rows stood for, as in
+ * the Winograd weight gradient, split MNISTNet's conv1 as 14 and 18 columns on two threads. Each row of dY read
  * prefetches the same row of the next image into L2: a column's plane of an image is a short
  * stream (3 KB for 28×28) that the hardware prefetchers picked up too late (0.55-0.67 ->
  * 0.42 ms, MNISTNet's conv1, fastest of 200 runs, one thread). With BSUM, the first channel's
@@ -219,9 +220,10 @@ static void columns(taps *t, dy_mode mode) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
-  /* the columns this call's range of rows stands for */
+  /* the columns of this call's tasks */
   LLVMValueRef rows = a[LJC_GEMM_M], N = a[LJC_GEMM_N];
-  LLVMValueRef n_lo = sdiv(t, mul(t, a[LJC_GEMM_BEGIN], N), rows), n_hi = sdiv(t, mul(t, a[LJC_GEMM_END], N), rows);
+  LLVMValueRef n_lo = mul(t, a[LJC_GEMM_BEGIN], a[LJC_GEMM_COL_TASKS]);
+  LLVMValueRef n_hi = ljc_intrinsic2(ir, "smin", mul(t, a[LJC_GEMM_END], a[LJC_GEMM_COL_TASKS]), N);
   LLVMValueRef n_last = sub(t, n_hi, i64c(t, 1));
   ljc_loop C, Nb;
   ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, rows, i64c(t, TAPS)), false, 0, NULL);

@@ -592,10 +592,16 @@ static bool build_all(fuser *f, ljg_program *p) {
  * (LJG_MATMUL_COL_TASK) when there are at least as many blocks of columns as rows, or
  * LJG_MATMUL_COL_SPLIT_TASKS of them (so that a machine of many cores keeps as many tasks as
  * the rows gave it): only those the GEMM routines take by a plain read of B, f32 or f64
- * through single-level views (codegen_llvm/gemm.c). */
+ * through single-level views (codegen_llvm/gemm.c). The taps routine's weight gradients
+ * always split their columns (LJG_TAPS_COL_TASK). */
 static void column_tasks(ljg_program *p) {
   for (int i = 0; i < p->nkernels; i++) {
     ljg_kernel *k = &p->kernels[i];
+    if (ljg_taps_dw(k)) {
+      k->mm_col_tasks = LJG_TAPS_COL_TASK;
+      k->ntasks = (k->mm_n + LJG_TAPS_COL_TASK - 1) / LJG_TAPS_COL_TASK;
+      continue;
+    }
     int64_t rows = k->mm_b * k->mm_m, blocks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
     if (k->kind != LJG_K_MATMUL || k->nnests || k->row_block || k->mm_sum || k->mm_cols || k->mm_task_rows != 1 ||
         ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) || k->mm_k == 0 || k->mm_b == 0 ||
@@ -603,7 +609,7 @@ static void column_tasks(ljg_program *p) {
       continue;
     const ljg_kexpr *a = &k->exprs[k->mm_a], *b = &k->exprs[k->mm_bm];
     if (a->kind != LJG_X_LOAD || b->kind != LJG_X_LOAD || k->views[a->view].n != 1 || k->views[b->view].n != 1) continue;
-    k->mm_col_tasks = 1;
+    k->mm_col_tasks = LJG_MATMUL_COL_TASK;
     k->ntasks = blocks;
   }
 }
@@ -760,7 +766,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     static const char *const kinds[] = {"loops", "matmul", "window"};
     ljb_str_printf(&b, "kernel %d: %s %%%d (%s), %" PRId64 " tasks", i, kinds[k->kind], k->node,
                    ljg_ops[g->nodes[k->node].op].name, k->ntasks);
-    if (k->mm_col_tasks) ljb_str_printf(&b, " of %d columns", LJG_MATMUL_COL_TASK);
+    if (k->mm_col_tasks) ljb_str_printf(&b, " of %d columns", k->mm_col_tasks);
     if (k->row_block) ljb_str_printf(&b, " in blocks of %" PRId64 " rows", k->row_block);
     ljb_str_puts(&b, "\n");
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);

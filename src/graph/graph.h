@@ -441,8 +441,9 @@ typedef struct ljg_kernel {
   int32_t mm_out_slot;
   uint8_t mm_dtype;
   uint8_t mm_sum;       /* C is one matrix, the products summed over the batch (MATMUL_SUM) */
-  uint8_t mm_col_tasks; /* tasks are blocks of LJG_MATMUL_COL_TASK columns of C, every row
-                           each (ntasks: the blocks), not rows */
+  uint8_t mm_col_tasks; /* 0: tasks are rows of C; else blocks of this many columns of C,
+                           every row each (ntasks: the blocks): LJG_MATMUL_COL_TASK, or
+                           LJG_TAPS_COL_TASK for the taps routine */
   uint8_t mm_no_winograd; /* a convolution's products summed as they are, never through
                              Winograd's transforms (ljg_fuse_options.no_winograd) */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
@@ -478,6 +479,10 @@ typedef struct ljg_kernel {
 /* The most input channels a weight gradient takes the taps routine with (taps.c reads dY once
  * a channel). */
 enum { LJG_TAPS_MAX_CHANNELS = 3 };
+/* The columns of C (output channels) a task of the taps routine computes: its register tile's
+ * at most (codegen_llvm/taps.c). By columns, the 32 of MNISTNet's conv1 are 16 tasks, where
+ * its 9 rows split 4 and 5 between two threads, and 14 and 18 columns with them. */
+enum { LJG_TAPS_COL_TASK = 2 };
 /* Whether matmul kernel k is a weight gradient the taps routine computes (codegen_llvm/
  * taps.c): Σ_b im2col(x_b)·dY_bᵀ of an f32 3×3 window of column stride 1 over at most
  * LJG_TAPS_MAX_CHANNELS channels (A the im2col), both images' rows contiguous, nothing fused
