@@ -215,7 +215,8 @@ static void pack_cols(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np)
   row = LLVMBuildNSWSub(g->b, T.iv, g->k0, "");
   ljc_loop_begin(ir, &C, ljc_i64(ir, 0), ljc_i64(ir, (int64_t)NV * vw), false, 0, NULL);
   LLVMValueRef x = LLVMBuildLoad2(g->b, g->t, elem(g, LJC_GEMM_B, bi, k, LLVMBuildNSWAdd(g->b, n0, C.iv, "")), "");
-  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, in, x, ljc_const_f(g->t, 0), ""), at(g, packed_at(g, p, buf, row, 0), C.iv));
+  LLVMValueRef dst = at(g, packed_at(g, p, buf, row, 0), C.iv);
+  LLVMBuildStore(g->b, LLVMBuildSelect(g->b, in, x, ljc_const_f(g->t, 0), ""), dst);
   ljc_loop_end(ir, &C, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
   ljc_loop_end(ir, &Q, NULL, NULL);
@@ -1187,7 +1188,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   int64_t weight[4] = {0, 0, 0, 0}; /* origin, row, channel, tap */
   if (variant == LJC_GEMM_WINOGRAD) /* A = W [r, c·9 + t] */
     memcpy(weight, (int64_t[]){0, sm, 9 * sk, sk}, sizeof weight);
-  else if (variant == LJC_GEMM_WINOGRAD_DX) /* A = Wᵀ [c·9 + t, r]: the weight flipped, rows and channels swapped */
+  else if (variant == LJC_GEMM_WINOGRAD_DX) /* A = Wᵀ [c·9 + t, r]: flipped, rows and channels swapped */
     memcpy(weight, (int64_t[]){8 * sm, 9 * sm, sk, -sm}, sizeof weight);
   for (int i = 0; i < 4; i++) arg[LJC_GEMM_W_ORIGIN + i] = ljc_i64(ir, weight[i]);
   if (variant == LJC_GEMM_WINOGRAD_DX) { /* dY's image, padded by 2 - p, into the col2im's output */

@@ -200,9 +200,9 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * gradient, ljc_winograd_work_bytes() in the calling kernel's frame, which keeps what one call computed for the next (the transformed
  * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
  * NULL and 0 for the others. LDC: the elements between C's rows (N but in a call by column
- * tasks). COL_TASKS (ljg_kernel.mm_col_tasks): 0, or [BEGIN, END) are blocks of
- * that many columns, computed for every row (the taps routine's always are). BIAS: NULL, or what every element of
- * row m of C's matrix b starts from, BIAS[b·BIAS_SB + m·BIAS_SM] (a convolution's bias;
+ * tasks). COL_TASKS (ljg_kernel.mm_col_tasks): 0, or [BEGIN, END) are blocks of that many
+ * columns, computed for every row (the taps routine's always are). BIAS: NULL, or what every
+ * element of row m of C's matrix b starts from, BIAS[b·BIAS_SB + m·BIAS_SM] (a convolution's bias;
  * ljc_gemm_bias), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW
  * and WINOGRAD variants; NULL and zeros for the others). BSUM: NULL, or where the
  * WINOGRAD_DW and TAPS_DW variants write Σ_b Σ_k B[b, k, n] of each column n of their call,

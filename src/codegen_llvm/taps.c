@@ -10,12 +10,12 @@
  * multiply it into 9·NB vector accumulators, summed across their lanes at the end. A call
  * takes blocks of LJG_TAPS_COL_TASK columns (the kernel's tasks), so that each thread reads
  * its share of dY once; the share of the columns that a range of the rows stood for, as in
- * the Winograd weight gradient, split MNISTNet's conv1 as 14 and 18 columns on two threads. Each row of dY read
- * prefetches the same row of the next image into L2: a column's plane of an image is a short
- * stream (3 KB for 28×28) that the hardware prefetchers picked up too late (0.55-0.67 ->
- * 0.42 ms, MNISTNet's conv1, fastest of 200 runs, one thread). With BSUM, the first channel's
- * tiles also sum each dY row they read (the bias gradient, ljc_gemm_b_sum): one add a row to
- * 9 multiply-adds, in the time the routine took without it.
+ * the Winograd weight gradient, split MNISTNet's conv1 as 14 and 18 columns on two threads.
+ * Each row of dY read prefetches the same row of the next image into L2: a column's plane of
+ * an image is a short stream (3 KB for 28×28) that the hardware prefetchers picked up too late
+ * (0.55-0.67 -> 0.42 ms, MNISTNet's conv1, fastest of 200 runs, one thread). With BSUM, the
+ * first channel's tiles also sum each dY row they read (the bias gradient, ljc_gemm_b_sum):
+ * one add a row to 9 multiply-adds, in the time the routine took without it.
  *
  * With UNPOOL_AT, dY is a 2×2 max-pool's gradient that was never written (graph/
  * fuse_unpool.c): B is the pooled gradient, and each pooled row, loaded once with its window
