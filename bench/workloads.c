@@ -132,6 +132,8 @@ static void sigmoid(const workload *w, bench_state *s) { keep(s, lj_sigmoid(s->i
 static void softmax(const workload *w, bench_state *s) { keep(s, lj_softmax(s->in[0], 1)); }
 static void log_softmax(const workload *w, bench_state *s) { keep(s, lj_log_softmax(s->in[0], 1)); }
 static void row_sum(const workload *w, bench_state *s) { keep(s, lj_sum(s->in[0], 1, (const int[]){1}, false)); }
+/* 2·xᵀ into a contiguous [cols, rows]: an elementwise op whose operand is read transposed. */
+static void transpose(const workload *w, bench_state *s) { keep(s, lj_mul_scalar(lj_transpose(s->in[0], 0, 1), 2.0)); }
 /* A stored transposed is read through a transpose view, as lj_linear reads its weight. */
 static void matmul(const workload *w, bench_state *s) {
   lj_tensor *a = w->n[3] & GEMM_TA ? lj_transpose(s->in[0], 0, 1) : s->in[0];
@@ -213,6 +215,8 @@ const workload bench_workloads[] = {
     {"log_softmax_4096x1024", "log_softmax over rows", {4096, 1024}, setup_matrix, log_softmax,
      2.0 * 4096 * 1024 * 4, 0},
     {"row_sum_4096x1024", "sum over rows", {4096, 1024}, setup_matrix, row_sum, 4096.0 * 1024 * 4, 0},
+    {"transpose_4096x1024", "2 x^T into a contiguous 1024x4096", {4096, 1024}, setup_matrix, transpose,
+     2.0 * 4096 * 1024 * 4, 0},
     {"sgemm_64", "64^3 matmul", MM(64, 64, 64, 0)},
     {"sgemm_256", "256^3 matmul", MM(256, 256, 256, 0)},
     {"sgemm_512", "512^3 matmul", MM(512, 512, 512, 0)},

@@ -4,7 +4,6 @@
  * tile edges; and the errors. */
 #include "test_util.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,19 +83,10 @@ END_TEST
  * the host, and for an AVX2 and an SSE2 machine where the host runs their code (x86-64). */
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
-static bool host_runs(const char *cpu) {
-  if (!cpu) return true;
-#if defined(__x86_64__)
-  return strcmp(cpu, "haswell") != 0 || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
-#else
-  return false;
-#endif
-}
-
 START_TEST(test_matmul_tiles) {
   static const int64_t Ms[] = {1, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
   const char *cpu = tile_targets[_i];
-  if (!host_runs(cpu)) return;
+  if (!tu_host_runs(cpu)) return;
   lj_config cfg = lj_config_default();
   cfg.cpu = cpu;
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
@@ -137,28 +127,6 @@ START_TEST(test_matmul_tiles) {
 }
 END_TEST
 
-/* Whether directory `dir` holds a file whose name ends with `suffix` and, unless `text` is
- * NULL, whose contents hold `text`. */
-static bool has_file_with(const char *dir, const char *suffix, const char *text) {
-  DIR *d = opendir(dir);
-  ck_assert_ptr_nonnull(d);
-  bool found = false;
-  for (struct dirent *e; !found && (e = readdir(d));) {
-    size_t n = strlen(e->d_name), m = strlen(suffix);
-    found = n >= m && strcmp(e->d_name + n - m, suffix) == 0;
-    if (found && text) {
-      char path[512];
-      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-      char *contents = tu_read_file(path, NULL);
-      found = contents && strstr(contents, text);
-      free(contents);
-    }
-  }
-  closedir(d);
-  return found;
-}
-
-static bool has_file_ending(const char *dir, const char *suffix) { return has_file_with(dir, suffix, NULL); }
 
 /* Starts the runtime on two threads (the larger products split between them) compiling for
  * cpu (NULL: the host), Winograd on or off, and dumping its compiles into a new directory made
@@ -186,7 +154,7 @@ static void init_dumping(const char *cpu, bool winograd, char *dir) {
  * SSE2. */
 START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
-  if (!host_runs(cpu)) return;
+  if (!tu_host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_winograd_XXXXXX";
   init_dumping(cpu, true, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
@@ -213,8 +181,8 @@ START_TEST(test_matmul_winograd) {
   /* outputs of magnitude up to ~100 (360 products of values up to 4): F(4×4, 3×3)'s transforms
    * round to about 3e-5 of it, so elements near 0 take the absolute bound */
   tu_check_interp_tol(n, ts, 5e-5, 1e-2);
-  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
-  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd5.o"));
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd.o", NULL));
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd5.o", NULL));
   for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
   /* input and weight gradients: col2im(Wᵀ·dY) as the convolution of dY with the flipped
    * weight, padding 2 - p (p = 0, 1, 2), more rows and channels than a block (72 in, 40
@@ -246,11 +214,11 @@ START_TEST(test_matmul_winograd) {
   tu_check_interp_tol(NCASES, dxs, 5e-5, 1e-2);
   tu_check_interp_tol(NCASES, dws, 1e-4, 5e-2);
   /* the input gradients call the forward product's routines (ljc_gemm_code) */
-  ck_assert(has_file_with(dir, ".kernels.txt", "calls lj_gemm_f32_winograd; its col2im not run"));
-  ck_assert(has_file_with(dir, ".kernels.txt", "calls lj_gemm_f32_winograd5; its col2im not run"));
-  ck_assert(!has_file_ending(dir, "_dx.o"));
-  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd_dw.o"));
-  ck_assert(has_file_ending(dir, ".lj_gemm_f32_winograd5_dw.o"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd; its col2im not run"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd5; its col2im not run"));
+  ck_assert(!tu_dir_has(dir, "_dx.o", NULL));
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd_dw.o", NULL));
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd5_dw.o", NULL));
   for (int i = 0; i < NCASES; i++) {
     lj_tensor_release(dxs[i]);
     lj_tensor_release(dws[i]);
@@ -279,9 +247,9 @@ START_TEST(test_matmul_winograd_off) {
   /* sums of 288 products (forward, input gradient) and 784 (weight), magnitudes ~10: the
    * Winograd routines' rounding (~3e-4 here) would not pass */
   tu_check_interp_tol(4, values, 1e-5, 2e-5);
-  ck_assert(!has_file_ending(dir, ".lj_gemm_f32_winograd.o"));
-  ck_assert(!has_file_with(dir, ".kernels.txt", "its col2im not run"));
-  ck_assert(!has_file_ending(dir, ".lj_gemm_f32_winograd_dw.o"));
+  ck_assert(!tu_dir_has(dir, ".lj_gemm_f32_winograd.o", NULL));
+  ck_assert(!tu_dir_has(dir, ".kernels.txt", "its col2im not run"));
+  ck_assert(!tu_dir_has(dir, ".lj_gemm_f32_winograd_dw.o", NULL));
   lj_tensor *all[] = {x, w, b, y, pooled, g};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   tu_remove_dir(dir);
@@ -297,7 +265,7 @@ END_TEST
  * host, AVX2 and SSE2. */
 START_TEST(test_matmul_taps) {
   const char *cpu = tile_targets[_i];
-  if (!host_runs(cpu)) return;
+  if (!tu_host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_taps_XXXXXX";
   init_dumping(cpu, true, dir);
   struct {
@@ -332,11 +300,11 @@ START_TEST(test_matmul_taps) {
    * hundredths, 1.5e-4 from the interpreter's with SSE2 */
   tu_check_interp_tol(NCASES - 2, dws, 1e-4, 1e-4);
   tu_check_interp_tol(2, dws + NCASES - 2, 1e-4, 5e-4);
-  ck_assert(has_file_ending(dir, ".lj_gemm_f32_taps_dw.o"));
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_taps_dw.o", NULL));
   /* tasks of columns (40 output channels: 20 tasks; 39: 20, the last of one column; the last
    * two cases split between the threads) */
-  ck_assert(has_file_with(dir, ".kernels.txt", "(matmul_sum), 20 tasks of 2 columns"));
-  ck_assert(has_file_with(dir, ".kernels.txt", "(matmul_sum), 16 tasks of 2 columns"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "(matmul_sum), 20 tasks of 2 columns"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "(matmul_sum), 16 tasks of 2 columns"));
   for (int i = 0; i < NCASES; i++) lj_tensor_release(dws[i]);
   tu_remove_dir(dir);
 }

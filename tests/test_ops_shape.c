@@ -1,9 +1,11 @@
 /* test_ops_shape.c — reshape (with -1), permute, transpose, expand, squeeze, unsqueeze,
  * flatten, slice (negative and clamped bounds, steps) and cat against the interpreter, for
  * every dtype, including compositions that need multi-level views (reshape of a transpose)
- * and view chains feeding elementwise ops; and their shape errors. */
+ * and view chains feeding elementwise ops; transposed operands read in tiles; and their shape
+ * errors. */
 #include "test_util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void check_shape(lj_tensor *t, int ndim, const int64_t *shape) {
@@ -91,12 +93,57 @@ START_TEST(test_shape_errors) {
 }
 END_TEST
 
+/* Elementwise ops on transposed operands large enough to be read in tiles (lower.c's
+ * find_tiles), against the interpreter on two threads, for the host, AVX2 and SSE2 (tiles of
+ * 16, 8 and 4 f32): a 2-D transpose whose tiles run along the task range (a thread's chunk
+ * of rows ends in a tile cut short), both dims past a multiple of the tile; a batched one;
+ * a permute with a dim between the tiled two (f64); two transposed operands with a
+ * broadcast one (i32); i64; and a transposed bf16 operand, not tiled. The dump says which
+ * were tiled along which dims. */
+static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
+
+START_TEST(test_transposed_tiles) {
+  const char *cpu = tile_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  char dir[] = "/tmp/lj_tiles_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = 2;
+  cfg.cpu = cpu;
+  cfg.dump_dir = dir;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(1001, 75), TU_ANY, 1);
+  lj_tensor *c = tu_tensor(LJ_F32, LJ_SHAPE(75, 1001), TU_ANY, 2);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(3, 45, 70), TU_ANY, 3);
+  lj_tensor *d = tu_tensor(LJ_F64, LJ_SHAPE(2, 40, 3, 70), TU_ANY, 4);
+  lj_tensor *e = tu_tensor(LJ_I32, LJ_SHAPE(130, 33), TU_ANY, 5), *f = tu_tensor(LJ_I32, LJ_SHAPE(130, 33), TU_ANY, 6);
+  lj_tensor *row = tu_tensor(LJ_I32, LJ_SHAPE(1, 130), TU_ANY, 7);
+  lj_tensor *g = tu_tensor(LJ_I64, LJ_SHAPE(64, 90), TU_ANY, 8), *h = tu_tensor(LJ_BF16, LJ_SHAPE(80, 70), TU_ANY, 9);
+  lj_tensor *ts[] = {
+      lj_add(lj_mul(lj_transpose(a, 0, 1), c), c),
+      lj_exp(lj_transpose(b, 1, 2)),
+      lj_mul(lj_permute(d, 4, (const int[]){0, 3, 2, 1}), lj_permute(d, 4, (const int[]){0, 3, 2, 1})),
+      lj_add(lj_mul(lj_transpose(e, 0, 1), lj_transpose(f, 0, 1)), row),
+      lj_neg(lj_transpose(g, 0, 1)),
+      lj_abs(lj_transpose(h, 0, 1)),
+  };
+  int n = (int)(sizeof ts / sizeof *ts);
+  for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "#%d: %s", i, lj_last_error());
+  tu_check_interp(n, ts, 1e-6);
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 0 and 1"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 2"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 3"));
+  tu_remove_dir(dir);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("ops_shape");
   TCase *tc = tu_tcase("shape");
   tcase_add_test(tc, test_views_all_dtypes);
   tcase_add_test(tc, test_result_shapes);
   tcase_add_test(tc, test_shape_errors);
+  tcase_add_loop_test(tc, test_transposed_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   suite_add_tcase(s, tc);
   return s;
 }

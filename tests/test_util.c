@@ -6,6 +6,7 @@
 #include "frontend/frontend.h"
 #include "graph/graph.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -215,6 +216,34 @@ char *tu_take_saved(const char *path) {
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st, (void)flag, (void)ftw;
   return remove(path);
+}
+
+bool tu_dir_has(const char *dir, const char *suffix, const char *text) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  bool found = false;
+  for (struct dirent *e; !found && (e = readdir(d));) {
+    size_t n = strlen(e->d_name), m = strlen(suffix);
+    found = n >= m && strcmp(e->d_name + n - m, suffix) == 0;
+    if (found && text) {
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      char *contents = tu_read_file(path, NULL);
+      found = contents && strstr(contents, text);
+      free(contents);
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+bool tu_host_runs(const char *cpu) {
+  if (!cpu) return true;
+#if defined(__x86_64__)
+  return strcmp(cpu, "haswell") != 0 || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
+#else
+  return false;
+#endif
 }
 
 void tu_remove_dir(const char *dir) { ck_assert_int_eq(nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0); }

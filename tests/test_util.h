@@ -46,6 +46,14 @@ char *tu_read_file(const char *path, size_t *size);
 void tu_init_saving(lj_config cfg, const char *fmt, char *path, size_t cap);
 char *tu_take_saved(const char *path);
 
+/* Whether directory dir holds a file whose name ends with suffix and, unless text is NULL,
+ * that contains text (a dump's kernels.txt saying how a kernel was lowered). */
+bool tu_dir_has(const char *dir, const char *suffix, const char *text);
+
+/* Whether this host runs code compiled for cpu (NULL: the host; "haswell" needs AVX2 and FMA,
+ * "x86-64" any x86-64): the tests that compile for other targets too. */
+bool tu_host_runs(const char *cpu);
+
 /* Removes directory dir and everything in it; fails the test when it cannot. */
 void tu_remove_dir(const char *dir);
 

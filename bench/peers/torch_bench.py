@@ -107,6 +107,10 @@ WORKLOADS = {
     "softmax_4096x1024": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(4096, 1024)),
     "log_softmax_4096x1024": lambda: (lambda x: lambda: torch.log_softmax(x, 1))(rand(4096, 1024)),
     "row_sum_4096x1024": lambda: (lambda x: lambda: x.sum(1))(rand(4096, 1024)),
+    # out= keeps the result contiguous, as lazyjit's is (without it, x.t() * 2 keeps x's
+    # transposed layout and transposes nothing)
+    "transpose_4096x1024": lambda: (lambda x, out: lambda: torch.mul(x.t(), 2, out=out))(rand(4096, 1024),
+                                                                                        torch.empty(1024, 4096)),
     "sgemm_64": lambda: matmul(64, 64, 64),
     "sgemm_256": lambda: matmul(256, 256, 256),
     "sgemm_512": lambda: matmul(512, 512, 512),

@@ -173,6 +173,9 @@ typedef struct ljc_kctx {
   int32_t found_load;     /* a LOAD ljc_emit_exprs takes as `found` instead (an argmax's
                              found element, lower.c's maps_found), or -1 */
   LLVMValueRef found;
+  LLVMValueRef *load_at;  /* per expression: where a LOAD reads its element at the current
+                             point instead of its slot (a transposed operand's tile, lower.c's
+                             emit_tiles), or NULL */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);

@@ -362,8 +362,12 @@ void ljc_emit_exprs(ljc_kctx *kc, const ljc_point *p, int root) {
     ljc_dbg_at(ir, x->node);
     switch (x->kind) {
     case LJG_X_LOAD:
-      v = e == kc->found_load ? kc->found
-                              : load_slot(kc, x->slot, x->dtype, ljc_slot_offset(kc, x->slot, &k->views[x->view], p));
+      if (e == kc->found_load)
+        v = kc->found;
+      else if (kc->load_at[e])
+        v = ljc_from_storage(ir, LLVMBuildLoad2(ir->b, ljc_storage_type(ir, x->dtype), kc->load_at[e], ""), x->dtype);
+      else
+        v = load_slot(kc, x->slot, x->dtype, ljc_slot_offset(kc, x->slot, &k->views[x->view], p));
       break;
     case LJG_X_SCALAR: v = load_slot(kc, x->slot, x->dtype, NULL); break;
     case LJG_X_CONST: v = const_of(ir, x->dtype, x->value); break;
