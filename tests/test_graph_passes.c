@@ -1,7 +1,7 @@
 /* test_graph_passes.c — each graph pass on IR text: the graph after the pass must print
  * exactly as expected (constant folding through reshapes and expands, algebraic identities
  * and view folding, dead-code elimination with renumbering, batch sums of matmuls and their
- * orientation), the pipeline reaches a fixed
+ * orientation, large reductions over leading dims in two stages), the pipeline reaches a fixed
  * point (optimizing its output changes nothing), and what must stay (x + 0 on floats, integer division by zero, parameters, roots)
  * stays; the rewriter under the passes shares equal nodes however far it grows a graph. */
 #include "test_util.h"
@@ -245,6 +245,57 @@ static const pass_case cases[] = {
      "  %4 = f32[128,3136] reshape(%3), ROOT=0\n"
      "  %5 = f32[128,3136] data(), param=2\n"
      "  %6 = f32[128,3136] sub(%5, %4), ROOT=1\n"
+     "}\n"},
+    {"reduce: sums, means and maxima over leading dims in blocks of rows", ljg_pass_reduce,
+     "IR {\n"
+     "  %0 = f32[4096,1024] data(), param=0\n"
+     "  %1 = f32[1,1024] sum(%0), dims=(0), ROOT=0\n"
+     "  %2 = f32[64,128,256] data(), param=1\n"
+     "  %3 = f32[1,1,256] mean(%2), dims=(0,1), ROOT=1\n"
+     "  %4 = i64[1048576] data(), param=2\n"
+     "  %5 = i64[1] amax(%4), dims=(0), ROOT=2\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4096,1024] data(), param=0\n"
+     "  %1 = f32[64,64,1024] reshape(%0)\n"
+     "  %2 = f32[64,1,1024] sum(%1), dims=(1)\n"
+     "  %3 = f32[1,1,1024] sum(%2), dims=(0)\n"
+     "  %4 = f32[1,1024] reshape(%3), ROOT=0\n"
+     "  %5 = f32[64,128,256] data(), param=1\n"
+     "  %6 = f32[64,1,256] mean(%5), dims=(1)\n"
+     "  %7 = f32[1,1,256] mean(%6), dims=(0), ROOT=1\n"
+     "  %8 = i64[1048576] data(), param=2\n"
+     "  %9 = i64[64,16384] reshape(%8)\n"
+     "  %10 = i64[64,1] amax(%9), dims=(1)\n"
+     "  %11 = i64[1,1] amax(%10), dims=(0)\n"
+     "  %12 = i64[1] reshape(%11), ROOT=2\n"
+     "}\n"},
+    {"reduce: what stays in one stage", ljg_pass_reduce,
+     "IR {\n"
+     "  %0 = f32[4096,1024] data(), param=0\n"
+     "  %1 = i64[1,1024] argmax(%0), dims=(0), ROOT=0\n"
+     "  %2 = f32[256,64,64] data(), param=1\n"
+     "  %3 = f32[1,64,1] sum(%2), dims=(0,2), ROOT=1\n"
+     "  %4 = bf16[4096,1024] data(), param=2\n"
+     "  %5 = bf16[1,1024] sum(%4), dims=(0), ROOT=2\n"
+     "  %6 = f32[4093,1024] data(), param=3\n"
+     "  %7 = f32[1,1024] sum(%6), dims=(0), ROOT=3\n"
+     "  %8 = f32[4096,255] data(), param=4\n"
+     "  %9 = f32[1,255] sum(%8), dims=(0), ROOT=4\n"
+     "  %10 = f32[4096,1024] sum(%0), dims=(), ROOT=5\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4096,1024] data(), param=0\n"
+     "  %1 = i64[1,1024] argmax(%0), dims=(0), ROOT=0\n"
+     "  %2 = f32[256,64,64] data(), param=1\n"
+     "  %3 = f32[1,64,1] sum(%2), dims=(0,2), ROOT=1\n"
+     "  %4 = bf16[4096,1024] data(), param=2\n"
+     "  %5 = bf16[1,1024] sum(%4), dims=(0), ROOT=2\n"
+     "  %6 = f32[4093,1024] data(), param=3\n"
+     "  %7 = f32[1,1024] sum(%6), dims=(0), ROOT=3\n"
+     "  %8 = f32[4096,255] data(), param=4\n"
+     "  %9 = f32[1,255] sum(%8), dims=(0), ROOT=4\n"
+     "  %10 = f32[4096,1024] sum(%0), dims=(), ROOT=5\n"
      "}\n"},
     {"pipeline: a fixed point", ljg_optimize,
      "IR {\n"

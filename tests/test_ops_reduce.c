@@ -1,11 +1,12 @@
 /* test_ops_reduce.c — sum, mean, prod, amax, amin, argmax, argmin against the reference
  * interpreter: every dtype, dim lists, keepdim, negative dims, empty and size-1 dims, 0-d
  * tensors, reductions over non-contiguous inputs and over fused producers, NaN handling,
- * reductions over leading dims (column order);
+ * reductions over leading dims (column order), and large ones in two stages;
  * and the dtype and shape errors PyTorch gives. */
 #include "test_util.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef lj_tensor *(*reduce_fn)(lj_tensor *, int, const int *, bool);
@@ -225,6 +226,55 @@ START_TEST(test_column_reductions) {
 }
 END_TEST
 
+/* Sum, mean, prod, amax and amin of at least 2^20 elements over leading dims (a column sum,
+ * all dims): two stages, the rows in 64 blocks then the blocks (pass_reduce.c), against the
+ * interpreter with NaN among the maxima, integers exactly; a column sum is two kernels; and
+ * the bits do not depend on the thread count. */
+static double *column_sums(int threads, int64_t *n) {
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = threads;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4096, 300), TU_ANY, 21);
+  double k0 = (double)lj_counter_value("CompiledKernels");
+  lj_tensor *s = lj_sum(x, 1, (const int[]){0}, false);
+  double *got = tu_read(s, n);
+  ck_assert_int_eq((int)((double)lj_counter_value("CompiledKernels") - k0), 2);
+  lj_tensor_release(s);
+  lj_tensor_release(x);
+  lj_shutdown();
+  return got;
+}
+
+START_TEST(test_reductions_in_blocks) {
+  int64_t n1, n2;
+  double *one = column_sums(1, &n1), *two = column_sums(2, &n2);
+  ck_assert_int_eq(n1, 300);
+  ck_assert_int_eq(n2, 300);
+  ck_assert(memcmp(one, two, (size_t)n1 * sizeof *one) == 0);
+  free(one);
+  free(two);
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = 2;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4096, 300), TU_SPECIAL, 22);
+  lj_tensor *y = tu_tensor(LJ_F64, LJ_SHAPE(64, 128, 160), TU_ANY, 23);
+  lj_tensor *z = tu_tensor(LJ_F64, LJ_SHAPE(2048, 512), TU_UNIT, 24);
+  lj_tensor *i = tu_tensor(LJ_I64, LJ_SHAPE(1 << 20), TU_ANY, 25);
+  lj_tensor *j = tu_tensor(LJ_I32, LJ_SHAPE(8192, 128), TU_ANY, 26);
+  lj_tensor *ts[] = {
+      lj_amax(x, 1, (const int[]){0}, false),
+      lj_mean(lj_abs(x), 1, (const int[]){0}, true),
+      lj_sum(y, 2, (const int[]){0, 1}, false),
+      lj_prod(lj_add_scalar(lj_mul_scalar(z, 0.001), 1), 1, (const int[]){0}, false),
+      lj_sum(i, 0, NULL, false),
+      lj_amin(j, 1, (const int[]){0}, false),
+  };
+  int n = (int)(sizeof ts / sizeof *ts);
+  tu_check_interp_tol(n, ts, 1e-5, 1e-5);
+  for (int k = 0; k < n; k++) lj_tensor_release(ts[k]);
+}
+END_TEST
+
 START_TEST(test_reduce_errors) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 0), TU_ANY, 1);
   ck_assert(lj_amax(x, 1, (const int[]){1}, false) == NULL);
@@ -250,6 +300,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nan_in_long_rows);
   tcase_add_test(tc, test_large_rows);
   tcase_add_test(tc, test_column_reductions);
+  tcase_add_test(tc, test_reductions_in_blocks);
   tcase_add_test(tc, test_reduce_errors);
   suite_add_tcase(s, tc);
   return s;

@@ -279,6 +279,7 @@ void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */
 void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only subgraphs */
 void ljg_pass_matmul(ljg_graph *g);     /* batch sums into matmul_sum; (Bᵀ·Aᵀ)ᵀ where it pays */
 void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
+void ljg_pass_reduce(ljg_graph *g);     /* long reductions over leading dims in two stages */
 /* The pipeline: simplify, fold, dce, matmul, simplify, dce, with the verifier after each. */
 void ljg_optimize(ljg_graph *g);
 
