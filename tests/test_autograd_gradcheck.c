@@ -179,6 +179,7 @@ U(f_mse, lj_mse_loss(in[0], in[1], LJ_REDUCE_MEAN))
 U(f_dropout, lj_dropout(in[0], 0.5, true))
 U(f_conv, lj_conv2d(in[0], in[1], in[2], (const int[]){2, 1}, (const int[]){1, 2}, (const int[]){1, 2}, 2))
 U(f_conv_plain, lj_conv2d(in[0], in[1], NULL, NULL, (const int[]){1, 1}, NULL, 1))
+U(f_conv_depthwise, lj_conv2d(in[0], in[1], in[2], (const int[]){2, 1}, (const int[]){1, 2}, (const int[]){1, 2}, 3))
 U(f_conv_wide, lj_conv2d(in[0], in[1], NULL, NULL, (const int[]){2, 1}, NULL, 1))
 U(f_max_pool, lj_max_pool2d(in[0], (const int[]){2, 2}, NULL, NULL))
 U(f_max_pool_pad, lj_max_pool2d(in[0], (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1}))
@@ -271,6 +272,8 @@ static const gcase cases[] = {
     {"conv2d stride/pad/dilation/groups", 3, {4, 4, 1}, {{1, 4, 5, 6}, {2, 2, 2, 2}, {2}},
      {TU_ANY, TU_ANY, TU_ANY}, f_conv},
     {"conv2d", 2, {4, 4}, {{2, 2, 4, 4}, {3, 2, 3, 3}}, {TU_ANY, TU_ANY}, f_conv_plain},
+    {"conv2d depthwise, 2 channels out per channel in", 3, {4, 4, 1}, {{2, 3, 5, 6}, {6, 1, 3, 3}, {6}},
+     {TU_ANY, TU_ANY, TU_ANY}, f_conv_depthwise},
     /* windows of more than 9 positions: im2col and col2im loop over them at run time */
     {"conv2d 4x3 window", 2, {4, 4}, {{2, 2, 5, 4}, {3, 2, 4, 3}}, {TU_ANY, TU_ANY}, f_conv_wide},
     {"max_pool2d", 1, {4}, {{2, 2, 4, 4}}, {TU_ANY}, f_max_pool},

@@ -871,6 +871,44 @@ START_TEST(test_window_row_fusion) {
 }
 END_TEST
 
+/* A depthwise convolution (groups = input channels: each output channel a weighted sum of
+ * one input channel's windows) is no matmul, whose rows would be one output channel against
+ * K = 9: it is im2col, a product with the weight and a sum over each window, the windows of a
+ * plane on the kernel's stack (110 KiB for 28×32 here) and the sum in column order along the
+ * plane (the weight is the same along it). Values and gradients against the interpreter, a
+ * channel multiplier of 2, stride 2 with dilation, with and without a bias. */
+START_TEST(test_depthwise_conv) {
+  static const int p1[2] = {1, 1}, s2[2] = {2, 1}, d2[2] = {1, 2};
+  for (int variant = 0; variant < 2; variant++) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 8, 28, 32), TU_ANY, 70 + variant);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(16, 1, 3, 3), TU_ANY, 72 + variant);
+    lj_tensor *b = variant ? tu_tensor(LJ_F32, LJ_SHAPE(16), TU_ANY, 74) : NULL;
+    lj_tensor *g = variant ? tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 14, 30), TU_ANY, 75)
+                           : tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 28, 32), TU_ANY, 76);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_scope_begin();
+    lj_tensor *y = variant ? lj_conv2d(x, w, b, s2, p1, d2, 8) : lj_conv2d(x, w, NULL, NULL, p1, NULL, 8);
+    ck_assert_msg(y, "%s", lj_last_error());
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    const ljg_kernel *k = window_kernel(p, LJG_OP_IM2COL);
+    ck_assert(k && k->nnests >= 1 && k->nests[0].rop == LJG_OP_SUM);
+    ck_assert_int_eq(p->slots[k->win_out_slot].kind, LJG_SLOT_LOCAL);
+    for (int i = 0; i < p->nkernels; i++) ck_assert_int_ne(p->kernels[i].kind, LJG_K_MATMUL);
+    free_program(p, opt);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *outs[3] = {y, lj_tensor_grad(x), lj_tensor_grad(w)};
+    tu_check_interp_tol(3, outs, 1e-5, 1e-4);
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+    lj_tensor_release(b);
+    lj_tensor_release(g);
+  }
+}
+END_TEST
+
 /* A convolution's pooling joins the matmul kernel that computes the convolution (B packed from
  * the image, test_conv_implicit_gemm): C's rows are
  * the (n, c) planes the pooling's im2col reads, so the kernel computes a block of them, adds
@@ -1503,6 +1541,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_bias_grad_summed);
   tcase_add_test(tc, test_pool_grad_unpooled);
   tcase_add_test(tc, test_conv_pool_row_fusion);
+  tcase_add_test(tc, test_depthwise_conv);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);
   tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);

@@ -291,7 +291,9 @@ static void emit_point(nest_gen *g) {
  * reduced dims run outside a loop over the last kept dim that combines into accumulators in
  * a stack array (or, for a few reduced points, inside it: emit_columns_unrolled); the loop
  * vectorizes, and each output still combines its values in the same order as the plain nest
- * does. Decided by the loads the value reads; a long kept dim goes in blocks of COLUMN_BLOCK. */
+ * does. Decided by the loads the value reads (one the same all along the kept dim, a
+ * depthwise convolution's weight, has no say: in column order it is one scalar); a long kept
+ * dim goes in blocks of COLUMN_BLOCK. */
 enum { COLUMN_BLOCK = 2048 };
 
 static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
@@ -300,7 +302,8 @@ static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, in
   const ljg_kexpr *x = &k->exprs[e];
   if (x->kind == LJG_X_LOAD) {
     const ljg_view1 *v = ljg_view_top(&k->views[x->view]);
-    if (v->stride[r] == 1 || v->stride[j] == 0) (*row)++;
+    if (v->stride[j] == 0) return; /* the same along the kept dim: a scalar in column order */
+    if (v->stride[r] == 1) (*row)++;
     else if (v->stride[j] == 1) (*col)++;
     return;
   }

@@ -53,7 +53,9 @@
 /* The most a LOCAL slot's block may take on a kernel's stack. */
 #define LOCAL_MAX_BYTES (64 << 10)
 /* The most a block of C may take when a col2im reads it (a convolution's input gradient):
- * a whole matrix (an image's columns) up to L2's size, so B is packed once per image. */
+ * a whole matrix (an image's columns) up to L2's size, so B is packed once per image; and a
+ * window kernel's im2col, a plane's windows (a 3×3 depthwise convolution's of a 56×56 plane:
+ * 110 KiB), which would otherwise go through a tensor of every plane's in scratch memory. */
 #define LOCAL_COLUMNS_MAX_BYTES (256 << 10)
 /* A matmul kernel with an epilogue: its blocks hold at least this many rows when it packs B
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
@@ -62,8 +64,10 @@
 
 /* The most a LOCAL block of slot may take in kernel k. */
 static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
-  return k->kind == LJG_K_MATMUL && k->mm_task_rows > 1 && slot == k->mm_out_slot ? LOCAL_COLUMNS_MAX_BYTES
-                                                                                  : LOCAL_MAX_BYTES;
+  return (k->kind == LJG_K_MATMUL && k->mm_task_rows > 1 && slot == k->mm_out_slot) ||
+                 (k->kind == LJG_K_WINDOW && k->win_op == LJG_OP_IM2COL && slot == k->win_out_slot)
+             ? LOCAL_COLUMNS_MAX_BYTES
+             : LOCAL_MAX_BYTES;
 }
 
 /* Rows per block of a matmul kernel with an epilogue. One B shared by all rows (a linear
