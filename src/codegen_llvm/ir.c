@@ -350,6 +350,11 @@ void ljc_prefetch(ljc_ir *ir, LLVMValueRef p) {
   ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
 }
 
+void ljc_prefetch_write(ljc_ir *ir, LLVMValueRef p) {
+  LLVMValueRef args[4] = {p, ljc_const_i(ir->i32, 1), ljc_const_i(ir->i32, 3), ljc_const_i(ir->i32, 1)};
+  ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
+}
+
 void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLVMValueRef mask) {
   LLVMTypeRef types[2] = {LLVMTypeOf(x), ir->ptr};
   LLVMValueRef args[4] = {x, p, ljc_const_i(ir->i32, align), mask};

@@ -113,6 +113,9 @@ void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLV
 /* A hint to bring the cache line at p into L2 for reading (prefetcht1: locality 2); p may be
  * any address, a prefetch never faults. */
 void ljc_prefetch(ljc_ir *ir, LLVMValueRef p);
+/* The same for writing (prefetchw): the line comes owned, so the stores to it that follow do
+ * not each wait for it. */
+void ljc_prefetch_write(ljc_ir *ir, LLVMValueRef p);
 
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
  * takes and returns a float or double value. */
