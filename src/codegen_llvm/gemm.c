@@ -288,12 +288,82 @@ static void lane_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMV
   *oh = h, *ow = t;
 }
 
+/* How a vector of window positions is read from the image: one masked load of a run (stride 1
+ * over contiguous rows of the image, window_runs), two loads for each row of the image its
+ * lanes are on, their even elements kept (a window's next column two elements on: stride 2),
+ * or a gather (any other layout). A gather costs ~20 cycles from L1 on Zen 5, two loads and a
+ * shuffle ~1: a 3×3 convolution of stride 2, 64 -> 128 channels on 56×56 at batch 32, took
+ * 39 ms on one thread with gathers, 33 with pairs. */
+enum window_read { WINDOW_RUN, WINDOW_PAIRS, WINDOW_GATHER };
+
+/* The even elements of the 2·vw from element b0 of plane at the lanes of `row`, zeros at the
+ * others (WINDOW_PAIRS). */
+static LLVMValueRef pair_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMValueRef row) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  int vw = g->vw;
+  LLVMValueRef even[64], lo[64], hi[64];
+  for (int l = 0; l < vw; l++) {
+    even[l] = ljc_const_i(ir->i32, 2 * l);
+    lo[l] = ljc_const_i(ir->i32, l % 2 ? vw : l / 2);
+    hi[l] = ljc_const_i(ir->i32, l % 2 ? vw : vw / 2 + l / 2);
+  }
+  LLVMValueRef none = LLVMConstNull(LLVMTypeOf(row)), vw_off = ljc_const_i(ir->i32, vw);
+  LLVMValueRef p0 = LLVMBuildGEP2(b, g->t, plane, &b0, 1, ""), p1 = LLVMBuildGEP2(b, g->t, p0, &vw_off, 1, "");
+  LLVMValueRef m0 = LLVMBuildShuffleVector(b, row, none, LLVMConstVector(lo, (unsigned)vw), "");
+  LLVMValueRef m1 = LLVMBuildShuffleVector(b, row, none, LLVMConstVector(hi, (unsigned)vw), "");
+  return LLVMBuildShuffleVector(b, masked_load(g, p0, m0), masked_load(g, p1, m1), LLVMConstVector(even, (unsigned)vw),
+                                "");
+}
+
+/* WINDOW_PAIRS: the lanes of `in` at element offsets off from plane (i32), lanes two elements
+ * apart within a row of the image. The lanes whose off - 2·lane is the same value b0 are the
+ * even elements of the 2·vw from b0 (pair_at): the first lane's row and the last lane's, read
+ * independently of each other, then, where rows are narrower than a vector, one round for each
+ * row left between them (the least b0 of the lanes left); the lanes not in `in` zero. */
+static LLVMValueRef window_pairs_read(gemm *g, const window_pack *w, LLVMValueRef plane, LLVMValueRef off,
+                                      LLVMValueRef in) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  LLVMTypeRef bits_t = LLVMIntTypeInContext(ir->ctx, (unsigned)g->vw), it = LLVMTypeOf(off);
+  LLVMValueRef base = LLVMBuildSub(b, off, LLVMBuildAdd(b, w->iota, w->iota, ""), "");
+  LLVMValueRef v = LLVMConstNull(g->vt), left = in;
+  for (int end = 0; end < 2; end++) {
+    LLVMValueRef b0 = LLVMBuildExtractElement(b, base, ljc_const_i(ir->i32, end ? g->vw - 1 : 0), "");
+    LLVMValueRef row = LLVMBuildAnd(b, left, LLVMBuildICmp(b, LLVMIntEQ, base, ljc_splat(ir, b0, it), ""), "");
+    v = LLVMBuildSelect(b, row, pair_at(g, plane, b0, row), v, "");
+    left = LLVMBuildAnd(b, left, LLVMBuildNot(b, row, ""), "");
+  }
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.rows");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.row");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.rows_done");
+  LLVMBuildBr(b, head);
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef vp = LLVMBuildPhi(b, g->vt, ""), lp = LLVMBuildPhi(b, LLVMTypeOf(in), "");
+  LLVMValueRef bits = LLVMBuildBitCast(b, lp, bits_t, "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bits, LLVMConstNull(bits_t), ""), body, done);
+  LLVMPositionBuilderAtEnd(b, body);
+  LLVMValueRef b0 = ljc_intrinsic1(ir, "vector.reduce.smin",
+                                   LLVMBuildSelect(b, lp, base, ljc_splat(ir, ljc_const_i(ir->i32, INT32_MAX), it), ""));
+  LLVMValueRef row = LLVMBuildAnd(b, lp, LLVMBuildICmp(b, LLVMIntEQ, base, ljc_splat(ir, b0, it), ""), "");
+  LLVMValueRef v1 = LLVMBuildSelect(b, row, pair_at(g, plane, b0, row), vp, "");
+  LLVMValueRef left1 = LLVMBuildAnd(b, lp, LLVMBuildNot(b, row, ""), "");
+  LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
+  LLVMBuildBr(b, head);
+  LLVMAddIncoming(vp, (LLVMValueRef[]){v, v1}, (LLVMBasicBlockRef[]){pre, end}, 2);
+  LLVMAddIncoming(lp, (LLVMValueRef[]){left, left1}, (LLVMBasicBlockRef[]){pre, end}, 2);
+  LLVMPositionBuilderAtEnd(b, done);
+  return vp;
+}
+
 /* Window position vector (ohs = oh·sy - py, ows = ow·sx - px) of tap (kh, kw) of channel
  * `plane` (dy = kh·dh, dx = kw·dw): the image's elements at the lanes inside it that mask
- * has, zeros at the others; n0 is lane 0's column of the im2col, which makes the address of a
- * run (pack_window). */
+ * has, zeros at the others, read as `how` says (window_read); n0 is lane 0's column of the
+ * im2col, which makes the address of a run (pack_window). */
 static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef ohs, LLVMValueRef ows, LLVMValueRef plane,
-                                  LLVMValueRef dy, LLVMValueRef dx, LLVMValueRef n0, LLVMValueRef mask, bool run) {
+                                  LLVMValueRef dy, LLVMValueRef dx, LLVMValueRef n0, LLVMValueRef mask, int how) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
@@ -301,13 +371,14 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ih, splat32(g, a[LJC_GEMM_IMG_H]), ""),
                                  LLVMBuildICmp(b, LLVMIntULT, iw, splat32(g, a[LJC_GEMM_IMG_W]), ""), "");
   in = LLVMBuildAnd(b, in, mask ? mask : w->all, "");
-  if (run) { /* lane 0 at (oh0·sy + dy - py, ow0 + dx - px): n0 + (dy - py)·SH + dx - px */
+  if (how == WINDOW_RUN) { /* lane 0 at (oh0·sy + dy - py, ow0 + dx - px): n0 + (dy - py)·SH + dx - px */
     LLVMValueRef off = vmul(g, LLVMBuildNSWSub(b, dy, a[LJC_GEMM_WIN_PY], ""), a[LJC_GEMM_IMG_SH]);
     off = vadd(g, vadd(g, off, LLVMBuildNSWSub(b, dx, a[LJC_GEMM_WIN_PX], "")), n0);
     return masked_load(g, LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), in);
   }
   LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
                                   LLVMBuildMul(b, iw, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
+  if (how == WINDOW_PAIRS) return window_pairs_read(g, w, plane, off, in);
   LLVMTypeRef types[2] = {g->vt, LLVMVectorType(ir->ptr, (unsigned)g->vw)};
   LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), ljc_const_i(ir->i32, g->esize), in,
                           LLVMConstNull(g->vt)};
@@ -347,7 +418,8 @@ static void tap_of(gemm *g, LLVMValueRef t, LLVMValueRef *tap) {
 
 /* B the im2col (rows of k are taps, columns window positions): panel by panel, the lanes'
  * positions once, then row by row of k with its tap carried along. */
-static void pack_window_panels(gemm *g, const window_pack *w, bool run) {
+static void pack_window_panels(gemm *g, void *ctx, int how) {
+  const window_pack *w = ctx;
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
@@ -366,7 +438,7 @@ static void pack_window_panels(gemm *g, const window_pack *w, bool run) {
   LLVMValueRef plane = at(g, w->image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
   LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
   for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef v = window_vector(g, w, ohs[j], ows[j], plane, dy, dx, add(g, n0, (int64_t)j * vw), p->mask[j], run);
+    LLVMValueRef v = window_vector(g, w, ohs[j], ows[j], plane, dy, dx, add(g, n0, (int64_t)j * vw), p->mask[j], how);
     packed_store(g, v, packed_at(g, p, buf, row, (int64_t)j * vw));
   }
   next_tap(g, tap);
@@ -374,9 +446,6 @@ static void pack_window_panels(gemm *g, const window_pack *w, bool run) {
   ljc_loop_end(ir, &K, tap, last);
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
-
-static void pack_window_run(gemm *g, void *w) { pack_window_panels(g, w, true); }
-static void pack_window_gather(gemm *g, void *w) { pack_window_panels(g, w, false); }
 
 /* A window_pack for matrix bi of the image at operand (LJC_GEMM_A or LJC_GEMM_B). */
 static window_pack window_pack_of(gemm *g, int operand, LLVMValueRef bi) {
@@ -400,17 +469,29 @@ static LLVMValueRef window_runs(gemm *g) {
   return LLVMBuildAnd(b, sx, sy, "");
 }
 
+/* Runs then(g, ctx, how) for the window_read the window's strides call for at run time. */
+static void by_window_read(gemm *g, void (*then)(gemm *, void *, int), void *ctx) {
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef run = window_runs(g);
+  LLVMValueRef step2 = LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]), ljc_i64(g->ir, 2), "");
+  LLVMValueRef cond[3] = {run, LLVMBuildAnd(b, LLVMBuildNot(b, run, ""), step2, ""),
+                          LLVMBuildNot(b, LLVMBuildOr(b, run, step2, ""), "")};
+  for (int how = WINDOW_RUN; how <= WINDOW_GATHER; how++) {
+    LLVMBasicBlockRef after = ljc_if_begin(g->ir, cond[how], "gemm.window");
+    then(g, ctx, how);
+    ljc_if_end(g->ir, after);
+  }
+}
+
 /* B an im2col of an image, packed from the image (implicit GEMM): each vector holds one tap's
  * elements at vw window positions, the image's where the window position is inside it and
- * zeros elsewhere (padding, and past B's last column); a run of the image read by one masked
- * load when window_runs, else gathered. Offsets within an image fit in i32 (implicit_cols in
- * fuse.c). */
+ * zeros elsewhere (padding, and past B's last column), read as window_read says. Offsets
+ * within an image fit in i32 (implicit_cols in fuse.c). */
 static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   window_pack w = window_pack_of(g, LJC_GEMM_B, bi);
   w.p = p, w.np = np;
-  LLVMValueRef run = window_runs(g);
-  when(g, run, pack_window_run, &w);
-  when(g, LLVMBuildNot(g->b, run, ""), pack_window_gather, &w);
+  by_window_read(g, pack_window_panels, &w);
 }
 
 /* A's block of rows [m0, m0 + len) of one matrix (pack_a). */
@@ -423,7 +504,8 @@ typedef struct a_block {
  * into g->apack (KC values a row), the window positions of the block's vectors of k worked
  * out first (into g->apos) and the row's tap carried along; past the block's last k, zeros up
  * to the vector's end. */
-static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
+static void pack_a_rows(gemm *g, void *ctx, int how) {
+  const a_block *ab = ctx;
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
@@ -454,7 +536,7 @@ static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
     LLVMSetAlignment(pos[h], (unsigned)ir->vec_bytes);
   }
   LLVMValueRef rows_in = LLVMBuildICmp(b, LLVMIntULT, ab->w.iota, splat32(g, LLVMBuildNSWSub(b, g->k1, k, "")), "");
-  LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, rows_in, run);
+  LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, rows_in, how);
   packed_store(g, v, at(g, row, mul(g, V.iv, vw)));
   ljc_loop_end(ir, &V, NULL, NULL);
   next_tap(g, tap);
@@ -462,16 +544,11 @@ static void pack_a_rows(gemm *g, const a_block *ab, bool run) {
   ljc_loop_end(ir, &R, tap, last);
 }
 
-static void pack_a_run(gemm *g, void *ab) { pack_a_rows(g, ab, true); }
-static void pack_a_gather(gemm *g, void *ab) { pack_a_rows(g, ab, false); }
-
 /* A an im2col of an image, its rows [m0, m0 + len) of matrix bi packed from the image into
  * g->apack (implicit GEMM, as pack_window for B). */
 static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
   a_block ab = {window_pack_of(g, LJC_GEMM_A, bi), m0, len};
-  LLVMValueRef run = window_runs(g);
-  when(g, run, pack_a_run, &ab);
-  when(g, LLVMBuildNot(g->b, run, ""), pack_a_gather, &ab);
+  by_window_read(g, pack_a_rows, &ab);
 }
 
 /* Packs np panels shaped like p, from p's first column on. */
