@@ -899,7 +899,10 @@ START_TEST(test_depthwise_conv) {
     free_program(p, opt);
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
     lj_tensor *outs[3] = {y, lj_tensor_grad(x), lj_tensor_grad(w)};
-    tu_check_interp_tol(3, outs, 1e-5, 1e-4);
+    tu_check_interp_tol(2, outs, 1e-5, 1e-4);
+    /* each weight's gradient sums 2688 products (1260 with stride 2) that cancel to under 1 in
+     * places: 1.3e-4 from the interpreter's with SSE2's 4 lanes */
+    tu_check_interp_tol(1, outs + 2, 1e-5, 5e-4);
     lj_scope_end();
     lj_tensor_release(x);
     lj_tensor_release(w);
