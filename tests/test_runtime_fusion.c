@@ -871,6 +871,46 @@ START_TEST(test_window_row_fusion) {
 }
 END_TEST
 
+/* A softmax and a log_softmax over the rows of batched products (attention's scores), fused
+ * into the product's kernel: its nests run a part of each block of rows at a time (200-wide
+ * rows: 20 rows a part, blocks of 81, the last part of a block a single row; 70-wide rows in
+ * blocks of three matrices, parts of 58 rows, one crossing into the next matrix), then the
+ * product with V. Against the interpreter on one thread and two, and the lowering says it. */
+START_TEST(test_product_softmax_parts) {
+  for (int threads = 1; threads <= 2; threads++) {
+    char dir[] = "/tmp/lj_parts_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = threads;
+    cfg.dump_dir = dir;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *outs[4];
+    static const int64_t shapes[2][2] = {{200, 16}, {70, 24}};
+    for (int i = 0; i < 2; i++) {
+      int64_t t = shapes[i][0], d = shapes[i][1];
+      lj_tensor *q = tu_tensor(LJ_F32, LJ_SHAPE(3, t, d), TU_ANY, 80 + (uint64_t)i);
+      lj_tensor *k = tu_tensor(LJ_F32, LJ_SHAPE(3, t, d), TU_ANY, 82 + (uint64_t)i);
+      lj_tensor *v = tu_tensor(LJ_F32, LJ_SHAPE(3, t, d), TU_ANY, 84 + (uint64_t)i);
+      lj_scope_begin();
+      lj_tensor *scores = lj_mul_scalar(lj_matmul(q, lj_transpose(k, 1, 2)), 0.25);
+      outs[2 * i] = lj_tensor_retain(lj_matmul(lj_softmax(scores, 2), v));
+      outs[2 * i + 1] = lj_tensor_retain(lj_log_softmax(scores, 2));
+      lj_scope_end();
+      lj_tensor_release(q);
+      lj_tensor_release(k);
+      lj_tensor_release(v);
+    }
+    /* the outputs sum 70 or 200 products of f32 probabilities that cancel in places */
+    tu_check_interp_tol(4, outs, 1e-4, 1e-5);
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "its nests run on 20 rows of a block at a time"));
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "its nests run on 58 rows of a block at a time"));
+    for (int i = 0; i < 4; i++) lj_tensor_release(outs[i]);
+    tu_remove_dir(dir);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* A depthwise convolution (groups = input channels: each output channel a weighted sum of
  * one input channel's windows) is no matmul, whose rows would be one output channel against
  * K = 9: it is im2col, a product with the weight and a sum over each window, the windows of a
@@ -1545,6 +1585,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_pool_grad_unpooled);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_depthwise_conv);
+  tcase_add_test(tc, test_product_softmax_parts);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);
   tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);

@@ -48,8 +48,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Elements a block of rows should hold in its widest nest: 16 KiB of f32 (half of L1). */
-#define ROW_BLOCK_ELEMS 4096
 /* The most a LOCAL slot's block may take on a kernel's stack. */
 #define LOCAL_MAX_BYTES (64 << 10)
 /* The most a block of C may take when a col2im reads it (a convolution's input gradient):
@@ -430,7 +428,7 @@ void ljg_fuse_rows(ljg_program *p) {
       int64_t row = ljg_numel(k->nests[s].ndim, k->nests[s].shape) / k->ntasks;
       if (row > widest) widest = row;
     }
-    int64_t rb = k->kind == LJG_K_MATMUL ? matmul_row_block(k) : ROW_BLOCK_ELEMS / widest;
+    int64_t rb = k->kind == LJG_K_MATMUL ? matmul_row_block(k) : LJG_ROW_BLOCK_ELEMS / widest;
     k->row_block = rb < 1 ? 1 : rb > k->ntasks ? k->ntasks : rb;
     localize(p, k);
   }

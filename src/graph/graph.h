@@ -477,6 +477,10 @@ typedef struct ljg_kernel {
   int64_t win_oh, win_ow;
 } ljg_kernel;
 
+/* Elements a block of rows should hold in its widest nest: 16 KiB of f32 (half of L1). A
+ * row-fused loops kernel's blocks (graph/fuse_rows.c) and the parts of a matmul kernel's
+ * block its nests run on at a time (codegen_llvm/lower.c) are this size. */
+enum { LJG_ROW_BLOCK_ELEMS = 4096 };
 /* The most input channels a weight gradient takes the taps routine with (taps.c reads dY once
  * a channel). */
 enum { LJG_TAPS_MAX_CHANNELS = 3 };
