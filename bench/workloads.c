@@ -4,6 +4,7 @@
  * cached sync. Sizes live in each workload's n[]; inputs are uniform random. */
 #include "workloads.h"
 
+#include <math.h>
 #include <stddef.h>
 
 #define M1 ((int64_t)1 << 20)
@@ -95,6 +96,12 @@ static bool setup_sgd(bench_state *s) {
   return s->opt != NULL;
 }
 
+/* Q, K and V, each [n[0], n[1], n[2]] (batch × heads, tokens, head size). */
+static bool setup_attention(const workload *w, bench_state *s) {
+  for (int i = 0; i < 3; i++) s->in[i] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1], w->n[2]));
+  return all_set(s->in, 3);
+}
+
 /* The MLP 784-512-512-10 with SGD; n[0] is the batch. */
 static bool setup_mlp(const workload *w, bench_state *s) {
   static const int64_t sizes[] = {784, 512, 512, 10};
@@ -151,6 +158,17 @@ static void graph500(const workload *w, bench_state *s) {
   lj_tensor *x = s->in[0];
   for (int i = 0; i < 125; i++) x = i % 2 ? lj_mul_scalar(x, 0.999) : lj_add_scalar(x, 0.5 + i);
   keep(s, x);
+}
+
+/* softmax(Q·Kᵀ/√d)·V, as a transformer's attention computes it. */
+static void attention(const workload *w, bench_state *s) {
+  lj_tensor *scores = lj_mul_scalar(lj_matmul(s->in[0], lj_transpose(s->in[1], 1, 2)), 1 / sqrt((double)w->n[2]));
+  keep(s, lj_matmul(lj_softmax(scores, 2), s->in[2]));
+}
+
+/* A 3×3 convolution of stride 2 with its bias, a ResNet's downsampling. */
+static void conv_stride2(const workload *w, bench_state *s) {
+  keep(s, lj_conv2d(s->in[0], s->p[0], s->p[1], pool2, pad1, NULL, 1));
 }
 
 static lj_tensor *conv_layer(lj_tensor *x, lj_tensor *w, lj_tensor *b) {
@@ -231,6 +249,10 @@ const workload bench_workloads[] = {
      2.0 * 128 * 784 * 512},
     {"mlp_layer2_b128", "relu(linear), 128x512 -> 512", {128, 512, 512}, setup_linear, linear_relu, 0,
      2.0 * 128 * 512 * 512},
+    {"attention_32x256x64", "softmax(Q K^T / 8) V, Q K V 32x256x64", {32, 256, 64}, setup_attention, attention, 0,
+     4.0 * 32 * 256 * 256 * 64},
+    {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
+     CONV_FLOPS(32, 64, 128, 28)},
     {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,
      CONV_FLOPS(64, 1, 32, 28)},
     {"conv1_bwd_b64", "conv1 layer forward + weight/bias gradients", {64, 1, 32, 28}, setup_conv, conv_backward,

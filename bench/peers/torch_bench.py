@@ -69,6 +69,16 @@ def conv_backward(b, cin, cout, h):
     return step
 
 
+def attention(b, t, d):
+    q, k, v = rand(b, t, d), rand(b, t, d), rand(b, t, d)
+    return lambda: torch.softmax(q @ k.transpose(1, 2) / d ** 0.5, 2) @ v
+
+
+def conv_stride2(b, cin, cout, h):
+    x, conv = rand(b, cin, h, h, grad=True), nn.Conv2d(cin, cout, 3, stride=2, padding=1)
+    return lambda: conv(x)
+
+
 def graph500():
     x = rand(16)
 
@@ -123,6 +133,8 @@ WORKLOADS = {
     "sgemm_mlp_dw2": lambda: matmul(512, 512, 128, ta=True),
     "mlp_layer1_b128": lambda: linear_relu(128, 512, 784),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
+    "attention_32x256x64": lambda: attention(32, 256, 64),
+    "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
     "conv2_fwd_b64": lambda: conv_forward(64, 32, 64, 14),

@@ -289,12 +289,14 @@ static void lane_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMV
 }
 
 /* How a vector of window positions is read from the image: one masked load of a run (stride 1
- * over contiguous rows of the image, window_runs), two loads for each row of the image its
- * lanes are on, their even elements kept (a window's next column two elements on: stride 2),
- * or a gather (any other layout). A gather costs ~20 cycles from L1 on Zen 5, two loads and a
- * shuffle ~1: a 3×3 convolution of stride 2, 64 -> 128 channels on 56×56 at batch 32, took
- * 39 ms on one thread with gathers, 33 with pairs. */
-enum window_read { WINDOW_RUN, WINDOW_PAIRS, WINDOW_GATHER };
+ * over contiguous rows of the image, window_runs); for each row of the image its lanes are
+ * on, one masked load where a window's next column is the next element (stride 1 without
+ * "same" padding: the rows do not continue each other) or two with their even elements kept
+ * where it is two elements on (stride 2); or a gather (any other layout). A gather costs ~20
+ * cycles from L1 on Zen 5, two loads and a shuffle ~1: a 3×3 convolution of stride 2, 64 ->
+ * 128 channels on 56×56 at batch 32, took 39 ms on one thread with gathers, 33 with pairs;
+ * one of 1 -> 32 channels on 28×28 without padding at batch 64, 0.49 ms with gathers. */
+enum window_read { WINDOW_RUN, WINDOW_ROWS, WINDOW_PAIRS, WINDOW_GATHER };
 
 /* Prefetches into L1 the n vectors from p of the image's next channel plane, which the taps
  * of the next channel read: a stride-2 window reads twice the image's lines a run does, and
@@ -334,22 +336,29 @@ static LLVMValueRef pair_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMVa
                                 "");
 }
 
-/* WINDOW_PAIRS: the lanes of `in` at element offsets off from plane (i32), lanes two elements
- * apart within a row of the image. The lanes whose off - 2·lane is the same value b0 are the
- * even elements of the 2·vw from b0 (pair_at): the first lane's row and the last lane's, read
- * independently of each other, then, where rows are narrower than a vector, one round for each
- * row left between them (the least b0 of the lanes left); the lanes not in `in` zero. */
-static LLVMValueRef window_pairs_read(gemm *g, const window_pack *w, LLVMValueRef plane, LLVMValueRef off,
-                                      LLVMValueRef in) {
+/* The lanes of `row` from element b0 of plane, lanes `step` (1 or 2) elements apart. */
+static LLVMValueRef row_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMValueRef row, int step) {
+  return step == 1 ? masked_load(g, LLVMBuildGEP2(g->b, g->t, plane, &b0, 1, ""), row) : pair_at(g, plane, b0, row);
+}
+
+/* WINDOW_ROWS and WINDOW_PAIRS: the lanes of `in` at element offsets off from plane (i32),
+ * lanes `step` elements apart within a row of the image. The lanes whose off - step·lane is
+ * the same value b0 are the elements from b0 on (row_at): the first lane's row and the last
+ * lane's, read independently of each other, then, where rows are narrower than a vector, one
+ * round for each row left between them (the least b0 of the lanes left); the lanes not in
+ * `in` zero. */
+static LLVMValueRef window_rows_read(gemm *g, const window_pack *w, LLVMValueRef plane, LLVMValueRef off,
+                                     LLVMValueRef in, int step) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   LLVMTypeRef bits_t = LLVMIntTypeInContext(ir->ctx, (unsigned)g->vw), it = LLVMTypeOf(off);
-  LLVMValueRef base = LLVMBuildSub(b, off, LLVMBuildAdd(b, w->iota, w->iota, ""), "");
+  LLVMValueRef base = step == 1 ? LLVMBuildSub(b, off, w->iota, "")
+                                : LLVMBuildSub(b, off, LLVMBuildAdd(b, w->iota, w->iota, ""), "");
   LLVMValueRef v = LLVMConstNull(g->vt), left = in;
   for (int end = 0; end < 2; end++) {
     LLVMValueRef b0 = LLVMBuildExtractElement(b, base, ljc_const_i(ir->i32, end ? g->vw - 1 : 0), "");
     LLVMValueRef row = LLVMBuildAnd(b, left, LLVMBuildICmp(b, LLVMIntEQ, base, ljc_splat(ir, b0, it), ""), "");
-    v = LLVMBuildSelect(b, row, pair_at(g, plane, b0, row), v, "");
+    v = LLVMBuildSelect(b, row, row_at(g, plane, b0, row, step), v, "");
     left = LLVMBuildAnd(b, left, LLVMBuildNot(b, row, ""), "");
   }
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
@@ -366,7 +375,7 @@ static LLVMValueRef window_pairs_read(gemm *g, const window_pack *w, LLVMValueRe
   LLVMValueRef b0 = ljc_intrinsic1(ir, "vector.reduce.smin",
                                    LLVMBuildSelect(b, lp, base, ljc_splat(ir, ljc_const_i(ir->i32, INT32_MAX), it), ""));
   LLVMValueRef row = LLVMBuildAnd(b, lp, LLVMBuildICmp(b, LLVMIntEQ, base, ljc_splat(ir, b0, it), ""), "");
-  LLVMValueRef v1 = LLVMBuildSelect(b, row, pair_at(g, plane, b0, row), vp, "");
+  LLVMValueRef v1 = LLVMBuildSelect(b, row, row_at(g, plane, b0, row, step), vp, "");
   LLVMValueRef left1 = LLVMBuildAnd(b, lp, LLVMBuildNot(b, row, ""), "");
   LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
   LLVMBuildBr(b, head);
@@ -396,7 +405,7 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   }
   LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
                                   LLVMBuildMul(b, iw, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
-  if (how == WINDOW_PAIRS) return window_pairs_read(g, w, plane, off, in);
+  if (how != WINDOW_GATHER) return window_rows_read(g, w, plane, off, in, how == WINDOW_ROWS ? 1 : 2);
   LLVMTypeRef types[2] = {g->vt, LLVMVectorType(ir->ptr, (unsigned)g->vw)};
   LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), ljc_const_i(ir->i32, g->esize), in,
                           LLVMConstNull(g->vt)};
@@ -491,10 +500,12 @@ static LLVMValueRef window_runs(gemm *g) {
 static void by_window_read(gemm *g, void (*then)(gemm *, void *, int), void *ctx) {
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
-  LLVMValueRef run = window_runs(g);
-  LLVMValueRef step2 = LLVMBuildICmp(b, LLVMIntEQ, vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]), ljc_i64(g->ir, 2), "");
-  LLVMValueRef cond[3] = {run, LLVMBuildAnd(b, LLVMBuildNot(b, run, ""), step2, ""),
-                          LLVMBuildNot(b, LLVMBuildOr(b, run, step2, ""), "")};
+  LLVMValueRef run = window_runs(g), step = vmul(g, a[LJC_GEMM_WIN_SX], a[LJC_GEMM_IMG_SW]);
+  LLVMValueRef step1 = LLVMBuildICmp(b, LLVMIntEQ, step, ljc_i64(g->ir, 1), "");
+  LLVMValueRef step2 = LLVMBuildICmp(b, LLVMIntEQ, step, ljc_i64(g->ir, 2), "");
+  LLVMValueRef not_run = LLVMBuildNot(b, run, "");
+  LLVMValueRef cond[4] = {run, LLVMBuildAnd(b, not_run, step1, ""), LLVMBuildAnd(b, not_run, step2, ""),
+                          LLVMBuildNot(b, LLVMBuildOr(b, run, LLVMBuildOr(b, step1, step2, ""), ""), "")};
   for (int how = WINDOW_RUN; how <= WINDOW_GATHER; how++) {
     LLVMBasicBlockRef after = ljc_if_begin(g->ir, cond[how], "gemm.window");
     then(g, ctx, how);
