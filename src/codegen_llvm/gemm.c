@@ -298,6 +298,9 @@ static void lane_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMV
  * one of 1 -> 32 channels on 28×28 without padding at batch 64, 0.49 ms with gathers. */
 enum window_read { WINDOW_RUN, WINDOW_ROWS, WINDOW_PAIRS, WINDOW_GATHER };
 
+/* The elements between a row's lanes when a window_read reads by rows (1 or 2), else 0. */
+static int rows_step(int how) { return how == WINDOW_ROWS ? 1 : how == WINDOW_PAIRS ? 2 : 0; }
+
 /* Prefetches into L1 the n vectors from p of the image's next channel plane, which the taps
  * of the next channel read: a stride-2 window reads twice the image's lines a run does, and
  * the planes are far apart (12.5 KB for 56×56). The 3×3 stride-2 convolution of
@@ -363,7 +366,8 @@ static lane_rows lane_rows_of(gemm *g, const window_pack *w, LLVMValueRef ohs, L
   r.last = LLVMBuildExtractElement(b, r.base, ljc_const_i(ir->i32, g->vw - 1), "");
   LLVMTypeRef it = LLVMTypeOf(r.base);
   r.r0 = LLVMBuildICmp(b, LLVMIntEQ, r.base, ljc_splat(ir, r.first, it), "");
-  r.r1 = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, r.base, ljc_splat(ir, r.last, it), ""), LLVMBuildNot(b, r.r0, ""), "");
+  LLVMValueRef at_last = LLVMBuildICmp(b, LLVMIntEQ, r.base, ljc_splat(ir, r.last, it), "");
+  r.r1 = LLVMBuildAnd(b, at_last, LLVMBuildNot(b, r.r0, ""), "");
   return r;
 }
 
@@ -395,8 +399,8 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   LLVMValueRef bits = LLVMBuildBitCast(b, lp, bits_t, "");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bits, LLVMConstNull(bits_t), ""), body, done);
   LLVMPositionBuilderAtEnd(b, body);
-  LLVMValueRef bmin = ljc_intrinsic1(
-      ir, "vector.reduce.smin", LLVMBuildSelect(b, lp, lr->base, ljc_splat(ir, ljc_const_i(ir->i32, INT32_MAX), it), ""));
+  LLVMValueRef none_left = ljc_splat(ir, ljc_const_i(ir->i32, INT32_MAX), it);
+  LLVMValueRef bmin = ljc_intrinsic1(ir, "vector.reduce.smin", LLVMBuildSelect(b, lp, lr->base, none_left, ""));
   LLVMValueRef row = LLVMBuildAnd(b, lp, LLVMBuildICmp(b, LLVMIntEQ, lr->base, ljc_splat(ir, bmin, it), ""), "");
   LLVMValueRef v1 = LLVMBuildSelect(b, row, row_at(g, plane, LLVMBuildAdd(b, bmin, c, ""), row, step), vp, "");
   LLVMValueRef left1 = LLVMBuildAnd(b, lp, LLVMBuildNot(b, row, ""), "");
@@ -429,7 +433,7 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   }
   if (how != WINDOW_GATHER) { /* the tap moves every lane by dy·SH + dx·SW */
     LLVMValueRef c = vadd(g, vmul(g, dy, a[LJC_GEMM_IMG_SH]), vmul(g, dx, a[LJC_GEMM_IMG_SW]));
-    return window_rows_read(g, lr, plane, LLVMBuildTrunc(b, c, ir->i32, ""), in, how == WINDOW_ROWS ? 1 : 2);
+    return window_rows_read(g, lr, plane, LLVMBuildTrunc(b, c, ir->i32, ""), in, rows_step(how));
   }
   LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
                                   LLVMBuildMul(b, iw, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
@@ -486,7 +490,7 @@ static void pack_window_panels(gemm *g, void *ctx, int how) {
   lane_rows lr[NV];
   for (int j = 0; j < p->nv; j++) {
     window_positions(g, w, add(g, n0, (int64_t)j * vw), &ohs[j], &ows[j]);
-    if (how == WINDOW_ROWS || how == WINDOW_PAIRS) lr[j] = lane_rows_of(g, w, ohs[j], ows[j], how == WINDOW_ROWS ? 1 : 2);
+    if (rows_step(how)) lr[j] = lane_rows_of(g, w, ohs[j], ows[j], rows_step(how));
   }
   LLVMValueRef start[3];
   tap_of(g, g->k0, start);
@@ -598,7 +602,7 @@ static void pack_a_rows(gemm *g, void *ctx, int how) {
   }
   LLVMValueRef rows_in = LLVMBuildICmp(b, LLVMIntULT, ab->w.iota, splat32(g, LLVMBuildNSWSub(b, g->k1, k, "")), "");
   lane_rows lr;
-  if (how == WINDOW_ROWS || how == WINDOW_PAIRS) lr = lane_rows_of(g, &ab->w, pos[0], pos[1], how == WINDOW_ROWS ? 1 : 2);
+  if (rows_step(how)) lr = lane_rows_of(g, &ab->w, pos[0], pos[1], rows_step(how));
   LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, rows_in, how, &lr);
   packed_store(g, v, at(g, row, mul(g, V.iv, vw)));
   ljc_loop_end(ir, &V, NULL, NULL);

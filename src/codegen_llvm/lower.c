@@ -954,7 +954,8 @@ static void emit_block_nests(ljc_kctx *kc, const int *nest_check, LLVMValueRef l
     return;
   }
   LLVMValueRef pr = ljc_i64(ir, part);
-  LLVMValueRef nparts = LLVMBuildSDiv(b, LLVMBuildAdd(b, LLVMBuildSub(b, hi, lo, ""), ljc_i64(ir, part - 1), ""), pr, "");
+  LLVMValueRef rows = LLVMBuildSub(b, hi, lo, "");
+  LLVMValueRef nparts = LLVMBuildSDiv(b, LLVMBuildAdd(b, rows, ljc_i64(ir, part - 1), ""), pr, "");
   ljc_loop P;
   ljc_loop_begin(ir, &P, ljc_i64(ir, 0), nparts, true, 0, NULL);
   LLVMValueRef plo = LLVMBuildAdd(b, lo, LLVMBuildMul(b, P.iv, pr, ""), ""), pnext = LLVMBuildAdd(b, plo, pr, "");
