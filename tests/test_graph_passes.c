@@ -16,7 +16,7 @@ typedef void (*pass_fn)(ljg_graph *g);
 typedef struct pass_case {
   const char *name;
   pass_fn pass;
-  const char *in, *want;
+  const char *in, *want; /* want NULL: the pass leaves the graph as it is */
 } pass_case;
 
 static const pass_case cases[] = {
@@ -283,20 +283,7 @@ static const pass_case cases[] = {
      "  %8 = f32[4096,255] data(), param=4\n"
      "  %9 = f32[1,255] sum(%8), dims=(0), ROOT=4\n"
      "  %10 = f32[4096,1024] sum(%0), dims=(), ROOT=5\n"
-     "}\n",
-     "IR {\n"
-     "  %0 = f32[4096,1024] data(), param=0\n"
-     "  %1 = i64[1,1024] argmax(%0), dims=(0), ROOT=0\n"
-     "  %2 = f32[256,64,64] data(), param=1\n"
-     "  %3 = f32[1,64,1] sum(%2), dims=(0,2), ROOT=1\n"
-     "  %4 = bf16[4096,1024] data(), param=2\n"
-     "  %5 = bf16[1,1024] sum(%4), dims=(0), ROOT=2\n"
-     "  %6 = f32[4093,1024] data(), param=3\n"
-     "  %7 = f32[1,1024] sum(%6), dims=(0), ROOT=3\n"
-     "  %8 = f32[4096,255] data(), param=4\n"
-     "  %9 = f32[1,255] sum(%8), dims=(0), ROOT=4\n"
-     "  %10 = f32[4096,1024] sum(%0), dims=(), ROOT=5\n"
-     "}\n"},
+     "}\n", NULL},
     {"pipeline: a fixed point", ljg_optimize,
      "IR {\n"
      "  %0 = f32[4,3] data(), param=0\n"
@@ -331,7 +318,8 @@ static char *run_pass(const char *name, const char *in, pass_fn pass) {
 START_TEST(test_pass_output) {
   const pass_case *c = &cases[_i];
   char *got = run_pass(c->name, c->in, c->pass);
-  ck_assert_msg(strcmp(got, c->want) == 0, "%s: got\n%s\nwant\n%s", c->name, got, c->want);
+  const char *want = c->want ? c->want : c->in;
+  ck_assert_msg(strcmp(got, want) == 0, "%s: got\n%s\nwant\n%s", c->name, got, want);
   free(got);
 }
 END_TEST
