@@ -538,37 +538,61 @@ START_TEST(test_nests_share_loops) {
 END_TEST
 
 /* softmax's max, exps, sum and reciprocal live a block of rows at a time on the kernel's stack
- * (no scratch arena at all), in every dtype; rows too long for that keep scratch memory. Values
- * agree with the interpreter either way, with rows split across threads. */
+ * (no scratch arena at all), in every dtype; so does a block of one row wider than the usual
+ * block (a vocabulary's logits), up to 256 KiB a slot and 2 MiB a kernel; beyond that rows keep
+ * scratch memory. Values agree with the interpreter either way, with rows split across
+ * threads. */
+static void check_local_rows(lj_tensor *y, int locals, int64_t scratch) {
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(local_slots(p), locals);
+  ck_assert_int_eq(p->scratch_bytes, scratch);
+  for (int s = 0; s < p->nslots; s++)
+    if (p->slots[s].kind == LJG_SLOT_LOCAL)
+      ck_assert_int_eq(p->slots[s].nbytes, p->kernels[0].row_block * p->slots[s].row_bytes);
+  free_program(p, opt);
+}
+
 START_TEST(test_row_fusion_local_slots) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64, LJ_BF16};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(301, 67), TU_ANY, 3);
     lj_tensor *y = lj_softmax(x, 1);
-    ljg_graph *opt;
-    ljg_program *p = program_of(y, &opt);
-    ck_assert_int_eq(p->nkernels, 1);
-    ck_assert_int_eq(local_slots(p), 4);
-    ck_assert_int_eq(p->scratch_bytes, 0);
-    for (int s = 0; s < p->nslots; s++)
-      if (p->slots[s].kind == LJG_SLOT_LOCAL)
-        ck_assert_int_eq(p->slots[s].nbytes, p->kernels[0].row_block * p->slots[s].row_bytes);
-    free_program(p, opt);
+    check_local_rows(y, 4, 0);
     tu_check1(y, tu_rtol(dts[i]));
     lj_tensor_release(x);
   }
-  /* a row of 20000 f32: one row per block, 80 KB, more than a kernel's stack may hold */
-  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(6, 20000), TU_ANY, 4);
-  lj_tensor *y = lj_softmax(x, 1);
-  ljg_graph *opt;
-  ljg_program *p = program_of(y, &opt);
-  ck_assert_int_eq(p->nkernels, 1);
-  ck_assert_int_eq(p->kernels[0].row_block, 1);
-  ck_assert_int_eq(local_slots(p), 3); /* the per-row max, sum and reciprocal */
-  ck_assert_int_ge(p->scratch_bytes, 6 * 20000 * 4);
-  free_program(p, opt);
-  tu_check1(y, 1e-5);
-  lj_tensor_release(x);
+  for (int threads = 1; threads <= 2; threads++) {
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = threads;
+    lj_init(&cfg);
+    /* a row of 20000 f32, 80 KB: one row per block, on the stack */
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(6, 20000), TU_ANY, 4);
+    lj_tensor *y = lj_softmax(x, 1);
+    check_local_rows(y, 4, 0);
+    tu_check1(y, 1e-5);
+    /* 70000 f32, 280 KB: the exps in scratch memory, the per-row max, sum and reciprocal not */
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(3, 70000), TU_ANY, 5);
+    lj_tensor *z = lj_softmax(w, 1);
+    check_local_rows(z, 3, 3 * 70000 * 4);
+    tu_check1(z, 1e-5);
+    /* rows of 60000 f32 (240 KB) centred ten times over: of the nine intermediates, eight fit
+     * in 2 MiB of LOCAL slots, one does not */
+    lj_tensor *c = tu_tensor(LJ_F32, LJ_SHAPE(5, 60000), TU_ANY, 6);
+    for (int r = 0; r < 10; r++) {
+      lj_tensor *m = lj_mean(c, 1, (const int[]){1}, true);
+      lj_tensor *next = lj_sub(c, m);
+      lj_tensor_release(c);
+      lj_tensor_release(m);
+      c = next;
+    }
+    check_local_rows(c, 10 + 8, 5 * 60000 * 4);
+    tu_check1(c, 1e-5);
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+    lj_shutdown();
+  }
 }
 END_TEST
 

@@ -59,6 +59,14 @@
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
  * in a LOCAL slot. */
 #define MATMUL_BLOCK_MIN_ROWS 48
+/* A block of one row wider than LOCAL_MAX_BYTES (softmax or cross-entropy over a vocabulary
+ * of 32000 words: 125 KiB a row) is still LOCAL up to this: in L2 rather than L1, it spares
+ * the round trip through memory of a tensor as large as the input (softmax over [512, 32000]
+ * on two threads: 5.7 → 2.7 ms). */
+#define LOCAL_ROW_MAX_BYTES (256 << 10)
+/* The most a kernel's LOCAL slots may take together, on the stack of a thread whose stack
+ * is LJB_THREAD_STACK (8 MiB); slots beyond it stay TEMP. */
+#define LOCAL_KERNEL_MAX_BYTES (2 << 20)
 
 /* The most a LOCAL block of slot may take in kernel k. */
 static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
@@ -364,12 +372,16 @@ static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
 
 /* Makes slot LOCAL if only row-fused kernel k uses it: written row-disjointly with row
  * stride `stride` by nest w and later nests that write the same rows, or (w = -1 - j) by the
- * matmul or window that runs before nest j, and read after it is written at its own row. */
-static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, int64_t stride) {
+ * matmul or window that runs before nest j, and read after it is written at its own row.
+ * *total counts the bytes of k's LOCAL slots so far. */
+static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, int64_t stride, int64_t *total) {
   ljg_slot *sl = &p->slots[slot];
   int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
-  if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > local_max_bytes(k, slot) ||
-      !reads_own_row(k, slot, stride) || used_elsewhere(p, k, slot))
+  int64_t max = local_max_bytes(k, slot);
+  if (k->row_block == 1 && max < LOCAL_ROW_MAX_BYTES) max = LOCAL_ROW_MAX_BYTES;
+  if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > max ||
+      *total + k->row_block * row_bytes > LOCAL_KERNEL_MAX_BYTES || !reads_own_row(k, slot, stride) ||
+      used_elsewhere(p, k, slot))
     return;
   for (int r = 0; r < k->nnests; r++) {
     if (r == w) continue;
@@ -382,13 +394,16 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
   sl->kind = LJG_SLOT_LOCAL;
   sl->row_bytes = row_bytes;
   sl->nbytes = k->row_block * row_bytes;
+  *total += sl->nbytes;
 }
 
 /* Makes the intermediates that only row-fused kernel k uses LOCAL. */
 static void localize(ljg_program *p, ljg_kernel *k) {
-  if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_task_rows * k->mm_n);
-  if (k->win_op == LJG_OP_IM2COL) localize_slot(p, k, k->win_out_slot, -1 - k->win_at, window_out_row(k));
-  for (int w = 0; w < k->nnests; w++) localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]));
+  int64_t total = 0;
+  if (k->kind == LJG_K_MATMUL) localize_slot(p, k, k->mm_out_slot, -1, k->mm_task_rows * k->mm_n, &total);
+  if (k->win_op == LJG_OP_IM2COL) localize_slot(p, k, k->win_out_slot, -1 - k->win_at, window_out_row(k), &total);
+  for (int w = 0; w < k->nnests; w++)
+    localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]), &total);
 }
 
 /* Joins neighbours left to right; with col2im_only, only nests followed by a col2im. */
