@@ -596,6 +596,41 @@ START_TEST(test_row_fusion_local_slots) {
 }
 END_TEST
 
+/* A kernel joins an earlier one over the same rows when it depends on none of the kernels
+ * between: layer norm's gradient sums the weight's and the bias's gradients over the rows,
+ * each in two stages (1024 rows of 1024); the two first stages become one kernel, and so do
+ * the two second ones (3 kernels, 5 without). A kernel that reads one between stays where it
+ * is: rows minus the column sums of their softmax (3 kernels). Values and gradients against
+ * the interpreter on one and two threads. */
+START_TEST(test_join_past_independent_kernels) {
+  for (int threads = 1; threads <= 2; threads++) {
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = threads;
+    lj_init(&cfg);
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(1024, 1024), TU_UNIT, 7);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(1024), TU_UNIT, 8);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(1024), TU_UNIT, 9);
+    lj_tensor *r = tu_tensor(LJ_F32, LJ_SHAPE(1024, 1024), TU_UNIT, 10);
+    lj_tensor_set_requires_grad(x, true);
+    lj_tensor_set_requires_grad(w, true);
+    lj_tensor_set_requires_grad(b, true);
+    lj_tensor *loss = lj_sum(lj_mul(lj_layer_norm(x, 1, w, b, 1e-5), r), 0, NULL, false);
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    lj_tensor *grads[3] = {lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(b)};
+    ck_assert_int_eq(lj_graph_kernel_count(3, grads), 3);
+    tu_check_interp_tol(3, grads, 1e-4, 1e-4);
+    lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(301, 67), TU_ANY, 11);
+    lj_tensor *sm = lj_softmax(y, 1);
+    lj_tensor *outs[2] = {sm, lj_sub(y, lj_sum(sm, 1, (const int[]){0}, true))};
+    ck_assert_int_eq(lj_graph_kernel_count(2, outs), 3);
+    tu_check_interp_tol(2, outs, 1e-5, 1e-5); /* column sums of 301 in another order */
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Elementwise consumers of a matmul that read C only at their own row become its epilogue:
  * the kernel computes a block of rows of C, then runs the consumers on those rows. C lives on
  * the kernel's stack when only the epilogue reads it and a block of it fits, else in scratch
@@ -1597,6 +1632,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sync_opbyop);
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
+  tcase_add_test(tc, test_join_past_independent_kernels);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);

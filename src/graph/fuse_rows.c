@@ -406,21 +406,49 @@ static void localize(ljg_program *p, ljg_kernel *k) {
     localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]), &total);
 }
 
-/* Joins neighbours left to right; with col2im_only, only nests followed by a col2im. */
+/* Whether kernel k reads slot. */
+static bool kernel_reads(const ljg_kernel *k, int32_t slot) {
+  for (int e = 0; e < k->nexprs; e++)
+    if (ljg_expr_reads(&k->exprs[e], slot)) return true;
+  return false;
+}
+
+/* Whether b may run before a: it reads nothing a writes, and writes nothing a reads or writes. */
+static bool independent(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
+  for (int32_t s = 0; s < p->nslots; s++) {
+    bool a_writes = ljg_kernel_writes(a, s, -1), b_writes = ljg_kernel_writes(b, s, -1);
+    if ((a_writes && (b_writes || kernel_reads(b, s))) || (b_writes && kernel_reads(a, s))) return false;
+  }
+  return true;
+}
+
+/* Joins b into *a, on copies: a flat neighbour is read as rows of the other's row count.
+ * Whether it did. */
+static bool join_into(ljg_program *p, ljg_kernel *a, const ljg_kernel *b) {
+  ljg_kernel x = *a, y = *b;
+  if (x.ntasks != y.ntasks && !as_rows(&p->arena, &y, x.ntasks)) as_rows(&p->arena, &x, y.ntasks);
+  if (!can_join(p, &x, &y)) return false;
+  join(&p->arena, &x, &y);
+  *a = x;
+  return true;
+}
+
+/* Joins kernels left to right, each into its neighbour or, a LOOPS kernel, into an earlier
+ * kernel when it depends on none of those between (layer norm's gradient sums the weight's
+ * and the bias's gradients in two kernels over the same rows, each in two stages: the first
+ * stages join, reading the gradient once). With col2im_only, only nests followed by a
+ * col2im. */
 static void join_neighbours(ljg_program *p, bool col2im_only) {
   int out = 0;
   for (int i = 0; i < p->nkernels; i++) {
-    if (out > 0 && (!col2im_only || p->kernels[i].kind == LJG_K_WINDOW)) {
-      /* on copies: a flat neighbour is read as rows of the other's row count */
-      ljg_kernel a = p->kernels[out - 1], b = p->kernels[i];
-      if (a.ntasks != b.ntasks && !as_rows(&p->arena, &b, a.ntasks)) as_rows(&p->arena, &a, b.ntasks);
-      if (can_join(p, &a, &b)) {
-        join(&p->arena, &a, &b);
-        p->kernels[out - 1] = a;
-        continue;
+    const ljg_kernel *b = &p->kernels[i];
+    bool joined = false;
+    if (!col2im_only || b->kind == LJG_K_WINDOW)
+      for (int j = out - 1; j >= 0 && !joined; j--) {
+        joined = join_into(p, &p->kernels[j], b);
+        if (col2im_only || b->kind != LJG_K_LOOPS || !independent(p, &p->kernels[j], b)) break;
       }
-    }
-    p->kernels[out++] = p->kernels[i];
+    if (!joined) p->kernels[out++] = *b;
   }
   p->nkernels = out;
 }
