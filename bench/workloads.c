@@ -102,6 +102,26 @@ static bool setup_attention(const workload *w, bench_state *s) {
   return all_set(s->in, 3);
 }
 
+/* Logits [n[0], n[1]] requiring grad and a label for each row in [0, n[1]). */
+static bool setup_logits(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
+  s->in[1] = rand_labels(s, w->n[0], w->n[1]);
+  return all_set(s->in, 2) && lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
+/* x [n[0], n[1]] and the gradient flowing into layer_norm(x), both requiring grad, and the
+ * norm's weight and bias [n[1]] as parameters. */
+static bool setup_layer_norm(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
+  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
+  s->np = 2;
+  for (int i = 0; i < 2; i++) s->p[i] = rand_f32(s, LJ_SHAPE(w->n[1]));
+  if (!all_set(s->in, 2) || !all_set(s->p, 2)) return false;
+  for (int i = 0; i < 2; i++)
+    if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
+  return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
 /* The MLP 784-512-512-10 with SGD; n[0] is the batch. */
 static bool setup_mlp(const workload *w, bench_state *s) {
   static const int64_t sizes[] = {784, 512, 512, 10};
@@ -164,6 +184,23 @@ static void graph500(const workload *w, bench_state *s) {
 static void attention(const workload *w, bench_state *s) {
   lj_tensor *scores = lj_mul_scalar(lj_matmul(s->in[0], lj_transpose(s->in[1], 1, 2)), 1 / sqrt((double)w->n[2]));
   keep(s, lj_matmul(lj_softmax(scores, 2), s->in[2]));
+}
+
+/* A language model's loss over its vocabulary and the logits' gradient. */
+static void cross_entropy(const workload *w, bench_state *s) {
+  lj_tensor_zero_grad(s->in[0]);
+  lj_tensor *loss = lj_cross_entropy(s->in[0], s->in[1], LJ_REDUCE_MEAN);
+  lj_backward(loss);
+  keep(s, loss);
+}
+
+/* A transformer's layer norm forward and backward for an upstream gradient g: the input's,
+ * the weight's and the bias's gradients. */
+static void layer_norm(const workload *w, bench_state *s) {
+  lj_tensor_zero_grad(s->in[0]);
+  lj_tensor_zero_grad(s->p[0]);
+  lj_tensor_zero_grad(s->p[1]);
+  lj_backward(lj_sum(lj_mul(lj_layer_norm(s->in[0], 1, s->p[0], s->p[1], 1e-5), s->in[1]), 0, NULL, false));
 }
 
 /* A 3×3 convolution of stride 2 with its bias, a ResNet's downsampling. */
@@ -251,6 +288,10 @@ const workload bench_workloads[] = {
      2.0 * 128 * 512 * 512},
     {"attention_32x256x64", "softmax(Q K^T / 8) V, Q K V 32x256x64", {32, 256, 64}, setup_attention, attention, 0,
      4.0 * 32 * 256 * 256 * 64},
+    {"cross_entropy_512x32000", "cross-entropy over 32000 classes + logits' gradient", {512, 32000}, setup_logits,
+     cross_entropy, 2.0 * 512 * 32000 * 4, 0},
+    {"layer_norm_4096x1024", "layer_norm forward + input/weight/bias gradients", {4096, 1024}, setup_layer_norm,
+     layer_norm, 3.0 * 4096 * 1024 * 4, 0},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
     {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,

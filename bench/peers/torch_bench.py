@@ -74,6 +74,27 @@ def attention(b, t, d):
     return lambda: torch.softmax(q @ k.transpose(1, 2) / d ** 0.5, 2) @ v
 
 
+def cross_entropy(b, classes):
+    x, y = rand(b, classes, grad=True), torch.randint(0, classes, (b,))
+
+    def step():
+        x.grad = None
+        loss = F.cross_entropy(x, y)
+        loss.backward()
+        return loss
+    return step
+
+
+def layer_norm(rows, cols):
+    x, g = rand(rows, cols, grad=True), rand(rows, cols)
+    w, b = rand(cols, grad=True), rand(cols, grad=True)
+
+    def step():
+        x.grad = w.grad = b.grad = None
+        (F.layer_norm(x, (cols,), w, b, 1e-5) * g).sum().backward()
+    return step
+
+
 def conv_stride2(b, cin, cout, h):
     x, conv = rand(b, cin, h, h, grad=True), nn.Conv2d(cin, cout, 3, stride=2, padding=1)
     return lambda: conv(x)
@@ -134,6 +155,8 @@ WORKLOADS = {
     "mlp_layer1_b128": lambda: linear_relu(128, 512, 784),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
     "attention_32x256x64": lambda: attention(32, 256, 64),
+    "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
+    "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
