@@ -577,14 +577,17 @@ START_TEST(test_row_fusion_local_slots) {
     lj_tensor *z = lj_softmax(w, 1);
     check_local_rows(z, 3, 3 * 70000 * 4);
     tu_check1(z, 1e-5);
-    /* rows of 60000 f32 (240 KB) centred ten times over: of the nine intermediates, eight fit
-     * in 2 MiB of LOCAL slots, one does not */
+    /* rows of 60000 f32 (240 KB) centred ten times over, through a tanh (stored, where a
+     * subtraction alone would be recomputed): of the nine intermediates, eight fit in 2 MiB of
+     * LOCAL slots, one does not */
     lj_tensor *c = tu_tensor(LJ_F32, LJ_SHAPE(5, 60000), TU_ANY, 6);
     for (int r = 0; r < 10; r++) {
       lj_tensor *m = lj_mean(c, 1, (const int[]){1}, true);
-      lj_tensor *next = lj_sub(c, m);
+      lj_tensor *centred = lj_sub(c, m);
+      lj_tensor *next = lj_tanh(centred);
       lj_tensor_release(c);
       lj_tensor_release(m);
+      lj_tensor_release(centred);
       c = next;
     }
     check_local_rows(c, 10 + 8, 5 * 60000 * 4);

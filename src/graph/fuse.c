@@ -214,6 +214,51 @@ static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
   return fits ? cols : -1;
 }
 
+/* An elementwise node used more than once is stored by a kernel of its own and read back by
+ * each user, unless recomputing it in each is cheaper: at most RECOMPUTE_MAX_OPS cheap ops
+ * (below) over the nodes down to stored ones, reading at most one operand larger than an
+ * eighth of it. Its users then read that operand instead of it, the same bytes, and the store
+ * goes: batch norm's centred input and normalized output, read by its gradient's kernels, are
+ * no longer written out (with x [32, 64, 56, 56], 25.7 MB each). Transcendental ops, divisions
+ * and random numbers stay stored: softmax's exps are computed once. */
+enum { RECOMPUTE_MAX_OPS = 4 };
+
+static bool cheap_op(int op) {
+  switch (op) {
+  case LJG_OP_NEG: case LJG_OP_ABS: case LJG_OP_RELU: case LJG_OP_SIGN: case LJG_OP_CAST:
+  case LJG_OP_STOP_GRADIENT: case LJG_OP_LOGICAL_NOT: case LJG_OP_ADD: case LJG_OP_SUB: case LJG_OP_MUL:
+  case LJG_OP_MAXIMUM: case LJG_OP_MINIMUM: case LJG_OP_EQ: case LJG_OP_NE: case LJG_OP_LT: case LJG_OP_LE:
+  case LJG_OP_GT: case LJG_OP_GE: case LJG_OP_LOGICAL_AND: case LJG_OP_LOGICAL_OR: case LJG_OP_WHERE:
+    return true;
+  default: return false;
+  }
+}
+
+typedef struct recompute_cost {
+  int32_t *seen; /* stamp of the walk that last reached each node */
+  int32_t stamp;
+  int ops, large;
+  int64_t numel; /* the node's: an operand is large above an eighth of it */
+} recompute_cost;
+
+/* Adds the cost of computing node i in a user to c; false when it is not cheap. */
+static bool add_cost(const fuser *f, recompute_cost *c, int32_t i, bool top) {
+  if (c->seen[i] == c->stamp) return true;
+  c->seen[i] = c->stamp;
+  const ljg_gnode *n = &f->g->nodes[i];
+  ljg_kind k = ljg_ops[n->op].kind;
+  if ((f->realized[i] && !top) || n->op == LJG_OP_DATA) {
+    c->large += ljg_gnumel(n) * 8 > c->numel;
+    return c->large <= 1;
+  }
+  if (n->op == LJG_OP_CONST || n->op == LJG_OP_SCALAR) return true;
+  if (k == LJG_VIEW) return add_cost(f, c, ljg_in(f->g, n)[0], false);
+  if (k != LJG_ELEMWISE || !cheap_op(n->op) || ++c->ops > RECOMPUTE_MAX_OPS) return false;
+  for (int j = 0; j < n->nin; j++)
+    if (!add_cost(f, c, ljg_in(f->g, n)[j], false)) return false;
+  return true;
+}
+
 static void decide(fuser *f) {
   const ljg_graph *g = f->g;
   for (int r = 0; r < g->nroots; r++) {
@@ -229,6 +274,7 @@ static void decide(fuser *f) {
     const int32_t *in = ljg_in(g, n);
     for (int k = 0; k < n->nin; k++) f->eff[in[k]] += view ? f->eff[i] : 1;
   }
+  recompute_cost cost = {.seen = ljb_xcalloc((size_t)g->n + 1, sizeof *cost.seen)};
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     ljg_kind k = ljg_ops[n->op].kind;
@@ -240,7 +286,14 @@ static void decide(fuser *f) {
     f->realized[i] = f->is_root[i] || k == LJG_REDUCE || k == LJG_CAT || k == LJG_MATMUL ||
                      k == LJG_WINDOW || k == LJG_INDEX ||
                      ((k == LJG_ELEMWISE || k == LJG_INDEXED) && f->eff[i] > 1);
+    if (f->realized[i] && !f->is_root[i] && k == LJG_ELEMWISE) {
+      cost.stamp++;
+      cost.ops = cost.large = 0;
+      cost.numel = ljg_gnumel(n);
+      f->realized[i] = !add_cost(f, &cost, i, true);
+    }
   }
+  free(cost.seen);
   /* an im2col that only implicit GEMMs read is never stored */
   bool fusing = !(f->opt && f->opt->disable_fusion);
   int32_t *implicit_uses = ljb_xcalloc((size_t)g->n, sizeof *implicit_uses);
