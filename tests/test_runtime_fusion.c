@@ -634,6 +634,43 @@ START_TEST(test_join_past_independent_kernels) {
 }
 END_TEST
 
+/* How many TEMP slots of p take at least `bytes`. */
+static int temps_of(const ljg_program *p, int64_t bytes) {
+  int n = 0;
+  for (int s = 0; s < p->nslots; s++) n += p->slots[s].kind == LJG_SLOT_TEMP && p->slots[s].nbytes >= bytes;
+  return n;
+}
+
+/* A cheap elementwise node used by several kernels is computed again in each instead of
+ * stored: batch norm's forward and backward over [8, 16, 20, 20] keep one intermediate of the
+ * input's size (the input's gradient before its mean, which reads two such tensors), where
+ * storing every such node used twice kept four. An exp used by two kernels
+ * is stored: a column sum of exp(x) and exp(x)·2. Values against the interpreter. */
+START_TEST(test_recompute_cheap_nodes) {
+  lj_scope_begin();
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(8, 16, 20, 20), TU_UNIT, 12);
+  lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(8, 16, 20, 20), TU_UNIT, 13);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(16), TU_UNIT, 14);
+  lj_tensor_set_requires_grad(x, true);
+  lj_tensor_set_requires_grad(w, true);
+  lj_tensor *y = lj_batch_norm(x, NULL, NULL, w, NULL, true, 0.1, 1e-5);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  lj_tensor *outs[3] = {y, lj_tensor_grad(x), lj_tensor_grad(w)};
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(3, outs, &opt);
+  ck_assert_int_eq(temps_of(p, 8 * 16 * 20 * 20 * 4), 1);
+  free_program(p, opt);
+  tu_check_interp_tol(3, outs, 1e-4, 1e-4);
+  lj_tensor *e = lj_exp(tu_tensor(LJ_F32, LJ_SHAPE(300, 70), TU_UNIT, 15));
+  lj_tensor *two[2] = {lj_sum(e, 1, (const int[]){0}, false), lj_mul_scalar(e, 2)};
+  p = program_of_n(2, two, &opt);
+  ck_assert_int_eq(temps_of(p, 300 * 70 * 4), 1);
+  free_program(p, opt);
+  tu_check_interp(2, two, 1e-5);
+  lj_scope_end();
+}
+END_TEST
+
 /* Elementwise consumers of a matmul that read C only at their own row become its epilogue:
  * the kernel computes a block of rows of C, then runs the consumers on those rows. C lives on
  * the kernel's stack when only the epilogue reads it and a block of it fits, else in scratch
@@ -1636,6 +1673,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
   tcase_add_test(tc, test_join_past_independent_kernels);
+  tcase_add_test(tc, test_recompute_cheap_nodes);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
