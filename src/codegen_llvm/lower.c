@@ -292,8 +292,10 @@ static void emit_point(nest_gen *g) {
  * a stack array (or, for a few reduced points, inside it: emit_columns_unrolled); the loop
  * vectorizes, and each output still combines its values in the same order as the plain nest
  * does. Decided by the loads the value reads (one the same all along the kept dim, a
- * depthwise convolution's weight, has no say: in column order it is one scalar); a long kept
- * dim goes in blocks of COLUMN_BLOCK. */
+ * depthwise convolution's weight, has no say: in column order it is one scalar; nor one the
+ * same along the last reduced dim, batch norm's mean of each channel in a sum over the
+ * channel's values: one scalar in the plain order); a long kept dim goes in blocks of
+ * COLUMN_BLOCK. */
 enum { COLUMN_BLOCK = 2048 };
 
 static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
@@ -302,7 +304,7 @@ static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, in
   const ljg_kexpr *x = &k->exprs[e];
   if (x->kind == LJG_X_LOAD) {
     const ljg_view1 *v = ljg_view_top(&k->views[x->view]);
-    if (v->stride[j] == 0) return; /* the same along the kept dim: a scalar in column order */
+    if (v->stride[j] == 0 || v->stride[r] == 0) return; /* a scalar in one order or the other */
     if (v->stride[r] == 1) (*row)++;
     else if (v->stride[j] == 1) (*col)++;
     return;
@@ -843,6 +845,9 @@ char *ljc_lowering_text(const ljg_program *p) {
       if (maps_found(k, last, s, &load, &unused))
         ljb_str_printf(&line, "; nest %d not run: nest %d stores what it maps them to", s + 2, s);
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
+      const ljg_nest *n = &k->nests[s];
+      if (column_order(k, n, n->ndim - __builtin_popcount(n->rmask)))
+        ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
       tiles tl;
       if (last[s] >= s && find_tiles(k, &k->nests[s], last[s], &tl)) {
         ljb_str_printf(&line, "; nest %d reads", s);
