@@ -735,18 +735,27 @@ START_TEST(test_matmul_epilogue) {
     lj_tensor_release(w);
     lj_tensor_release(bias);
   }
-  /* rows of 600 f32, a B per matrix: blocks of 48 rows, C in scratch */
-  lj_tensor *ba = tu_tensor(LJ_F32, LJ_SHAPE(2, 65, 40), TU_ANY, 11), *bw = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 600), TU_ANY, 12);
+  /* rows of 600 f32, a B per matrix: 48 rows of C (115 KB) do not fit a LOCAL slot, so C is
+   * in scratch and a block takes whole matrices up to 512 KiB of C (both matrices of 65 rows
+   * here), or equal parts of one (two halves of a matrix of 300 rows) */
+  static const int64_t brows[2] = {65, 300}, bblock[2] = {130, 150};
   lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 6);
-  lj_tensor *by = lj_tanh(lj_add(lj_matmul(ba, bw), bias));
+  for (int i = 0; i < 2; i++) {
+    lj_tensor *ba = tu_tensor(LJ_F32, LJ_SHAPE(2, brows[i], 40), TU_ANY, 11);
+    lj_tensor *bw = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 600), TU_ANY, 12);
+    lj_tensor *by = lj_tanh(lj_add(lj_matmul(ba, bw), bias));
+    ljg_graph *opt;
+    ljg_program *p = program_of(by, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(p->kernels[0].row_block, bblock[i]);
+    ck_assert_int_eq(local_slots(p), 0);
+    ck_assert_int_ge(p->scratch_bytes, 2 * brows[i] * 600 * 4);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &by, 1e-5, 1e-4); /* k = 40, as above */
+    lj_tensor_release(ba), lj_tensor_release(bw);
+  }
   ljg_graph *opt;
-  ljg_program *p = program_of(by, &opt);
-  ck_assert_int_eq(p->nkernels, 1);
-  ck_assert_int_eq(p->kernels[0].row_block, 48);
-  ck_assert_int_eq(local_slots(p), 0);
-  ck_assert_int_ge(p->scratch_bytes, 130 * 600 * 4);
-  free_program(p, opt);
-  tu_check_interp_tol(1, &by, 1e-5, 1e-4); /* k = 40, as above */
+  ljg_program *p;
   /* rows of 784, B read in place (k = 10): 20 rows would fit, blocks of 16 (a quarter of each
    * matrix) instead of blocks straddling two */
   lj_tensor *qa = tu_tensor(LJ_F32, LJ_SHAPE(2, 64, 10), TU_ANY, 13), *qw = tu_tensor(LJ_F32, LJ_SHAPE(2, 10, 784), TU_ANY, 14);

@@ -59,6 +59,9 @@
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
  * in a LOCAL slot. */
 #define MATMUL_BLOCK_MIN_ROWS 48
+/* A matmul kernel with an epilogue whose blocks of C cannot be LOCAL: the most of C a block
+ * may take (half of L2), so the epilogue reads it from L2. */
+#define MATMUL_BLOCK_L2_BYTES (512 << 10)
 /* A block of one row wider than LOCAL_MAX_BYTES (softmax or cross-entropy over a vocabulary
  * of 32000 words: 125 KiB a row) is still LOCAL up to this: in L2 rather than L1, it spares
  * the round trip through memory of a tensor as large as the input (softmax over [512, 32000]
@@ -80,17 +83,24 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
  * layer's weight) and packed, or products summed over the batch (every row goes through
  * every matrix's B): the whole task range, so B is packed once per thread as without the
  * epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
- * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway),
- * rounded down to whole matrices when more than one fits, else to equal parts of a matrix
- * when its rows divide evenly, so that no block straddles two matrices (packing both Bs, and
- * a register tile short at each end: MNISTNet's conv1, 32 rows of 784, took blocks of 20
- * rows, 0.84–0.86 ms on one thread; blocks of 16, 0.73–0.79); in tasks, which a col2im's join
- * makes several rows each. */
+ * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway);
+ * when that many rows do not fit one, C goes through scratch memory anyway, and blocks take
+ * up to MATMUL_BLOCK_L2_BYTES of it (unless a window follows, a pooling whose windows of the
+ * block are to stay on the stack), so that B is packed once per matrix where a matrix fits
+ * (a window packed from an image costs most: a stride-2 convolution's 128 rows of 784 in
+ * blocks of 48 packed each image's window three times, 27.5 ms on one thread; 19.2 in one
+ * block) and the epilogue reads C from L2. Rounded down to whole matrices when more than
+ * one fits, else to equal parts of a matrix when its rows divide evenly, so that no block
+ * straddles two matrices (packing both Bs, and a register tile short at each end: MNISTNet's
+ * conv1, 32 rows of 784, took blocks of 20 rows, 0.84–0.86 ms on one thread; blocks of 16,
+ * 0.73–0.79); in tasks, which a col2im's join makes several rows each. */
 static int64_t matmul_row_block(const ljg_kernel *k) {
   bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
-  int64_t rb = local_max_bytes(k, k->mm_out_slot) / (k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype));
+  int64_t row = k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype);
+  int64_t rb = local_max_bytes(k, k->mm_out_slot) / row;
+  if (packed && rb < MATMUL_BLOCK_MIN_ROWS && !ljg_kernel_has_window(k)) rb = MATMUL_BLOCK_L2_BYTES / row;
   if (packed && rb < MATMUL_BLOCK_MIN_ROWS) rb = MATMUL_BLOCK_MIN_ROWS;
   int64_t parts = (k->mm_m + rb - 1) / rb;
   if (rb > k->mm_m) rb = rb / k->mm_m * k->mm_m; /* a block straddling two matrices packs both */
