@@ -122,6 +122,26 @@ static bool setup_layer_norm(const workload *w, bench_state *s) {
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
+/* A ResNet basic block with n = {B, C, H}: x [B, C, H, H] requiring grad, the gradient
+ * flowing into the block's output, and as parameters two 3x3 convolutions' weights (no bias)
+ * and two batch norms' weights and biases (ones and zeros). */
+static bool setup_resblock(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], c = w->n[1], h = w->n[2];
+  s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->in[1] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->np = 6;
+  for (int i = 0; i < 2; i++) {
+    lj_tensor *unused = NULL;
+    if (lj_nn_conv2d_init(s->d, LJ_F32, c, c, (const int[]){3, 3}, 1, false, &s->p[i], &unused) != LJ_OK) return false;
+    s->p[2 + 2 * i] = lj_ones(s->d, LJ_F32, LJ_SHAPE(c));
+    s->p[3 + 2 * i] = lj_zeros(s->d, LJ_F32, LJ_SHAPE(c));
+  }
+  if (!all_set(s->in, 2) || !all_set(s->p, 6) || lj_sync_tensors(6, s->p) != LJ_OK) return false;
+  for (int i = 0; i < 6; i++)
+    if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
+  return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
 /* The MLP 784-512-512-10 with SGD; n[0] is the batch. */
 static bool setup_mlp(const workload *w, bench_state *s) {
   static const int64_t sizes[] = {784, 512, 512, 10};
@@ -201,6 +221,19 @@ static void layer_norm(const workload *w, bench_state *s) {
   lj_tensor_zero_grad(s->p[0]);
   lj_tensor_zero_grad(s->p[1]);
   lj_backward(lj_sum(lj_mul(lj_layer_norm(s->in[0], 1, s->p[0], s->p[1], 1e-5), s->in[1]), 0, NULL, false));
+}
+
+/* relu(bn(conv(relu(bn(conv(x))))) + x), forward and backward for an upstream gradient g:
+ * the input's, the convolutions' and the batch norms' gradients. */
+static void resblock(const workload *w, bench_state *s) {
+  lj_tensor *const *p = s->p;
+  lj_tensor_zero_grad(s->in[0]);
+  for (int i = 0; i < s->np; i++) lj_tensor_zero_grad(p[i]);
+  lj_tensor *h = lj_conv2d(s->in[0], p[0], NULL, NULL, pad1, NULL, 1);
+  h = lj_relu(lj_batch_norm(h, NULL, NULL, p[2], p[3], true, 0.1, 1e-5));
+  h = lj_batch_norm(lj_conv2d(h, p[1], NULL, NULL, pad1, NULL, 1), NULL, NULL, p[4], p[5], true, 0.1, 1e-5);
+  h = lj_relu(lj_add(h, s->in[0]));
+  lj_backward(lj_sum(lj_mul(h, s->in[1]), 0, NULL, false));
 }
 
 /* A 3×3 convolution of stride 2 with its bias, a ResNet's downsampling. */
@@ -294,6 +327,8 @@ const workload bench_workloads[] = {
      layer_norm, 3.0 * 4096 * 1024 * 4, 0},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
+    {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},
+     setup_resblock, resblock, 0, 6 * CONV_FLOPS(32, 64, 64, 56)},
     {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,
      CONV_FLOPS(64, 1, 32, 28)},
     {"conv1_bwd_b64", "conv1 layer forward + weight/bias gradients", {64, 1, 32, 28}, setup_conv, conv_backward,

@@ -95,6 +95,22 @@ def layer_norm(rows, cols):
     return step
 
 
+def resblock(b, c, h):
+    x, g = rand(b, c, h, h, grad=True), rand(b, c, h, h)
+    convs = [nn.Conv2d(c, c, 3, padding=1, bias=False) for _ in range(2)]
+    norms = [nn.BatchNorm2d(c, track_running_stats=False) for _ in range(2)]
+    params = [p for m in convs + norms for p in m.parameters()]
+
+    def step():
+        x.grad = None
+        for p in params:
+            p.grad = None
+        y = torch.relu(norms[0](convs[0](x)))
+        y = torch.relu(norms[1](convs[1](y)) + x)
+        (y * g).sum().backward()
+    return step
+
+
 def conv_stride2(b, cin, cout, h):
     x, conv = rand(b, cin, h, h, grad=True), nn.Conv2d(cin, cout, 3, stride=2, padding=1)
     return lambda: conv(x)
@@ -158,6 +174,7 @@ WORKLOADS = {
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
+    "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
     "conv2_fwd_b64": lambda: conv_forward(64, 32, 64, 14),
