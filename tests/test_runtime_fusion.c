@@ -539,7 +539,7 @@ END_TEST
 
 /* softmax's max, exps, sum and reciprocal live a block of rows at a time on the kernel's stack
  * (no scratch arena at all), in every dtype; so does a block of one row wider than the usual
- * block (a vocabulary's logits), up to 256 KiB a slot and 2 MiB a kernel; beyond that rows keep
+ * block (a vocabulary's logits), up to 512 KiB a slot and 2 MiB a kernel; beyond that rows keep
  * scratch memory. Values agree with the interpreter either way, with rows split across
  * threads. */
 static void check_local_rows(lj_tensor *y, int locals, int64_t scratch) {
@@ -572,10 +572,10 @@ START_TEST(test_row_fusion_local_slots) {
     lj_tensor *y = lj_softmax(x, 1);
     check_local_rows(y, 4, 0);
     tu_check1(y, 1e-5);
-    /* 70000 f32, 280 KB: the exps in scratch memory, the per-row max, sum and reciprocal not */
-    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(3, 70000), TU_ANY, 5);
+    /* 140000 f32, 560 KB: the exps in scratch memory, the per-row max, sum and reciprocal not */
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(3, 140000), TU_ANY, 5);
     lj_tensor *z = lj_softmax(w, 1);
-    check_local_rows(z, 3, 3 * 70000 * 4);
+    check_local_rows(z, 3, 3 * 140000 * 4);
     tu_check1(z, 1e-5);
     /* rows of 60000 f32 (240 KB) centred ten times over, through a tanh (stored, where a
      * subtraction alone would be recomputed): of the nine intermediates, eight fit in 2 MiB of
@@ -592,6 +592,14 @@ START_TEST(test_row_fusion_local_slots) {
     }
     check_local_rows(c, 10 + 8, 5 * 60000 * 4);
     tu_check1(c, 1e-5);
+    /* a depthwise convolution's windows of a 112×112 plane, 441 KiB: on the stack */
+    lj_tensor *img = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 112, 112), TU_ANY, 7);
+    lj_tensor *dw = lj_conv2d(img, tu_tensor(LJ_F32, LJ_SHAPE(3, 1, 3, 3), TU_ANY, 8), NULL, NULL,
+                              (const int[]){1, 1}, NULL, 3);
+    check_local_rows(dw, 1, 0);
+    tu_check_interp_tol(1, &dw, 1e-5, 1e-5); /* 9 products of either sign */
+    lj_tensor_release(dw);
+    lj_tensor_release(img);
     lj_tensor_release(x);
     lj_tensor_release(w);
     lj_shutdown();
