@@ -130,6 +130,36 @@ static const pass_case cases[] = {
      "  %1 = f32[4] data(), param=1\n"
      "  %2 = f32[4] neg(%0), ROOT=0\n"
      "}\n"},
+    {"simplify: a gather of a float elementwise node gathers its operands, a row's broadcast value as it is",
+     ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[4,6] data(), param=0\n"
+     "  %1 = f32[4,1] amax(%0), dims=(1)\n"
+     "  %2 = f32[4,6] expand(%1)\n"
+     "  %3 = f32[4,6] sub(%0, %2)\n"
+     "  %4 = f32[4,6] exp(%3)\n"
+     "  %5 = i64[4,1] data(), param=1\n"
+     "  %6 = f32[4,1] gather(%4, %5), dim=1, ROOT=0\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,6] data(), param=0\n"
+     "  %1 = f32[4,1] amax(%0), dims=(1)\n"
+     "  %2 = f32[4,6] expand(%1)\n"
+     "  %3 = f32[4,6] sub(%0, %2)\n"
+     "  %4 = f32[4,6] exp(%3)\n"
+     "  %5 = i64[4,1] data(), param=1\n"
+     "  %6 = f32[4,1] gather(%0, %5), dim=1\n"
+     "  %7 = f32[4,1] sub(%6, %1)\n"
+     "  %8 = f32[4,1] exp(%7), ROOT=0\n"
+     "}\n"},
+    {"simplify: a gather of an integer elementwise node stays (integer division reports errors)", ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = i32[4,6] data(), param=0\n"
+     "  %1 = i32[4,6] neg(%0)\n"
+     "  %2 = i64[4,1] data(), param=1\n"
+     "  %3 = i32[4,1] gather(%1, %2), dim=1, ROOT=0\n"
+     "}\n",
+     NULL},
     {"simplify: a permute moves below a reshape that only adds or drops size-1 dims", ljg_pass_simplify,
      "IR {\n"
      "  %0 = f32[64,300] data(), param=0\n"

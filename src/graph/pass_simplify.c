@@ -4,8 +4,9 @@
  * cast to the same dtype) and stop_gradient removed, chains of reshapes / permutes / expands merged,
  * permutes moved below reshapes that only add or drop size-1 dims (so they merge with a
  * permute there, and a matmul read transposed shows as such to the matmul pass), double
- * negation removed, and x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
- * to x. */
+ * negation removed, x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
+ * to x, and a gather of a float elementwise node made the node's op on its operands'
+ * gathers. */
 #include "graph/graph.h"
 
 #include <stdlib.h>
@@ -53,6 +54,43 @@ static int permute_below_reshape(ljg_rewriter *rw, const ljg_gnode *n, int32_t x
   return simplify(rw, &r, &pi);
 }
 
+/* gather n of an elementwise float node x: the op of its operands' gathers (nll_loss of
+ * log_softmax picks one class a row of x - max - log(sum), which then is never stored whole:
+ * a pass over the logits fewer, 128 KB a row for 32000 classes). An operand of x's shape is
+ * gathered too; one broadcast along the gathered dim (an expand of a size-1 dim: the row's
+ * max) is the same at every index, expanded to n's shape. The same float ops on the same
+ * values. -1 when x's operands are of another dtype (a where's condition, a cast's input). */
+static int gather_below_op(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+  const ljg_graph *g = &rw->out;
+  const ljg_gnode *x = &g->nodes[in[0]], *idx = &g->nodes[in[1]];
+  int dim = (int)n->attr.a[0];
+  if (ljg_ops[x->op].kind != LJG_ELEMWISE || !ljg_dtype_is_float(x->dtype) || x->nin > 8) return -1;
+  for (int d = 0; d < x->ndim; d++)
+    if (d != dim && idx->shape[d] != x->shape[d]) return -1;
+  int32_t picked[8];
+  const int32_t *xin = ljg_in(g, x);
+  for (int k = 0; k < x->nin; k++)
+    if (g->nodes[xin[k]].dtype != x->dtype) return -1;
+  for (int k = 0; k < x->nin; k++) {
+    const ljg_gnode *a = &g->nodes[xin[k]];
+    ljg_gnode m = *n;
+    m.dtype = a->dtype;
+    int32_t pin[2] = {xin[k], in[1]};
+    const ljg_gnode *src = a->op == LJG_OP_EXPAND ? &g->nodes[ljg_in(g, a)[0]] : NULL;
+    if (src && src->ndim == a->ndim && src->shape[dim] == 1) {
+      memset(&m.attr, 0, sizeof m.attr);
+      m.op = LJG_OP_EXPAND;
+      m.nin = 1;
+      pin[0] = ljg_in(g, a)[0];
+    }
+    picked[k] = simplify(rw, &m, pin);
+  }
+  ljg_gnode op = *x;
+  op.ndim = n->ndim;
+  memcpy(op.shape, n->shape, sizeof op.shape);
+  return simplify(rw, &op, picked);
+}
+
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out;
   const ljg_gnode *x = n->nin ? &g->nodes[in[0]] : NULL;
@@ -92,6 +130,11 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
     if (x->dtype == n->dtype) return in[0];
     break;
   case LJG_OP_STOP_GRADIENT: return in[0]; /* only autograd reads it */
+  case LJG_OP_GATHER: {
+    int r = gather_below_op(rw, n, in);
+    if (r >= 0) return r;
+    break;
+  }
   case LJG_OP_NEG:
     if (x->op == LJG_OP_NEG) return ljg_in(g, x)[0];
     break;
