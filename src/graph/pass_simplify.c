@@ -61,31 +61,33 @@ static int permute_below_reshape(ljg_rewriter *rw, const ljg_gnode *n, int32_t x
  * max) is the same at every index, expanded to n's shape. The same float ops on the same
  * values. -1 when x's operands are of another dtype (a where's condition, a cast's input). */
 static int gather_below_op(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
-  const ljg_graph *g = &rw->out;
-  const ljg_gnode *x = &g->nodes[in[0]], *idx = &g->nodes[in[1]];
+  const ljg_graph *g = &rw->out; /* its nodes move as simplify adds some: copied first */
+  const ljg_gnode x = g->nodes[in[0]], *idx = &g->nodes[in[1]];
   int dim = (int)n->attr.a[0];
-  if (ljg_ops[x->op].kind != LJG_ELEMWISE || !ljg_dtype_is_float(x->dtype) || x->nin > 8) return -1;
-  for (int d = 0; d < x->ndim; d++)
-    if (d != dim && idx->shape[d] != x->shape[d]) return -1;
-  int32_t picked[8];
-  const int32_t *xin = ljg_in(g, x);
-  for (int k = 0; k < x->nin; k++)
-    if (g->nodes[xin[k]].dtype != x->dtype) return -1;
-  for (int k = 0; k < x->nin; k++) {
+  if (ljg_ops[x.op].kind != LJG_ELEMWISE || !ljg_dtype_is_float(x.dtype) || x.nin > 8) return -1;
+  for (int d = 0; d < x.ndim; d++)
+    if (d != dim && idx->shape[d] != x.shape[d]) return -1;
+  int32_t xin[8], picked[8];
+  memcpy(xin, ljg_in(g, &x), (size_t)x.nin * sizeof *xin);
+  for (int k = 0; k < x.nin; k++)
+    if (g->nodes[xin[k]].dtype != x.dtype) return -1;
+  for (int k = 0; k < x.nin; k++) {
     const ljg_gnode *a = &g->nodes[xin[k]];
     ljg_gnode m = *n;
-    m.dtype = a->dtype;
     int32_t pin[2] = {xin[k], in[1]};
-    const ljg_gnode *src = a->op == LJG_OP_EXPAND ? &g->nodes[ljg_in(g, a)[0]] : NULL;
-    if (src && src->ndim == a->ndim && src->shape[dim] == 1) {
-      memset(&m.attr, 0, sizeof m.attr);
-      m.op = LJG_OP_EXPAND;
-      m.nin = 1;
-      pin[0] = ljg_in(g, a)[0];
+    if (a->op == LJG_OP_EXPAND) {
+      int32_t src = ljg_in(g, a)[0];
+      if (g->nodes[src].ndim == a->ndim && g->nodes[src].shape[dim] == 1) {
+        memset(&m.attr, 0, sizeof m.attr);
+        m.op = LJG_OP_EXPAND;
+        m.nin = 1;
+        pin[0] = src;
+      }
     }
+    m.dtype = x.dtype;
     picked[k] = simplify(rw, &m, pin);
   }
-  ljg_gnode op = *x;
+  ljg_gnode op = x;
   op.ndim = n->ndim;
   memcpy(op.shape, n->shape, sizeof op.shape);
   return simplify(rw, &op, picked);
