@@ -216,6 +216,8 @@ START_TEST(test_matmul_winograd) {
   /* the input gradients call the forward product's routines (ljc_gemm_code) */
   ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd; its col2im not run"));
   ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd5; its col2im not run"));
+  /* 30×30 planes of 72 rows (259 KB of C an image) had blocks sized for a C it never stores */
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "the image; no blocks: the routine takes a thread's planes in one call"));
   ck_assert(!tu_dir_has(dir, "_dx.o", NULL));
   ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd_dw.o", NULL));
   ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd5_dw.o", NULL));

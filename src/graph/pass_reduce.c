@@ -44,6 +44,13 @@ static bool same_shape(const ljg_gnode *a, const ljg_gnode *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
 }
 
+/* Whether reduction n of x may go in two stages: an op and dtype whose stages' results lose
+ * nothing, over an input large enough to pay for a second kernel. */
+static bool worth_splitting(const ljg_gnode *n, const ljg_gnode *x) {
+  return splittable_op(n->op) && x->dtype == n->dtype && splittable_dtype(n->dtype) &&
+         ljg_gnumel(x) >= SPLIT_MIN_ELEMENTS;
+}
+
 /* Whether node i, or one it is computed from through elementwise and view ops (at most
  * `depth` levels down), is an im2col. */
 static bool reads_windows(const ljg_graph *g, int32_t i, int depth) {
@@ -69,9 +76,8 @@ static int split_windows(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in
   int lead = 0, trail = 0;
   while (lead < n->ndim && (mask >> lead & 1)) lead++;
   while (trail < n->ndim - lead && (mask >> (n->ndim - 1 - trail) & 1)) trail++;
-  if (!splittable_op(n->op) || lead == 0 || trail == 0 || lead + trail >= n->ndim ||
-      __builtin_popcountll(mask) != lead + trail || x->dtype != n->dtype || !splittable_dtype(n->dtype) ||
-      ljg_gnumel(x) < SPLIT_MIN_ELEMENTS || !reads_windows(&rw->out, in[0], 8))
+  if (!worth_splitting(n, x) || lead == 0 || trail == 0 || lead + trail >= n->ndim ||
+      __builtin_popcountll(mask) != lead + trail || !reads_windows(&rw->out, in[0], 8))
     return -1;
   ljg_gnode first = *n;
   memcpy(first.shape, x->shape, sizeof first.shape);
@@ -88,9 +94,7 @@ static int split(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   if (w >= 0) return w;
   const ljg_gnode *x = &rw->out.nodes[in[0]];
   int r = leading_reduced(n);
-  if (!splittable_op(n->op) || r == 0 || x->dtype != n->dtype || !splittable_dtype(n->dtype) ||
-      ljg_gnumel(x) < SPLIT_MIN_ELEMENTS)
-    return ljg_rw_add(rw, n, in);
+  if (!worth_splitting(n, x) || r == 0) return ljg_rw_add(rw, n, in);
   int64_t rows = ljg_numel(r, x->shape), blocks = 0;
   for (size_t i = 0; i < sizeof block_counts / sizeof *block_counts && !blocks; i++)
     if (rows % block_counts[i] == 0 && rows / block_counts[i] >= BLOCK_MIN_ROWS) blocks = block_counts[i];
