@@ -879,11 +879,14 @@ START_TEST(test_matmul_column_tasks) {
     tu_check_interp_tol(NCASES, ys, 1e-5, 1e-4);
     for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
   }
-  /* 65 rows, a relu fused in, and 40 rows of 5 blocks of columns (fewer tasks than the rows
-   * give): tasks of rows */
+  /* 65 rows, 40 rows of 5 blocks of columns (fewer tasks than the rows give), and 2 rows
+   * less their first column, which the first task's columns hold: tasks of rows */
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(65, 30), TU_ANY, 80), *w = tu_tensor(LJ_F32, LJ_SHAPE(30, 300), TU_ANY, 81);
   lj_tensor *small = tu_tensor(LJ_F32, LJ_SHAPE(2, 30), TU_ANY, 82), *mid = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 83);
-  lj_tensor *ys[3] = {lj_matmul(a, w), lj_relu(lj_matmul(small, w)), lj_matmul(mid, w)};
+  lj_tensor *c = lj_matmul(small, w);
+  lj_tensor *first = lj_sub(c, lj_slice(c, 1, 0, 1, 1));
+  lj_tensor_release(c);
+  lj_tensor *ys[3] = {lj_matmul(a, w), first, lj_matmul(mid, w)};
   static const int64_t row_tasks[3] = {65, 2, 40};
   for (int i = 0; i < 3; i++) {
     ljg_graph *opt;
@@ -896,6 +899,40 @@ START_TEST(test_matmul_column_tasks) {
   tu_check_interp_tol(3, ys, 1e-5, 1e-4);
   lj_tensor *all[] = {a, w, small, mid, ys[0], ys[1], ys[2]};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+}
+END_TEST
+
+/* A matmul of few rows with nests fused in splits its columns too: a task computes its
+ * columns of every row, then runs the nests elementwise over C on those columns (a linear
+ * layer's bias and relu; the SGD step after a weight's gradient), and the first task runs the
+ * nests over other points whole (a loss's one-hot over the same rows, joined past the
+ * kernels between). Values against the interpreter, one and two threads. */
+START_TEST(test_matmul_column_tasks_with_nests) {
+  for (int threads = 1; threads <= 2; threads++) {
+    lj_shutdown();
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = threads;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 400), TU_ANY, 90), *w = tu_tensor(LJ_F32, LJ_SHAPE(600, 400), TU_ANY, 91);
+    lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 92), *z = tu_tensor(LJ_F32, LJ_SHAPE(5, 10), TU_ANY, 93);
+    lj_tensor *h = lj_relu(lj_linear(x, w, bias));
+    lj_tensor *ez = lj_exp(z);
+    lj_tensor *s = lj_sum(ez, 1, (const int[]){1}, true);
+    lj_tensor *outs[2] = {h, s};
+    ljg_graph *opt;
+    ljg_program *p = program_of_n(2, outs, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(p->kernels[0].mm_col_tasks, LJG_MATMUL_COL_TASK);
+    ck_assert_int_eq(p->kernels[0].ntasks, 10);
+    char *lowering = ljc_lowering_text(p);
+    ck_assert_msg(strstr(lowering, "nest 0 runs on a task's columns of every row") != NULL, "%s", lowering);
+    ck_assert_msg(strstr(lowering, "whole in the first task") != NULL, "%s", lowering);
+    free(lowering);
+    free_program(p, opt);
+    tu_check_interp_tol(2, outs, 1e-5, 1e-4);
+    lj_tensor *all[] = {x, w, bias, z, h, ez, s};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+  }
 }
 END_TEST
 
@@ -1777,6 +1814,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);
+  tcase_add_test(tc, test_matmul_column_tasks_with_nests);
   tcase_add_test(tc, test_random_programs);
   tcase_add_test(tc, test_random_programs_from_disk);
   tcase_add_test(tc, test_random_programs_across_syncs);

@@ -179,6 +179,8 @@ typedef struct ljc_kctx {
   LLVMValueRef *load_at;  /* per expression: where a LOAD reads its element at the current
                              point instead of its slot (a transposed operand's tile, lower.c's
                              emit_tiles), or NULL */
+  LLVMValueRef col_lo, col_hi; /* a matmul kernel of column tasks: the columns [col_lo, col_hi)
+                                  its nests run on, or NULL (lower.c's emit_column_block) */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);

@@ -159,6 +159,7 @@ typedef struct nest_gen {
   int32_t then_load;    /* that nest's load of the element */
   ljg_view then_view;   /* its output in this nest's index space */
   const tiles *tiles;   /* operands read transposed in tiles, or NULL */
+  LLVMValueRef col_lo, col_hi; /* a matmul's column task: the last dim's range, or NULL */
 } nest_gen;
 
 static LLVMValueRef point_value(nest_gen *g) {
@@ -589,8 +590,9 @@ static void emit_kept(nest_gen *g, int d) {
     return;
   }
   if (!task && g->nest->shape[d] == 0) return;
-  LLVMValueRef lo = task ? g->begin : ljc_i64(ir, 0);
-  LLVMValueRef hi = task ? g->end : ljc_i64(ir, g->nest->shape[d]);
+  bool cols = g->col_lo && d == g->nest->ndim - 1;
+  LLVMValueRef lo = task ? g->begin : cols ? g->col_lo : ljc_i64(ir, 0);
+  LLVMValueRef hi = task ? g->end : cols ? g->col_hi : ljc_i64(ir, g->nest->shape[d]);
   if (g->tiles && d == g->tiles->t) {
     emit_tiles(g, d + 1, lo, hi);
     return;
@@ -823,6 +825,19 @@ static bool in_one_call(const ljg_kernel *k) {
   return k->kind == LJG_K_MATMUL && k->nnests == 0 && ljc_gemm_writes_window(k);
 }
 
+/* Says which nests of matmul kernel k, of column tasks, run on a task's columns (columns) or
+ * whole in the first task. */
+static void column_nests_text(ljb_str *line, const ljg_kernel *k, bool columns) {
+  ljb_str list = {0};
+  int n = 0;
+  for (int s = 0; s < k->nnests; s++)
+    if (ljg_column_nest(k, s) == columns) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
+  if (n)
+    ljb_str_printf(line, "; nest%s %s run%s %s", n > 1 ? "s" : "", list.s, n > 1 ? "" : "s",
+                   columns ? "on a task's columns of every row" : "whole in the first task");
+  free(list.s);
+}
+
 char *ljc_lowering_text(const ljg_program *p) {
   ljb_str b = {0};
   ljb_str_puts(&b, "lowering (what the code does otherwise than the nests above say):\n");
@@ -840,6 +855,10 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
     int64_t part = nest_part_rows(p, k);
     if (part) ljb_str_printf(&line, "; its nests run on %lld rows of a block at a time", (long long)part);
+    if (k->kind == LJG_K_MATMUL && k->mm_col_tasks && k->nnests) {
+      column_nests_text(&line, k, true);
+      column_nests_text(&line, k, false);
+    }
     int kj, nest;
     int64_t at, step;
     if (ljc_gemm_b_sum(p, ki, &kj, &nest, &at, &step))
@@ -896,6 +915,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   g.end = end;
   if (nest->rop >= 0) g.red = reduction_of(kc->ir, nest->rop, kc->k->exprs[nest->value].dtype, nest->rcount);
   g.columns = column_order(kc->k, nest, g.nkept);
+  g.col_lo = kc->col_lo, g.col_hi = kc->col_hi;
   for (int d = g.nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
   ljc_dbg_at(kc->ir, kc->k->exprs[nest->value].node);
   kc->ir->loop_width = ljg_numel(nest->ndim, nest->shape) <= LJC_SMALL_POINTS ? 1
@@ -950,7 +970,7 @@ static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k) {
     return 0;
   int64_t widest = 1;
   for (int s = 0; s < k->nnests; s++) {
-    int64_t row = ljg_numel(k->nests[s].ndim, k->nests[s].shape) / k->ntasks;
+    int64_t row = ljg_numel(k->nests[s].ndim, k->nests[s].shape) / (k->mm_b * k->mm_m);
     if (row > widest) widest = row;
   }
   int64_t part = LJG_ROW_BLOCK_ELEMS / widest;
@@ -1013,6 +1033,31 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
     if (k->win_at == k->nnests) emit_window(kc, lo, hi);
   }
   ljc_loop_end(ir, &B, NULL, NULL);
+}
+
+/* A matmul kernel whose tasks are blocks of C's columns and which has nests (fuse.c's
+ * nests_by_columns): the routine computes the task range's columns of every row (one block
+ * of rows, all of them), then the column nests run on those columns of every row, and the
+ * first task runs the other nests whole. */
+static void emit_column_block(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  LLVMValueRef width = ljc_i64(ir, k->mm_col_tasks), rows = ljc_i64(ir, k->mm_b * k->mm_m), zero = ljc_i64(ir, 0);
+  emit_matmul(kc, begin, end, ljc_const_i(ir->i1, 1));
+  LLVMValueRef lo = LLVMBuildNSWMul(b, begin, width, "");
+  LLVMValueRef hi = ljc_intrinsic2(ir, "smin", LLVMBuildNSWMul(b, end, width, ""), ljc_i64(ir, k->mm_n));
+  for (int s = 0; s < k->nnests; s++) {
+    if (ljg_column_nest(k, s)) {
+      kc->col_lo = lo, kc->col_hi = hi;
+      emit_nest(kc, &k->nests[s], nest_check[s], zero, rows);
+      kc->col_lo = kc->col_hi = NULL;
+      continue;
+    }
+    LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntEQ, begin, zero, ""), "first_task");
+    emit_nest(kc, &k->nests[s], nest_check[s], zero, rows);
+    ljc_if_end(ir, after);
+  }
 }
 
 /* ---- matmul ------------------------------------------------------------------------------- */
@@ -1725,6 +1770,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
     emit_window(&kc, begin, end);
+  else if (k->row_block > 0 && k->mm_col_tasks)
+    emit_column_block(&kc, nest_check, begin, end);
   else if (k->row_block > 0)
     emit_row_blocks(&kc, nest_check, begin, end);
   else

@@ -642,12 +642,45 @@ static bool build_all(fuser *f, ljg_program *p) {
   return true;
 }
 
-/* Gives the matmul kernels with few rows and nothing fused into them column tasks
- * (LJG_MATMUL_COL_TASK) when there are at least as many blocks of columns as rows, or
- * LJG_MATMUL_COL_SPLIT_TASKS of them (so that a machine of many cores keeps as many tasks as
- * the rows gave it): only those the GEMM routines take by a plain read of B, f32 or f64
- * through single-level views (codegen_llvm/gemm.c). The taps routine's weight gradients
- * always split their columns (LJG_TAPS_COL_TASK). */
+bool ljg_column_nest(const ljg_kernel *k, int s) {
+  const ljg_nest *n = &k->nests[s];
+  return n->rop < 0 && n->scatter_index < 0 && n->ndim >= 2 && n->row_dims < n->ndim &&
+         n->shape[n->ndim - 1] == k->mm_n && ljg_numel(n->ndim - 1, n->shape) == k->mm_b * k->mm_m;
+}
+
+/* Whether matmul kernel k's nests can run with column tasks: each column nest reads what the
+ * matmul and the column nests write only at its own point, laid out as C (one reading C
+ * transposed would need the other tasks' columns), and writes its own point likewise; the
+ * other nests, which the first task runs whole (those joined past independent kernels, a
+ * loss's one-hot), neither read nor write what those write, nor write what they read. */
+static bool nests_by_columns(const ljg_program *p, const ljg_kernel *k) {
+  uint8_t *by = ljb_xcalloc((size_t)p->nslots + 1, 1); /* 1: written by the matmul or a column nest; 2: by another */
+  by[k->mm_out_slot] = 1;
+  for (int s = 0; s < k->nnests; s++) by[k->nests[s].out_slot] |= ljg_column_nest(k, s) ? 1 : 2;
+  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), ok = true;
+  for (int s = 0; s < k->nnests && ok; s++) {
+    const ljg_nest *n = &k->nests[s];
+    bool cols = ljg_column_nest(k, s);
+    ok = by[n->out_slot] != 3 && (!cols || ljg_view_row_major(&k->views[n->out_view]));
+    ljg_nest_exprs(k, n, used);
+    for (int e = 0; e < k->nexprs && ok; e++) {
+      const ljg_kexpr *x = &k->exprs[e];
+      if (!used[e] || (x->kind != LJG_X_LOAD && x->kind != LJG_X_BUFFER) || !by[x->slot]) continue;
+      ok = cols ? by[x->slot] == 1 && x->kind == LJG_X_LOAD && ljg_view_row_major(&k->views[x->view]) : by[x->slot] == 2;
+    }
+  }
+  free(used);
+  free(by);
+  return ok;
+}
+
+/* Gives the matmul kernels with few rows column tasks (LJG_MATMUL_COL_TASK) when there are at
+ * least as many blocks of columns as rows, or LJG_MATMUL_COL_SPLIT_TASKS of them (so that a
+ * machine of many cores keeps as many tasks as the rows gave it): only those the GEMM
+ * routines take by a plain read of B, f32 or f64 through single-level views
+ * (codegen_llvm/gemm.c), whose fused nests, if any, run on a task's columns of all the rows
+ * in one block of them or whole in the first task (nests_by_columns). The taps routine's weight gradients always split
+ * their columns (LJG_TAPS_COL_TASK). */
 static void column_tasks(ljg_program *p) {
   for (int i = 0; i < p->nkernels; i++) {
     ljg_kernel *k = &p->kernels[i];
@@ -657,9 +690,10 @@ static void column_tasks(ljg_program *p) {
       continue;
     }
     int64_t rows = k->mm_b * k->mm_m, blocks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
-    if (k->kind != LJG_K_MATMUL || k->nnests || k->row_block || k->mm_sum || k->mm_cols || k->mm_task_rows != 1 ||
-        ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) || k->mm_k == 0 || k->mm_b == 0 ||
-        rows > LJG_MATMUL_COL_SPLIT_ROWS || blocks < 2 || (blocks < rows && blocks < LJG_MATMUL_COL_SPLIT_TASKS))
+    if (k->kind != LJG_K_MATMUL || (k->nnests && k->row_block < rows) || k->mm_sum || k->mm_cols ||
+        k->mm_task_rows != 1 || ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) ||
+        k->mm_k == 0 || k->mm_b == 0 || rows > LJG_MATMUL_COL_SPLIT_ROWS || blocks < 2 ||
+        (blocks < rows && blocks < LJG_MATMUL_COL_SPLIT_TASKS) || !nests_by_columns(p, k))
       continue;
     const ljg_kexpr *a = &k->exprs[k->mm_a], *b = &k->exprs[k->mm_bm];
     if (a->kind != LJG_X_LOAD || b->kind != LJG_X_LOAD || k->views[a->view].n != 1 || k->views[b->view].n != 1) continue;

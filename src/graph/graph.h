@@ -402,11 +402,13 @@ typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
  * longer ones pack it, block of rows by block of rows. */
 enum { LJG_MATMUL_DIRECT_K = 16 };
 /* A MATMUL kernel of at most LJG_MATMUL_COL_SPLIT_ROWS rows of C (over all its matrices),
- * f32 or f64, with nothing fused into it, splits its columns between threads instead of its
- * rows when that gives as many tasks as its rows or LJG_MATMUL_COL_SPLIT_TASKS: its tasks are
- * blocks of LJG_MATMUL_COL_TASK columns, each computed for every row. Split by rows, every
- * thread packs all of B, and one row is one task (a matrix-vector product ran on one thread). */
-enum { LJG_MATMUL_COL_TASK = 64, LJG_MATMUL_COL_SPLIT_ROWS = 64, LJG_MATMUL_COL_SPLIT_TASKS = 16 };
+ * f32 or f64, whose nests allow it (fuse.c's nests_by_columns), splits its columns between
+ * threads instead of its rows when that gives as many tasks as its rows or
+ * LJG_MATMUL_COL_SPLIT_TASKS: its tasks are blocks of LJG_MATMUL_COL_TASK columns, each
+ * computed for every row. Split by rows, every thread packs all of B, and one row is one task
+ * (a matrix-vector product ran on one thread). Two threads, x·Wᵀ for a W of 512×784: 64 rows
+ * 0.138 -> 0.120 ms, 128 rows 0.243 -> 0.225, 256 rows 0.457 -> 0.424. */
+enum { LJG_MATMUL_COL_TASK = 64, LJG_MATMUL_COL_SPLIT_ROWS = 256, LJG_MATMUL_COL_SPLIT_TASKS = 8 };
 /* Rows of C a matmul kernel's register tile holds with 16 vector registers (codegen_llvm/gemm.c;
  * 8 with AVX-512's 32); the orientation of batch sums (pass_matmul.c) counts the rows a
  * product leaves unused in its last tile. */
@@ -517,6 +519,10 @@ bool ljg_relu_gradient(const ljg_kernel *k, int32_t e, int32_t *x, int32_t *v);
 /* Whether kernel k writes slot: as a matmul's C, a window's output, or a nest's but nest
  * `skip` (-1: none). */
 bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip);
+/* Whether nest s of matmul kernel k is elementwise over C's points (C's rows its leading dims,
+ * C's columns its last): with column tasks (ljg_kernel.mm_col_tasks), a task runs it on its
+ * columns of every row, and the first task runs the kernel's other nests whole. */
+bool ljg_column_nest(const ljg_kernel *k, int s);
 
 /* A WINDOW kernel's elements per task: the (n, c) plane of windows (KH·KW rows of OH·OW
  * columns) and of the image (H·W); its output is the first for im2col, the second for col2im.
