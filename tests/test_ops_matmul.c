@@ -70,8 +70,9 @@ START_TEST(test_matmul_fused_and_large) {
 }
 END_TEST
 
-/* The GEMM routines around their tile edges: rows 1, 5, 6, 8, 13, 17 (fewer rows than a
- * tile, whole tiles of 6 rows under AVX2 and of 8 under AVX-512, a tile for the rows left),
+/* The GEMM routines around their tile edges: rows 1, 3, 5, 6, 8, 13, 17 (with B transposed,
+ * up to 4 of them as dot products; fewer rows than a tile, whole tiles of 6 rows under AVX2
+ * and of 8 under AVX-512, a tile for the rows left),
  * columns 1, 12, 17, 150, 300 (a last panel with its first vector partial, with its second
  * partial for 12 under AVX2 and 150 under AVX-512, one column past a full panel under AVX2,
  * more panels than one packed block: 150 under AVX2, 300 under both), k of 1 and 16 (B read
@@ -84,7 +85,7 @@ END_TEST
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
 START_TEST(test_matmul_tiles) {
-  static const int64_t Ms[] = {1, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
+  static const int64_t Ms[] = {1, 3, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
   lj_config cfg = lj_config_default();
@@ -93,9 +94,9 @@ START_TEST(test_matmul_tiles) {
   for (int di = 0; di < 2; di++) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
     for (int layout = 0; layout < 4; layout++) {
-      lj_tensor *ts[120];
+      lj_tensor *ts[140];
       int n = 0;
-      for (int mi = 0; mi < 6; mi++)
+      for (int mi = 0; mi < 7; mi++)
         for (int ni = 0; ni < 5; ni++)
           for (int ki = 0; ki < 4; ki++) {
             int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
@@ -118,11 +119,15 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *tall = tu_tensor(dt, LJ_SHAPE(2, 803, 40), TU_ANY, 903), *tw = tu_tensor(dt, LJ_SHAPE(37, 40), TU_ANY, 904);
     /* convolutions: B packed from the image (padded, strided), a pooled epilogue */
     lj_tensor *img = tu_tensor(dt, LJ_SHAPE(2, 5, 11, 11), TU_ANY, 905), *k = tu_tensor(dt, LJ_SHAPE(7, 5, 3, 3), TU_ANY, 906);
-    lj_tensor *ts[5] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+    /* dot products of a few rows: batched with B broadcast, and summed over the batch */
+    lj_tensor *few = tu_tensor(dt, LJ_SHAPE(3, 2, 300), TU_ANY, 907), *fb = tu_tensor(dt, LJ_SHAPE(3, 45, 300), TU_ANY, 908);
+    static const int batch[1] = {0};
+    lj_tensor *ts[7] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
                         lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
                                       (const int[]){2, 2}, NULL, NULL),
-                        lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1)};
-    tu_check_interp_tol(5, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+                        lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1),
+                        lj_matmul(few, lj_transpose(wt, 0, 1)), lj_sum(lj_matmul(few, lj_transpose(fb, 1, 2)), 1, batch, false)};
+    tu_check_interp_tol(7, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST

@@ -169,6 +169,8 @@ WORKLOADS = {
     "sgemm_mlp_dw1": lambda: matmul(512, 784, 128, ta=True),
     "sgemm_mlp_dw2": lambda: matmul(512, 512, 128, ta=True),
     "mlp_layer1_b128": lambda: linear_relu(128, 512, 784),
+    "linear_b1_4096": lambda: linear_relu(1, 4096, 4096),
+    "linear_b4_1024": lambda: linear_relu(4, 1024, 1024),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
     "attention_32x256x64": lambda: attention(32, 256, 64),
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),

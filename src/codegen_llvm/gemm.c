@@ -873,6 +873,105 @@ static void panels(gemm *g, const rows *rw) {
   when(g, LLVMBuildNot(g->b, one, ""), edge_panel_nv, &e);
 }
 
+/* ---- a few rows: dot products ------------------------------------------------------------- */
+
+/* A call of at most dot_max_rows rows of a COLS routine whose A is contiguous along k (x·Wᵀ
+ * of a linear layer at a batch of a few rows) computes each element of C as the dot product
+ * of A's row and B's column, both read where they are: B once, without packing, which for so
+ * few rows costs more than the products (its transposes ran at a fraction of the products'
+ * speed). dot_cols columns at a time, each (row, column) pair a vector accumulator along k,
+ * its lanes summed at the end. */
+enum { DOT_ROWS = 8, DOT_COLS = 4 };
+
+/* The most rows a call takes as dot products: 8 with 32 vector registers, else 4. */
+static int dot_max_rows(const gemm *g) { return g->ir->vec_bytes == 64 ? DOT_ROWS : DOT_ROWS / 2; }
+
+/* Columns a block of nr rows takes at a time: up to DOT_COLS, as many as leave room in the
+ * register file for the vectors of A and B (16 accumulators with 32 registers, 8 with 16). */
+static int dot_cols(const gemm *g, int nr) {
+  int cols = (g->ir->vec_bytes == 64 ? 16 : 8) / nr;
+  return cols < 1 ? 1 : cols > DOT_COLS ? DOT_COLS : cols;
+}
+
+/* Columns n0 .. n0 + ncols - 1 of the nr rows of rw (dot_rows). */
+static void dot_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int ncols) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef zero = ljc_i64(ir, 0), K = g->arg[LJC_GEMM_K];
+  LLVMValueRef arow[DOT_ROWS], bcol[DOT_COLS], acc[DOT_ROWS * DOT_COLS], next[DOT_ROWS * DOT_COLS];
+  for (int r = 0; r < nr; r++) arow[r] = elem(g, LJC_GEMM_A, rw->bi, add(g, rw->m0, r), zero);
+  for (int j = 0; j < ncols; j++) bcol[j] = elem(g, LJC_GEMM_B, rw->bi, zero, add(g, n0, j));
+  int nacc = nr * ncols;
+  for (int i = 0; i < nacc; i++) acc[i] = LLVMConstNull(g->vt);
+  LLVMValueRef kfull = LLVMBuildAnd(b, K, ljc_i64(ir, -g->vw), "");
+  ljc_loop L;
+  ljc_loop_begin_step(ir, &L, zero, kfull, g->vw, true, nacc, acc);
+  for (int pass = 0; pass < 2; pass++) {
+    /* the whole vectors of k, then the lanes left, masked (zeros past K) */
+    LLVMValueRef k = pass ? kfull : L.iv, mask = pass ? lanes_below(g, kfull, K) : NULL;
+    const LLVMValueRef *in = pass ? acc : L.acc;
+    LLVMValueRef av[DOT_ROWS], bv[DOT_COLS];
+    for (int r = 0; r < nr; r++) av[r] = vload(g, at(g, arow[r], k), mask);
+    for (int j = 0; j < ncols; j++) bv[j] = vload(g, at(g, bcol[j], k), mask);
+    for (int r = 0; r < nr; r++)
+      for (int j = 0; j < ncols; j++) next[r * ncols + j] = ljc_fmuladd(ir, av[r], bv[j], in[r * ncols + j]);
+    if (!pass) ljc_loop_end(ir, &L, next, acc);
+    else memcpy(acc, next, (size_t)nacc * sizeof *acc);
+  }
+  for (int r = 0; r < nr; r++) {
+    LLVMValueRef m = add(g, rw->m0, r), bias = row_bias(g, rw->bi, m, g->batch_first);
+    for (int j = 0; j < ncols; j++) {
+      LLVMValueRef args[2] = {bias, acc[r * ncols + j]};
+      LLVMValueRef sum = ljc_intrinsic_over(ir, "vector.reduce.fadd", 1, &g->vt, 2, args);
+      LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
+      LLVMValueRef cp = c_at(g, add(g, rw->crow0, r), add(g, n0, j));
+      LLVMValueRef old = LLVMBuildLoad2(b, g->t, cp, "");
+      sum = LLVMBuildSelect(b, g->batch_first, sum, LLVMBuildFAdd(b, old, sum, ""), "");
+      LLVMBuildStore(b, sum, cp);
+    }
+  }
+}
+
+/* The call's nr rows (nr <= dot_max_rows): dot_cols columns at a time, then one at a time. */
+static void dot_rows_of(gemm *g, const rows *rw, int nr) {
+  ljc_ir *ir = g->ir;
+  int cols = dot_cols(g, nr);
+  LLVMValueRef N = g->arg[LJC_GEMM_N];
+  LLVMValueRef nfull = LLVMBuildNSWMul(g->b, LLVMBuildSDiv(g->b, N, ljc_i64(ir, cols), ""), ljc_i64(ir, cols), "");
+  ljc_loop L, T;
+  ljc_loop_begin_step(ir, &L, ljc_i64(ir, 0), nfull, cols, true, 0, NULL);
+  dot_block(g, rw, nr, L.iv, cols);
+  ljc_loop_end(ir, &L, NULL, NULL);
+  ljc_loop_begin(ir, &T, nfull, N, true, 0, NULL);
+  dot_block(g, rw, nr, T.iv, 1);
+  ljc_loop_end(ir, &T, NULL, NULL);
+}
+
+typedef struct dot_call {
+  const rows *rw;
+  int nr;
+} dot_call;
+
+static void dot_rows_then(gemm *g, void *ctx) {
+  const dot_call *d = ctx;
+  dot_rows_of(g, d->rw, d->nr);
+}
+
+/* Whether the call takes the dot products (an i1), and if so they, by the call's row count. */
+static LLVMValueRef dot_rows(gemm *g, const rows *rw) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef few = LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(g->ir, dot_max_rows(g)), "");
+  LLVMValueRef use = LLVMBuildAnd(b, few, LLVMBuildICmp(b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(g->ir, 1), ""), "");
+  for (int nr = 1; nr <= dot_max_rows(g); nr++) {
+    dot_call d = {rw, nr};
+    LLVMValueRef is = LLVMBuildICmp(b, LLVMIntEQ, rw->len, ljc_i64(g->ir, nr), "");
+    when(g, LLVMBuildAnd(b, use, is, ""), dot_rows_then, &d);
+  }
+  return use;
+}
+
+static void panels_then(gemm *g, void *ctx) { panels(g, ctx); }
+
 /* ---- the routines ------------------------------------------------------------------------- */
 
 static bool is_winograd(int variant) { return variant >= LJC_GEMM_WINOGRAD && variant <= LJC_GEMM_WINOGRAD_DW; }
@@ -948,7 +1047,10 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   }
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
-  panels(g, &rw);
+  if (g->variant == LJC_GEMM_COLS && !g->a_window)
+    when(g, LLVMBuildNot(g->b, dot_rows(g, &rw), ""), panels_then, &rw);
+  else
+    panels(g, &rw);
   LLVMBuildRetVoid(g->b);
   return fn;
 }
