@@ -876,7 +876,7 @@ START_TEST(test_matmul_column_tasks) {
       lj_tensor_release(w);
       lj_tensor_release(b);
     }
-    tu_check_interp_tol(NCASES, ys, 1e-5, 1e-4);
+    tu_check_interp_tol(NCASES, ys, 1e-5, 1e-3); /* f32 sums of up to 1000 products, in blocks of k */
     for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
   }
   /* 65 rows, 40 rows of 5 blocks of columns (fewer tasks than the rows give), and 2 rows
