@@ -37,7 +37,11 @@
  * pooling, one thread: 1.06-1.10 -> 0.97-0.98 ms). Added as C is stored, with a select for
  * each vector, it cost the tiles of a short K what the epilogue's pass over the block saved.
  * Columns that do not fill a panel form one last panel of one or NV vectors, loaded and
- * stored with masks. The vector width is the target's (ljc_ir.vec_bytes). */
+ * stored with masks. The vector width is the target's (ljc_ir.vec_bytes).
+ *
+ * A call of a few rows packs nothing (few_rows): the COLS routine takes dot products along k
+ * (dot_rows_of), the ROWS routine adds B's rows into C's rows held in registers
+ * (axpy_rows_of); both read B once, where it is. */
 #include "codegen_llvm/ir.h"
 
 #include <stdint.h>
