@@ -885,9 +885,9 @@ static void panels(gemm *g, const rows *rw) {
  * few rows costs more than the products (its transposes ran at a fraction of the products'
  * speed). dot_cols columns at a time, each (row, column) pair a vector accumulator along k,
  * its lanes summed at the end. */
-enum { DOT_ROWS = 8, DOT_COLS = 4 };
+enum { DOT_ROWS = 4, DOT_COLS = 4 };
 
-/* The most rows a call takes as dot products: 8 with 32 vector registers, else 4. */
+/* The most rows a call takes as dot products: 4 with 32 vector registers, else 2. */
 static int dot_max_rows(const gemm *g) { return g->ir->vec_bytes == 64 ? DOT_ROWS : DOT_ROWS / 2; }
 
 /* Columns a block of nr rows takes at a time: up to DOT_COLS, as many as leave room in the
@@ -959,7 +959,7 @@ static void dot_rows_of(gemm *g, const rows *rw, int nr) {
  * are: B once, without packing it for so few rows. The sums go by blocks of KC values of k
  * from zero, each added to C, as the tiles' do (one plain sum over 1000 values of k drifted
  * past a relative 1e-5 from the exact one). */
-enum { AXPY_ROWS = 8, AXPY_VECS = 16 };
+enum { AXPY_ROWS = 4, AXPY_VECS = 8 };
 
 /* Vectors of columns a block of nr rows takes: the accumulators, a row of B's vectors and a
  * broadcast element of A in the register file. */
@@ -1016,19 +1016,23 @@ static void axpy_k_blocks(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int 
 
 typedef struct axpy_edge {
   const rows *rw;
-  int nr, nv;
+  int nr;
   LLVMValueRef n0, left;
 } axpy_edge;
 
 static void axpy_edge_then(gemm *g, void *ctx) {
   const axpy_edge *e = ctx;
-  LLVMValueRef mask[AXPY_VECS];
-  for (int j = 0; j < e->nv; j++) mask[j] = lanes_below(g, ljc_i64(g->ir, (int64_t)j * g->vw), e->left);
-  axpy_k_blocks(g, e->rw, e->nr, e->n0, e->nv, mask);
+  ljc_ir *ir = g->ir;
+  ljc_loop V;
+  LLVMValueRef nvec = LLVMBuildSDiv(g->b, add(g, e->left, g->vw - 1), ljc_i64(ir, g->vw), "");
+  ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nvec, true, 0, NULL);
+  LLVMValueRef off = mul(g, V.iv, g->vw), mask = lanes_below(g, off, e->left);
+  axpy_k_blocks(g, e->rw, e->nr, vadd(g, e->n0, off), 1, &mask);
+  ljc_loop_end(ir, &V, NULL, NULL);
 }
 
-/* The call's nr rows: blocks of axpy_vecs vectors of columns, then the columns left in one
- * masked block. */
+/* The call's nr rows: blocks of axpy_vecs vectors of columns, then the columns left a vector
+ * at a time, the last masked. */
 static void axpy_rows_of(gemm *g, const rows *rw, int nr) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -1041,7 +1045,7 @@ static void axpy_rows_of(gemm *g, const rows *rw, int nr) {
   ljc_loop_begin_step(ir, &L, ljc_i64(ir, 0), nfull, wide, true, 0, NULL);
   axpy_k_blocks(g, rw, nr, L.iv, nv, none);
   ljc_loop_end(ir, &L, NULL, NULL);
-  axpy_edge e = {rw, nr, nv, nfull, LLVMBuildNSWSub(b, N, nfull, "")};
+  axpy_edge e = {rw, nr, nfull, LLVMBuildNSWSub(b, N, nfull, "")};
   when(g, LLVMBuildICmp(b, LLVMIntSGT, e.left, ljc_i64(ir, 0), ""), axpy_edge_then, &e);
 }
 
