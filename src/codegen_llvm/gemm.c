@@ -1075,8 +1075,9 @@ static LLVMValueRef few_rows(gemm *g, const rows *rw, int max, LLVMValueRef ok,
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   LLVMValueRef b_bytes = mul(g, vmul(g, g->arg[LJC_GEMM_K], g->arg[LJC_GEMM_N]), g->esize);
-  LLVMValueRef groups_pay = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, FEW_GROUPS * max), ""),
-                                         LLVMBuildICmp(b, LLVMIntSLE, b_bytes, ljc_i64(ir, FEW_GROUPS_B_BYTES), ""), "");
+  LLVMValueRef in_groups = LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, FEW_GROUPS * max), "");
+  LLVMValueRef cached = LLVMBuildICmp(b, LLVMIntSLE, b_bytes, ljc_i64(ir, FEW_GROUPS_B_BYTES), "");
+  LLVMValueRef groups_pay = LLVMBuildAnd(b, in_groups, cached, "");
   LLVMValueRef one = LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, max), "");
   LLVMValueRef use = LLVMBuildAnd(b, LLVMBuildOr(b, one, groups_pay, ""), ok, "");
   LLVMValueRef groups = LLVMBuildSDiv(b, rw->len, ljc_i64(ir, max), "");

@@ -966,7 +966,7 @@ static bool nests_reread(const ljg_program *p, const ljg_kernel *k) {
  * ran 2-3% slower in parts of a few rows. A window kernel's planes keep the whole block. */
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k) {
   if (k->kind != LJG_K_MATMUL || k->nnests < 2 || ljg_kernel_has_window(k) || k->mm_task_rows != 1 ||
-      !nests_reread(p, k))
+      k->mm_col_tasks || !nests_reread(p, k))
     return 0;
   int64_t widest = 1;
   for (int s = 0; s < k->nnests; s++) {

@@ -654,7 +654,8 @@ bool ljg_column_nest(const ljg_kernel *k, int s) {
  * other nests, which the first task runs whole (those joined past independent kernels, a
  * loss's one-hot), neither read nor write what those write, nor write what they read. */
 static bool nests_by_columns(const ljg_program *p, const ljg_kernel *k) {
-  uint8_t *by = ljb_xcalloc((size_t)p->nslots + 1, 1); /* 1: written by the matmul or a column nest; 2: by another */
+  /* per slot: 1 written by the matmul or a column nest, 2 by another nest, 3 both */
+  uint8_t *by = ljb_xcalloc((size_t)p->nslots + 1, 1);
   by[k->mm_out_slot] = 1;
   for (int s = 0; s < k->nnests; s++) by[k->nests[s].out_slot] |= ljg_column_nest(k, s) ? 1 : 2;
   bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), ok = true;
@@ -666,7 +667,8 @@ static bool nests_by_columns(const ljg_program *p, const ljg_kernel *k) {
     for (int e = 0; e < k->nexprs && ok; e++) {
       const ljg_kexpr *x = &k->exprs[e];
       if (!used[e] || (x->kind != LJG_X_LOAD && x->kind != LJG_X_BUFFER) || !by[x->slot]) continue;
-      ok = cols ? by[x->slot] == 1 && x->kind == LJG_X_LOAD && ljg_view_row_major(&k->views[x->view]) : by[x->slot] == 2;
+      ok = cols ? by[x->slot] == 1 && x->kind == LJG_X_LOAD && ljg_view_row_major(&k->views[x->view])
+                : by[x->slot] == 2;
     }
   }
   free(used);
@@ -679,8 +681,8 @@ static bool nests_by_columns(const ljg_program *p, const ljg_kernel *k) {
  * machine of many cores keeps as many tasks as the rows gave it): only those the GEMM
  * routines take by a plain read of B, f32 or f64 through single-level views
  * (codegen_llvm/gemm.c), whose fused nests, if any, run on a task's columns of all the rows
- * in one block of them or whole in the first task (nests_by_columns). The taps routine's weight gradients always split
- * their columns (LJG_TAPS_COL_TASK). */
+ * in one block of them or whole in the first task (nests_by_columns). The taps routine's
+ * weight gradients always split their columns (LJG_TAPS_COL_TASK). */
 static void column_tasks(ljg_program *p) {
   for (int i = 0; i < p->nkernels; i++) {
     ljg_kernel *k = &p->kernels[i];
