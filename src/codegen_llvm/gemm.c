@@ -40,7 +40,7 @@
  * stored with masks. The vector width is the target's (ljc_ir.vec_bytes).
  *
  * A call of a few rows packs nothing (few_rows): the COLS routine takes dot products along k
- * (dot_rows_of), the ROWS routine adds B's rows into C's rows held in registers
+ * (dot_rows_of), the ROWS routine adds B's rows into its rows' sums kept in L1
  * (axpy_rows_of); both read B once, where it is. */
 #include "codegen_llvm/ir.h"
 
@@ -954,99 +954,111 @@ static void dot_rows_of(gemm *g, const rows *rw, int nr) {
 /* ---- a few rows: rows of B added up ------------------------------------------------------ */
 
 /* A call of at most AXPY_ROWS rows of a ROWS routine (x·W, W contiguous along n, at a batch of
- * a few rows) keeps a block of C's rows in registers, as many vectors of columns as they
- * leave room for, and adds A[m, k]·B[k, block] into it for each k, B's rows read where they
- * are: B once, without packing it for so few rows. The sums go by blocks of KC values of k
- * from zero, each added to C, as the tiles' do (one plain sum over 1000 values of k drifted
- * past a relative 1e-5 from the exact one). */
-enum { AXPY_ROWS = 4, AXPY_VECS = 8 };
+ * a few rows) adds A[m, k]·B[k, chunk] into its rows' sums for each k, AXPY_CHUNK columns at a
+ * time, the sums in a buffer that stays in L1 (the packed panels' room, unused here), B's
+ * rows read where they are, axpy_unroll of them at a time: B once, as runs of a chunk's
+ * columns, without packing it for so few rows. The sums go by blocks of KC values of k from
+ * zero, each added to C, as the tiles' do (one plain sum over 1000 values of k drifted past a
+ * relative 1e-5 from the exact one). */
+enum { AXPY_ROWS = 4, AXPY_CHUNK = 2048, AXPY_UNROLL = 4 };
 
-/* Vectors of columns a block of nr rows takes: the accumulators, a row of B's vectors and a
- * broadcast element of A in the register file. */
-static int axpy_vecs(const gemm *g, int nr) {
-  int v = ((g->ir->vec_bytes == 64 ? 32 : 16) - 4) / (nr + 1);
-  return v < 1 ? 1 : v > AXPY_VECS ? AXPY_VECS : v;
+/* Rows of B a step of k takes: their broadcast elements of A, nr·unroll of them, stay in
+ * registers (16 with AVX-512's 32, 8 with AVX2's 16). */
+static int axpy_unroll(const gemm *g, int nr) {
+  int u = (g->ir->vec_bytes == 64 ? 16 : 8) / nr;
+  return u < 1 ? 1 : u > AXPY_UNROLL ? AXPY_UNROLL : u;
 }
 
-/* nv vectors of columns from n0 of the call's nr rows, the lanes of vector j that mask[j]
- * has (all with NULL), for the block of k: the block's rows of B summed from zero, plus the
- * row's bias on the first block (g->first) or else what C holds. */
-static void axpy_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int nv, const LLVMValueRef *mask) {
-  ljc_ir *ir = g->ir;
-  LLVMBuilderRef b = g->b;
-  LLVMValueRef acc[AXPY_ROWS * AXPY_VECS], next[AXPY_ROWS * AXPY_VECS], crow[AXPY_ROWS], arow[AXPY_ROWS];
-  for (int r = 0; r < nr; r++) {
-    crow[r] = c_at(g, add(g, rw->crow0, r), n0);
-    arow[r] = elem(g, LJC_GEMM_A, rw->bi, add(g, rw->m0, r), ljc_i64(ir, 0));
-    for (int j = 0; j < nv; j++) acc[r * nv + j] = LLVMConstNull(g->vt);
-  }
-  ljc_loop K;
-  ljc_loop_begin(ir, &K, g->k0, g->k1, true, nr * nv, acc);
-  LLVMValueRef brow = elem(g, LJC_GEMM_B, rw->bi, K.iv, n0), bv[AXPY_VECS];
-  for (int j = 0; j < nv; j++) bv[j] = vload(g, at(g, brow, ljc_i64(ir, (int64_t)j * g->vw)), mask[j]);
-  for (int r = 0; r < nr; r++) {
-    LLVMValueRef a = LLVMBuildLoad2(b, g->t, at(g, arow[r], vmul(g, K.iv, g->arg[LJC_GEMM_A_SK])), "");
-    a = splat(g, a, g->vt);
-    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, a, bv[j], K.acc[r * nv + j]);
-  }
-  ljc_loop_end(ir, &K, next, acc);
-  for (int r = 0; r < nr; r++) {
-    LLVMValueRef bias = splat(g, row_bias(g, rw->bi, add(g, rw->m0, r), g->first), g->vt);
-    for (int j = 0; j < nv; j++) {
-      LLVMValueRef p = at(g, crow[r], ljc_i64(ir, (int64_t)j * g->vw));
-      LLVMValueRef from = LLVMBuildSelect(b, g->first, bias, vload(g, p, mask[j]), "");
-      vstore(g, LLVMBuildFAdd(b, from, acc[r * nv + j], ""), p, mask[j]);
-    }
-  }
-}
-
-/* axpy_block for every block of KC values of k. */
-static void axpy_k_blocks(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int nv, const LLVMValueRef *mask) {
-  ljc_ir *ir = g->ir;
-  LLVMBuilderRef b = g->b;
-  LLVMValueRef K = g->arg[LJC_GEMM_K];
-  ljc_loop KB;
-  ljc_loop_begin(ir, &KB, ljc_i64(ir, 0), LLVMBuildSDiv(b, add(g, K, KC - 1), ljc_i64(ir, KC), ""), true, 0, NULL);
-  g->k0 = mul(g, KB.iv, KC);
-  g->k1 = ljc_intrinsic2(ir, "smin", add(g, g->k0, KC), K);
-  g->first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, KB.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
-  axpy_block(g, rw, nr, n0, nv, mask);
-  ljc_loop_end(ir, &KB, NULL, NULL);
-}
-
-typedef struct axpy_edge {
+typedef struct axpy {
   const rows *rw;
   int nr;
-  LLVMValueRef n0, left;
-} axpy_edge;
+  LLVMValueRef c0, sums; /* the chunk's first column; its rows' sums, AXPY_CHUNK apart */
+} axpy;
 
-static void axpy_edge_then(gemm *g, void *ctx) {
-  const axpy_edge *e = ctx;
+/* sums[r, v] += Σ_u A[m_r, k + u]·B[k + u, c0 + v] for the vectors [v0, v1) of the chunk and u
+ * < nu, the vectors' lanes that mask has (all with NULL). */
+static void axpy_rows_step(gemm *g, const axpy *x, LLVMValueRef k, int nu, LLVMValueRef v0, LLVMValueRef v1,
+                           LLVMValueRef mask) {
   ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const rows *rw = x->rw;
+  LLVMValueRef a[AXPY_ROWS][AXPY_UNROLL], brow[AXPY_UNROLL];
+  for (int u = 0; u < nu; u++) {
+    LLVMValueRef ku = add(g, k, u);
+    brow[u] = elem(g, LJC_GEMM_B, rw->bi, ku, x->c0);
+    for (int r = 0; r < x->nr; r++)
+      a[r][u] = splat(g, LLVMBuildLoad2(b, g->t, elem(g, LJC_GEMM_A, rw->bi, add(g, rw->m0, r), ku), ""), g->vt);
+  }
   ljc_loop V;
-  LLVMValueRef nvec = LLVMBuildSDiv(g->b, add(g, e->left, g->vw - 1), ljc_i64(ir, g->vw), "");
-  ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nvec, true, 0, NULL);
-  LLVMValueRef off = mul(g, V.iv, g->vw), mask = lanes_below(g, off, e->left);
-  axpy_k_blocks(g, e->rw, e->nr, vadd(g, e->n0, off), 1, &mask);
+  ljc_loop_begin(ir, &V, v0, v1, true, 0, NULL);
+  LLVMValueRef off = vmul(g, V.iv, ljc_i64(ir, g->vw)), bv[AXPY_UNROLL];
+  for (int u = 0; u < nu; u++) bv[u] = vload(g, at(g, brow[u], off), mask);
+  for (int r = 0; r < x->nr; r++) {
+    LLVMValueRef p = at(g, x->sums, add(g, off, (int64_t)r * AXPY_CHUNK));
+    LLVMValueRef t = packed_load(g, p);
+    for (int u = 0; u < nu; u++) t = ljc_fmuladd(ir, a[r][u], bv[u], t);
+    packed_store(g, t, p);
+  }
   ljc_loop_end(ir, &V, NULL, NULL);
 }
 
-/* The call's nr rows: blocks of axpy_vecs vectors of columns, then the columns left a vector
- * at a time, the last masked. */
-static void axpy_rows_of(gemm *g, const rows *rw, int nr) {
+/* Every row of B of the block of k [g->k0, g->k1) into the sums: the chunk's whole vectors,
+ * then its last vector's columns masked. */
+static void axpy_rows_k(gemm *g, const axpy *x, LLVMValueRef k, int nu, LLVMValueRef whole, LLVMValueRef nvec,
+                        LLVMValueRef last_mask) {
+  axpy_rows_step(g, x, k, nu, ljc_i64(g->ir, 0), whole, NULL);
+  axpy_rows_step(g, x, k, nu, whole, nvec, last_mask);
+}
+
+/* Columns [c0, c0 + len) (len <= AXPY_CHUNK) of the call's nr rows. */
+static void axpy_chunk(gemm *g, const rows *rw, int nr, LLVMValueRef c0, LLVMValueRef len) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
-  int nv = axpy_vecs(g, nr);
-  int64_t wide = (int64_t)nv * g->vw;
+  axpy x = {rw, nr, c0, g->packed};
+  int nu = axpy_unroll(g, nr);
+  LLVMValueRef vw = ljc_i64(ir, g->vw), K = g->arg[LJC_GEMM_K];
+  LLVMValueRef whole = LLVMBuildSDiv(b, len, vw, ""), nvec = LLVMBuildSDiv(b, add(g, len, g->vw - 1), vw, "");
+  LLVMValueRef last_mask = lanes_below(g, vmul(g, whole, vw), len);
+  ljc_loop KB, Z, S, R, V;
+  ljc_loop_begin(ir, &KB, ljc_i64(ir, 0), LLVMBuildSDiv(b, add(g, K, KC - 1), ljc_i64(ir, KC), ""), true, 0, NULL);
+  LLVMValueRef k0 = mul(g, KB.iv, KC), k1 = ljc_intrinsic2(ir, "smin", add(g, k0, KC), K);
+  LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, KB.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
+  ljc_loop_begin(ir, &Z, ljc_i64(ir, 0), nvec, true, 0, NULL);
+  for (int r = 0; r < nr; r++)
+    packed_store(g, LLVMConstNull(g->vt), at(g, x.sums, add(g, vmul(g, Z.iv, vw), (int64_t)r * AXPY_CHUNK)));
+  ljc_loop_end(ir, &Z, NULL, NULL);
+  LLVMValueRef steps = LLVMBuildSDiv(b, LLVMBuildNSWSub(b, k1, k0, ""), ljc_i64(ir, nu), "");
+  LLVMValueRef kstep = vadd(g, k0, mul(g, steps, nu));
+  ljc_loop_begin(ir, &S, ljc_i64(ir, 0), steps, true, 0, NULL);
+  axpy_rows_k(g, &x, vadd(g, k0, mul(g, S.iv, nu)), nu, whole, nvec, last_mask);
+  ljc_loop_end(ir, &S, NULL, NULL);
+  ljc_loop_begin(ir, &R, kstep, k1, true, 0, NULL);
+  axpy_rows_k(g, &x, R.iv, 1, whole, nvec, last_mask);
+  ljc_loop_end(ir, &R, NULL, NULL);
+  /* C from the row's bias on the first block, else from what it holds, plus the block's sums */
+  ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nvec, true, 0, NULL);
+  LLVMValueRef off = vmul(g, V.iv, vw), mask = lanes_below(g, off, len);
+  for (int r = 0; r < nr; r++) {
+    LLVMValueRef p = at(g, c_at(g, add(g, rw->crow0, r), c0), off);
+    LLVMValueRef bias = splat(g, row_bias(g, rw->bi, add(g, rw->m0, r), first), g->vt);
+    LLVMValueRef from = LLVMBuildSelect(b, first, bias, vload(g, p, mask), "");
+    LLVMValueRef t = packed_load(g, at(g, x.sums, add(g, off, (int64_t)r * AXPY_CHUNK)));
+    vstore(g, LLVMBuildFAdd(b, from, t, ""), p, mask);
+  }
+  ljc_loop_end(ir, &V, NULL, NULL);
+  ljc_loop_end(ir, &KB, NULL, NULL);
+}
+
+/* The call's nr rows, chunk by chunk of columns. */
+static void axpy_rows_of(gemm *g, const rows *rw, int nr) {
+  ljc_ir *ir = g->ir;
   LLVMValueRef N = g->arg[LJC_GEMM_N];
-  LLVMValueRef nfull = LLVMBuildNSWMul(b, LLVMBuildSDiv(b, N, ljc_i64(ir, wide), ""), ljc_i64(ir, wide), "");
-  LLVMValueRef none[AXPY_VECS] = {NULL};
-  ljc_loop L;
-  ljc_loop_begin_step(ir, &L, ljc_i64(ir, 0), nfull, wide, true, 0, NULL);
-  axpy_k_blocks(g, rw, nr, L.iv, nv, none);
-  ljc_loop_end(ir, &L, NULL, NULL);
-  axpy_edge e = {rw, nr, nfull, LLVMBuildNSWSub(b, N, nfull, "")};
-  when(g, LLVMBuildICmp(b, LLVMIntSGT, e.left, ljc_i64(ir, 0), ""), axpy_edge_then, &e);
+  ljc_loop C;
+  ljc_loop_begin(ir, &C, ljc_i64(ir, 0), LLVMBuildSDiv(g->b, add(g, N, AXPY_CHUNK - 1), ljc_i64(ir, AXPY_CHUNK), ""),
+                 true, 0, NULL);
+  LLVMValueRef c0 = mul(g, C.iv, AXPY_CHUNK);
+  axpy_chunk(g, rw, nr, c0, LLVMBuildNSWSub(g->b, ljc_intrinsic2(ir, "smin", add(g, c0, AXPY_CHUNK), N), c0, ""));
+  ljc_loop_end(ir, &C, NULL, NULL);
 }
 
 /* A call of up to FEW_GROUPS groups of a few-row path's most rows takes the path group by
