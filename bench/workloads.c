@@ -321,6 +321,8 @@ const workload bench_workloads[] = {
      2.0 * 128 * 512 * 512},
     {"linear_b1_4096", "relu(linear), 1x4096 -> 4096 (a batch of one): its weight's bytes", {1, 4096, 4096},
      setup_linear, linear_relu, 4.0 * 4096 * 4096, 0},
+    {"gemv_xw_4096", "x W, 1x4096 . 4096x4096 (W [in, out], as JAX's Dense keeps it): its bytes", {1, 4096, 4096, 0},
+     setup_matmul, matmul, 4.0 * 4096 * 4096, 0},
     {"linear_b4_1024", "relu(linear), 4x1024 -> 1024", {4, 1024, 1024}, setup_linear, linear_relu, 0,
      2.0 * 4 * 1024 * 1024},
     {"attention_32x256x64", "softmax(Q K^T / 8) V, Q K V 32x256x64", {32, 256, 64}, setup_attention, attention, 0,

@@ -171,6 +171,7 @@ WORKLOADS = {
     "mlp_layer1_b128": lambda: linear_relu(128, 512, 784),
     "linear_b1_4096": lambda: linear_relu(1, 4096, 4096),
     "linear_b4_1024": lambda: linear_relu(4, 1024, 1024),
+    "gemv_xw_4096": lambda: matmul(1, 4096, 4096),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
     "attention_32x256x64": lambda: attention(32, 256, 64),
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
