@@ -1063,11 +1063,12 @@ static void axpy_rows_of(gemm *g, const rows *rw, int nr) {
 
 /* A call of up to FEW_GROUPS groups of a few-row path's most rows takes the path group by
  * group when B has at most FEW_GROUPS_B_BYTES, reading B once a group, from cache after the
- * first (one thread, relu(linear) of 6 rows through 1024 -> 1024 0.148 -> 0.087 ms, x·W of 6
+ * first (one thread, relu(linear) of 6 rows through 1024 -> 1024 0.148 -> 0.087 ms, of 12
+ * rows through 512 -> 512 0.053 -> 0.034, of 16 through 784 -> 512 0.080 -> 0.069; x·W of 6
  * rows by 784×512 0.052 -> 0.030); a larger B comes from memory each time, and the packed
  * path, which reads it once, is faster (8 rows through 4096 -> 4096: 4.6 ms packed, 4.8 in
  * two groups). */
-enum { FEW_GROUPS = 2, FEW_GROUPS_B_BYTES = 8 << 20 };
+enum { FEW_GROUPS = 4, FEW_GROUPS_B_BYTES = 8 << 20 };
 
 typedef struct few_call {
   rows rw;
