@@ -106,7 +106,8 @@ const char *lj_status_str(lj_status s);
  *  LJ_* environment (docs/env_vars.md); a program may then change fields before lj_init. */
 typedef struct lj_config {
   int num_devices;            /**< LJ_NUM_DEVICES: devices in this process (default 1) */
-  int num_threads;            /**< LJ_NUM_THREADS: threads per device (default: online CPUs) */
+  int num_threads;            /**< LJ_NUM_THREADS: threads per device that run kernels (default:
+                                   online CPUs); compiles use at least every CPU the process may run on */
   int opt_level;              /**< LJ_OPT_LEVEL: LLVM optimization level 0..3 (default 2) */
   const char *cpu;            /**< LJ_CPU: target CPU name for code generation; NULL or "" =
                                    the host CPU. Copied by lj_init. */

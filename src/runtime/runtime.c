@@ -28,8 +28,11 @@ static lj_status start(const lj_config *cfg) {
     return lj_last_status();
   }
   unsigned flags = (rt->cfg.pub.perf ? LJC_PERF : 0) | (rt->cfg.pub.hlo_debug ? LJC_DEBUG_INFO : 0);
+  /* compiles use every CPU the process may run on, however few threads run the kernels: a
+   * compile is a burst before a step, not a load beside it */
+  int compile_threads = ljr_online_cpus() > rt->cfg.pub.num_threads ? ljr_online_cpus() : rt->cfg.pub.num_threads;
   rt->cg = ljc_session_new(rt->cfg.pub.cpu, rt->cfg.pub.opt_level, (int64_t)rt->cfg.pub.nt_store_kb << 10,
-                           rt->cfg.pub.num_threads, flags);
+                           compile_threads, flags);
   if (!rt->cg) {
     free(rt);
     return lj_last_status();
