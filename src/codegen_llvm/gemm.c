@@ -816,11 +816,26 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   ljc_loop_end(ir, &mb, NULL, NULL);
 }
 
-/* panel_run for every block of k: nk blocks of about equal length, whole vectors (a K a little
- * over KC would otherwise leave a short last block, whose pass over C costs about what a long
- * one's does), or the whole of k where B is read in place. The blocks of k go inside the
- * blocks of panels, so that the passes over C for each block of k stay on the panels' NP·NV
- * vectors of columns (in L2 or L3) rather than sweep all of C's rows each time. */
+/* Opens the loop over k's blocks: at most KC values each, about equally long in whole vectors
+ * (a K a little over KC would otherwise leave a short last block, whose pass over C costs
+ * about what a long one's does); sets g->k0, g->k1 and g->first (the first block of the
+ * call's first matrix: C starts from it) for each. */
+static void k_blocks_begin(gemm *g, ljc_loop *kb) {
+  ljc_ir *ir = g->ir;
+  LLVMValueRef K = g->arg[LJC_GEMM_K];
+  LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
+  LLVMValueRef len = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, K, add(g, nk, -1), ""), nk, "");
+  len = LLVMBuildAnd(g->b, add(g, len, g->vw - 1), ljc_i64(ir, -g->vw), "");
+  ljc_loop_begin(ir, kb, ljc_i64(ir, 0), nk, false, 0, NULL);
+  g->k0 = vmul(g, kb->iv, len);
+  g->k1 = ljc_intrinsic2(ir, "smin", vadd(g, g->k0, len), K);
+  g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb->iv, ljc_i64(ir, 0), ""), g->batch_first, "");
+}
+
+/* panel_run for every block of k (k_blocks_begin), or the whole of k where B is read in place.
+ * The blocks of k go inside the blocks of panels, so that the passes over C for each block of
+ * k stay on the panels' NP·NV vectors of columns (in L2 or L3) rather than sweep all of C's
+ * rows each time. */
 static void panel_k_blocks(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
   LLVMValueRef K = g->arg[LJC_GEMM_K];
@@ -830,13 +845,7 @@ static void panel_k_blocks(gemm *g, const rows *rw, const panel *p, LLVMValueRef
     return;
   }
   ljc_loop kb;
-  LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
-  LLVMValueRef len = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, K, add(g, nk, -1), ""), nk, "");
-  len = LLVMBuildAnd(g->b, add(g, len, g->vw - 1), ljc_i64(ir, -g->vw), "");
-  ljc_loop_begin(ir, &kb, ljc_i64(ir, 0), nk, false, 0, NULL);
-  g->k0 = vmul(g, kb.iv, len);
-  g->k1 = ljc_intrinsic2(ir, "smin", vadd(g, g->k0, len), K);
-  g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
+  k_blocks_begin(g, &kb);
   panel_run(g, rw, p, np);
   ljc_loop_end(ir, &kb, NULL, NULL);
 }
@@ -897,7 +906,7 @@ static int dot_cols(const gemm *g, int nr) {
   return cols < 1 ? 1 : cols > DOT_COLS ? DOT_COLS : cols;
 }
 
-/* Columns n0 .. n0 + ncols - 1 of the nr rows of rw (dot_rows). */
+/* Columns n0 .. n0 + ncols - 1 of the nr rows of rw (dot_rows_of). */
 static void dot_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int ncols) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -957,9 +966,9 @@ static void dot_rows_of(gemm *g, const rows *rw, int nr) {
  * a few rows) adds A[m, k]·B[k, chunk] into its rows' sums for each k, AXPY_CHUNK columns at a
  * time, the sums in a buffer that stays in L1 (the packed panels' room, unused here), B's
  * rows read where they are, axpy_unroll of them at a time: B once, as runs of a chunk's
- * columns, without packing it for so few rows. The sums go by blocks of KC values of k from
- * zero, each added to C, as the tiles' do (one plain sum over 1000 values of k drifted past a
- * relative 1e-5 from the exact one). */
+ * columns, without packing it for so few rows. The sums go by the tiles' blocks of k
+ * (k_blocks_begin), each from zero and then added to C (one plain sum over 1000 values of k
+ * drifted past a relative 1e-5 from the exact one). */
 enum { AXPY_ROWS = 4, AXPY_CHUNK = 2048, AXPY_UNROLL = 4 };
 
 /* Rows of B a step of k takes: their broadcast elements of A, nr·unroll of them, stay in
@@ -1016,13 +1025,12 @@ static void axpy_chunk(gemm *g, const rows *rw, int nr, LLVMValueRef c0, LLVMVal
   LLVMBuilderRef b = g->b;
   axpy x = {rw, nr, c0, g->packed};
   int nu = axpy_unroll(g, nr);
-  LLVMValueRef vw = ljc_i64(ir, g->vw), K = g->arg[LJC_GEMM_K];
+  LLVMValueRef vw = ljc_i64(ir, g->vw);
   LLVMValueRef whole = LLVMBuildSDiv(b, len, vw, ""), nvec = LLVMBuildSDiv(b, add(g, len, g->vw - 1), vw, "");
   LLVMValueRef last_mask = lanes_below(g, vmul(g, whole, vw), len);
   ljc_loop KB, Z, S, R, V;
-  ljc_loop_begin(ir, &KB, ljc_i64(ir, 0), LLVMBuildSDiv(b, add(g, K, KC - 1), ljc_i64(ir, KC), ""), true, 0, NULL);
-  LLVMValueRef k0 = mul(g, KB.iv, KC), k1 = ljc_intrinsic2(ir, "smin", add(g, k0, KC), K);
-  LLVMValueRef first = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, KB.iv, ljc_i64(ir, 0), ""), g->batch_first, "");
+  k_blocks_begin(g, &KB);
+  LLVMValueRef k0 = g->k0, k1 = g->k1, first = g->first;
   ljc_loop_begin(ir, &Z, ljc_i64(ir, 0), nvec, true, 0, NULL);
   for (int r = 0; r < nr; r++)
     packed_store(g, LLVMConstNull(g->vt), at(g, x.sums, add(g, vmul(g, Z.iv, vw), (int64_t)r * AXPY_CHUNK)));
