@@ -30,7 +30,7 @@ static lj_status start(const lj_config *cfg) {
   unsigned flags = (rt->cfg.pub.perf ? LJC_PERF : 0) | (rt->cfg.pub.hlo_debug ? LJC_DEBUG_INFO : 0);
   /* compiles use every CPU the process may run on, however few threads run the kernels: a
    * compile is a burst before a step, not a load beside it */
-  int compile_threads = ljr_online_cpus() > rt->cfg.pub.num_threads ? ljr_online_cpus() : rt->cfg.pub.num_threads;
+  int cpus = ljr_online_cpus(), compile_threads = cpus > rt->cfg.pub.num_threads ? cpus : rt->cfg.pub.num_threads;
   rt->cg = ljc_session_new(rt->cfg.pub.cpu, rt->cfg.pub.opt_level, (int64_t)rt->cfg.pub.nt_store_kb << 10,
                            compile_threads, flags);
   if (!rt->cg) {
