@@ -1341,6 +1341,34 @@ START_TEST(test_conv_implicit_gemm_training) {
 }
 END_TEST
 
+/* A row-fused softmax's blocks hold as many rows as the 16 KiB its nests read allow, each
+ * slot's rows counted once (the widest nest alone would allow 8 rows of 512): a row of 512
+ * f32 reads 4108 bytes (the input, the exps, and the max, sum and reciprocal), so 3 rows; f64,
+ * 8216 bytes, 1 row. A log_softmax reads its input and the three scalars: 2060 bytes, 7 rows.
+ * Values against the interpreter, an odd row count split across two threads in blocks. */
+START_TEST(test_row_block_read_bytes) {
+  static const struct {
+    lj_dtype dt;
+    bool log;
+    int64_t block;
+  } cases[] = {{LJ_F32, false, 3}, {LJ_F64, false, 1}, {LJ_F32, true, 7}};
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = 2;
+  lj_init(&cfg);
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    lj_tensor *x = tu_tensor(cases[i].dt, LJ_SHAPE(37, 512), TU_ANY, 5);
+    lj_tensor *y = cases[i].log ? lj_log_softmax(x, 1) : lj_softmax(x, 1);
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(p->kernels[0].row_block, cases[i].block);
+    free_program(p, opt);
+    tu_check1(y, tu_rtol(cases[i].dt));
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
 /* A convolution's input gradient: the matmul Wᵀ·dY that computes the gradient's columns and
  * the col2im that adds them into the image are one kernel whose tasks are image planes, each
  * KH·KW rows of C; a block is whole images, their columns on the kernel's stack (never in
@@ -1790,6 +1818,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sync_opbyop);
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
+  tcase_add_test(tc, test_row_block_read_bytes);
   tcase_add_test(tc, test_join_past_independent_kernels);
   tcase_add_test(tc, test_recompute_cheap_nodes);
   tcase_add_test(tc, test_column_order);

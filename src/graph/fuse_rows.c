@@ -6,7 +6,8 @@
  * and each reads the others' results only at its own row, the four can run row block by row
  * block: the block's max, exps, sum and quotients stay in cache, and one dispatch replaces
  * four. The kernel's row_block says how many rows a block holds (sized so a block of its
- * widest nest fits in L1); the lowering runs the nests in order inside each block.
+ * widest nest fits in L1, and so do the rows its nests read: row_read_bytes); the lowering
+ * runs the nests in order inside each block.
  *
  * A matmul is the first kernel of such a group when what follows reads its C only at its own
  * row (rows b·M + m of N): a linear layer's bias and activation, a convolution's bias. The
@@ -465,6 +466,22 @@ static void join_neighbours(ljg_program *p, bool col2im_only) {
   p->nkernels = out;
 }
 
+/* The bytes of a row that a LOOPS kernel's nests read: each slot's row once, however many
+ * nests read it (softmax: its input, read by the max and the exps, and the exps, read by their
+ * sum and the quotients). Slots read the same at every row (a layer norm's weight) count
+ * nothing: one copy serves every block. */
+static int64_t row_read_bytes(const ljg_program *p, const ljg_kernel *k) {
+  int64_t total = 0;
+  for (int e = 0; e < k->nexprs; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (x->kind != LJG_X_LOAD) continue;
+    bool seen = false;
+    for (int f = 0; f < e && !seen; f++) seen = k->exprs[f].kind == LJG_X_LOAD && k->exprs[f].slot == x->slot;
+    if (!seen) total += load_row_stride(k, e) * lj_dtype_size(p->slots[x->slot].dtype);
+  }
+  return total;
+}
+
 void ljg_fuse_rows(ljg_program *p) {
   /* col2im's operand first: kept a block at a time, it spares a whole tensor's round trip
    * (max-pool's gradient planes), where joining the nests to their producer instead would
@@ -484,6 +501,8 @@ void ljg_fuse_rows(ljg_program *p) {
       if (row > widest) widest = row;
     }
     int64_t rb = k->kind == LJG_K_MATMUL ? matmul_row_block(k) : LJG_ROW_BLOCK_ELEMS / widest;
+    int64_t read = k->kind == LJG_K_LOOPS ? row_read_bytes(p, k) : 0;
+    if (read > 0 && LJG_ROW_BLOCK_BYTES / read < rb) rb = LJG_ROW_BLOCK_BYTES / read;
     k->row_block = rb < 1 ? 1 : rb > k->ntasks ? k->ntasks : rb;
     localize(p, k);
   }

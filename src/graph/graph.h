@@ -481,8 +481,11 @@ typedef struct ljg_kernel {
 
 /* Elements a block of rows should hold in its widest nest: 16 KiB of f32 (half of L1). A
  * row-fused loops kernel's blocks (graph/fuse_rows.c) and the parts of a matmul kernel's
- * block its nests run on at a time (codegen_llvm/lower.c) are this size. */
+ * block its nests run on at a time (codegen_llvm/lower.c) are this size at most. */
 enum { LJG_ROW_BLOCK_ELEMS = 4096 };
+/* The bytes a row-fused loops kernel's nests should read in one block, each slot's rows
+ * counted once: what the block reads from memory and then again from L1. */
+enum { LJG_ROW_BLOCK_BYTES = 16 << 10 };
 /* The most input channels a weight gradient takes the taps routine with (taps.c reads dY once
  * a channel). */
 enum { LJG_TAPS_MAX_CHANNELS = 3 };
