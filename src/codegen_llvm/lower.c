@@ -40,20 +40,23 @@ typedef struct reduction {
   lj_dtype in_dt;     /* dtype of the reduced values */
   LLVMTypeRef acc_t;  /* accumulator type */
   LLVMTypeRef idx_t;  /* argmax/argmin: the index's type, i32 when the reduced dim fits (it
-                         then vectorizes lane for lane with f32 values) */
+                         then vectorizes lane for lane with f32 values); a float amax or
+                         amin: i1, whether a NaN came */
   bool isfloat, sgn;
 } reduction;
+
+static bool flags_nan(const reduction *r) { return r->isfloat && (r->op == LJG_OP_AMAX || r->op == LJG_OP_AMIN); }
 
 static reduction reduction_of(ljc_ir *ir, int op, lj_dtype in_dt, int64_t count) {
   reduction r = {op, in_dt, NULL, NULL, ljg_dtype_is_float(in_dt), in_dt != LJ_BOOL && ljg_dtype_is_signed(in_dt)};
   bool wide = (op == LJG_OP_SUM || op == LJG_OP_MEAN || op == LJG_OP_PROD) && !r.isfloat;
   r.acc_t = wide ? ir->i64 : ljc_compute_type(ir, in_dt);
-  r.idx_t = count <= INT32_MAX ? ir->i32 : ir->i64;
+  r.idx_t = flags_nan(&r) ? ir->i1 : count <= INT32_MAX ? ir->i32 : ir->i64;
   return r;
 }
 
 static int reduction_nacc(const reduction *r) {
-  return r->op == LJG_OP_ARGMAX || r->op == LJG_OP_ARGMIN ? 2 : 1;
+  return r->op == LJG_OP_ARGMAX || r->op == LJG_OP_ARGMIN || flags_nan(r) ? 2 : 1;
 }
 
 static bool wants_max(int op) { return op == LJG_OP_AMAX || op == LJG_OP_ARGMAX; }
@@ -101,12 +104,15 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
   case LJG_OP_AMAX:
   case LJG_OP_AMIN: {
     bool mx = r->op == LJG_OP_AMAX;
-    const char *fn = r->isfloat ? (mx ? "maximum" : "minimum")
-                                : r->sgn ? (mx ? "smax" : "smin") : (mx ? "umax" : "umin");
+    const char *fn = r->isfloat ? (mx ? "maxnum" : "minnum") : r->sgn ? (mx ? "smax" : "smin") : (mx ? "umax" : "umin");
     out[0] = ljc_intrinsic2(ir, fn, acc[0], v);
-    /* NaN propagates; which of -0 and +0 comes out is left open (as in PyTorch), which saves
-     * the sign test per element */
-    if (r->isfloat) LLVMSetFastMathFlags(out[0], LLVMFastMathNoSignedZeros);
+    if (!r->isfloat) break;
+    /* NaN propagates through a flag of its own, so the max is one vmaxps a vector: acc[0] is
+     * poison once a NaN came (no-NaNs), and then the result is NaN (reduction_result), not
+     * acc[0]. Which of -0 and +0 comes out is left open (as in PyTorch), which saves the sign
+     * test per element. */
+    LLVMSetFastMathFlags(out[0], LLVMFastMathNoNaNs | LLVMFastMathNoSignedZeros);
+    out[1] = LLVMBuildOr(b, acc[1], LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""), "");
     break;
   }
   default: {
@@ -239,6 +245,10 @@ static LLVMValueRef reduction_result(nest_gen *g, LLVMValueRef *acc) {
   switch (g->nest->rop) {
   case LJG_OP_MEAN:
     return LLVMBuildFDiv(g->kc->ir->b, acc[0], ljc_const_f(LLVMTypeOf(acc[0]), (double)g->nest->rcount), "");
+  case LJG_OP_AMAX:
+  case LJG_OP_AMIN:
+    if (!flags_nan(&g->red)) return acc[0];
+    return LLVMBuildSelect(g->kc->ir->b, acc[1], ljc_const_f(LLVMTypeOf(acc[0]), NAN), acc[0], "");
   case LJG_OP_ARGMAX:
   case LJG_OP_ARGMIN: /* the index's own type to the result's (i64, or i32) */
     return LLVMBuildIntCast2(g->kc->ir->b, acc[1], ljc_compute_type(g->kc->ir, g->nest->out_dtype), 0, "");
