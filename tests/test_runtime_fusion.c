@@ -1017,6 +1017,49 @@ START_TEST(test_matmul_read_transposed) {
 }
 END_TEST
 
+/* A scatter-add of one value per row into zeros (cross-entropy's gradient of its gather) is
+ * a where of a one-hot compare that its readers compute: no nest scatters, and of the
+ * intermediates of the logits' shape only the exps are stored; values against the
+ * interpreter; a target out of range is still reported at the read. */
+START_TEST(test_scatter_as_select) {
+  lj_device *d = lj_default_device();
+  int64_t t[37];
+  for (int i = 0; i < 37; i++) t[i] = i * 389 % 1000;
+  for (int bad = 0; bad < 2; bad++) {
+    t[5] = bad ? 1000 : 5;
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(37, 1000), TU_ANY, 3);
+    lj_tensor *target = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(37), t);
+    lj_tensor_set_requires_grad(x, true);
+    lj_scope_begin();
+    lj_tensor *loss = lj_cross_entropy(x, target, LJ_REDUCE_MEAN);
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    lj_tensor *outs[2] = {loss, lj_tensor_grad(x)};
+    if (bad) {
+      float v;
+      ck_assert_int_eq(lj_tensor_to_host(loss, &v, sizeof v), LJ_ERR_RUNTIME);
+      tu_expect_error(LJ_ERR_RUNTIME, "index 1000", "[0, 1000)", NULL);
+    } else {
+      ljg_graph *opt;
+      ljg_program *p = program_of_n(2, outs, &opt);
+      for (int k = 0; k < p->nkernels; k++)
+        for (int s = 0; s < p->kernels[k].nnests; s++) ck_assert_int_lt(p->kernels[k].nests[s].scatter_index, 0);
+      int wide = 0;
+      for (int s = 0; s < p->nslots; s++) {
+        const ljg_gnode *n = &opt->nodes[p->slots[s].node];
+        bool inter = p->slots[s].kind == LJG_SLOT_TEMP || p->slots[s].kind == LJG_SLOT_LOCAL;
+        wide += inter && n->ndim == 2 && n->shape[1] == 1000;
+      }
+      ck_assert_int_eq(wide, 1);
+      free_program(p, opt);
+      tu_check_interp_tol(2, outs, 1e-5, 1e-6);
+    }
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(target);
+  }
+}
+END_TEST
+
 /* The kernel of p that is a window of op win_op, or NULL. */
 static const ljg_kernel *window_kernel(const ljg_program *p, int win_op) {
   for (int i = 0; i < p->nkernels; i++)
@@ -1828,6 +1871,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
+  tcase_add_test(tc, test_scatter_as_select);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
   tcase_add_test(tc, test_argmax_maps_found);

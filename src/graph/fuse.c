@@ -221,7 +221,9 @@ static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
  * goes: batch norm's centred input, normalized output and their gradients, read by the
  * gradient's kernels, are no longer written out (with x [32, 64, 56, 56], 25.7 MB each;
  * forward + backward 9.7 -> 2.9 ms on two threads with 8 ops, 5.3 with 4). Transcendental
- * ops, divisions and random numbers stay stored: softmax's exps are computed once. */
+ * ops, divisions and random numbers stay stored: softmax's exps are computed once. An iota is
+ * its reader's position, free to compute and never stored (a one-hot compare reads it
+ * broadcast); an index check is cheap. */
 enum { RECOMPUTE_MAX_OPS = 8 };
 
 static bool cheap_op(int op) {
@@ -230,6 +232,7 @@ static bool cheap_op(int op) {
   case LJG_OP_STOP_GRADIENT: case LJG_OP_LOGICAL_NOT: case LJG_OP_ADD: case LJG_OP_SUB: case LJG_OP_MUL:
   case LJG_OP_MAXIMUM: case LJG_OP_MINIMUM: case LJG_OP_EQ: case LJG_OP_NE: case LJG_OP_LT: case LJG_OP_LE:
   case LJG_OP_GT: case LJG_OP_GE: case LJG_OP_LOGICAL_AND: case LJG_OP_LOGICAL_OR: case LJG_OP_WHERE:
+  case LJG_OP_INDEX_CHECK:
     return true;
   default: return false;
   }
@@ -252,7 +255,7 @@ static bool add_cost(const fuser *f, recompute_cost *c, int32_t i, bool top) {
     c->large += ljg_gnumel(n) * 8 > c->numel;
     return c->large <= 1;
   }
-  if (n->op == LJG_OP_CONST || n->op == LJG_OP_SCALAR) return true;
+  if (n->op == LJG_OP_CONST || n->op == LJG_OP_SCALAR || n->op == LJG_OP_IOTA) return true;
   if (k == LJG_VIEW) return add_cost(f, c, ljg_in(f->g, n)[0], false);
   if (k != LJG_ELEMWISE || !cheap_op(n->op) || ++c->ops > RECOMPUTE_MAX_OPS) return false;
   for (int j = 0; j < n->nin; j++)
@@ -286,7 +289,7 @@ static void decide(fuser *f) {
     }
     f->realized[i] = f->is_root[i] || k == LJG_REDUCE || k == LJG_CAT || k == LJG_MATMUL ||
                      k == LJG_WINDOW || k == LJG_INDEX ||
-                     ((k == LJG_ELEMWISE || k == LJG_INDEXED) && f->eff[i] > 1);
+                     ((k == LJG_ELEMWISE || (k == LJG_INDEXED && n->op != LJG_OP_IOTA)) && f->eff[i] > 1);
     if (f->realized[i] && !f->is_root[i] && k == LJG_ELEMWISE) {
       cost.stamp++;
       cost.ops = cost.large = 0;
@@ -319,7 +322,7 @@ static void decide(fuser *f) {
       int32_t src = ljg_strip_views(g, in[0]);
       ljg_kind k = ljg_ops[g->nodes[src].op].kind;
       int64_t sn = ljg_gnumel(&g->nodes[src]);
-      if ((k == LJG_ELEMWISE || k == LJG_INDEXED) && sn > 1 && ljg_gnumel(n) > sn)
+      if ((k == LJG_ELEMWISE || (k == LJG_INDEXED && g->nodes[src].op != LJG_OP_IOTA)) && sn > 1 && ljg_gnumel(n) > sn)
         f->realized[src] = true;
     }
   }

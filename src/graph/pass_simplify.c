@@ -5,8 +5,8 @@
  * permutes moved below reshapes that only add or drop size-1 dims (so they merge with a
  * permute there, and a matmul read transposed shows as such to the matmul pass), double
  * negation removed, x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
- * to x, and a gather of a float elementwise node made the node's op on its operands'
- * gathers. */
+ * to x, a gather of a float elementwise node made the node's op on its operands'
+ * gathers, and a scatter-add of one value per line a where of a one-hot compare. */
 #include "graph/graph.h"
 
 #include <stdlib.h>
@@ -93,6 +93,55 @@ static int gather_below_op(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *
   return simplify(rw, &op, picked);
 }
 
+/* scatter_add n of one value per line along its dim (an index of size 1 there, the size of n
+ * elsewhere: the gradient of a gather of one class a row, as in cross-entropy): where(iota ==
+ * index, base + src, base), elementwise, so no pass zeroes a [rows, classes] buffer, adds the
+ * values at their indices and reads it back; the index keeps its range check. Only i64
+ * indices, as lj_scatter_add takes: max-pool's gradient scatters its narrower argmax positions
+ * for fuse_unpool.c to read where they are pooled. -1 otherwise. */
+static int scatter_as_select(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+  const ljg_graph *g = &rw->out;
+  const ljg_gnode idx = g->nodes[in[1]];
+  int dim = (int)n->attr.a[0];
+  if (idx.shape[dim] != 1 || idx.dtype != LJ_I64) return -1;
+  for (int d = 0; d < n->ndim; d++)
+    if (d != dim && idx.shape[d] != n->shape[d]) return -1;
+  /* the position along dim: iota, shaped and expanded to n's shape */
+  ljg_gnode m = {.op = LJG_OP_IOTA, .dtype = LJ_I64, .ndim = 1, .param = -1, .loc = n->loc};
+  m.shape[0] = n->shape[dim];
+  int32_t line = ljg_rw_add(rw, &m, NULL);
+  m.nin = 1;
+  m.op = LJG_OP_RESHAPE;
+  m.ndim = n->ndim;
+  for (int d = 0; d < n->ndim; d++) m.shape[d] = d == dim ? n->shape[dim] : 1;
+  line = simplify(rw, &m, &line);
+  m.op = LJG_OP_EXPAND;
+  memcpy(m.shape, n->shape, sizeof m.shape);
+  line = simplify(rw, &m, &line);
+  /* the index, checked against dim's size, expanded */
+  int32_t at = in[1];
+  memcpy(m.shape, idx.shape, sizeof m.shape);
+  m.op = LJG_OP_INDEX_CHECK;
+  m.attr.a[0] = n->shape[dim];
+  at = simplify(rw, &m, &at);
+  memset(&m.attr, 0, sizeof m.attr);
+  m.op = LJG_OP_EXPAND;
+  memcpy(m.shape, n->shape, sizeof m.shape);
+  at = simplify(rw, &m, &at);
+  m.dtype = n->dtype;
+  int32_t src = simplify(rw, &m, &in[2]);
+  m.op = LJG_OP_EQ;
+  m.dtype = LJ_BOOL;
+  m.nin = 2;
+  int32_t hit = simplify(rw, &m, (int32_t[]){line, at});
+  m.op = LJG_OP_ADD;
+  m.dtype = n->dtype;
+  int32_t sum = simplify(rw, &m, (int32_t[]){in[0], src});
+  m.op = LJG_OP_WHERE;
+  m.nin = 3;
+  return simplify(rw, &m, (int32_t[]){hit, sum, in[0]});
+}
+
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out;
   const ljg_gnode *x = n->nin ? &g->nodes[in[0]] : NULL;
@@ -134,6 +183,11 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   case LJG_OP_STOP_GRADIENT: return in[0]; /* only autograd reads it */
   case LJG_OP_GATHER: {
     int r = gather_below_op(rw, n, in);
+    if (r >= 0) return r;
+    break;
+  }
+  case LJG_OP_SCATTER_ADD: {
+    int r = scatter_as_select(rw, n, in);
     if (r >= 0) return r;
     break;
   }
