@@ -112,7 +112,7 @@ END_TEST
  * with a normal result and the next (0, where libm gives a subnormal within the tolerance),
  * both dtypes' in each. */
 START_TEST(test_unary_wide_range) {
-  static lj_tensor *(*fns[])(lj_tensor *) = {lj_exp, lj_expm1, lj_sin, lj_cos, lj_tanh, lj_erf, lj_sigmoid};
+  static lj_tensor *(*fns[])(lj_tensor *) = {lj_exp, lj_expm1, lj_sin, lj_cos, lj_tanh, lj_erf, lj_sigmoid, lj_silu, gelu_tanh};
   static const double ends[] = {0x1.62e42ep+6, 0x1.62e430p+6, -0x1.5d589ep+6, -0x1.5d58a0p+6, 0x1.62e42fefa39efp+9,
                                 0x1.62e42fefa39f0p+9, -0x1.6232bdd7abcd2p+9, -0x1.6232bdd7abcd3p+9, 745.2, -745.2};
   enum { NENDS = sizeof ends / sizeof *ends };

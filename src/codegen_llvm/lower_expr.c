@@ -77,10 +77,11 @@ static LLVMValueRef float_remainder(ljc_ir *ir, LLVMValueRef a, LLVMValueRef bv)
   return LLVMBuildSelect(b, adjust, LLVMBuildFAdd(b, m, bv, ""), m, "");
 }
 
-static LLVMValueRef sigmoid(ljc_ir *ir, LLVMValueRef x) {
-  LLVMValueRef one = ljc_fconst_like(x, 1);
-  LLVMValueRef e = ljc_vm_exp(ir, LLVMBuildFNeg(ir->b, x, ""));
-  return LLVMBuildFDiv(ir->b, one, LLVMBuildFAdd(ir->b, one, e, ""), "");
+/* num / (1 + exp(w)): sigmoid(x) is 1 / (1 + exp(-x)), x·sigmoid(v) divides x by 1 + exp(-v)
+ * (no multiply after the division). */
+static LLVMValueRef over_one_plus_exp(ljc_ir *ir, LLVMValueRef num, LLVMValueRef w) {
+  LLVMValueRef e = ljc_vm_exp(ir, w);
+  return LLVMBuildFDiv(ir->b, num, LLVMBuildFAdd(ir->b, ljc_fconst_like(w, 1), e, ""), "");
 }
 
 static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv) {
@@ -98,7 +99,7 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
   case LJG_OP_SIN: return ljc_vm_sin(ir, a);
   case LJG_OP_COS: return ljc_vm_cos(ir, a);
   case LJG_OP_TANH: return ljc_vm_tanh(ir, a);
-  case LJG_OP_SIGMOID: return sigmoid(ir, a);
+  case LJG_OP_SIGMOID: return over_one_plus_exp(ir, one, LLVMBuildFNeg(b, a, ""));
   case LJG_OP_RELU: return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, a, zero, ""), zero, a, ""); /* keeps -0 and NaN */
   case LJG_OP_GELU: {
     /* x/2 (1 + erf(x/sqrt2)) written as x/2 erfc(-x/sqrt2): no cancellation for x < 0 */
@@ -106,12 +107,13 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
     return LLVMBuildFMul(b, LLVMBuildFMul(b, half, a, ""), e, "");
   }
   case LJG_OP_GELU_TANH: {
-    /* x/2 (1 + tanh u) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3) */
-    LLVMValueRef a3 = LLVMBuildFMul(b, LLVMBuildFMul(b, a, a, ""), a, "");
-    LLVMValueRef inner = LLVMBuildFAdd(b, a, LLVMBuildFMul(b, ljc_fconst_like(a, 0.044715), a3, ""), "");
-    return LLVMBuildFMul(b, a, sigmoid(ir, LLVMBuildFMul(b, ljc_fconst_like(a, 2 * 0.7978845608028654), inner, "")), "");
+    /* x/2 (1 + tanh u) = x sigmoid(2u) = x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3):
+     * -2u = x (c1 + c3 x^2), one multiply-add and two multiplies */
+    double c1 = -2 * 0.7978845608028654;
+    LLVMValueRef poly = ljc_fmuladd(ir, LLVMBuildFMul(b, a, a, ""), ljc_fconst_like(a, c1 * 0.044715), ljc_fconst_like(a, c1));
+    return over_one_plus_exp(ir, a, LLVMBuildFMul(b, a, poly, ""));
   }
-  case LJG_OP_SILU: return LLVMBuildFMul(b, a, sigmoid(ir, a), "");
+  case LJG_OP_SILU: return over_one_plus_exp(ir, a, LLVMBuildFNeg(b, a, ""));
   case LJG_OP_ERF: return ljc_vm_erf(ir, a);
   case LJG_OP_FLOOR: return ljc_intrinsic1(ir, "floor", a);
   case LJG_OP_CEIL: return ljc_intrinsic1(ir, "ceil", a);
