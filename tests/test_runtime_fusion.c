@@ -1017,10 +1017,20 @@ START_TEST(test_matmul_read_transposed) {
 }
 END_TEST
 
+/* The number of nests of p that sum. */
+static int sum_nests(const ljg_program *p) {
+  int n = 0;
+  for (int k = 0; k < p->nkernels; k++)
+    for (int s = 0; s < p->kernels[k].nnests; s++) n += p->kernels[k].nests[s].rop == LJG_OP_SUM;
+  return n;
+}
+
 /* A scatter-add of one value per row into zeros (cross-entropy's gradient of its gather) is
- * a where of a one-hot compare that its readers compute: no nest scatters, and of the
+ * a where of a one-hot compare that its readers compute, and its sum along the row (the
+ * log-softmax gradient's) the value itself: no nest scatters, one sums (the exps), and of the
  * intermediates of the logits' shape only the exps are stored; values against the
- * interpreter; a target out of range is still reported at the read. */
+ * interpreter; a target out of range is still reported at the read. Such a sum of -0.0 or of
+ * a negated +0.0 is +0.0, as a sum from +0.0 gives. */
 START_TEST(test_scatter_as_select) {
   lj_device *d = lj_default_device();
   int64_t t[37];
@@ -1043,6 +1053,7 @@ START_TEST(test_scatter_as_select) {
       ljg_program *p = program_of_n(2, outs, &opt);
       for (int k = 0; k < p->nkernels; k++)
         for (int s = 0; s < p->kernels[k].nnests; s++) ck_assert_int_lt(p->kernels[k].nests[s].scatter_index, 0);
+      ck_assert_int_eq(sum_nests(p), 1);
       int wide = 0;
       for (int s = 0; s < p->nslots; s++) {
         const ljg_gnode *n = &opt->nodes[p->slots[s].node];
@@ -1057,6 +1068,24 @@ START_TEST(test_scatter_as_select) {
     lj_tensor_release(x);
     lj_tensor_release(target);
   }
+  lj_tensor *idx = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3, 1), (int64_t[]){1, 3, 0});
+  for (int neg = 0; neg < 2; neg++) {
+    lj_tensor *src = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(3, 1), (float[]){neg ? 0.0f : -0.0f, 2.5f, -1.0f});
+    lj_tensor *sc = lj_scatter_add(lj_zeros(d, LJ_F32, LJ_SHAPE(3, 4)), 1, idx, src);
+    lj_tensor *sum = lj_sum(neg ? lj_neg(sc) : sc, 1, (int[]){1}, false);
+    ljg_graph *opt;
+    ljg_program *p = program_of(sum, &opt);
+    ck_assert_int_eq(sum_nests(p), 0);
+    free_program(p, opt);
+    float got[3];
+    ck_assert_int_eq(lj_tensor_to_host(sum, got, sizeof got), LJ_OK);
+    ck_assert_msg(got[0] == 0 && !signbit(got[0]) && got[1] == (neg ? -2.5f : 2.5f) && got[2] == (neg ? 1.0f : -1.0f),
+                  "%g %g %g", got[0], got[1], got[2]);
+    lj_tensor_release(sum);
+    lj_tensor_release(sc);
+    lj_tensor_release(src);
+  }
+  lj_tensor_release(idx);
 }
 END_TEST
 

@@ -6,9 +6,11 @@
  * permute there, and a matmul read transposed shows as such to the matmul pass), double
  * negation removed, x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
  * to x, a gather of a float elementwise node made the node's op on its operands'
- * gathers, and a scatter-add of one value per line a where of a one-hot compare. */
+ * gathers, a scatter-add of one value per line a where of a one-hot compare, and a sum of
+ * such a one-hot line along it the line's value. */
 #include "graph/graph.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +95,22 @@ static int gather_below_op(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *
   return simplify(rw, &op, picked);
 }
 
+/* A constant of n's shape and the given dtype: a 0-d constant, reshaped and expanded. */
+static int32_t uniform(ljg_rewriter *rw, const ljg_gnode *n, lj_dtype dt, double v) {
+  ljg_gnode m = {.op = LJG_OP_CONST, .dtype = dt, .param = -1, .loc = n->loc};
+  m.attr.f = v;
+  int32_t c = ljg_rw_add(rw, &m, NULL);
+  m.attr.f = 0;
+  m.op = LJG_OP_RESHAPE;
+  m.nin = 1;
+  m.ndim = n->ndim;
+  for (int d = 0; d < n->ndim; d++) m.shape[d] = 1;
+  c = simplify(rw, &m, &c);
+  m.op = LJG_OP_EXPAND;
+  memcpy(m.shape, n->shape, sizeof m.shape);
+  return simplify(rw, &m, &c);
+}
+
 /* scatter_add n of one value per line along its dim (an index of size 1 there, the size of n
  * elsewhere: the gradient of a gather of one class a row, as in cross-entropy): where(iota ==
  * index, base + src, base), elementwise, so no pass zeroes a [rows, classes] buffer, adds the
@@ -128,18 +146,109 @@ static int scatter_as_select(ljg_rewriter *rw, const ljg_gnode *n, const int32_t
   m.op = LJG_OP_EXPAND;
   memcpy(m.shape, n->shape, sizeof m.shape);
   at = simplify(rw, &m, &at);
-  m.dtype = n->dtype;
-  int32_t src = simplify(rw, &m, &in[2]);
   m.op = LJG_OP_EQ;
   m.dtype = LJ_BOOL;
   m.nin = 2;
   int32_t hit = simplify(rw, &m, (int32_t[]){line, at});
-  m.op = LJG_OP_ADD;
+  /* base + src; at the index's shape where base is a constant, so that the value is one
+   * along dim, expanded (a sum along dim then folds: sum_of_one_hot) */
   m.dtype = n->dtype;
-  int32_t sum = simplify(rw, &m, (int32_t[]){in[0], src});
+  double c;
+  int32_t sum;
+  if (ljg_uniform_const(g, in[0], &c)) {
+    m.op = LJG_OP_ADD;
+    memcpy(m.shape, idx.shape, sizeof m.shape);
+    sum = simplify(rw, &m, (int32_t[]){uniform(rw, &idx, n->dtype, c), in[2]});
+    m.op = LJG_OP_EXPAND;
+    m.nin = 1;
+    memcpy(m.shape, n->shape, sizeof m.shape);
+    sum = simplify(rw, &m, &sum);
+  } else {
+    m.op = LJG_OP_EXPAND;
+    m.nin = 1;
+    int32_t src = simplify(rw, &m, &in[2]);
+    m.op = LJG_OP_ADD;
+    m.nin = 2;
+    sum = simplify(rw, &m, (int32_t[]){in[0], src});
+  }
   m.op = LJG_OP_WHERE;
   m.nin = 3;
   return simplify(rw, &m, (int32_t[]){hit, sum, in[0]});
+}
+
+/* v, the same at every position along dim d, at n's shape (n: v reduced along d): the node v
+ * expands, or a uniform constant; -1 when v is neither. */
+static int32_t along_one(ljg_rewriter *rw, const ljg_gnode *n, int32_t v) {
+  const ljg_graph *g = &rw->out;
+  double c;
+  if (ljg_uniform_const(g, v, &c)) return uniform(rw, n, g->nodes[v].dtype, c);
+  if (g->nodes[v].op != LJG_OP_EXPAND) return -1;
+  int32_t src = ljg_in(g, &g->nodes[v])[0];
+  return same_shape(&g->nodes[src], n) ? src : -1;
+}
+
+/* Whether v is the position along dim d: an iota of d's size, reshaped to d and expanded. */
+static bool is_position(const ljg_graph *g, int32_t v, int d) {
+  const ljg_gnode *x = &g->nodes[v];
+  if (x->op != LJG_OP_EXPAND) return false;
+  const ljg_gnode *r = &g->nodes[ljg_in(g, x)[0]];
+  if (r->op != LJG_OP_RESHAPE || r->ndim != x->ndim) return false;
+  for (int k = 0; k < r->ndim; k++)
+    if (r->shape[k] != (k == d ? x->shape[d] : 1)) return false;
+  const ljg_gnode *i = &g->nodes[ljg_in(g, r)[0]];
+  return i->op == LJG_OP_IOTA && i->shape[0] == x->shape[d];
+}
+
+/* sum n along one dim d of [-]where(position == q, a, +0), q and a the same along d (a one-hot
+ * row, as scatter_as_select writes it): where(0 <= q < size, [-]a + 0, +0), computed per line
+ * instead of at every position. A sum of one value [-]a and (negated) zeros is [-]a + 0 (a
+ * zero of either sign gives +0, as the sum from +0 does). -1 otherwise. */
+static int sum_of_one_hot(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+  const ljg_graph *g = &rw->out;
+  int64_t mask = n->attr.a[0];
+  if (!ljg_dtype_is_float(n->dtype) || mask == 0 || (mask & (mask - 1))) return -1;
+  int d = 0;
+  while (!(mask >> d & 1)) d++;
+  int32_t x = in[0];
+  bool neg = g->nodes[x].op == LJG_OP_NEG;
+  if (neg) x = ljg_in(g, &g->nodes[x])[0];
+  const ljg_gnode *w = &g->nodes[x];
+  double zero;
+  if (w->op != LJG_OP_WHERE || !ljg_uniform_const(g, ljg_in(g, w)[2], &zero) || zero != 0 || signbit(zero)) return -1;
+  const ljg_gnode *hit = &g->nodes[ljg_in(g, w)[0]];
+  if (hit->op != LJG_OP_EQ) return -1;
+  int32_t p = ljg_in(g, hit)[0], q = ljg_in(g, hit)[1], a = ljg_in(g, w)[1];
+  if (!is_position(g, p, d)) {
+    int32_t t = p;
+    p = q;
+    q = t;
+  }
+  int64_t size = w->shape[d];
+  if (!is_position(g, p, d) || g->nodes[q].dtype != LJ_I64) return -1;
+  if ((q = along_one(rw, n, q)) < 0 || (a = along_one(rw, n, a)) < 0) return -1;
+  ljg_gnode m = *n;
+  memset(&m.attr, 0, sizeof m.attr);
+  m.nin = 2;
+  m.dtype = LJ_BOOL;
+  m.op = LJG_OP_GE;
+  int32_t lo = simplify(rw, &m, (int32_t[]){q, uniform(rw, n, LJ_I64, 0)});
+  m.op = LJG_OP_LT;
+  int32_t hi = simplify(rw, &m, (int32_t[]){q, uniform(rw, n, LJ_I64, (double)size)});
+  m.op = LJG_OP_LOGICAL_AND;
+  int32_t inside = simplify(rw, &m, (int32_t[]){lo, hi});
+  m.dtype = n->dtype;
+  if (neg) {
+    m.op = LJG_OP_NEG;
+    m.nin = 1;
+    a = simplify(rw, &m, &a);
+  }
+  m.op = LJG_OP_ADD;
+  m.nin = 2;
+  int32_t z = uniform(rw, n, n->dtype, 0);
+  int32_t v = simplify(rw, &m, (int32_t[]){a, z});
+  m.op = LJG_OP_WHERE;
+  m.nin = 3;
+  return simplify(rw, &m, (int32_t[]){inside, v, z});
 }
 
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
@@ -183,6 +292,11 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   case LJG_OP_STOP_GRADIENT: return in[0]; /* only autograd reads it */
   case LJG_OP_GATHER: {
     int r = gather_below_op(rw, n, in);
+    if (r >= 0) return r;
+    break;
+  }
+  case LJG_OP_SUM: {
+    int r = sum_of_one_hot(rw, n, in);
     if (r >= 0) return r;
     break;
   }
