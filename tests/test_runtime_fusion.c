@@ -1089,6 +1089,30 @@ START_TEST(test_scatter_as_select) {
 }
 END_TEST
 
+/* A row-fused softmax whose input is large (at least 4 MiB) prefetches the next block's rows
+ * of its first nest's input while it computes the exps: the lowering says so for f32 and f64
+ * rows of 1031 columns (strips of 256 and a short one), and not for a small input; values
+ * against the interpreter. */
+START_TEST(test_rows_prefetched) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  for (int i = 0; i < 2; i++)
+    for (int big = 0; big < 2; big++) {
+      lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(big ? 1100 : 100, 1031), TU_ANY, 9 + i);
+      lj_scope_begin();
+      lj_tensor *y = lj_softmax(x, 1);
+      ljg_graph *opt;
+      ljg_program *p = program_of(y, &opt);
+      char *lowering = ljc_lowering_text(p);
+      ck_assert_msg((strstr(lowering, "nest 1 prefetches the next block's rows of e0") != NULL) == big, "%s", lowering);
+      free(lowering);
+      free_program(p, opt);
+      tu_check_interp_tol(1, &y, 1e-5, 1e-6);
+      lj_scope_end();
+      lj_tensor_release(x);
+    }
+}
+END_TEST
+
 /* The kernel of p that is a window of op win_op, or NULL. */
 static const ljg_kernel *window_kernel(const ljg_program *p, int win_op) {
   for (int i = 0; i < p->nkernels; i++)
@@ -1901,6 +1925,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);
+  tcase_add_test(tc, test_rows_prefetched);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
   tcase_add_test(tc, test_argmax_maps_found);

@@ -140,7 +140,7 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
 /* An elementwise nest's operands read transposed, in tiles (find_tiles): the dim t they are
  * contiguous along, the last dim j (the output's), their elements' size, a tile's side vw (a
  * vector's lanes, set by emit_nest), and per operand its LOAD and the tile's buffer. */
-enum { TILED_MAX = 4, TILE_LANES_MAX = 16 };
+enum { TILED_MAX = 4, TILE_LANES_MAX = 16, PREFETCH_LOADS_MAX = 4 };
 typedef struct tiles {
   int t, j, size, vw, n;
   int32_t load[TILED_MAX];
@@ -166,6 +166,8 @@ typedef struct nest_gen {
   ljg_view then_view;   /* its output in this nest's index space */
   const tiles *tiles;   /* operands read transposed in tiles, or NULL */
   LLVMValueRef col_lo, col_hi; /* a matmul's column task: the last dim's range, or NULL */
+  int npf;              /* loads of the first nest whose next block this nest prefetches */
+  int32_t pf[PREFETCH_LOADS_MAX];
 } nest_gen;
 
 static LLVMValueRef point_value(nest_gen *g) {
@@ -588,6 +590,79 @@ static void emit_rows(nest_gen *g) {
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
+/* A row-fused loops kernel's first nest streams its rows from memory (a loss's max over
+ * rows of 32000 classes, 128 KB each from DRAM: ~36 GB/s on one core), and the nests after it
+ * compute on them from cache while the memory idles. The first later nest that writes a
+ * block-local slot elementwise (the exps) prefetches the next block's rows of what the first
+ * streams, the lines of PREFETCH_STRIP of its row's elements before it computes them, so the
+ * next block's first nest reads them from cache. Cross-entropy over [512, 32000], one thread:
+ * 5.2-5.4 -> 4.0-4.2 ms. Prefetching in the last nest instead gained nothing: its
+ * non-temporal stores keep the memory busy. The first nest's loads that qualify: of a
+ * slot of at least PREFETCH_MIN_BYTES that is not block-local, one level of view over the
+ * nest's [rows, columns] with the columns contiguous. Returns how many, written to loads. */
+enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20 };
+
+static bool writes_local(const ljg_program *p, const ljg_nest *n) {
+  return n->rop < 0 && n->scatter_index < 0 && n->ndim == 2 && n->row_dims <= 1 &&
+         p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
+}
+
+static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int32_t *loads) {
+  if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !writes_local(p, &k->nests[s])) return 0;
+  for (int t = 1; t < s; t++)
+    if (writes_local(p, &k->nests[t])) return 0;
+  const ljg_nest *first = &k->nests[0], *n = &k->nests[s];
+  if (first->ndim != 2 || first->shape[0] != n->shape[0] || first->shape[1] != n->shape[1]) return 0;
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used);
+  ljg_nest_exprs(k, first, used);
+  int nl = 0;
+  for (int e = 0; e < k->nexprs && nl < PREFETCH_LOADS_MAX; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (!used[e] || x->kind != LJG_X_LOAD) continue;
+    const ljg_slot *sl = &p->slots[x->slot];
+    const ljg_view *v = &k->views[x->view];
+    if (sl->kind == LJG_SLOT_LOCAL || sl->nbytes < PREFETCH_MIN_BYTES || v->n != 1 || v->v[0].ndim != 2 ||
+        v->v[0].stride[1] != 1 || v->v[0].shape[1] != n->shape[1])
+      continue;
+    bool dup = false;
+    for (int i = 0; i < nl; i++) dup |= k->exprs[loads[i]].slot == x->slot && ljg_view_equal(&k->views[k->exprs[loads[i]].view], v);
+    if (!dup) loads[nl++] = e;
+  }
+  free(used);
+  return nl;
+}
+
+/* The columns [lo, hi) of a prefetching nest's row (prefetch_loads), PREFETCH_STRIP at a
+ * time: the lines of the strip in the same row of the next block, then the strip. */
+static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi) {
+  ljc_kctx *kc = g->kc;
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  ljc_loop S;
+  ljc_loop_begin_step(ir, &S, lo, hi, PREFETCH_STRIP, false, 0, NULL);
+  ljc_point next = g->pt;
+  next.idx[0] = LLVMBuildAdd(b, g->pt.idx[0], ljc_i64(ir, kc->k->row_block), "");
+  for (int i = 0; i < g->npf; i++) {
+    const ljg_kexpr *x = &kc->k->exprs[g->pf[i]];
+    LLVMTypeRef st = ljc_storage_type(ir, x->dtype);
+    int64_t lane = 64 / lj_dtype_size(x->dtype);
+    for (int64_t c = 0; c < PREFETCH_STRIP; c += lane) {
+      next.idx[1] = LLVMBuildAdd(b, S.iv, ljc_i64(ir, c), "");
+      LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[x->view], &next);
+      LLVMValueRef args[4] = {LLVMBuildGEP2(b, st, kc->slot_ptr[x->slot], &off, 1, ""), ljc_const_i(ir->i32, 0),
+                              ljc_const_i(ir->i32, 3), ljc_const_i(ir->i32, 1)};
+      ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
+    }
+  }
+  LLVMValueRef end = LLVMBuildAdd(b, S.iv, ljc_i64(ir, PREFETCH_STRIP), "");
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, S.iv, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, end, hi, ""), end, hi, ""), false, 0, NULL);
+  g->pt.idx[1] = L.iv;
+  emit_kept(g, 2);
+  ljc_loop_end(ir, &L, NULL, NULL);
+  ljc_loop_end(ir, &S, NULL, NULL);
+}
+
 static void emit_kept(nest_gen *g, int d) {
   ljc_ir *ir = g->kc->ir;
   if (d == g->nkept) {
@@ -612,6 +687,10 @@ static void emit_kept(nest_gen *g, int d) {
       emit_columns_unrolled(g, d, lo, hi, task);
     else
       emit_columns(g, d, lo, hi, task);
+    return;
+  }
+  if (g->npf && d == 1 && !task) {
+    emit_prefetching(g, lo, hi);
     return;
   }
   ljc_loop L;
@@ -889,10 +968,15 @@ char *ljc_lowering_text(const ljg_program *p) {
       if (column_order(k, n, n->ndim - __builtin_popcount(n->rmask)))
         ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
       tiles tl;
+      int32_t pf[PREFETCH_LOADS_MAX];
+      int npf;
       if (last[s] >= s && find_tiles(k, &k->nests[s], last[s], &tl)) {
         ljb_str_printf(&line, "; nest %d reads", s);
         for (int i = 0; i < tl.n; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", tl.load[i]);
         ljb_str_printf(&line, " transposed, in tiles along dims %d and %d", tl.t, tl.j);
+      } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, pf)) > 0) {
+        ljb_str_printf(&line, "; nest %d prefetches the next block's rows of", s);
+        for (int i = 0; i < npf; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", pf[i]);
       }
     }
     char *text = ljb_str_take(&line);
@@ -940,6 +1024,8 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
       tl.buf[i] = ljc_entry_array(kc->ir, st, (int64_t)tl.vw * tl.vw);
     }
     g.tiles = &tl;
+  } else {
+    g.npf = prefetch_loads(kc->p, kc->k, s, g.pf);
   }
   emit_kept(&g, 0);
   kc->ir->loop_width = 0;
