@@ -172,6 +172,24 @@ START_TEST(test_donors) {
 }
 END_TEST
 
+/* An index check made for another op (a scatter-add written as a select) prints that op and
+ * reads back the same. */
+START_TEST(test_index_check_for) {
+  static const char *text = "IR {\n  %0 = i64[2] data(), param=0\n"
+                            "  %1 = i64[2] index_check(%0), bound=3, for=scatter_add, ROOT=0\n}\n";
+  ljg_graph g;
+  ljg_graph_init(&g);
+  ljg_binding *vals = NULL;
+  ck_assert_msg(ljg_graph_parse(text, &g, &vals), "%s", lj_last_error());
+  ck_assert_int_eq(g.nodes[1].attr.a[1], LJG_OP_SCATTER_ADD);
+  char *text2 = ljg_graph_text(&g, vals);
+  ck_assert_str_eq(text, text2);
+  free(text2);
+  free(vals);
+  ljg_graph_free(&g);
+}
+END_TEST
+
 START_TEST(test_parse_errors) {
   static const struct {
     const char *text, *msg;
@@ -195,6 +213,8 @@ START_TEST(test_parse_errors) {
       {"IR {\n  %0 = f32[2] data(), param=0\n  %1 = f32[2] where(%0, %0, %0), ROOT=0\n}\n", "condition is not bool"},
       {"IR {\n  %0 = f32[2] data(), param=0\n  %1 = f32[2] index_check(%0), bound=3, ROOT=0\n}\n",
        "index_check needs i64"},
+      {"IR {\n  %0 = i64[2] data(), param=0\n  %1 = i64[2] index_check(%0), bound=3, for=nosuchop, ROOT=0\n}\n",
+       "unknown op after for="},
       {"IR {\n  %0 = f32[2,3] data(), param=0\n  %1 = f32[2,1] argmax(%0), dims=(1), ROOT=0\n}\n",
        "argmax/argmin: one dim, i64, i32 or i8 result"},
       {"IR {\n  %0 = f32[1,1,4,4] data(), param=0\n"
@@ -421,6 +441,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_binary_round_trip);
   tcase_add_test(tc, test_donors);
   tcase_add_test(tc, test_parse_errors);
+  tcase_add_test(tc, test_index_check_for);
   tcase_add_test(tc, test_edited_graphs);
   tcase_add_test(tc, test_dot);
   tcase_add_test(tc, test_hash_is_structural);

@@ -215,7 +215,7 @@ START_TEST(test_scatter_into_zeros) {
   lj_tensor *r = lj_scatter_add(lj_zeros(d, LJ_F32, LJ_SHAPE(3, 4)), 1, idx, src);
   float got[12];
   ck_assert_int_ne(lj_tensor_to_host(r, got, sizeof got), LJ_OK);
-  tu_expect_error(LJ_ERR_RUNTIME, "index 9", "[0, 4)", NULL);
+  tu_expect_error(LJ_ERR_RUNTIME, "scatter_add: index 9", "[0, 4)", NULL);
   lj_tensor_release(r);
   r = lj_scatter_add(lj_zeros(d, LJ_F32, LJ_SHAPE(3, 4)), 1, lj_clamp(idx, 0, 3), src);
   ck_assert_int_eq(lj_tensor_to_host(r, got, sizeof got), LJ_OK);

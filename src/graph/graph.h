@@ -37,7 +37,8 @@ typedef enum ljg_attrs {
   LJG_A_SLICE, /* a[0] dim, a[1] start, a[2] step */
   LJG_A_DIMS,  /* a[0]: bit mask of reduced dims */
   LJG_A_DIM,   /* a[0]: dim */
-  LJG_A_BOUND, /* a[0]: exclusive upper bound */
+  LJG_A_BOUND, /* a[0]: exclusive upper bound; a[1]: the op whose index it checks, named by its
+                  errors (0: none, the check's own name) */
   LJG_A_WINDOW /* a[0..7]: kh, kw, sh, sw, ph, pw, dh, dw; f: padding value */
 } ljg_attrs;
 

@@ -141,6 +141,7 @@ static int scatter_as_select(ljg_rewriter *rw, const ljg_gnode *n, const int32_t
   memcpy(m.shape, idx.shape, sizeof m.shape);
   m.op = LJG_OP_INDEX_CHECK;
   m.attr.a[0] = n->shape[dim];
+  m.attr.a[1] = LJG_OP_SCATTER_ADD; /* a bad index is scatter_add's */
   at = simplify(rw, &m, &at);
   memset(&m.attr, 0, sizeof m.attr);
   m.op = LJG_OP_EXPAND;

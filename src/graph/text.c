@@ -9,7 +9,7 @@
  *   }
  *
  * Attributes follow the operands as name=value: perm=(1,0), dim=1, start=0, step=2,
- * dims=(0,2), bound=10, window=(kh,kw,sh,sw,ph,pw,dh,dw), fill=<%.17g>, value=<%.17g>,
+ * dims=(0,2), bound=10[, for=op], window=(kh,kw,sh,sw,ph,pw,dh,dw), fill=<%.17g>, value=<%.17g>,
  * ROOT=<root index or (list)>, location=<to the end of line>. */
 #include "graph/graph.h"
 
@@ -52,7 +52,10 @@ static void print_attrs(ljb_str *b, const ljg_gnode *n, const ljg_binding *binds
     break;
   }
   case LJG_A_DIM: ljb_str_printf(b, ", dim=%" PRId64, n->attr.a[0]); break;
-  case LJG_A_BOUND: ljb_str_printf(b, ", bound=%" PRId64, n->attr.a[0]); break;
+  case LJG_A_BOUND:
+    ljb_str_printf(b, ", bound=%" PRId64, n->attr.a[0]);
+    if (n->attr.a[1] > 0 && n->attr.a[1] < LJG_NUM_OPS) ljb_str_printf(b, ", for=%s", ljg_ops[n->attr.a[1]].name);
+    break;
   case LJG_A_WINDOW:
     ljb_str_puts(b, ", window=");
     print_ilist(b, n->attr.a, 8);
@@ -239,6 +242,12 @@ static bool parse_attr(parser *ps, ljg_gnode *n, root_vec *roots,
     if (!parse_int(ps, &n->attr.a[0])) return false;
   } else if (strcmp(key, "bound") == 0) {
     if (!parse_int(ps, &n->attr.a[0])) return false;
+  } else if (strcmp(key, "for") == 0) {
+    char name[32];
+    if (!parse_word(ps, name, sizeof name)) return false;
+    int op = ljg_op_by_name(name);
+    if (op <= 0) return perr(ps, "unknown op after for=");
+    n->attr.a[1] = op;
   } else if (strcmp(key, "window") == 0) {
     if (parse_ilist(ps, n->attr.a, 8) != 8) return perr(ps, "window needs 8 values");
   } else if (strcmp(key, "fill") == 0) {

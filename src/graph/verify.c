@@ -33,8 +33,9 @@ static bool check_elemwise(const ljg_graph *g, int i) {
   if (n->op == LJG_OP_WHERE && g->nodes[in[0]].dtype != LJ_BOOL)
     return fail(g, i, "condition is not bool");
   if (n->op == LJG_OP_CAST) return true;
-  if (n->op == LJG_OP_INDEX_CHECK && (odt != LJ_I64 || n->attr.a[0] < 0))
-    return fail(g, i, "index_check needs i64 and a bound >= 0");
+  if (n->op == LJG_OP_INDEX_CHECK &&
+      (odt != LJ_I64 || n->attr.a[0] < 0 || n->attr.a[1] < 0 || n->attr.a[1] >= LJG_NUM_OPS))
+    return fail(g, i, "index_check needs i64, a bound >= 0 and an op or none");
   if (is_compare(n->op)) return n->dtype == LJ_BOOL ? true : fail(g, i, "result is not bool");
   if (n->dtype != odt) return fail(g, i, "result dtype differs from operands");
   if (n->op == LJG_OP_DIV && !ljg_dtype_is_float(odt)) return fail(g, i, "div needs floats");

@@ -95,7 +95,7 @@ static lj_status runtime_error(const ljr_exec *e, const ljg_kerr *err) {
     break;
   case LJG_KERR_INDEX:
     ljb_error(LJ_ERR_RUNTIME, "%s: index %lld is out of range [0, %lld) (node %%%d, %s%s)",
-              ljg_ops[n->op].name, (long long)err->value, (long long)err->bound, err->node,
+              ljg_ops[n->op == LJG_OP_INDEX_CHECK && n->attr.a[1] ? n->attr.a[1] : n->op].name, (long long)err->value, (long long)err->bound, err->node,
               lj_dtype_name(n->dtype), shape);
     break;
   default:
