@@ -1089,24 +1089,30 @@ START_TEST(test_scatter_as_select) {
 }
 END_TEST
 
-/* A row-fused softmax whose input is large (at least 4 MiB) prefetches the next block's rows
- * of its first nest's input while it computes the exps: the lowering says so for f32 and f64
- * rows of 1031 columns (strips of 256 and a short one), and not for a small input; values
- * against the interpreter. */
+/* A row-fused softmax or log_softmax whose input is large (at least 4 MiB) prefetches the
+ * next block's rows of its first nest's input while it computes the exps (stored, or summed
+ * along the row): the lowering says so for f32 and f64 rows of 1031 columns (strips of 256 and
+ * a short one), and not for a small input, nor for a variance (a sum of squares: no exps);
+ * values against the interpreter. */
 START_TEST(test_rows_prefetched) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int dims[1] = {1};
   for (int i = 0; i < 2; i++)
     for (int big = 0; big < 2; big++) {
       lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(big ? 1100 : 100, 1031), TU_ANY, 9 + i);
       lj_scope_begin();
-      lj_tensor *y = lj_softmax(x, 1);
-      ljg_graph *opt;
-      ljg_program *p = program_of(y, &opt);
-      char *lowering = ljc_lowering_text(p);
-      ck_assert_msg((strstr(lowering, "nest 1 prefetches the next block's rows of e0") != NULL) == big, "%s", lowering);
-      free(lowering);
-      free_program(p, opt);
-      tu_check_interp_tol(1, &y, 1e-5, 1e-6);
+      lj_tensor *c = lj_sub(x, lj_mean(x, 1, dims, true));
+      lj_tensor *ys[3] = {lj_softmax(x, 1), lj_log_softmax(x, 1), lj_mean(lj_mul(c, c), 1, dims, true)};
+      for (int f = 0; f < 3; f++) {
+        ljg_graph *opt;
+        ljg_program *p = program_of(ys[f], &opt);
+        char *lowering = ljc_lowering_text(p);
+        bool found = strstr(lowering, "nest 1 prefetches the next block's rows of e0") != NULL;
+        ck_assert_msg(found == (big && f < 2), "%d: %s", f, lowering);
+        free(lowering);
+        free_program(p, opt);
+      }
+      tu_check_interp_tol(3, ys, 1e-5, 1e-6);
       lj_scope_end();
       lj_tensor_release(x);
     }

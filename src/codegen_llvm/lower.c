@@ -175,6 +175,9 @@ static LLVMValueRef point_value(nest_gen *g) {
   return g->kc->vals[g->nest->value];
 }
 
+enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20 };
+static void prefetch_strip(nest_gen *g, LLVMValueRef c);
+
 /* Runs the reduced dims from d on, combining into acc. */
 static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *out) {
   ljc_ir *ir = g->kc->ir;
@@ -188,10 +191,27 @@ static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *ou
     for (int a = 0; a < nacc; a++) out[a] = acc[a];
     return;
   }
+  LLVMValueRef next[2];
+  if (g->npf && d == 1) { /* a prefetching row reduction (prefetch_loads): strips as emit_prefetching's */
+    int64_t n = g->nest->shape[d], whole = n - n % PREFETCH_STRIP;
+    LLVMValueRef strip_out[2], whole_out[2];
+    ljc_loop S, L, T;
+    ljc_loop_begin_step(ir, &S, ljc_i64(ir, 0), ljc_i64(ir, whole), PREFETCH_STRIP, true, nacc, acc);
+    prefetch_strip(g, S.iv);
+    ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(ir->b, S.iv, ljc_i64(ir, PREFETCH_STRIP), ""), false, nacc, S.acc);
+    g->pt.idx[d] = L.iv;
+    emit_reduced(g, d + 1, L.acc, next);
+    ljc_loop_end(ir, &L, next, strip_out);
+    ljc_loop_end(ir, &S, strip_out, whole_out);
+    ljc_loop_begin(ir, &T, ljc_i64(ir, whole), ljc_i64(ir, n), true, nacc, whole_out);
+    g->pt.idx[d] = T.iv;
+    emit_reduced(g, d + 1, T.acc, next);
+    ljc_loop_end(ir, &T, next, out);
+    return;
+  }
   ljc_loop L;
   ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[d]), false, nacc, acc);
   g->pt.idx[d] = L.iv;
-  LLVMValueRef next[2];
   emit_reduced(g, d + 1, L.acc, next);
   ljc_loop_end(ir, &L, next, out);
 }
@@ -592,25 +612,48 @@ static void emit_rows(nest_gen *g) {
 
 /* A row-fused loops kernel's first nest streams its rows from memory (a loss's max over
  * rows of 32000 classes, 128 KB each from DRAM: ~36 GB/s on one core), and the nests after it
- * compute on them from cache while the memory idles. The first later nest that writes a
- * block-local slot elementwise (the exps) prefetches the next block's rows of what the first
- * streams, the lines of PREFETCH_STRIP of its row's elements before it computes them, so the
- * next block's first nest reads them from cache. Cross-entropy over [512, 32000], one thread:
- * 5.27-5.33 -> 4.21-4.27 ms. Prefetching in the last nest instead gained nothing: its
- * non-temporal stores keep the memory busy. The first nest's loads that qualify: of a
- * slot of at least PREFETCH_MIN_BYTES that is not block-local, one level of view over the
- * nest's [rows, columns] with the columns contiguous. Returns how many, written to loads. */
-enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20 };
+ * compute on them from cache while the memory idles. The first later nest that computes a
+ * vmath function (the exps) over the row, writing a block-local slot or summing along the
+ * row, prefetches the next block's rows of what the first streams, the lines of
+ * PREFETCH_STRIP of its row's elements before it computes them, so the next block's first
+ * nest reads them from cache. One thread: cross-entropy over [512, 32000] 5.27-5.33 -> 4.21-4.27
+ * ms, log_softmax over it 5.05 -> 3.63-3.69. Prefetching in the last nest instead gained
+ * nothing (its non-temporal stores keep the memory busy), nor in a layer norm's sum of
+ * squares (3-4% slower: too little work to hide the fetch behind). The first nest's loads
+ * that qualify: of a slot of at least PREFETCH_MIN_BYTES that is not block-local, one level
+ * of view over the nest's [rows, columns] with the columns contiguous. Returns how many,
+ * written to loads. */
 
-static bool writes_local(const ljg_program *p, const ljg_nest *n) {
-  return n->rop < 0 && n->scatter_index < 0 && n->ndim == 2 && n->row_dims <= 1 &&
-         p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
+/* Whether the nest computes a function of vmath.c's (a polynomial's worth of multiply-adds a
+ * point): long enough for the memory to fetch the next block's rows meanwhile. */
+static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) {
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), found = false;
+  ljg_nest_exprs(k, nest, used);
+  for (int e = 0; e < k->nexprs && !found; e++) {
+    if (!used[e] || k->exprs[e].kind != LJG_X_OP) continue;
+    switch (k->exprs[e].op) {
+    case LJG_OP_EXP: case LJG_OP_EXPM1: case LJG_OP_LOG: case LJG_OP_LOG1P: case LJG_OP_SIN: case LJG_OP_COS:
+    case LJG_OP_TANH: case LJG_OP_SIGMOID: case LJG_OP_ERF: case LJG_OP_GELU: case LJG_OP_GELU_TANH:
+    case LJG_OP_SILU: case LJG_OP_POW:
+      found = true;
+      break;
+    default: break;
+    }
+  }
+  free(used);
+  return found;
+}
+
+static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
+  if (n->ndim != 2 || n->row_dims > 1 || n->scatter_index >= 0 || !computes_vmath(k, n)) return false;
+  if (n->rop >= 0) return n->rmask == 2 && !column_order(k, n, 1); /* a reduction along the row */
+  return p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
 }
 
 static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int32_t *loads) {
-  if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !writes_local(p, &k->nests[s])) return 0;
+  if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !carries_prefetch(p, k, &k->nests[s])) return 0;
   for (int t = 1; t < s; t++)
-    if (writes_local(p, &k->nests[t])) return 0;
+    if (carries_prefetch(p, k, &k->nests[t])) return 0;
   const ljg_nest *first = &k->nests[0], *n = &k->nests[s];
   if (first->ndim != 2 || first->shape[0] != n->shape[0] || first->shape[1] != n->shape[1]) return 0;
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used);
@@ -632,39 +675,44 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int3
   return nl;
 }
 
-/* The columns [lo, hi) of a prefetching nest's row (prefetch_loads), PREFETCH_STRIP at a
- * time: the lines of the strip in the same row of the next block, then the strip (a loop of
- * a known count, which vectorizes as the whole row's would); then the columns past the last
- * whole strip. */
-static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi) {
+/* The prefetches of the strip of columns from c of the current row, in the same row of the
+ * next block (prefetch_loads). */
+static void prefetch_strip(nest_gen *g, LLVMValueRef c) {
   ljc_kctx *kc = g->kc;
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
-  LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP);
-  LLVMValueRef whole = LLVMBuildAdd(b, lo, LLVMBuildMul(b, LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), strip, ""), strip, ""), "");
-  ljc_loop S;
-  ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, 0, NULL);
   ljc_point next = g->pt;
   next.idx[0] = LLVMBuildAdd(b, g->pt.idx[0], ljc_i64(ir, kc->k->row_block), "");
   for (int i = 0; i < g->npf; i++) {
     const ljg_kexpr *x = &kc->k->exprs[g->pf[i]];
     LLVMTypeRef st = ljc_storage_type(ir, x->dtype);
     int64_t lane = 64 / lj_dtype_size(x->dtype);
-    for (int64_t c = 0; c < PREFETCH_STRIP; c += lane) {
-      next.idx[1] = LLVMBuildAdd(b, S.iv, ljc_i64(ir, c), "");
+    for (int64_t j = 0; j < PREFETCH_STRIP; j += lane) {
+      next.idx[1] = LLVMBuildAdd(b, c, ljc_i64(ir, j), "");
       LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[x->view], &next);
       LLVMValueRef args[4] = {LLVMBuildGEP2(b, st, kc->slot_ptr[x->slot], &off, 1, ""), ljc_const_i(ir->i32, 0),
                               ljc_const_i(ir->i32, 3), ljc_const_i(ir->i32, 1)};
       ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
     }
   }
-  ljc_loop L;
+}
+
+/* The columns [lo, hi) of a prefetching elementwise nest's row, PREFETCH_STRIP at a time: the
+ * strip's prefetches, then the strip (a loop of a known count, which vectorizes as the whole
+ * row's would); then the columns past the last whole strip. */
+static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP);
+  LLVMValueRef whole = LLVMBuildAdd(b, lo, LLVMBuildMul(b, LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), strip, ""), strip, ""), "");
+  ljc_loop S, L, T;
+  ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, 0, NULL);
+  prefetch_strip(g, S.iv);
   ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(b, S.iv, strip, ""), false, 0, NULL);
   g->pt.idx[1] = L.iv;
   emit_kept(g, 2);
   ljc_loop_end(ir, &L, NULL, NULL);
   ljc_loop_end(ir, &S, NULL, NULL);
-  ljc_loop T;
   ljc_loop_begin(ir, &T, whole, hi, true, 0, NULL);
   g->pt.idx[1] = T.iv;
   emit_kept(g, 2);
