@@ -138,6 +138,29 @@ START_TEST(test_unary_wide_range) {
 }
 END_TEST
 
+/* A large elementwise nest that computes a vmath function (gelu) marks its loop to
+ * interleave vectors, which the lowered IR of a dump shows; one of cheap ops (relu, times 2)
+ * leaves it to the vectorizer. Values against the interpreter. */
+START_TEST(test_vmath_interleaved) {
+  for (int heavy = 0; heavy < 2; heavy++) {
+    char dir[] = "/tmp/lj_test_interleave_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    lj_config cfg = lj_config_default();
+    cfg.dump_dir = dir;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(37, 1000), TU_ANY, 3);
+    lj_scope_begin();
+    lj_tensor *y = heavy ? lj_gelu(x, true) : lj_mul_scalar(lj_relu(x), 2);
+    tu_check_interp(1, &y, 6e-7);
+    lj_scope_end();
+    ck_assert_int_eq(tu_dir_has(dir, ".ll", "llvm.loop.interleave.count"), heavy);
+    lj_tensor_release(x);
+    lj_shutdown();
+    tu_remove_dir(dir);
+  }
+}
+END_TEST
+
 /* f32 exp within 1.05 ulp of libm's double exp (the error in units of the result's last
  * place) on every 2048th float of the range with normal results, tiny arguments included;
  * within 1.25 on a target without fused multiply-add (LJ_CPU=x86-64), where each step of the
@@ -395,6 +418,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_unary_special_values, 0, nu);
   tcase_add_test(tc, test_unary_wide_range);
   tcase_add_test(tc, test_exp_ulp);
+  tcase_add_test(tc, test_vmath_interleaved);
   tcase_add_loop_test(tc, test_binary, 0, nb);
   tcase_add_loop_test(tc, test_binary_special_values, 0, nb);
   tcase_add_loop_test(tc, test_scalar_forms, 0, (int)(sizeof scalars / sizeof *scalars));

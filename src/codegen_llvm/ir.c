@@ -265,15 +265,17 @@ void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, b
   ljc_loop_begin_step(ir, L, lo, hi, 1, guard, nacc, acc_in);
 }
 
-/* Gives the loop whose back edge is `br` the loop ID !{self, !{"llvm.loop.vectorize.enable",
- * false}}, which keeps the loop vectorizer off it, for width 1; for width n > 1, !{self,
- * !{"llvm.loop.vectorize.width", n}}, which makes it vectorize n lanes wide. */
-static void mark_width(ljc_ir *ir, LLVMValueRef br, int width) {
-  static const char off[] = "llvm.loop.vectorize.enable", wide[] = "llvm.loop.vectorize.width";
-  LLVMMetadataRef hint[2] = {width == 1 ? LLVMMDStringInContext2(ir->ctx, off, sizeof off - 1)
-                                        : LLVMMDStringInContext2(ir->ctx, wide, sizeof wide - 1),
+/* Gives the loop whose back edge is `br` the loop ID !{self, !{key, value}}: for width 1
+ * !{"llvm.loop.vectorize.enable", false}, which keeps the loop vectorizer off it; for width
+ * n > 1 !{"llvm.loop.vectorize.width", n}, which makes it vectorize n lanes wide; else, for an
+ * interleave n > 0, !{"llvm.loop.interleave.count", n}. */
+static void mark_loop(ljc_ir *ir, LLVMValueRef br, int width, int interleave) {
+  static const char off[] = "llvm.loop.vectorize.enable", wide[] = "llvm.loop.vectorize.width",
+                    count[] = "llvm.loop.interleave.count";
+  const char *key = width == 1 ? off : width ? wide : count;
+  LLVMMetadataRef hint[2] = {LLVMMDStringInContext2(ir->ctx, key, strlen(key)),
                              width == 1 ? LLVMValueAsMetadata(LLVMConstInt(ir->i1, 0, 0))
-                                        : LLVMValueAsMetadata(ljc_const_i(ir->i32, width))};
+                                        : LLVMValueAsMetadata(ljc_const_i(ir->i32, width ? width : interleave))};
   LLVMMetadataRef self = LLVMTemporaryMDNode(ir->ctx, NULL, 0);
   LLVMMetadataRef ops[2] = {self, LLVMMDNodeInContext2(ir->ctx, hint, 2)};
   LLVMMetadataRef id = LLVMMDNodeInContext2(ir->ctx, ops, 2);
@@ -286,7 +288,7 @@ void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef 
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMValueRef next = LLVMBuildNSWAdd(b, L->iv, ljc_i64(ir, L->step), "");
   LLVMValueRef br = LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, next, L->hi, ""), L->header, L->exit);
-  if (ir->loop_width) mark_width(ir, br, ir->loop_width);
+  if (ir->loop_width || ir->loop_interleave) mark_loop(ir, br, ir->loop_width, ir->loop_interleave);
   LLVMAddIncoming(L->iv, &next, &latch, 1);
   for (int a = 0; a < L->nacc; a++) LLVMAddIncoming(L->acc[a], &acc_next[a], &latch, 1);
   LLVMPositionBuilderAtEnd(b, L->exit);

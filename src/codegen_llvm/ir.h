@@ -20,6 +20,8 @@ typedef struct ljc_ir {
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
   int loop_width;      /* loops closed while it is 1 are marked not to be vectorized, while it
                           is n > 1 to be vectorized n lanes wide; 0: no mark */
+  int loop_interleave; /* while loop_width is 0, loops closed while it is n > 0 are marked to
+                          interleave n vector iterations; 0: the vectorizer's choice */
   const uint8_t *stream; /* the kernel being lowered: the slots it writes with non-temporal
                             stores (stream.c), or NULL */
 } ljc_ir;
@@ -91,7 +93,7 @@ void ljc_loop_begin_step(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef 
 void ljc_loop_begin(ljc_ir *ir, ljc_loop *L, LLVMValueRef lo, LLVMValueRef hi, bool guard, int nacc,
                     LLVMValueRef *acc_in);
 /* Closes the loop with the carried values' next values; acc_out receives them after it. The
- * loop is marked as ir->loop_width says. */
+ * loop is marked as ir->loop_width and ir->loop_interleave say. */
 void ljc_loop_end(ljc_ir *ir, ljc_loop *L, LLVMValueRef *acc_next, LLVMValueRef *acc_out);
 
 /* Code run only when cond (an i1) holds: ljc_if_begin puts the builder in it and returns the
