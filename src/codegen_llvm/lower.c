@@ -176,7 +176,7 @@ static LLVMValueRef point_value(nest_gen *g) {
 }
 
 enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20 };
-static void prefetch_strip(nest_gen *g, LLVMValueRef c);
+static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out);
 
 /* Runs the reduced dims from d on, combining into acc. */
 static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *out) {
@@ -191,24 +191,11 @@ static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *ou
     for (int a = 0; a < nacc; a++) out[a] = acc[a];
     return;
   }
-  LLVMValueRef next[2];
-  if (g->npf && d == 1) { /* a prefetching row reduction (prefetch_loads): strips as emit_prefetching's */
-    int64_t n = g->nest->shape[d], whole = n - n % PREFETCH_STRIP;
-    LLVMValueRef strip_out[2], whole_out[2];
-    ljc_loop S, L, T;
-    ljc_loop_begin_step(ir, &S, ljc_i64(ir, 0), ljc_i64(ir, whole), PREFETCH_STRIP, true, nacc, acc);
-    prefetch_strip(g, S.iv);
-    ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(ir->b, S.iv, ljc_i64(ir, PREFETCH_STRIP), ""), false, nacc, S.acc);
-    g->pt.idx[d] = L.iv;
-    emit_reduced(g, d + 1, L.acc, next);
-    ljc_loop_end(ir, &L, next, strip_out);
-    ljc_loop_end(ir, &S, strip_out, whole_out);
-    ljc_loop_begin(ir, &T, ljc_i64(ir, whole), ljc_i64(ir, n), true, nacc, whole_out);
-    g->pt.idx[d] = T.iv;
-    emit_reduced(g, d + 1, T.acc, next);
-    ljc_loop_end(ir, &T, next, out);
+  if (g->npf && d == 1) { /* a prefetching row reduction (prefetch_loads) */
+    emit_prefetching(g, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[d]), acc, out);
     return;
   }
+  LLVMValueRef next[2];
   ljc_loop L;
   ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[d]), false, nacc, acc);
   g->pt.idx[d] = L.iv;
@@ -610,20 +597,6 @@ static void emit_rows(nest_gen *g) {
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
-/* A row-fused loops kernel's first nest streams its rows from memory (a loss's max over
- * rows of 32000 classes, 128 KB each from DRAM: ~36 GB/s on one core), and the nests after it
- * compute on them from cache while the memory idles. The first later nest that computes a
- * vmath function (the exps) over the row, writing a block-local slot or summing along the
- * row, prefetches the next block's rows of what the first streams, the lines of
- * PREFETCH_STRIP of its row's elements before it computes them, so the next block's first
- * nest reads them from cache. One thread: cross-entropy over [512, 32000] 5.27-5.33 -> 4.21-4.27
- * ms, log_softmax over it 5.05 -> 3.63-3.69. Prefetching in the last nest instead gained
- * nothing (its non-temporal stores keep the memory busy), nor in a layer norm's sum of
- * squares (3-4% slower: too little work to hide the fetch behind). The first nest's loads
- * that qualify: of a slot of at least PREFETCH_MIN_BYTES that is not block-local, one level
- * of view over the nest's [rows, columns] with the columns contiguous. Returns how many,
- * written to loads. */
-
 /* Whether the nest computes a function of vmath.c's (a polynomial's worth of multiply-adds a
  * point): long enough for the memory to fetch the next block's rows meanwhile. */
 static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) {
@@ -644,12 +617,27 @@ static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) {
   return found;
 }
 
+/* Whether nest n of k may prefetch (prefetch_loads): over [rows, columns], computing a vmath
+ * function, into a block-local slot or summed along the row. */
 static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
   if (n->ndim != 2 || n->row_dims > 1 || n->scatter_index >= 0 || !computes_vmath(k, n)) return false;
   if (n->rop >= 0) return n->rmask == 2 && !column_order(k, n, 1); /* a reduction along the row */
   return p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
 }
 
+/* A row-fused loops kernel's first nest streams its rows from memory (a loss's max over
+ * rows of 32000 classes, 128 KB each from DRAM: ~36 GB/s on one core), and the nests after it
+ * compute on them from cache while the memory idles. The first later nest that computes a
+ * vmath function (the exps) over the row, writing a block-local slot or summing along the
+ * row, prefetches the next block's rows of what the first streams, the lines of
+ * PREFETCH_STRIP of its row's elements before it computes them, so the next block's first
+ * nest reads them from cache. One thread: cross-entropy over [512, 32000] 5.27-5.33 -> 4.21-4.27
+ * ms, log_softmax over it 5.05 -> 3.63-3.69. Prefetching in the last nest instead gained
+ * nothing (its non-temporal stores keep the memory busy), nor in a layer norm's sum of
+ * squares (3-4% slower: too little work to hide the fetch behind). The first nest's loads
+ * that qualify: of a slot of at least PREFETCH_MIN_BYTES that is not block-local, one level
+ * of view over the nest's [rows, columns] with the columns contiguous. Returns how many,
+ * written to loads. */
 static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int32_t *loads) {
   if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !carries_prefetch(p, k, &k->nests[s])) return 0;
   for (int t = 1; t < s; t++)
@@ -697,26 +685,37 @@ static void prefetch_strip(nest_gen *g, LLVMValueRef c) {
   }
 }
 
-/* The columns [lo, hi) of a prefetching elementwise nest's row, PREFETCH_STRIP at a time: the
- * strip's prefetches, then the strip (a loop of a known count, which vectorizes as the whole
- * row's would); then the columns past the last whole strip. */
-static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi) {
+/* One column of a prefetching nest's row at g->pt: its point (acc NULL), or its value
+ * combined into acc (a reduction). */
+static void prefetching_column(nest_gen *g, LLVMValueRef *acc, LLVMValueRef *out) {
+  if (acc)
+    emit_reduced(g, 2, acc, out);
+  else
+    emit_kept(g, 2);
+}
+
+/* The columns [lo, hi) of a prefetching nest's row, PREFETCH_STRIP at a time: the strip's
+ * prefetches, then the strip (a loop of a known count, which vectorizes as the whole row's
+ * would); then the columns past the last whole strip. A reduction (acc not NULL) carries its
+ * accumulators through, in the same order, into out. */
+static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out) {
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
-  LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP);
+  int nacc = acc ? reduction_nacc(&g->red) : 0;
+  LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP), next[2], strip_out[2], whole_out[2];
   LLVMValueRef whole = LLVMBuildAdd(b, lo, LLVMBuildMul(b, LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), strip, ""), strip, ""), "");
   ljc_loop S, L, T;
-  ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, 0, NULL);
+  ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, nacc, acc);
   prefetch_strip(g, S.iv);
-  ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(b, S.iv, strip, ""), false, 0, NULL);
+  ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(b, S.iv, strip, ""), false, nacc, S.acc);
   g->pt.idx[1] = L.iv;
-  emit_kept(g, 2);
-  ljc_loop_end(ir, &L, NULL, NULL);
-  ljc_loop_end(ir, &S, NULL, NULL);
-  ljc_loop_begin(ir, &T, whole, hi, true, 0, NULL);
+  prefetching_column(g, acc ? L.acc : NULL, next);
+  ljc_loop_end(ir, &L, next, strip_out);
+  ljc_loop_end(ir, &S, strip_out, whole_out);
+  ljc_loop_begin(ir, &T, whole, hi, true, nacc, whole_out);
   g->pt.idx[1] = T.iv;
-  emit_kept(g, 2);
-  ljc_loop_end(ir, &T, NULL, NULL);
+  prefetching_column(g, acc ? T.acc : NULL, next);
+  ljc_loop_end(ir, &T, next, out);
 }
 
 static void emit_kept(nest_gen *g, int d) {
@@ -746,7 +745,7 @@ static void emit_kept(nest_gen *g, int d) {
     return;
   }
   if (g->npf && d == 1 && !task) {
-    emit_prefetching(g, lo, hi);
+    emit_prefetching(g, lo, hi, NULL, NULL);
     return;
   }
   ljc_loop L;
