@@ -972,10 +972,10 @@ static void dot_rows_of(gemm *g, const rows *rw, int nr) {
 enum { AXPY_ROWS = 4, AXPY_CHUNK_MAX = 4096, AXPY_SUMS_BYTES = 32 << 10, AXPY_UNROLL = 4 };
 
 /* Columns a chunk of nr rows takes: the most, a power of two, that keeps their sums within
- * AXPY_SUMS_BYTES of L1, up to AXPY_CHUNK_MAX. B's rows are read as runs of a chunk's columns, and a longer run
- * streams better from memory: x·W of 1×4096 by 4096×4096, one thread, 1.37-1.43 ms in runs of
- * 2048 columns, 1.27-1.30 in runs of 4096; 4 rows' sums of 4096 columns (64 KB) outgrow L1
- * and ran 3% slower. */
+ * AXPY_SUMS_BYTES of L1, up to AXPY_CHUNK_MAX. B's rows are read as runs of a chunk's
+ * columns, and a longer run streams better from memory: x·W of 1×4096 by 4096×4096, one
+ * thread, 1.37-1.43 ms in runs of 2048 columns, 1.27-1.30 in runs of 4096; 4 rows' sums of
+ * 4096 columns (64 KB) outgrow L1 and ran 3% slower. */
 static int64_t axpy_chunk_cols(const gemm *g, int nr) {
   int64_t c = AXPY_SUMS_BYTES / (nr * (int64_t)g->esize);
   while (c & (c - 1)) c &= c - 1; /* a power of two: the rows' sums stay aligned vectors */

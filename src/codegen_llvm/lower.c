@@ -656,7 +656,8 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int3
         v->v[0].stride[1] != 1 || v->v[0].shape[1] != n->shape[1])
       continue;
     bool dup = false;
-    for (int i = 0; i < nl; i++) dup |= k->exprs[loads[i]].slot == x->slot && ljg_view_equal(&k->views[k->exprs[loads[i]].view], v);
+    for (int i = 0; i < nl; i++)
+      dup |= k->exprs[loads[i]].slot == x->slot && ljg_view_equal(&k->views[k->exprs[loads[i]].view], v);
     if (!dup) loads[nl++] = e;
   }
   free(used);
@@ -703,7 +704,8 @@ static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVM
   LLVMBuilderRef b = ir->b;
   int nacc = acc ? reduction_nacc(&g->red) : 0;
   LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP), next[2], strip_out[2], whole_out[2];
-  LLVMValueRef whole = LLVMBuildAdd(b, lo, LLVMBuildMul(b, LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), strip, ""), strip, ""), "");
+  LLVMValueRef strips = LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), strip, "");
+  LLVMValueRef whole = LLVMBuildAdd(b, lo, LLVMBuildMul(b, strips, strip, ""), "");
   ljc_loop S, L, T;
   ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, nacc, acc);
   prefetch_strip(g, S.iv);
