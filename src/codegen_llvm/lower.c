@@ -140,12 +140,16 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
 /* An elementwise nest's operands read transposed, in tiles (find_tiles): the dim t they are
  * contiguous along, the last dim j (the output's), their elements' size, a tile's side vw (a
  * vector's lanes, set by emit_nest), and per operand its LOAD and the tile's buffer. */
-enum { TILED_MAX = 4, TILE_LANES_MAX = 16, PREFETCH_LOADS_MAX = 4 };
+enum { TILED_MAX = 4, TILE_LANES_MAX = 16 };
 typedef struct tiles {
   int t, j, size, vw, n;
   int32_t load[TILED_MAX];
   LLVMValueRef buf[TILED_MAX];
 } tiles;
+
+/* Prefetching nests (prefetch_loads): columns a strip's prefetches go ahead of, the least a
+ * slot must take to be prefetched, and the most loads prefetched. */
+enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20, PREFETCH_LOADS_MAX = 4 };
 
 typedef struct nest_gen {
   ljc_kctx *kc;
@@ -175,7 +179,6 @@ static LLVMValueRef point_value(nest_gen *g) {
   return g->kc->vals[g->nest->value];
 }
 
-enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20 };
 static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out);
 
 /* Runs the reduced dims from d on, combining into acc. */
@@ -442,6 +445,15 @@ static void emit_kept(nest_gen *g, int d);
  * not in a loop left scalar or narrowed (a few points, random numbers: emit_nest). */
 enum { TILE_MIN = 16 };
 
+/* Whether an expression the nest computes is one `is` accepts. */
+static bool nest_has(const ljg_kernel *k, const ljg_nest *nest, bool (*is)(const ljg_kexpr *)) {
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), found = false;
+  ljg_nest_exprs(k, nest, used);
+  for (int e = 0; e < k->nexprs && !found; e++) found = used[e] && is(&k->exprs[e]);
+  free(used);
+  return found;
+}
+
 static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 
@@ -597,25 +609,19 @@ static void emit_rows(nest_gen *g) {
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
+static bool is_vmath(const ljg_kexpr *x) {
+  if (x->kind != LJG_X_OP) return false;
+  switch (x->op) {
+  case LJG_OP_EXP: case LJG_OP_EXPM1: case LJG_OP_LOG: case LJG_OP_LOG1P: case LJG_OP_SIN: case LJG_OP_COS:
+  case LJG_OP_TANH: case LJG_OP_SIGMOID: case LJG_OP_ERF: case LJG_OP_GELU: case LJG_OP_GELU_TANH:
+  case LJG_OP_SILU: case LJG_OP_POW: return true;
+  default: return false;
+  }
+}
+
 /* Whether the nest computes a function of vmath.c's (a polynomial's worth of multiply-adds a
  * point): long enough for the memory to fetch the next block's rows meanwhile. */
-static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) {
-  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), found = false;
-  ljg_nest_exprs(k, nest, used);
-  for (int e = 0; e < k->nexprs && !found; e++) {
-    if (!used[e] || k->exprs[e].kind != LJG_X_OP) continue;
-    switch (k->exprs[e].op) {
-    case LJG_OP_EXP: case LJG_OP_EXPM1: case LJG_OP_LOG: case LJG_OP_LOG1P: case LJG_OP_SIN: case LJG_OP_COS:
-    case LJG_OP_TANH: case LJG_OP_SIGMOID: case LJG_OP_ERF: case LJG_OP_GELU: case LJG_OP_GELU_TANH:
-    case LJG_OP_SILU: case LJG_OP_POW:
-      found = true;
-      break;
-    default: break;
-    }
-  }
-  free(used);
-  return found;
-}
+static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) { return nest_has(k, nest, is_vmath); }
 
 /* Whether nest n of k may prefetch (prefetch_loads): over [rows, columns], computing a vmath
  * function, into a block-local slot or summed along the row. */
@@ -914,16 +920,11 @@ static bool shares_loop(const ljg_kernel *k, int first, int s) {
  * two registers each, which instruction selection splits: such a nest's loops are vectorized
  * a register of 64-bit lanes wide instead (three random kernels compiled in 59-68 ms instead
  * of 86-110 on one thread; they run 10% slower, once, to initialize parameters). */
-static bool has_random(const ljg_kernel *k, const ljg_nest *nest) {
-  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), found = false;
-  ljg_nest_exprs(k, nest, used);
-  for (int e = 0; e < k->nexprs && !found; e++) {
-    const ljg_kexpr *x = &k->exprs[e];
-    found = used[e] && x->kind == LJG_X_INDEX && (x->op == LJG_OP_RAND_UNIFORM || x->op == LJG_OP_RAND_NORMAL);
-  }
-  free(used);
-  return found;
+static bool is_random(const ljg_kexpr *x) {
+  return x->kind == LJG_X_INDEX && (x->op == LJG_OP_RAND_UNIFORM || x->op == LJG_OP_RAND_NORMAL);
 }
+
+static bool has_random(const ljg_kernel *k, const ljg_nest *nest) { return nest_has(k, nest, is_random); }
 
 /* last[s] for every nest (ljc_kctx.nest_last): loops shared greedily from the first nest on. */
 static void loop_groups(const ljg_kernel *k, int *last) {

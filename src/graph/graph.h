@@ -274,6 +274,9 @@ int ljg_rw_copy(ljg_rewriter *rw, const ljg_graph *old, int i);
 void ljg_rw_finish(ljg_rewriter *rw, ljg_graph *old);
 /* Whether node idx is a constant seen through reshapes and expands; *v gets its value. */
 bool ljg_uniform_const(const ljg_graph *g, int idx, double *v);
+/* Adds the constant v of dtype dt and the given shape: a 0-d constant, reshaped to ndim dims
+ * of 1 and expanded to shape (as far as needed); returns its index. */
+int ljg_rw_const(ljg_rewriter *rw, lj_dtype dt, double v, int ndim, const int64_t *shape);
 
 /* Each pass rewrites g in place and keeps parameters and roots (their values unchanged). */
 void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */

@@ -6,7 +6,6 @@
 #include "graph/graph.h"
 
 #include <math.h>
-#include <string.h>
 
 /* Evaluates op on 0-d constants with the interpreter; false if it fails. */
 static bool evaluate(const ljg_graph *g, const ljg_gnode *n, const int32_t *in, const double *vals,
@@ -43,23 +42,7 @@ static int fold(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   for (int k = 0; k < n->nin; k++)
     if (!ljg_uniform_const(g, in[k], &vals[k])) return ljg_rw_add(rw, n, in);
   if (!evaluate(g, n, in, vals, &v)) return ljg_rw_add(rw, n, in);
-  ljg_gnode c = {0};
-  c.op = LJG_OP_CONST;
-  c.dtype = n->dtype;
-  c.attr.f = v;
-  int32_t idx = ljg_rw_add(rw, &c, NULL);
-  if (n->ndim == 0) return idx;
-  ljg_gnode r = {0};
-  r.op = LJG_OP_RESHAPE;
-  r.nin = 1;
-  r.dtype = n->dtype;
-  r.ndim = n->ndim;
-  for (int d = 0; d < n->ndim; d++) r.shape[d] = 1;
-  idx = ljg_rw_add(rw, &r, &idx);
-  ljg_gnode e = r;
-  e.op = LJG_OP_EXPAND;
-  memcpy(e.shape, n->shape, sizeof e.shape);
-  return ljg_rw_add(rw, &e, &idx);
+  return ljg_rw_const(rw, (lj_dtype)n->dtype, v, n->ndim, n->shape);
 }
 
 void ljg_pass_fold(ljg_graph *g) {

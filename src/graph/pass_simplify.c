@@ -95,22 +95,6 @@ static int gather_below_op(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *
   return simplify(rw, &op, picked);
 }
 
-/* A constant of n's shape and the given dtype: a 0-d constant, reshaped and expanded. */
-static int32_t uniform(ljg_rewriter *rw, const ljg_gnode *n, lj_dtype dt, double v) {
-  ljg_gnode m = {.op = LJG_OP_CONST, .dtype = dt, .param = -1, .loc = n->loc};
-  m.attr.f = v;
-  int32_t c = ljg_rw_add(rw, &m, NULL);
-  m.attr.f = 0;
-  m.op = LJG_OP_RESHAPE;
-  m.nin = 1;
-  m.ndim = n->ndim;
-  for (int d = 0; d < n->ndim; d++) m.shape[d] = 1;
-  c = simplify(rw, &m, &c);
-  m.op = LJG_OP_EXPAND;
-  memcpy(m.shape, n->shape, sizeof m.shape);
-  return simplify(rw, &m, &c);
-}
-
 /* scatter_add n of one value per line along its dim (an index of size 1 there, the size of n
  * elsewhere: the gradient of a gather of one class a row, as in cross-entropy): where(iota ==
  * index, base + src, base), elementwise, so no pass zeroes a [rows, classes] buffer, adds the
@@ -159,7 +143,7 @@ static int scatter_as_select(ljg_rewriter *rw, const ljg_gnode *n, const int32_t
   if (ljg_uniform_const(g, in[0], &c)) {
     m.op = LJG_OP_ADD;
     memcpy(m.shape, idx.shape, sizeof m.shape);
-    sum = simplify(rw, &m, (int32_t[]){uniform(rw, &idx, n->dtype, c), in[2]});
+    sum = simplify(rw, &m, (int32_t[]){ljg_rw_const(rw, (lj_dtype)n->dtype, c, idx.ndim, idx.shape), in[2]});
     m.op = LJG_OP_EXPAND;
     m.nin = 1;
     memcpy(m.shape, n->shape, sizeof m.shape);
@@ -182,7 +166,7 @@ static int scatter_as_select(ljg_rewriter *rw, const ljg_gnode *n, const int32_t
 static int32_t along_one(ljg_rewriter *rw, const ljg_gnode *n, int32_t v) {
   const ljg_graph *g = &rw->out;
   double c;
-  if (ljg_uniform_const(g, v, &c)) return uniform(rw, n, g->nodes[v].dtype, c);
+  if (ljg_uniform_const(g, v, &c)) return ljg_rw_const(rw, (lj_dtype)g->nodes[v].dtype, c, n->ndim, n->shape);
   if (g->nodes[v].op != LJG_OP_EXPAND) return -1;
   int32_t src = ljg_in(g, &g->nodes[v])[0];
   return same_shape(&g->nodes[src], n) ? src : -1;
@@ -232,9 +216,9 @@ static int sum_of_one_hot(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *i
   m.nin = 2;
   m.dtype = LJ_BOOL;
   m.op = LJG_OP_GE;
-  int32_t lo = simplify(rw, &m, (int32_t[]){q, uniform(rw, n, LJ_I64, 0)});
+  int32_t lo = simplify(rw, &m, (int32_t[]){q, ljg_rw_const(rw, LJ_I64, 0, n->ndim, n->shape)});
   m.op = LJG_OP_LT;
-  int32_t hi = simplify(rw, &m, (int32_t[]){q, uniform(rw, n, LJ_I64, (double)size)});
+  int32_t hi = simplify(rw, &m, (int32_t[]){q, ljg_rw_const(rw, LJ_I64, (double)size, n->ndim, n->shape)});
   m.op = LJG_OP_LOGICAL_AND;
   int32_t inside = simplify(rw, &m, (int32_t[]){lo, hi});
   m.dtype = n->dtype;
@@ -245,7 +229,7 @@ static int sum_of_one_hot(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *i
   }
   m.op = LJG_OP_ADD;
   m.nin = 2;
-  int32_t z = uniform(rw, n, n->dtype, 0);
+  int32_t z = ljg_rw_const(rw, (lj_dtype)n->dtype, 0, n->ndim, n->shape);
   int32_t v = simplify(rw, &m, (int32_t[]){a, z});
   m.op = LJG_OP_WHERE;
   m.nin = 3;

@@ -90,3 +90,21 @@ bool ljg_uniform_const(const ljg_graph *g, int idx, double *v) {
   *v = n->attr.f;
   return true;
 }
+
+int ljg_rw_const(ljg_rewriter *rw, lj_dtype dt, double v, int ndim, const int64_t *shape) {
+  ljg_gnode c = {.op = LJG_OP_CONST, .dtype = (uint8_t)dt, .param = -1};
+  c.attr.f = v;
+  int32_t idx = ljg_rw_add(rw, &c, NULL);
+  if (ndim == 0) return idx;
+  ljg_gnode r = {.op = LJG_OP_RESHAPE, .dtype = (uint8_t)dt, .ndim = (uint8_t)ndim, .nin = 1, .param = -1};
+  bool ones = true;
+  for (int d = 0; d < ndim; d++) {
+    r.shape[d] = 1;
+    ones &= shape[d] == 1;
+  }
+  idx = ljg_rw_add(rw, &r, &idx);
+  if (ones) return idx;
+  r.op = LJG_OP_EXPAND;
+  memcpy(r.shape, shape, (size_t)ndim * sizeof *shape);
+  return ljg_rw_add(rw, &r, &idx);
+}
