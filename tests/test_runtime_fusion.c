@@ -607,35 +607,80 @@ START_TEST(test_row_fusion_local_slots) {
 }
 END_TEST
 
+/* The gradients of a layer norm over [rows, cols] with a weight and a bias, of the sum of its
+ * output times a random tensor, into grads (x's, the weight's, the bias's). */
+static void layer_norm_grads(int64_t rows, int64_t cols, lj_tensor *grads[3]) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(rows, cols), TU_UNIT, 7);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(cols), TU_UNIT, 8);
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(cols), TU_UNIT, 9);
+  lj_tensor *r = tu_tensor(LJ_F32, LJ_SHAPE(rows, cols), TU_UNIT, 10);
+  lj_tensor_set_requires_grad(x, true);
+  lj_tensor_set_requires_grad(w, true);
+  lj_tensor_set_requires_grad(b, true);
+  lj_tensor *loss = lj_sum(lj_mul(lj_layer_norm(x, 1, w, b, 1e-5), r), 0, NULL, false);
+  ck_assert_int_eq(lj_backward(loss), LJ_OK);
+  grads[0] = lj_tensor_grad(x);
+  grads[1] = lj_tensor_grad(w);
+  grads[2] = lj_tensor_grad(b);
+}
+
 /* A kernel joins an earlier one over the same rows when it depends on none of the kernels
  * between: layer norm's gradient sums the weight's and the bias's gradients over the rows,
- * each in two stages (1024 rows of 1024); the two first stages become one kernel, and so do
- * the two second ones (3 kernels, 5 without). A kernel that reads one between stays where it
- * is: rows minus the column sums of their softmax (3 kernels). Values and gradients against
- * the interpreter on one and two threads. */
+ * each in two stages (1024 rows of 1024); the two first stages become one kernel, which then
+ * runs once a task after the row kernel (test_sums_once_a_task), and the two second ones
+ * become one (2 kernels, 5 without). A kernel that reads one between stays where it is: rows
+ * minus the column sums of their softmax (3 kernels). Values and gradients against the
+ * interpreter on one and two threads. */
 START_TEST(test_join_past_independent_kernels) {
   for (int threads = 1; threads <= 2; threads++) {
     lj_config cfg = lj_config_default();
     cfg.num_threads = threads;
     lj_init(&cfg);
     lj_scope_begin();
-    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(1024, 1024), TU_UNIT, 7);
-    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(1024), TU_UNIT, 8);
-    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(1024), TU_UNIT, 9);
-    lj_tensor *r = tu_tensor(LJ_F32, LJ_SHAPE(1024, 1024), TU_UNIT, 10);
-    lj_tensor_set_requires_grad(x, true);
-    lj_tensor_set_requires_grad(w, true);
-    lj_tensor_set_requires_grad(b, true);
-    lj_tensor *loss = lj_sum(lj_mul(lj_layer_norm(x, 1, w, b, 1e-5), r), 0, NULL, false);
-    ck_assert_int_eq(lj_backward(loss), LJ_OK);
-    lj_tensor *grads[3] = {lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(b)};
-    ck_assert_int_eq(lj_graph_kernel_count(3, grads), 3);
+    lj_tensor *grads[3];
+    layer_norm_grads(1024, 1024, grads);
+    ck_assert_int_eq(lj_graph_kernel_count(3, grads), 2);
     tu_check_interp_tol(3, grads, 1e-4, 1e-4);
     lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(301, 67), TU_ANY, 11);
     lj_tensor *sm = lj_softmax(y, 1);
     lj_tensor *outs[2] = {sm, lj_sub(y, lj_sum(sm, 1, (const int[]){0}, true))};
     ck_assert_int_eq(lj_graph_kernel_count(2, outs), 3);
     tu_check_interp_tol(2, outs, 1e-5, 1e-5); /* column sums of 301 in another order */
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
+/* A column sum in blocks of rows runs once a task after the row kernel over those rows
+ * (fuse_rows.c's join_task_sums): layer norm's weight and bias gradients over [3200, 333] sum
+ * 64 blocks of 50 rows, which become the row kernel's tasks, its nests running on a task's
+ * rows in blocks of 3, the last of 2 (2 kernels; the blocks' sums are added up in the other). Values against
+ * the interpreter on one and two threads. Not where a task's rows of what the sums read
+ * would not stay in cache: over [4096, 2048], 64 rows of 8 KiB of x and of the gradient
+ * (3 kernels). */
+START_TEST(test_sums_once_a_task) {
+  for (int threads = 1; threads <= 2; threads++) {
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = threads;
+    lj_init(&cfg);
+    lj_scope_begin();
+    lj_tensor *grads[3];
+    layer_norm_grads(3200, 333, grads);
+    ljg_graph *opt;
+    ljg_program *p = program_of_n(3, grads, &opt);
+    ck_assert_int_eq(p->nkernels, 2);
+    ck_assert_int_eq(p->kernels[0].ntasks, 64);
+    ck_assert_int_eq(p->kernels[0].task_rows, 50);
+    ck_assert_int_eq(p->kernels[0].row_block, 3);
+    ck_assert_int_eq(p->kernels[1].task_rows, 0);
+    free_program(p, opt);
+    tu_check_interp_tol(3, grads, 1e-4, 1e-4);
+    layer_norm_grads(4096, 2048, grads);
+    p = program_of_n(3, grads, &opt);
+    ck_assert_int_eq(p->nkernels, 3);
+    ck_assert_int_eq(p->kernels[0].task_rows, 0);
+    free_program(p, opt);
     lj_scope_end();
     lj_shutdown();
   }
@@ -1922,6 +1967,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_fusion_local_slots);
   tcase_add_test(tc, test_row_block_read_bytes);
   tcase_add_test(tc, test_join_past_independent_kernels);
+  tcase_add_test(tc, test_sums_once_a_task);
   tcase_add_test(tc, test_recompute_cheap_nodes);
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);

@@ -1148,15 +1148,15 @@ static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k) {
   return part < k->row_block ? part : 0;
 }
 
-/* The nests of a row-fused kernel in order over rows [lo, hi) of its block, a part of
- * nest_part_rows rows at a time where it says so. */
-static void emit_block_nests(ljc_kctx *kc, const int *nest_check, LLVMValueRef lo, LLVMValueRef hi) {
+/* The first nnests nests of a row-fused kernel in order over rows [lo, hi) of its block, a
+ * part of nest_part_rows rows at a time where it says so. */
+static void emit_block_nests(ljc_kctx *kc, const int *nest_check, int nnests, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
   int64_t part = nest_part_rows(kc->p, k);
   if (part == 0) {
-    for (int s = 0; s < k->nnests; s++) emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
+    for (int s = 0; s < nnests; s++) emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
     return;
   }
   LLVMValueRef pr = ljc_i64(ir, part);
@@ -1166,16 +1166,16 @@ static void emit_block_nests(ljc_kctx *kc, const int *nest_check, LLVMValueRef l
   ljc_loop_begin(ir, &P, ljc_i64(ir, 0), nparts, true, 0, NULL);
   LLVMValueRef plo = LLVMBuildAdd(b, lo, LLVMBuildMul(b, P.iv, pr, ""), ""), pnext = LLVMBuildAdd(b, plo, pr, "");
   LLVMValueRef phi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, pnext, hi, ""), pnext, hi, "");
-  for (int s = 0; s < k->nnests; s++) emit_nest(kc, &k->nests[s], nest_check[s], plo, phi);
+  for (int s = 0; s < nnests; s++) emit_nest(kc, &k->nests[s], nest_check[s], plo, phi);
   ljc_loop_end(ir, &P, NULL, NULL);
 }
 
 /* A row-fused kernel: for each block of row_block rows of [begin, end), a matmul kernel's
- * rows of C and then every nest in order over the block's rows, the window after the first
- * win_at of them (first when its planes lead, after those that compute what it reads), so
- * what one writes is still in cache when the next reads it. LOCAL slots hold the current
- * block only: their rows count from the block's first. */
-static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
+ * rows of C and then the first nnests nests in order over the block's rows, the window after
+ * the first win_at of them (first when its planes lead, after those that compute what it
+ * reads), so what one writes is still in cache when the next reads it. LOCAL slots hold the
+ * current block only: their rows count from the block's first. */
+static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   LLVMValueRef rb = ljc_i64(ir, kc->k->row_block);
@@ -1194,7 +1194,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
   bool window = ljg_kernel_has_window(k) && !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k));
   if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""));
   if (!window) {
-    emit_block_nests(kc, nest_check, lo, hi);
+    emit_block_nests(kc, nest_check, nnests, lo, hi);
   } else {
     for (int s = 0; s < k->nnests; s++) {
       if (k->win_at == s) emit_window(kc, lo, hi);
@@ -1203,6 +1203,22 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, LLVMValueRef be
     if (k->win_at == k->nnests) emit_window(kc, lo, hi);
   }
   ljc_loop_end(ir, &B, NULL, NULL);
+}
+
+/* A kernel whose tasks are task_rows rows each (fuse_rows.c's join_task_sums): for each task
+ * of [begin, end), its rows through the nests before per_task_at block by block, then the
+ * nests from per_task_at on the task. */
+static void emit_task_rows(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  ljc_loop T;
+  ljc_loop_begin(ir, &T, begin, end, true, 0, NULL);
+  LLVMValueRef lo = LLVMBuildNSWMul(b, T.iv, ljc_i64(ir, k->task_rows), "");
+  emit_row_blocks(kc, nest_check, k->per_task_at, lo, LLVMBuildNSWAdd(b, lo, ljc_i64(ir, k->task_rows), ""));
+  LLVMValueRef next = LLVMBuildNSWAdd(b, T.iv, ljc_i64(ir, 1), "");
+  for (int s = k->per_task_at; s < k->nnests; s++) emit_nest(kc, &k->nests[s], nest_check[s], T.iv, next);
+  ljc_loop_end(ir, &T, NULL, NULL);
 }
 
 /* A matmul kernel whose tasks are blocks of C's columns and which has nests (fuse.c's
@@ -1942,8 +1958,10 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
     emit_window(&kc, begin, end);
   else if (k->row_block > 0 && k->mm_col_tasks)
     emit_column_block(&kc, nest_check, begin, end);
+  else if (k->task_rows > 0)
+    emit_task_rows(&kc, nest_check, begin, end);
   else if (k->row_block > 0)
-    emit_row_blocks(&kc, nest_check, begin, end);
+    emit_row_blocks(&kc, nest_check, k->nnests, begin, end);
   else
     for (int s = 0; s < k->nnests; s++) emit_nest(&kc, &k->nests[s], nest_check[s], begin, end);
   emit_error_checks(&kc, err);

@@ -49,6 +49,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The most the nests that run once a task after a row-fused kernel's may read of a task's
+ * rows (join_task_sums): a layer norm's weight and bias gradients over 64 rows of 1024 read
+ * 512 KiB of its input and its gradient, which the rows' nests have just left in L2. */
+#define TASK_REREAD_MAX_BYTES (768 << 10)
 /* The most a LOCAL slot's block may take on a kernel's stack. */
 #define LOCAL_MAX_BYTES (64 << 10)
 /* The most a block of C may take when a col2im reads it (a convolution's input gradient):
@@ -482,6 +486,62 @@ static int64_t row_read_bytes(const ljg_program *p, const ljg_kernel *k) {
   return total;
 }
 
+/* Whether b can run once a task after row-fused kernel a, whose tasks become b's: b is a
+ * column sum in blocks of rows (pass_reduce.c's first stage: task g sums rows [g·R, (g+1)·R)
+ * of every column) over what a reads or writes, R = a's rows per task of b. a's nests then run
+ * on a task's R rows block by block, and b's on the task, reading again from cache what a's
+ * just read (a layer norm's weight and bias gradients, sums of the gradient and of the
+ * gradient times the normalized input, were a kernel of their own reading both again from
+ * memory). b reads what a writes only at its task's rows, writes nothing a reads or writes,
+ * and reads at most TASK_REREAD_MAX_BYTES of a task's rows. */
+static bool sums_rows_after(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
+  if (a->kind != LJG_K_LOOPS || !a->row_block || a->task_rows || !rows_kernel(a) || !rows_kernel(b) ||
+      b->ntasks < 2 || a->ntasks <= b->ntasks || a->ntasks % b->ntasks)
+    return false;
+  bool shares = false;
+  for (int32_t s = 0; s < p->nslots; s++) {
+    bool a_uses = kernel_reads(a, s) || ljg_kernel_writes(a, s, -1), b_reads = kernel_reads(b, s);
+    if (ljg_kernel_writes(b, s, -1) && (a_uses || p->slots[s].kind == LJG_SLOT_LOCAL)) return false;
+    shares |= b_reads && a_uses;
+  }
+  if (!shares || row_read_bytes(p, b) > TASK_REREAD_MAX_BYTES) return false;
+  for (int s = 0; s < a->nnests; s++) {
+    int32_t slot = a->nests[s].out_slot;
+    if (!kernel_reads(b, slot)) continue;
+    int64_t stride = write_row_stride(p, a, &a->nests[s]);
+    if (!stride || p->slots[slot].kind == LJG_SLOT_LOCAL || !reads_own_row(b, slot, a->ntasks / b->ntasks * stride))
+      return false;
+  }
+  return true;
+}
+
+/* Joins every kernel that sums_rows_after the row-fused kernel before it, or after an earlier
+ * one when it depends on none of those between. */
+static void join_task_sums(ljg_program *p) {
+  int out = 0;
+  for (int i = 0; i < p->nkernels; i++) {
+    const ljg_kernel *b = &p->kernels[i];
+    bool joined = false;
+    for (int j = out - 1; j >= 0 && !joined; j--) {
+      ljg_kernel *a = &p->kernels[j];
+      if (sums_rows_after(p, a, b)) {
+        int64_t row_block = a->row_block, rows = a->ntasks;
+        int at = a->nnests;
+        join(&p->arena, a, b);
+        a->row_block = row_block;
+        a->task_rows = rows / b->ntasks;
+        a->per_task_at = at;
+        a->ntasks = b->ntasks;
+        joined = true;
+      } else if (!independent(p, a, b)) {
+        break;
+      }
+    }
+    if (!joined) p->kernels[out++] = *b;
+  }
+  p->nkernels = out;
+}
+
 void ljg_fuse_rows(ljg_program *p) {
   /* col2im's operand first: kept a block at a time, it spares a whole tensor's round trip
    * (max-pool's gradient planes), where joining the nests to their producer instead would
@@ -506,4 +566,5 @@ void ljg_fuse_rows(ljg_program *p) {
     k->row_block = rb < 1 ? 1 : rb > k->ntasks ? k->ntasks : rb;
     localize(p, k);
   }
+  join_task_sums(p);
 }

@@ -441,6 +441,11 @@ typedef struct ljg_kernel {
                          (a MATMUL kernel computes the block's rows of C first, the window runs
                          after the first win_at nests), not one after another over the task
                          range (0) */
+  int64_t task_rows;  /* a LOOPS kernel after row fusion: 0, or a task is task_rows rows that the
+                         nests before per_task_at run on (in blocks of row_block rows), and
+                         the nests from per_task_at then run on the task itself: a column sum
+                         in blocks of rows over what those rows read (fuse_rows.c) */
+  int per_task_at;
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k; /* mm_b: the matrices A and B hold */

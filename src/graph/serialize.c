@@ -163,6 +163,8 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->task_dim);
   F(x, k->ntasks);
   F(x, k->row_block);
+  F(x, k->task_rows);
+  F(x, k->per_task_at);
   F(x, k->work);
   F(x, k->mm_b);
   F(x, k->mm_m);
@@ -194,7 +196,8 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->win_oh);
   F(x, k->win_ow);
   check(x, kind >= LJG_K_LOOPS && kind <= LJG_K_WINDOW && k->ntasks >= 0 &&
-               (kind != LJG_K_MATMUL || k->mm_task_rows >= 1) && k->mm_unpool_at >= -1 &&
+               (kind != LJG_K_MATMUL || k->mm_task_rows >= 1) && k->task_rows >= 0 &&
+               k->per_task_at >= 0 && k->per_task_at <= k->nnests && k->mm_unpool_at >= -1 &&
                k->mm_unpool_at < k->nexprs && k->mm_unpool_mask >= -1 && k->mm_unpool_mask < k->nexprs);
 }
 

@@ -49,12 +49,14 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
 }
 
 /* The chunks a kernel's tasks are handed out in across `parts` threads: about CHUNKS_PER_PART
- * each, whole blocks of a row-fused kernel's rows; 0 (one contiguous range each) for a matmul
+ * each, whole blocks of a row-fused kernel's rows (any number of tasks of task_rows rows); 0
+ * (one contiguous range each) for a matmul
  * kernel whose call packs a B shared by all its rows (a chunk would pack it again) or whose
  * tasks are its columns. */
 static int64_t chunk_of(const ljg_kernel *k, int parts) {
-  if (k->row_block >= k->ntasks || (k->kind == LJG_K_MATMUL && (k->row_block == 0 || k->mm_col_tasks))) return 0;
-  int64_t unit = k->row_block > 0 ? k->row_block : 1;
+  if ((!k->task_rows && k->row_block >= k->ntasks) || (k->kind == LJG_K_MATMUL && (k->row_block == 0 || k->mm_col_tasks)))
+    return 0;
+  int64_t unit = k->row_block > 0 && !k->task_rows ? k->row_block : 1;
   int64_t units = (k->ntasks + unit - 1) / unit, want = (int64_t)parts * CHUNKS_PER_PART;
   return unit * ((units + want - 1) / want);
 }
