@@ -655,9 +655,10 @@ END_TEST
 /* A column sum in blocks of rows runs once a task after the row kernel over those rows
  * (fuse_rows.c's join_task_sums): layer norm's weight and bias gradients over [3200, 333] sum
  * 64 blocks of 50 rows, which become the row kernel's tasks, its nests running on a task's
- * rows in blocks of 3, the last of 2 (2 kernels; the blocks' sums are added up in the other). Values against
- * the interpreter on one and two threads. Not where a task's rows of what the sums read
- * would not stay in cache: over [4096, 2048], 64 rows of 8 KiB of x and of the gradient
+ * rows in blocks of 3, the last of 2 (2 kernels; the blocks' sums are added up in the other),
+ * and the two sums adding up each block's rows right after the row nests ran on it. Values
+ * against the interpreter on one and two threads. Not where a task's rows of what the sums
+ * read would not stay in cache: over [4096, 2048], 64 rows of 8 KiB of x and of the gradient
  * (3 kernels). */
 START_TEST(test_sums_once_a_task) {
   for (int threads = 1; threads <= 2; threads++) {
@@ -674,6 +675,14 @@ START_TEST(test_sums_once_a_task) {
     ck_assert_int_eq(p->kernels[0].task_rows, 50);
     ck_assert_int_eq(p->kernels[0].row_block, 3);
     ck_assert_int_eq(p->kernels[1].task_rows, 0);
+    int at = p->kernels[0].per_task_at;
+    ck_assert_int_eq(p->kernels[0].nnests, at + 2);
+    char *lowering = ljc_lowering_text(p), want[2][96];
+    for (int s = 0; s < 2; s++) {
+      snprintf(want[s], sizeof want[s], "nest %d adds up each block's rows after the nests before %d", at + s, at);
+      ck_assert_msg(strstr(lowering, want[s]), "%s", lowering);
+    }
+    free(lowering);
     free_program(p, opt);
     tu_check_interp_tol(3, grads, 1e-4, 1e-4);
     layer_norm_grads(4096, 2048, grads);

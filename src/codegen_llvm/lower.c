@@ -456,6 +456,7 @@ static bool nest_has(const ljg_kernel *k, const ljg_nest *nest, bool (*is)(const
 
 static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
+static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1025,6 +1026,8 @@ char *ljc_lowering_text(const ljg_program *p) {
       const ljg_nest *n = &k->nests[s];
       if (column_order(k, n, n->ndim - __builtin_popcount(n->rmask)))
         ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
+      if (k->task_rows && sums_by_block(k, last, by >= 0, s))
+        ljb_str_printf(&line, "; nest %d adds up each block's rows after the nests before %d", s, k->per_task_at);
       tiles tl;
       int32_t pf[PREFETCH_LOADS_MAX];
       int npf;
@@ -1175,21 +1178,31 @@ static void emit_block_nests(ljc_kctx *kc, const int *nest_check, int nnests, LL
  * the first win_at of them (first when its planes lead, after those that compute what it
  * reads), so what one writes is still in cache when the next reads it. LOCAL slots hold the
  * current block only: their rows count from the block's first. */
-static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLVMValueRef begin, LLVMValueRef end) {
+/* Starts the loop over the blocks of row_block rows of [begin, end): the block's rows
+ * [*lo, *hi), where the LOCAL slots' rows count from. */
+static void begin_row_blocks(ljc_kctx *kc, ljc_loop *B, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef *lo,
+                             LLVMValueRef *hi) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   LLVMValueRef rb = ljc_i64(ir, kc->k->row_block);
   LLVMValueRef rows = LLVMBuildSub(b, end, begin, "");
   LLVMValueRef nblocks = LLVMBuildSDiv(b, LLVMBuildAdd(b, rows, ljc_i64(ir, kc->k->row_block - 1), ""), rb, "");
-  ljc_loop B;
-  ljc_loop_begin(ir, &B, ljc_i64(ir, 0), nblocks, true, 0, NULL);
-  LLVMValueRef lo = LLVMBuildAdd(b, begin, LLVMBuildMul(b, B.iv, rb, ""), "");
-  LLVMValueRef next = LLVMBuildAdd(b, lo, rb, "");
-  LLVMValueRef hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, next, end, ""), next, end, "");
+  ljc_loop_begin(ir, B, ljc_i64(ir, 0), nblocks, true, 0, NULL);
+  *lo = LLVMBuildAdd(b, begin, LLVMBuildMul(b, B->iv, rb, ""), "");
+  LLVMValueRef next = LLVMBuildAdd(b, *lo, rb, "");
+  *hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, next, end, ""), next, end, "");
   for (int s = 0; s < kc->p->nslots; s++) {
     const ljg_slot *sl = &kc->p->slots[s];
-    if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
+    if (kc->slot_origin[s]) kc->slot_origin[s] = LLVMBuildMul(b, *lo, ljc_i64(ir, sl->row_bytes / lj_dtype_size(sl->dtype)), "");
   }
+}
+
+static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  ljc_loop B;
+  LLVMValueRef lo, hi;
+  begin_row_blocks(kc, &B, begin, end, &lo, &hi);
   const ljg_kernel *k = kc->k;
   bool window = ljg_kernel_has_window(k) && !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k));
   if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""));
@@ -1205,20 +1218,128 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   ljc_loop_end(ir, &B, NULL, NULL);
 }
 
+/* Whether nest s of a kernel with per-task nests sums the task's rows block by block
+ * (emit_task_rows): it reduces its last dim, the task's rows, in column order (a layer norm's
+ * weight and bias gradients: [tasks, columns, rows]), one block of columns, and reads what
+ * the row nests write at the row it adds (row stride S along its last dim, task_rows·S along
+ * its first, within the row along the columns). No nest reads what it writes, and it reads
+ * nothing another per-task nest writes, so it may run before them. */
+static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s) {
+  const ljg_nest *n = &k->nests[s];
+  bool plain = n->rop == LJG_OP_SUM || n->rop == LJG_OP_MEAN || n->rop == LJG_OP_PROD || n->rop == LJG_OP_AMAX ||
+               n->rop == LJG_OP_AMIN;
+  if (s < k->per_task_at || !plain || n->ndim != 3 || n->rmask != 4 || n->scatter_index >= 0 ||
+      n->shape[0] != k->ntasks || n->shape[1] > COLUMN_BLOCK || n->shape[2] != k->task_rows ||
+      nest_last[s] != s || b_summed || !column_order(k, n, 2))
+    return false;
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), ok = true;
+  ljg_nest_exprs(k, n, used);
+  for (int e = 0; ok && e < k->nexprs; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (ljg_expr_reads(x, n->out_slot)) ok = false;
+    if (!used[e] || x->kind != LJG_X_LOAD) continue;
+    for (int w = 0; ok && w < k->nnests; w++) {
+      if (k->nests[w].out_slot != x->slot || w == s) continue;
+      const ljg_view *v = &k->views[x->view];
+      const ljg_view1 *t = &v->v[0];
+      ok = w < k->per_task_at && v->n == 1 && t->stride[2] > 0 && t->stride[0] == k->task_rows * t->stride[2] &&
+           t->stride[1] >= 0 && (t->shape[1] - 1) * t->stride[1] < t->stride[2];
+    }
+  }
+  free(used);
+  return ok;
+}
+
+/* A nest that sums_by_block: its accumulators, one per column, start at the task's first
+ * block, each block adds its rows to them after the row nests ran on it (still in L1), and
+ * the last stores them: each column summed in the order emit_columns sums it. */
+static void block_sum_begin(ljc_kctx *kc, nest_gen *g, const ljg_nest *nest, LLVMValueRef task, LLVMValueRef *arr) {
+  ljc_ir *ir = kc->ir;
+  *g = (nest_gen){.kc = kc, .nest = nest, .nkept = 2, .columns = true, .last = (int)(nest - kc->k->nests)};
+  g->pt.ndim = 3;
+  g->pt.idx[0] = task;
+  g->red = reduction_of(ir, nest->rop, kc->k->exprs[nest->value].dtype, nest->rcount);
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMValueRef init[2];
+  reduction_init(ir, &g->red, init);
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, nest->shape[1]), false, 0, NULL);
+  for (int a = 0; a < reduction_nacc(&g->red); a++) {
+    arr[a] = ljc_entry_array(ir, at[a], nest->shape[1]);
+    LLVMBuildStore(ir->b, init[a], LLVMBuildInBoundsGEP2(ir->b, at[a], arr[a], &L.iv, 1, ""));
+  }
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
+/* Adds rows [lo, hi) of the task (counted from its first) to the accumulators. */
+static void block_sum_add(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  ljc_dbg_at(ir, g->kc->k->exprs[g->nest->value].node);
+  ljc_loop R, L;
+  ljc_loop_begin(ir, &R, lo, hi, false, 0, NULL);
+  g->pt.idx[2] = R.iv;
+  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), false, 0, NULL);
+  g->pt.idx[1] = L.iv;
+  LLVMValueRef p[2], acc[2], out[2];
+  for (int a = 0; a < reduction_nacc(&g->red); a++) {
+    p[a] = LLVMBuildInBoundsGEP2(ir->b, at[a], arr[a], &L.iv, 1, "");
+    acc[a] = LLVMBuildLoad2(ir->b, at[a], p[a], "");
+  }
+  reduction_combine(ir, &g->red, acc, point_value(g), R.iv, out);
+  for (int a = 0; a < reduction_nacc(&g->red); a++) LLVMBuildStore(ir->b, out[a], p[a]);
+  ljc_loop_end(ir, &L, NULL, NULL);
+  ljc_loop_end(ir, &R, NULL, NULL);
+}
+
+static void block_sum_end(nest_gen *g, const LLVMValueRef *arr) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), false, 0, NULL);
+  g->pt.idx[1] = L.iv;
+  LLVMValueRef acc[2];
+  for (int a = 0; a < reduction_nacc(&g->red); a++)
+    acc[a] = LLVMBuildLoad2(ir->b, at[a], LLVMBuildInBoundsGEP2(ir->b, at[a], arr[a], &L.iv, 1, ""), "");
+  store_reduction(g, acc);
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
 /* A kernel whose tasks are task_rows rows each (fuse_rows.c's join_task_sums): for each task
- * of [begin, end), its rows through the nests before per_task_at block by block, then the
- * nests from per_task_at on the task. */
+ * of [begin, end), its rows through the nests before per_task_at block by block, the nests
+ * that sums_by_block adding each block's rows after them, then the other nests from
+ * per_task_at on the task. */
 static void emit_task_rows(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  ljc_loop T;
+  int n = k->nnests - k->per_task_at;
+  nest_gen *sums = ljb_xcalloc((size_t)n, sizeof *sums);
+  LLVMValueRef(*arr)[2] = ljb_xcalloc((size_t)n, sizeof *arr);
+  bool *by_block = ljb_xcalloc((size_t)n, sizeof *by_block);
+  for (int i = 0; i < n; i++) {
+    int s = k->per_task_at + i;
+    by_block[i] = sums_by_block(k, kc->nest_last, kc->b_summed[s], s);
+  }
+  ljc_loop T, B;
   ljc_loop_begin(ir, &T, begin, end, true, 0, NULL);
-  LLVMValueRef lo = LLVMBuildNSWMul(b, T.iv, ljc_i64(ir, k->task_rows), "");
-  emit_row_blocks(kc, nest_check, k->per_task_at, lo, LLVMBuildNSWAdd(b, lo, ljc_i64(ir, k->task_rows), ""));
+  LLVMValueRef first = LLVMBuildNSWMul(b, T.iv, ljc_i64(ir, k->task_rows), ""), lo, hi;
+  for (int i = 0; i < n; i++)
+    if (by_block[i]) block_sum_begin(kc, &sums[i], &k->nests[k->per_task_at + i], T.iv, arr[i]);
+  begin_row_blocks(kc, &B, first, LLVMBuildNSWAdd(b, first, ljc_i64(ir, k->task_rows), ""), &lo, &hi);
+  emit_block_nests(kc, nest_check, k->per_task_at, lo, hi);
+  for (int i = 0; i < n; i++)
+    if (by_block[i]) block_sum_add(&sums[i], arr[i], LLVMBuildNSWSub(b, lo, first, ""), LLVMBuildNSWSub(b, hi, first, ""));
+  ljc_loop_end(ir, &B, NULL, NULL);
+  for (int i = 0; i < n; i++)
+    if (by_block[i]) block_sum_end(&sums[i], arr[i]);
   LLVMValueRef next = LLVMBuildNSWAdd(b, T.iv, ljc_i64(ir, 1), "");
-  for (int s = k->per_task_at; s < k->nnests; s++) emit_nest(kc, &k->nests[s], nest_check[s], T.iv, next);
+  for (int s = k->per_task_at; s < k->nnests; s++)
+    if (!by_block[s - k->per_task_at]) emit_nest(kc, &k->nests[s], nest_check[s], T.iv, next);
   ljc_loop_end(ir, &T, NULL, NULL);
+  free(by_block);
+  free(arr);
+  free(sums);
 }
 
 /* A matmul kernel whose tasks are blocks of C's columns and which has nests (fuse.c's
