@@ -49,10 +49,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The most the nests that run once a task after a row-fused kernel's may read of a task's
- * rows (join_task_sums): a layer norm's weight and bias gradients over 64 rows of 1024 read
- * 512 KiB of its input and its gradient, which the rows' nests have just left in L2. */
-#define TASK_REREAD_MAX_BYTES (768 << 10)
 /* The most a LOCAL slot's block may take on a kernel's stack. */
 #define LOCAL_MAX_BYTES (64 << 10)
 /* The most a block of C may take when a col2im reads it (a convolution's input gradient):
@@ -492,8 +488,10 @@ static int64_t row_read_bytes(const ljg_program *p, const ljg_kernel *k) {
  * on a task's R rows block by block, and b's on the task, reading again from cache what a's
  * just read (a layer norm's weight and bias gradients, sums of the gradient and of the
  * gradient times the normalized input, were a kernel of their own reading both again from
- * memory). b reads what a writes only at its task's rows, writes nothing a reads or writes,
- * and reads at most TASK_REREAD_MAX_BYTES of a task's rows. */
+ * memory). b reads what a writes only at its task's rows and writes nothing a reads or
+ * writes. However large a task's rows, b reads them from closer than memory then (a layer
+ * norm over [4096, 4096] on one thread, 64 tasks of 2 MiB of input and gradient each:
+ * 12.7 -> 10.2 ms). */
 static bool sums_rows_after(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
   if (a->kind != LJG_K_LOOPS || !a->row_block || a->task_rows || !rows_kernel(a) || !rows_kernel(b) ||
       b->ntasks < 2 || a->ntasks <= b->ntasks || a->ntasks % b->ntasks)
@@ -504,7 +502,7 @@ static bool sums_rows_after(const ljg_program *p, const ljg_kernel *a, const ljg
     if (ljg_kernel_writes(b, s, -1) && (a_uses || p->slots[s].kind == LJG_SLOT_LOCAL)) return false;
     shares |= b_reads && a_uses;
   }
-  if (!shares || row_read_bytes(p, b) > TASK_REREAD_MAX_BYTES) return false;
+  if (!shares) return false;
   for (int s = 0; s < a->nnests; s++) {
     int32_t slot = a->nests[s].out_slot;
     if (!kernel_reads(b, slot)) continue;
