@@ -656,7 +656,8 @@ END_TEST
  * (fuse_rows.c's join_task_sums): layer norm's weight and bias gradients over [3200, 333] sum
  * 64 blocks of 50 rows, which become the row kernel's tasks, its nests running on a task's
  * rows in blocks of 3, the last of 2 (2 kernels; the blocks' sums are added up in the other),
- * and the two sums adding up each block's rows right after the row nests ran on it. Values
+ * and the two sums adding up each block's rows right after the row nests ran on it; over
+ * [1024, 2100], rows wider than a column-order nest's blocks (16 rows a task, one a block). Values
  * against the interpreter on one and two threads. Not a column sum of another tensor, which
  * would find nothing of its rows in cache: softmax over [4096, 256] and the column sums of
  * another [4096, 256] (3 kernels). */
@@ -667,24 +668,28 @@ START_TEST(test_sums_once_a_task) {
     lj_init(&cfg);
     lj_scope_begin();
     lj_tensor *grads[3];
-    layer_norm_grads(3200, 333, grads);
+    static const int64_t shapes[2][4] = {{3200, 333, 50, 3}, {1024, 2100, 16, 1}}; /* rows, cols, task, block */
     ljg_graph *opt;
-    ljg_program *p = program_of_n(3, grads, &opt);
-    ck_assert_int_eq(p->nkernels, 2);
-    ck_assert_int_eq(p->kernels[0].ntasks, 64);
-    ck_assert_int_eq(p->kernels[0].task_rows, 50);
-    ck_assert_int_eq(p->kernels[0].row_block, 3);
-    ck_assert_int_eq(p->kernels[1].task_rows, 0);
-    int at = p->kernels[0].per_task_at;
-    ck_assert_int_eq(p->kernels[0].nnests, at + 2);
-    char *lowering = ljc_lowering_text(p), want[2][96];
-    for (int s = 0; s < 2; s++) {
-      snprintf(want[s], sizeof want[s], "nest %d adds up each block's rows after the nests before %d", at + s, at);
-      ck_assert_msg(strstr(lowering, want[s]), "%s", lowering);
+    ljg_program *p;
+    for (int i = 0; i < 2; i++) {
+      layer_norm_grads(shapes[i][0], shapes[i][1], grads);
+      p = program_of_n(3, grads, &opt);
+      ck_assert_int_eq(p->nkernels, 2);
+      ck_assert_int_eq(p->kernels[0].ntasks, 64);
+      ck_assert_int_eq(p->kernels[0].task_rows, shapes[i][2]);
+      ck_assert_int_eq(p->kernels[0].row_block, shapes[i][3]);
+      ck_assert_int_eq(p->kernels[1].task_rows, 0);
+      int at = p->kernels[0].per_task_at;
+      ck_assert_int_eq(p->kernels[0].nnests, at + 2);
+      char *lowering = ljc_lowering_text(p), want[2][96];
+      for (int s = 0; s < 2; s++) {
+        snprintf(want[s], sizeof want[s], "nest %d adds up each block's rows after the nests before %d", at + s, at);
+        ck_assert_msg(strstr(lowering, want[s]), "%s", lowering);
+      }
+      free(lowering);
+      free_program(p, opt);
+      tu_check_interp_tol(3, grads, 1e-4, 1e-4);
     }
-    free(lowering);
-    free_program(p, opt);
-    tu_check_interp_tol(3, grads, 1e-4, 1e-4);
     lj_tensor *other[2] = {lj_softmax(tu_tensor(LJ_F32, LJ_SHAPE(4096, 256), TU_ANY, 11), 1),
                            lj_sum(tu_tensor(LJ_F32, LJ_SHAPE(4096, 256), TU_UNIT, 12), 1, (const int[]){0}, false)};
     p = program_of_n(2, other, &opt);
