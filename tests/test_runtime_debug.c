@@ -177,12 +177,13 @@ START_TEST(test_save_tensors_file) {
 END_TEST
 
 /* A kernel of a few points compiles without the loop vectorizer, one of many points with it:
- * the saved LLVM IR of exp over 64 floats has no vector type, over 16384 it has. */
+ * the saved LLVM IR of log over 64 floats has no vector type, over 16384 it has (exp, with
+ * AVX-512, calls a helper of vector type either way). */
 START_TEST(test_small_kernels_scalar) {
   static const int64_t sizes[] = {64, 16384};
   for (int i = 0; i < 2; i++) {
     char file[300], *dir = start_saving("llvm", file);
-    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(sizes[i]), TU_ANY, 1), *y = lj_exp(x);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(sizes[i]), TU_ANY, 1), *y = lj_log(x);
     tu_check1(y, 1e-6);
     char *text = tu_read_file(file, NULL);
     ck_assert_msg(text, "%s was not written", file);

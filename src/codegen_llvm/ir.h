@@ -37,6 +37,10 @@ void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod);
 /* The vector register width a target feature string implies: 64 bytes with AVX-512F, 32 with
  * AVX (or when the features are not given: code for a named CPU), else 16. */
 int ljc_vector_bytes(const char *features);
+/* The names of vmath.c's helper functions, which stay calls (noinline) until the loop
+ * vectorizer has replaced them with their vector variants, and are inlined after it
+ * (pipeline.c). */
+#define LJC_VM_PREFIX "lj_vm_"
 void ljc_ir_dispose(ljc_ir *ir);
 /* Storage type of a dtype in memory (bf16 as i16, bool as i8) and the type values are
  * computed in (bf16/f16 in f32, bool as i1). */

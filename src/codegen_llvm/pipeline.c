@@ -14,6 +14,7 @@
 
 #include <llvm-c/Error.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <string.h>
 
 static const char *pipeline_for(int opt_level, bool vectorize, bool align) {
   switch (opt_level) {
@@ -43,6 +44,26 @@ LLVMCodeGenOptLevel ljc_codegen_level(int opt_level) {
   }
 }
 
+/* Makes vmath.c's helpers (LJC_VM_PREFIX) inlinable, now that the loop vectorizer has seen
+ * their calls whole. Whether the module has any. */
+static bool release_vm_helpers(LLVMModuleRef mod) {
+  static const char noinline[] = "noinline", always[] = "alwaysinline";
+  unsigned no = LLVMGetEnumAttributeKindForName(noinline, sizeof noinline - 1);
+  unsigned yes = LLVMGetEnumAttributeKindForName(always, sizeof always - 1);
+  LLVMValueRef used = LLVMGetNamedGlobal(mod, "llvm.compiler.used"); /* vmath.c's keep_convention */
+  if (used) LLVMDeleteGlobal(used);
+  bool any = false;
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f)) {
+    size_t len;
+    const char *name = LLVMGetValueName2(f, &len);
+    if (LLVMIsDeclaration(f) || strncmp(name, LJC_VM_PREFIX, sizeof LJC_VM_PREFIX - 1) != 0) continue;
+    LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, no);
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(LLVMGetModuleContext(mod), yes, 0));
+    any = true;
+  }
+  return any;
+}
+
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize, bool align) {
   vectorize &= opt_level >= 2;
   LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
@@ -51,6 +72,10 @@ bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, boo
   LLVMPassBuilderOptionsSetLoopInterleaving(o, vectorize);
   LLVMPassBuilderOptionsSetLoopUnrolling(o, opt_level >= 2);
   LLVMErrorRef err = LLVMRunPasses(mod, pipeline_for(opt_level, vectorize, align), tm, o);
+  if (!err && release_vm_helpers(mod))
+    err = LLVMRunPasses(mod, opt_level >= 1 ? "always-inline,function(instcombine<no-verify-fixpoint>,simplifycfg)"
+                                            : "always-inline",
+                        tm, o);
   LLVMDisposePassBuilderOptions(o);
   if (!err) return true;
   char *msg = LLVMGetErrorMessage(err);

@@ -53,25 +53,141 @@ static LLVMValueRef to_f32(ljc_ir *ir, LLVMValueRef x) { return LLVMBuildFPTrunc
 static const double exp_f32_poly[] = {1, 1.0000000321457743, 0.49999994238073214, 0.16666431306090548,
                                       0.04166799461719353, 0.008374153009717951, 0.0013844084486564173};
 
-LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x) {
+/* x = n ln2 + r, |r| <= ln2/2, and p = exp(r): t = x log2(e) + 1.5·2^mant rounds n into t's
+ * low bits (for x within a few hundred of 0; no float->int conversion, which would be poison
+ * for NaN). x may be a vector (exp_avx512); n_out may be NULL. */
+static void exp_reduce(ljc_ir *ir, LLVMValueRef x, LLVMValueRef *t, LLVMValueRef *n_out, LLVMValueRef *p) {
   bool d = ljc_is_f64(x);
-  LLVMTypeRef it = int_like(ir, x);
-  /* results above the largest finite value are inf, below the smallest normal one 0 */
-  double hi = d ? 0x1.62e42fefa39efp+9 : 0x1.62e42ep+6;    /* the largest x with n ln2 <= max */
-  double lo = d ? -0x1.6232bdd7abcd2p+9 : -0x1.5d589ep+6; /* the smallest with n ln2 >= min */
   double ln2hi = d ? 6.93147180369123816490e-01 : 0.693145751953125;
   double ln2lo = d ? 1.90821492927058770002e-10 : 1.42860682030941723212e-6;
   double c[16];
   int nc = d ? 14 : (int)LJ_COUNT_OF(exp_f32_poly);
   for (int i = 0; i < nc; i++) c[i] = d ? (i ? c[i - 1] / i : 1) : exp_f32_poly[i];
-  /* reduce x = n ln2 + r, |r| <= ln2/2: t = x log2(e) + 1.5·2^mant rounds n = t - 1.5·2^mant
-   * into t's low bits (within [lo, hi]; no float->int conversion, which would be poison for NaN) */
   double magic = d ? 0x1.8p52 : 0x1.8p23;
-  LLVMValueRef t = ljc_fmuladd(ir, x, K(x, 1.4426950408889634), K(x, magic));
-  LLVMValueRef n = vsub(ir, t, K(x, magic));
+  *t = ljc_fmuladd(ir, x, K(x, 1.4426950408889634), K(x, magic));
+  LLVMValueRef n = vsub(ir, *t, K(x, magic));
   LLVMValueRef r = ljc_fmuladd(ir, n, K(x, -ln2hi), x);
   r = ljc_fmuladd(ir, n, K(x, -ln2lo), r);
-  LLVMValueRef p = poly(ir, r, c, nc);
+  *p = poly(ir, r, c, nc);
+  if (n_out) *n_out = n;
+}
+
+/* With AVX-512, exp is a call of a function of the module, lj_vm_exp_f32 or _f64, that the loop
+ * vectorizer replaces with its variant over a vector's lanes (the call's
+ * vector-function-abi-variant) and that is inlined after it (ljc_optimize). The variant clamps
+ * x to ±EXP_CLAMP (x86's max and min, which pass a NaN on) and scales p by 2^n with
+ * vscalefps/pd, which rounds once into the subnormals and gives 0 and inf beyond them: the
+ * generic code's integer add into p's exponent and its selects for the ranges (a compare and
+ * a blend each, on the multiply-add pipes) made an exp of 16 lanes 7.3 cycles on Zen 5; this
+ * one takes 6.2. The scalar function runs the variant on one lane, so every point gets the
+ * same result however its loop runs. */
+#define EXP_CLAMP_F32 110.0
+#define EXP_CLAMP_F64 1100.0
+
+/* A call of the x86 intrinsic `name` with n <= 5 arguments, returning the first's type. */
+static LLVMValueRef x86_vector_op(ljc_ir *ir, const char *name, int n, LLVMValueRef *args) {
+  LLVMTypeRef params[5];
+  LJ_ASSERT(n <= 5);
+  for (int i = 0; i < n; i++) params[i] = LLVMTypeOf(args[i]);
+  LLVMTypeRef fty = LLVMFunctionType(params[0], params, (unsigned)n, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);
+  if (!fn) fn = LLVMAddFunction(ir->mod, name, fty);
+  return LLVMBuildCall2(ir->b, fty, fn, args, (unsigned)n, "");
+}
+
+/* exp of vector x (16 f32 or 8 f64 lanes) with AVX-512's scalef. */
+static LLVMValueRef exp_avx512(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  double clamp = d ? EXP_CLAMP_F64 : EXP_CLAMP_F32;
+  LLVMValueRef rounding = ljc_const_i(ir->i32, 4); /* the current mode */
+  LLVMValueRef lo[3] = {K(x, -clamp), x, rounding};
+  x = x86_vector_op(ir, d ? "llvm.x86.avx512.max.pd.512" : "llvm.x86.avx512.max.ps.512", 3, lo);
+  LLVMValueRef hi[3] = {K(x, clamp), x, rounding};
+  x = x86_vector_op(ir, d ? "llvm.x86.avx512.min.pd.512" : "llvm.x86.avx512.min.ps.512", 3, hi);
+  LLVMValueRef t, n, p;
+  exp_reduce(ir, x, &t, &n, &p);
+  LLVMValueRef all = d ? ljc_const_i(ir->i8, -1) : ljc_const_i(ir->i16, -1);
+  LLVMValueRef args[5] = {p, n, LLVMGetUndef(LLVMTypeOf(p)), all, rounding};
+  return x86_vector_op(ir, d ? "llvm.x86.avx512.mask.scalef.pd.512" : "llvm.x86.avx512.mask.scalef.ps.512", 5, args);
+}
+
+/* Lists fn in llvm.compiler.used. A function whose address is taken keeps its calling
+ * convention: otherwise the GlobalOpt of an O2/O3 pipeline (LJ_OPT_LEVEL=3) makes the helpers
+ * fastcc, and a call the SLP vectorizer adds afterwards, in the C convention, is undefined (a
+ * softmax's kernel compiled to an endless loop). ljc_optimize drops the list. */
+static void keep_convention(ljc_ir *ir, LLVMValueRef fn) {
+  LLVMValueRef elems[8], old = LLVMGetNamedGlobal(ir->mod, "llvm.compiler.used");
+  unsigned n = 0;
+  if (old) {
+    LLVMValueRef init = LLVMGetInitializer(old);
+    n = (unsigned)LLVMGetNumOperands(init);
+    LJ_ASSERT(n < LJ_COUNT_OF(elems));
+    for (unsigned i = 0; i < n; i++) elems[i] = LLVMGetOperand(init, i);
+    LLVMDeleteGlobal(old);
+  }
+  elems[n++] = fn;
+  LLVMValueRef g = LLVMAddGlobal(ir->mod, LLVMArrayType2(ir->ptr, n), "llvm.compiler.used");
+  LLVMSetLinkage(g, LLVMAppendingLinkage);
+  LLVMSetSection(g, "llvm.metadata");
+  LLVMSetInitializer(g, LLVMConstArray2(ir->ptr, elems, n));
+}
+
+/* A helper of the module (LJC_VM_PREFIX) that computes nothing but its result; ljc_optimize
+ * inlines it after the loop vectorizer, which needs the call whole. */
+static LLVMValueRef vm_function(ljc_ir *ir, const char *name, LLVMTypeRef fty) {
+  LLVMValueRef fn = LLVMAddFunction(ir->mod, name, fty);
+  keep_convention(ir, fn);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  ljc_add_fn_attr(ir, fn, "nounwind");
+  ljc_add_fn_attr(ir, fn, "willreturn");
+  ljc_add_fn_attr(ir, fn, "noinline");
+  unsigned memory = LLVMGetEnumAttributeKindForName("memory", 6);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ir->ctx, memory, 0));
+  LLVMPositionBuilderAtEnd(ir->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
+  return fn;
+}
+
+static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  const char *name = d ? LJC_VM_PREFIX "exp_f64" : LJC_VM_PREFIX "exp_f32";
+  const char *vname = d ? LJC_VM_PREFIX "exp_f64x8" : LJC_VM_PREFIX "exp_f32x16";
+  unsigned lanes = d ? 8 : 16;
+  LLVMTypeRef st = LLVMTypeOf(x), vt = LLVMVectorType(st, lanes);
+  LLVMTypeRef fty = LLVMFunctionType(st, &st, 1, 0), vfty = LLVMFunctionType(vt, &vt, 1, 0);
+  LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);
+  if (!fn) {
+    LLVMBasicBlockRef saved = LLVMGetInsertBlock(ir->b);
+    LLVMMetadataRef saved_loc = LLVMGetCurrentDebugLocation2(ir->b); /* the helpers have no debug info */
+    LLVMSetCurrentDebugLocation2(ir->b, NULL);
+    LLVMValueRef vfn = vm_function(ir, vname, vfty);
+    LLVMBuildRet(ir->b, exp_avx512(ir, LLVMGetParam(vfn, 0)));
+    fn = vm_function(ir, name, fty);
+    LLVMValueRef zero = ljc_const_i(ir->i32, 0);
+    LLVMValueRef v = LLVMBuildInsertElement(ir->b, LLVMGetUndef(vt), LLVMGetParam(fn, 0), zero, "");
+    v = LLVMBuildShuffleVector(ir->b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(ir->i32, lanes)), "");
+    v = LLVMBuildCall2(ir->b, vfty, vfn, &v, 1, "");
+    LLVMBuildRet(ir->b, LLVMBuildExtractElement(ir->b, v, zero, ""));
+    LLVMPositionBuilderAtEnd(ir->b, saved);
+    LLVMSetCurrentDebugLocation2(ir->b, saved_loc);
+  }
+  LLVMValueRef call = LLVMBuildCall2(ir->b, fty, fn, &x, 1, "");
+  char variant[96];
+  int n = snprintf(variant, sizeof variant, "_ZGV_LLVM_N%uv_%s(%s)", lanes, name, vname);
+  static const char key[] = "vector-function-abi-variant";
+  LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                           LLVMCreateStringAttribute(ir->ctx, key, sizeof key - 1, variant, (unsigned)n));
+  return call;
+}
+
+LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x) {
+  if (ir->vec_bytes == 64) return exp_call(ir, x);
+  bool d = ljc_is_f64(x);
+  LLVMTypeRef it = int_like(ir, x);
+  /* results above the largest finite value are inf, below the smallest normal one 0 */
+  double hi = d ? 0x1.62e42fefa39efp+9 : 0x1.62e42ep+6;    /* the largest x with n ln2 <= max */
+  double lo = d ? -0x1.6232bdd7abcd2p+9 : -0x1.5d589ep+6; /* the smallest with n ln2 >= min */
+  LLVMValueRef t, p;
+  exp_reduce(ir, x, &t, NULL, &p);
   /* p · 2^n by adding n to p's exponent: within [lo, hi], n ≥ min exponent + 1 only where
    * p ≥ 1, and n = max exponent + 1 only where p < 1, so the sum stays a normal exponent */
   LLVMValueRef ni = LLVMBuildShl(ir->b, LLVMBuildBitCast(ir->b, t, it, ""), ljc_const_i(it, d ? 52 : 23), "");
