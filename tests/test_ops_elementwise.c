@@ -197,6 +197,57 @@ START_TEST(test_exp_ulp) {
 }
 END_TEST
 
+/* exp gives a value the same result wherever it lands: in a vectorized loop's lanes, in its
+ * scalar remainder, in a kernel too small to vectorize (with AVX-512 the loops call a helper's
+ * vector variant, and the scalar helper runs it on one lane). f32 and f64, over values with
+ * subnormal results (which the scalar and vector code would round differently), the range's
+ * ends, ±inf (0 and inf) and NaN. */
+START_TEST(test_exp_lanes_agree) {
+  static const double pattern[16] = {-95, -720, -0.5, 0, 1.5, 88.7, 89, 709, 710, -110,
+                                     -1000, INFINITY, -INFINITY, NAN, 3.25, -87.5};
+  for (int d = 0; d < 2; d++) {
+    lj_dtype dt = d ? LJ_F64 : LJ_F32;
+    size_t es = d ? 8 : 4;
+    int64_t sizes[2] = {16 * 64 + 7, 7};
+    unsigned char *out[2];
+    for (int k = 0; k < 2; k++) {
+      unsigned char *v = malloc((size_t)sizes[k] * es);
+      out[k] = malloc((size_t)sizes[k] * es);
+      for (int64_t i = 0; i < sizes[k]; i++) {
+        double x = pattern[i % 16];
+        float f = (float)x;
+        memcpy(v + i * es, d ? (const void *)&x : (const void *)&f, es);
+      }
+      lj_tensor *x = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(sizes[k]), v);
+      lj_tensor *e = lj_exp(x);
+      ck_assert_int_eq(lj_tensor_to_host(e, out[k], (size_t)sizes[k] * es), LJ_OK);
+      lj_tensor_release(e);
+      lj_tensor_release(x);
+      free(v);
+    }
+    for (int k = 0; k < 2; k++)
+      for (int64_t i = 0; i < sizes[k]; i++) {
+        int64_t j = i % 16;
+        ck_assert_msg(memcmp(out[k] + i * es, out[0] + j * es, es) == 0, "%s exp(%g): element %lld of %lld differs",
+                      lj_dtype_name(dt), pattern[j], (long long)i, (long long)sizes[k]);
+      }
+    double at[4];
+    for (int j = 0; j < 4; j++) {
+      int64_t i = (int64_t[]){11, 12, 13, 9}[j];
+      float f;
+      if (d) memcpy(&at[j], out[0] + i * es, 8);
+      else memcpy(&f, out[0] + i * es, 4), at[j] = f;
+    }
+    ck_assert(isinf(at[0]) && at[0] > 0);
+    ck_assert(at[1] == 0 && !signbit(at[1]));
+    ck_assert(isnan(at[2]));
+    ck_assert(d ? at[3] > 0 : at[3] == 0); /* exp(-110): 1.7e-48 in f64, 0 in f32 */
+    free(out[0]);
+    free(out[1]);
+  }
+}
+END_TEST
+
 typedef struct binary_case {
   const char *name;
   lj_tensor *(*fn)(lj_tensor *, lj_tensor *);
@@ -418,6 +469,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_unary_special_values, 0, nu);
   tcase_add_test(tc, test_unary_wide_range);
   tcase_add_test(tc, test_exp_ulp);
+  tcase_add_test(tc, test_exp_lanes_agree);
   tcase_add_test(tc, test_vmath_interleaved);
   tcase_add_loop_test(tc, test_binary, 0, nb);
   tcase_add_loop_test(tc, test_binary_special_values, 0, nb);
