@@ -231,9 +231,7 @@ END_TEST
  * interpreter with NaN among the maxima, integers exactly; a column sum is two kernels; and
  * the bits do not depend on the thread count. */
 static double *column_sums(int threads, int64_t *n) {
-  lj_config cfg = lj_config_default();
-  cfg.num_threads = threads;
-  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  tu_init_threads(threads);
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4096, 300), TU_ANY, 21);
   double k0 = (double)lj_counter_value("CompiledKernels");
   lj_tensor *s = lj_sum(x, 1, (const int[]){0}, false);

@@ -290,9 +290,7 @@ START_TEST(test_matmul_bias_start) {
 END_TEST
 
 static void init_threads(int threads) {
-  lj_config cfg = lj_config_default();
-  cfg.num_threads = threads;
-  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  tu_init_threads(threads);
 }
 
 /* A 3×3 convolution (padding 1) of 3 images [3, c, h, w] by a weight [k, c, 3, 3] and a bias
@@ -469,9 +467,7 @@ END_TEST
 START_TEST(test_argmax_maps_found) {
   for (int threads = 1; threads <= 2; threads++)
     for (int mapped = 1; mapped >= 0; mapped--) {
-      lj_config cfg = lj_config_default();
-      cfg.num_threads = threads;
-      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      tu_init_threads(threads);
       float v[3 * 5 * 10 * 12];
       for (int i = 0; i < 3 * 5 * 10 * 12; i++) v[i] = (float)(i * 7 % 11) - 5.0f;
       v[3] = NAN, v[40] = -0.0f, v[41] = 0.0f, v[300] = -0.0f;
@@ -563,10 +559,9 @@ START_TEST(test_row_fusion_local_slots) {
     tu_check1(y, tu_rtol(dts[i]));
     lj_tensor_release(x);
   }
+  lj_shutdown();
   for (int threads = 1; threads <= 2; threads++) {
-    lj_config cfg = lj_config_default();
-    cfg.num_threads = threads;
-    lj_init(&cfg);
+    tu_init_threads(threads);
     /* a row of 20000 f32, 80 KB: one row per block, on the stack */
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(6, 20000), TU_ANY, 4);
     lj_tensor *y = lj_softmax(x, 1);
@@ -633,9 +628,7 @@ static void layer_norm_grads(int64_t rows, int64_t cols, lj_tensor *grads[3]) {
  * interpreter on one and two threads. */
 START_TEST(test_join_past_independent_kernels) {
   for (int threads = 1; threads <= 2; threads++) {
-    lj_config cfg = lj_config_default();
-    cfg.num_threads = threads;
-    lj_init(&cfg);
+    tu_init_threads(threads);
     lj_scope_begin();
     lj_tensor *grads[3];
     layer_norm_grads(1024, 1024, grads);
@@ -663,9 +656,7 @@ END_TEST
  * another [4096, 256] (3 kernels). */
 START_TEST(test_sums_once_a_task) {
   for (int threads = 1; threads <= 2; threads++) {
-    lj_config cfg = lj_config_default();
-    cfg.num_threads = threads;
-    lj_init(&cfg);
+    tu_init_threads(threads);
     lj_scope_begin();
     lj_tensor *grads[3];
     static const int64_t shapes[2][4] = {{3200, 333, 50, 3}, {1024, 2100, 16, 1}}; /* rows, cols, task, block */
@@ -912,9 +903,7 @@ START_TEST(test_matmul_column_tasks) {
   enum { NCASES = sizeof cases / sizeof *cases };
   for (int threads = 1; threads <= 2; threads++) {
     lj_shutdown();
-    lj_config cfg = lj_config_default();
-    cfg.num_threads = threads;
-    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    tu_init_threads(threads);
     lj_tensor *ys[NCASES];
     for (int i = 0; i < NCASES; i++) {
       lj_dtype dt = cases[i].dt;
@@ -970,9 +959,7 @@ END_TEST
 START_TEST(test_matmul_column_tasks_with_nests) {
   for (int threads = 1; threads <= 2; threads++) {
     lj_shutdown();
-    lj_config cfg = lj_config_default();
-    cfg.num_threads = threads;
-    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    tu_init_threads(threads);
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 400), TU_ANY, 90), *w = tu_tensor(LJ_F32, LJ_SHAPE(600, 400), TU_ANY, 91);
     lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 92), *z = tu_tensor(LJ_F32, LJ_SHAPE(5, 10), TU_ANY, 93);
     lj_tensor *h = lj_relu(lj_linear(x, w, bias));

@@ -237,6 +237,12 @@ bool tu_dir_has(const char *dir, const char *suffix, const char *text) {
   return found;
 }
 
+void tu_init_threads(int threads) {
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = threads;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+}
+
 bool tu_host_runs(const char *cpu) {
   if (!cpu) return true;
 #if defined(__x86_64__)

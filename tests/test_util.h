@@ -46,6 +46,10 @@ char *tu_read_file(const char *path, size_t *size);
 void tu_init_saving(lj_config cfg, const char *fmt, char *path, size_t cap);
 char *tu_take_saved(const char *path);
 
+/* Starts the runtime with the default configuration but `threads` threads (a test's loop over
+ * one and two). */
+void tu_init_threads(int threads);
+
 /* Whether directory dir holds a file whose name ends with suffix and, unless text is NULL,
  * that contains text (a dump's kernels.txt saying how a kernel was lowered). */
 bool tu_dir_has(const char *dir, const char *suffix, const char *text);
