@@ -1136,33 +1136,56 @@ START_TEST(test_scatter_as_select) {
 }
 END_TEST
 
-/* A row-fused softmax or log_softmax whose input is large (at least 4 MiB) prefetches the
- * next block's rows of its first nest's input while it computes the exps (stored, or summed
- * along the row): the lowering says so for f32 and f64 rows of 1031 columns (strips of 256 and
- * a short one), and not for a small input, nor for a variance (a sum of squares: no exps);
- * values against the interpreter. */
-START_TEST(test_rows_prefetched) {
+/* A row-fused softmax whose input is large (at least 4 MiB) runs its first nest (the max along
+ * the row) over the next block's rows in the loop of the exps, which reads them into cache
+ * while it computes: rows of 1001 columns, f32 in blocks of two rows and f64 of one (at most
+ * 8 KiB a block). A log_softmax's blocks of 16 KiB prefetch those rows instead while they sum
+ * the exps, and so does a softmax with noise added to its input (a random number in the first
+ * nest). Neither for a small input, nor for a variance (a sum of squares: no exps). Values
+ * against the interpreter, on one and two threads (blocks split across tasks), with a NaN and
+ * infinities in rows that are computed ahead. */
+START_TEST(test_rows_ahead) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   static const int dims[1] = {1};
-  for (int i = 0; i < 2; i++)
-    for (int big = 0; big < 2; big++) {
-      lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(big ? 1100 : 100, 1031), TU_ANY, 9 + i);
-      lj_scope_begin();
-      lj_tensor *c = lj_sub(x, lj_mean(x, 1, dims, true));
-      lj_tensor *ys[3] = {lj_softmax(x, 1), lj_log_softmax(x, 1), lj_mean(lj_mul(c, c), 1, dims, true)};
-      for (int f = 0; f < 3; f++) {
-        ljg_graph *opt;
-        ljg_program *p = program_of(ys[f], &opt);
-        char *lowering = ljc_lowering_text(p);
-        bool found = strstr(lowering, "nest 1 prefetches the next block's rows of e0") != NULL;
-        ck_assert_msg(found == (big && f < 2), "%d: %s", f, lowering);
-        free(lowering);
-        free_program(p, opt);
+  static const char *const says[] = {"nest 1 runs nest 0 on the next block's rows",
+                                     "prefetches the next block's rows of e0"};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    for (int i = 0; i < 2; i++)
+      for (int big = 0; big < 2; big++) {
+        int64_t rows = big ? 1100 : 100;
+        lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(rows, 1001), TU_ANY, 9 + i);
+        int64_t n;
+        double *v = tu_read(x, &n);
+        v[7 * 1001 + 5] = NAN, v[40 * 1001 + 1000] = INFINITY, v[41 * 1001] = -INFINITY;
+        float *vf = malloc((size_t)n * sizeof *vf);
+        for (int64_t j = 0; j < n; j++) vf[j] = (float)v[j];
+        lj_tensor_release(x);
+        x = lj_tensor_from_host(lj_default_device(), dts[i], LJ_SHAPE(rows, 1001), dts[i] == LJ_F32 ? (void *)vf : v);
+        free(vf);
+        free(v);
+        lj_scope_begin();
+        lj_tensor *c = lj_sub(x, lj_mean(x, 1, dims, true));
+        lj_tensor *noise = lj_mul_scalar(lj_rand(lj_default_device(), dts[i], LJ_SHAPE(rows, 1001)), 0.01);
+        lj_tensor *ys[4] = {lj_softmax(x, 1), lj_log_softmax(x, 1), lj_mean(lj_mul(c, c), 1, dims, true),
+                            lj_softmax(lj_add(x, noise), 1)};
+        for (int f = 0; f < 4; f++) {
+          ljg_graph *opt;
+          ljg_program *p = program_of(ys[f], &opt);
+          char *lowering = ljc_lowering_text(p);
+          for (int w = 0; w < 2; w++) {
+            bool expect = big && (w == 0 ? f == 0 : f == 1 || f == 3);
+            ck_assert_msg((strstr(lowering, says[w]) != NULL) == expect, "%d %d: %s", f, w, lowering);
+          }
+          free(lowering);
+          free_program(p, opt);
+        }
+        tu_check_interp_tol(4, ys, 1e-5, 1e-6);
+        lj_scope_end();
+        lj_tensor_release(x);
       }
-      tu_check_interp_tol(3, ys, 1e-5, 1e-6);
-      lj_scope_end();
-      lj_tensor_release(x);
-    }
+    lj_shutdown();
+  }
 }
 END_TEST
 
@@ -1979,7 +2002,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);
-  tcase_add_test(tc, test_rows_prefetched);
+  tcase_add_test(tc, test_rows_ahead);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
   tcase_add_test(tc, test_argmax_maps_found);

@@ -187,6 +187,10 @@ typedef struct ljc_kctx {
                              emit_tiles), or NULL */
   LLVMValueRef col_lo, col_hi; /* a matmul kernel of column tasks: the columns [col_lo, col_hi)
                                   its nests run on, or NULL (lower.c's emit_column_block) */
+  int ahead;              /* the nest that runs the first one over the next block's rows in
+                             its loop (lower.c's runs_ahead), or 0 */
+  LLVMValueRef ahead_end; /* then: the end of the call's rows */
+  LLVMValueRef ahead_slot; /* and where the first nest's LOCAL slot for the next block is */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
