@@ -250,6 +250,67 @@ START_TEST(test_exp_lanes_agree) {
 }
 END_TEST
 
+/* exp(x - max(x)) along rows, the max in the same kernel, is the exp of a value at most 0 or
+ * NaN: with AVX-512 its code does not clamp x above (no vminps in the kernel), and exp(max -
+ * x) still does. Both bitwise equal to exp of the same differences made on the host, f32 and
+ * f64, over rows with +inf, NaN, -inf, all -inf, and differences whose exps are subnormal or
+ * 0. */
+START_TEST(test_exp_below_max) {
+  enum { R = 6, C = 37 };
+  static const double spread[8] = {0, -50, -90, -103.5, -104, -745, -1000, -1e30};
+  static const int dims[1] = {1};
+  for (int d = 0; d < 2; d++)
+    for (int rev = 0; rev < 2; rev++) {
+      lj_dtype dt = d ? LJ_F64 : LJ_F32;
+      size_t es = d ? 8 : 4;
+      double x[R][C], diff[R][C];
+      for (int r = 0; r < R; r++) {
+        double m = -INFINITY;
+        bool nan = false;
+        for (int c = 0; c < C; c++) {
+          x[r][c] = r == 4 ? spread[c % 8] : r == 5 ? -INFINITY : c * 0.37 - 5;
+          if (d == 0) x[r][c] = (float)x[r][c];
+          nan |= isnan(x[r][c]);
+        }
+        x[1][3] = INFINITY, x[2][30] = NAN, x[3][0] = -INFINITY;
+        for (int c = 0; c < C; c++) nan |= isnan(x[r][c]), m = x[r][c] > m ? x[r][c] : m;
+        if (nan) m = NAN;
+        for (int c = 0; c < C; c++) {
+          diff[r][c] = rev ? m - x[r][c] : x[r][c] - m;
+          if (d == 0) diff[r][c] = (float)((float)(rev ? m : x[r][c]) - (float)(rev ? x[r][c] : m));
+        }
+      }
+      unsigned char xs[R * C * 8], ds[R * C * 8], y[R * C * 8], want[R * C * 8];
+      for (int i = 0; i < R * C; i++) {
+        float f = (float)x[i / C][i % C], g = (float)diff[i / C][i % C];
+        memcpy(xs + i * es, d ? (const void *)&x[i / C][i % C] : (const void *)&f, es);
+        memcpy(ds + i * es, d ? (const void *)&diff[i / C][i % C] : (const void *)&g, es);
+      }
+      char path[64];
+      tu_init_saving(lj_config_default(), "asm", path, sizeof path);
+      lj_tensor *t = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(R, C), xs);
+      lj_tensor *m = lj_amax(t, 1, dims, true);
+      lj_tensor *e = lj_exp(rev ? lj_sub(m, t) : lj_sub(t, m));
+      ck_assert_int_eq(lj_tensor_to_host(e, y, R * C * es), LJ_OK);
+      char *text = tu_take_saved(path);
+      if (strstr(text, "vscalef")) /* AVX-512's exp */
+        ck_assert_msg((strstr(text, "vminps") || strstr(text, "vminpd")) == rev, "%s rev %d", lj_dtype_name(dt), rev);
+      free(text);
+      lj_tensor_release(e), lj_tensor_release(m), lj_tensor_release(t);
+      lj_shutdown();
+      tu_init_threads(1);
+      lj_tensor *dt_ = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(R, C), ds);
+      e = lj_exp(dt_);
+      ck_assert_int_eq(lj_tensor_to_host(e, want, R * C * es), LJ_OK);
+      for (int i = 0; i < R * C; i++)
+        ck_assert_msg(memcmp(y + i * es, want + i * es, es) == 0, "%s rev %d: exp of element %d's difference %g differs",
+                      lj_dtype_name(dt), rev, i, diff[i / C][i % C]);
+      lj_tensor_release(e), lj_tensor_release(dt_);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 typedef struct binary_case {
   const char *name;
   lj_tensor *(*fn)(lj_tensor *, lj_tensor *);
@@ -472,6 +533,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_unary_wide_range);
   tcase_add_test(tc, test_exp_ulp);
   tcase_add_test(tc, test_exp_lanes_agree);
+  tcase_add_test(tc, test_exp_below_max);
   tcase_add_test(tc, test_vmath_interleaved);
   tcase_add_loop_test(tc, test_binary, 0, nb);
   tcase_add_loop_test(tc, test_binary_special_values, 0, nb);

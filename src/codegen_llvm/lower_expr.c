@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A view's top level has the point's dims, or none: a 0-d value read the same at every point
  * (the seed and offset of a random op, whatever computes them). */
@@ -252,6 +253,33 @@ static LLVMValueRef bool_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv)
   }
 }
 
+/* Whether expression e of k is a - b with b, at every point, a float max along dims of a's
+ * own values (an AMAX nest before the one computing e, the only writer of b's slot, over the
+ * same points, reducing the load a is of the same view, its result read as it stores it):
+ * then a - b is at most 0, or NaN (a softmax's x - max). */
+static bool below_its_max(const ljg_kernel *k, int e) {
+  const ljg_kexpr *x = &k->exprs[e];
+  if (x->kind != LJG_X_OP || x->op != LJG_OP_SUB || !ljg_dtype_is_float(x->dtype)) return false;
+  const ljg_kexpr *a = &k->exprs[x->in[0]], *b = &k->exprs[x->in[1]];
+  if (a->kind != LJG_X_LOAD || b->kind != LJG_X_LOAD) return false;
+  int max = -1, user = -1;
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used);
+  for (int s = 0; s < k->nnests; s++) {
+    if (k->nests[s].out_slot == b->slot) max = max < 0 ? s : k->nnests;
+    memset(used, 0, (size_t)k->nexprs * sizeof *used);
+    ljg_nest_exprs(k, &k->nests[s], used);
+    if (used[e] && user < 0) user = s;
+  }
+  free(used);
+  if (max < 0 || max >= user) return false;
+  const ljg_nest *m = &k->nests[max], *u = &k->nests[user];
+  const ljg_kexpr *v = &k->exprs[m->value];
+  return m->rop == LJG_OP_AMAX && m->scatter_index < 0 && v->kind == LJG_X_LOAD && v->slot == a->slot &&
+         v->dtype == a->dtype && ljg_view_equal(&k->views[v->view], &k->views[a->view]) &&
+         ljg_view_equal(&k->views[m->out_view], &k->views[b->view]) && m->ndim == u->ndim &&
+         memcmp(m->shape, u->shape, (size_t)m->ndim * sizeof *m->shape) == 0;
+}
+
 static LLVMValueRef emit_op(ljc_kctx *kc, int e) {
   ljc_ir *ir = kc->ir;
   const ljg_kexpr *x = &kc->k->exprs[e];
@@ -261,7 +289,9 @@ static LLVMValueRef emit_op(ljc_kctx *kc, int e) {
   if (x->op == LJG_OP_CAST) return ljc_cast(ir, a[0], odt, x->dtype);
   if (x->op == LJG_OP_WHERE) return LLVMBuildSelect(ir->b, a[0], a[1], a[2], "");
   LLVMValueRef r;
-  if (ljg_dtype_is_float(odt)) {
+  if (x->op == LJG_OP_EXP && below_its_max(kc->k, x->in[0])) {
+    r = ljc_vm_exp_nonpositive(ir, a[0]);
+  } else if (ljg_dtype_is_float(odt)) {
     r = float_op(ir, x->op, a[0], a[1]);
   } else if (odt == LJ_BOOL) {
     r = bool_op(ir, x->op, a[0], a[1]);

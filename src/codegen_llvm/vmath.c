@@ -127,15 +127,16 @@ static void exp_sixteenths(ljc_ir *ir, LLVMValueRef x, LLVMValueRef *k, LLVMValu
   *y = ljc_fmuladd(ir, tj, poly(ir, r, exp_f32_table_poly, (int)LJ_COUNT_OF(exp_f32_table_poly)), tj);
 }
 
-/* exp of vector x (16 f32 or 8 f64 lanes) with AVX-512's scalef. */
-static LLVMValueRef exp_avx512(ljc_ir *ir, LLVMValueRef x) {
+/* exp of vector x (16 f32 or 8 f64 lanes) with AVX-512's scalef; x clamped above only when
+ * it may be above 0 (ljc_vm_exp_nonpositive). */
+static LLVMValueRef exp_avx512(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
   bool d = ljc_is_f64(x);
   double clamp = d ? EXP_CLAMP_F64 : EXP_CLAMP_F32;
   LLVMValueRef rounding = ljc_const_i(ir->i32, 4); /* the current mode */
   LLVMValueRef lo[3] = {K(x, -clamp), x, rounding};
   x = x86_vector_op(ir, d ? "llvm.x86.avx512.max.pd.512" : "llvm.x86.avx512.max.ps.512", 3, lo);
   LLVMValueRef hi[3] = {K(x, clamp), x, rounding};
-  x = x86_vector_op(ir, d ? "llvm.x86.avx512.min.pd.512" : "llvm.x86.avx512.min.ps.512", 3, hi);
+  if (!nonpositive) x = x86_vector_op(ir, d ? "llvm.x86.avx512.min.pd.512" : "llvm.x86.avx512.min.ps.512", 3, hi);
   LLVMValueRef t, n, p;
   if (d)
     exp_reduce(ir, x, &t, &n, &p);
@@ -182,10 +183,11 @@ static LLVMValueRef vm_function(ljc_ir *ir, const char *name, LLVMTypeRef fty) {
   return fn;
 }
 
-static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x) {
+static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
   bool d = ljc_is_f64(x);
-  const char *name = d ? LJC_VM_PREFIX "exp_f64" : LJC_VM_PREFIX "exp_f32";
-  const char *vname = d ? LJC_VM_PREFIX "exp_f64x8" : LJC_VM_PREFIX "exp_f32x16";
+  char name[48], vname[64];
+  snprintf(name, sizeof name, LJC_VM_PREFIX "exp%s_f%d", nonpositive ? "_nonpositive" : "", d ? 64 : 32);
+  snprintf(vname, sizeof vname, "%sx%d", name, d ? 8 : 16);
   unsigned lanes = d ? 8 : 16;
   LLVMTypeRef st = LLVMTypeOf(x), vt = LLVMVectorType(st, lanes);
   LLVMTypeRef fty = LLVMFunctionType(st, &st, 1, 0), vfty = LLVMFunctionType(vt, &vt, 1, 0);
@@ -195,7 +197,7 @@ static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x) {
     LLVMMetadataRef saved_loc = LLVMGetCurrentDebugLocation2(ir->b); /* the helpers have no debug info */
     LLVMSetCurrentDebugLocation2(ir->b, NULL);
     LLVMValueRef vfn = vm_function(ir, vname, vfty);
-    LLVMBuildRet(ir->b, exp_avx512(ir, LLVMGetParam(vfn, 0)));
+    LLVMBuildRet(ir->b, exp_avx512(ir, LLVMGetParam(vfn, 0), nonpositive));
     fn = vm_function(ir, name, fty);
     LLVMValueRef zero = ljc_const_i(ir->i32, 0);
     LLVMValueRef v = LLVMBuildInsertElement(ir->b, LLVMGetUndef(vt), LLVMGetParam(fn, 0), zero, "");
@@ -206,7 +208,7 @@ static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x) {
     LLVMSetCurrentDebugLocation2(ir->b, saved_loc);
   }
   LLVMValueRef call = LLVMBuildCall2(ir->b, fty, fn, &x, 1, "");
-  char variant[96];
+  char variant[128];
   int n = snprintf(variant, sizeof variant, "_ZGV_LLVM_N%uv_%s(%s)", lanes, name, vname);
   static const char key[] = "vector-function-abi-variant";
   LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
@@ -214,8 +216,12 @@ static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x) {
   return call;
 }
 
+LLVMValueRef ljc_vm_exp_nonpositive(ljc_ir *ir, LLVMValueRef x) {
+  return ir->vec_bytes == 64 ? exp_call(ir, x, true) : ljc_vm_exp(ir, x);
+}
+
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x) {
-  if (ir->vec_bytes == 64) return exp_call(ir, x);
+  if (ir->vec_bytes == 64) return exp_call(ir, x, false);
   bool d = ljc_is_f64(x);
   LLVMTypeRef it = int_like(ir, x);
   /* results above the largest finite value are inf, below the smallest normal one 0 */
