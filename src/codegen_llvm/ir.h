@@ -191,6 +191,8 @@ typedef struct ljc_kctx {
                              emit_tiles), or NULL */
   LLVMValueRef col_lo, col_hi; /* a matmul kernel of column tasks: the columns [col_lo, col_hi)
                                   its nests run on, or NULL (lower.c's emit_column_block) */
+  int64_t block_rows;     /* a row-fused kernel's rows a block as its code runs them:
+                             k->row_block, or fewer (lower.c's ahead_block_rows) */
   int ahead;              /* the nest that runs the first one over the next block's rows in
                              its loop (lower.c's runs_ahead), or 0 */
   LLVMValueRef ahead_end; /* then: the end of the call's rows */

@@ -686,22 +686,29 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int3
  * sum, mean, product, max or min along the row (a softmax's max) of a row-fused kernel's plain
  * blocks, alone in its loop and not in column order, and reads only slots that no nest of the
  * kernel writes, with no checks and no random numbers; nest s reads nothing in tiles; and a
- * block's rows of what the first nest reads take at most AHEAD_BLOCK_BYTES. Its pass over the rows then goes (a softmax's max of the
- * next row computed among the exps of this one), and its loads fetch the rows the prefetches
- * would have. One thread, softmax over [4096, 1024] (rows of 4 KiB, 16 MiB in L3): 0.593-0.602
- * -> 0.538-0.546 ms; over [16384, 1024] (64 MiB, from memory) 2.91 -> 2.60. Larger blocks
- * lose: with rows of 16 KiB ([4096, 4096]) the loop's working set (this row, the next, the
- * exps) outgrows L1, 3.11 -> 4.56 ms (3.33 prefetching two blocks ahead as well); with rows
- * of 128 KiB (a loss over 32000 classes) 4.1 -> 7.2 (3.98). Log_softmax's blocks of three
- * rows of 4 KiB gained 1-3%, within noise. */
+ * row of what the first nest reads takes at most AHEAD_BLOCK_BYTES, the most a block then
+ * takes (ahead_block_rows). Its pass over the rows then goes (a softmax's max of the next
+ * row computed among the exps of this one), and its loads fetch the rows the prefetches would
+ * have. One thread, softmax over [4096, 1024] (rows of 4 KiB, 16 MiB in L3): 0.593-0.602 ->
+ * 0.538-0.546 ms; over [16384, 1024] (64 MiB, from memory) 2.91 -> 2.60; log_softmax over
+ * [4096, 1024], its blocks of three rows cut to two, 0.70 -> 0.59 (two threads 0.35 -> 0.30).
+ * Larger blocks lose: with rows of 16 KiB ([4096, 4096]) the loop's working set (this row,
+ * the next, the exps) outgrows L1, 3.11 -> 4.56 ms (3.33 prefetching two blocks ahead as
+ * well); with rows of 128 KiB (a loss over 32000 classes) 4.1 -> 7.2 (3.98). Blocks of 8 KiB
+ * for every row-fused kernel (a smaller LJG_ROW_BLOCK_BYTES) cost two threads a third more on
+ * a layer norm and a loss. */
 enum { AHEAD_BLOCK_BYTES = 8 << 10 };
-static bool runs_ahead(const ljg_program *p, const ljg_kernel *k, const int *nest_last, bool b_summed0, int s) {
+static int64_t ahead_row_bytes(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t pf[PREFETCH_LOADS_MAX];
-  int npf = k->task_rows || ljg_kernel_has_window(k) || b_summed0 ? 0 : prefetch_loads(p, k, s, pf);
+  int npf = prefetch_loads(p, k, s, pf);
   int64_t bytes = 0;
-  for (int i = 0; i < npf; i++)
-    bytes += k->row_block * k->nests[0].shape[1] * (int64_t)lj_dtype_size(k->exprs[pf[i]].dtype);
-  if (npf == 0 || bytes > AHEAD_BLOCK_BYTES) return false;
+  for (int i = 0; i < npf; i++) bytes += k->nests[0].shape[1] * (int64_t)lj_dtype_size(k->exprs[pf[i]].dtype);
+  return bytes;
+}
+
+static bool runs_ahead(const ljg_program *p, const ljg_kernel *k, const int *nest_last, bool b_summed0, int s) {
+  int64_t bytes = k->task_rows || ljg_kernel_has_window(k) || b_summed0 ? 0 : ahead_row_bytes(p, k, s);
+  if (bytes == 0 || bytes > AHEAD_BLOCK_BYTES) return false;
   const ljg_nest *n = &k->nests[0];
   bool plain = n->rop == LJG_OP_SUM || n->rop == LJG_OP_MEAN || n->rop == LJG_OP_PROD || n->rop == LJG_OP_AMAX ||
                n->rop == LJG_OP_AMIN;
@@ -723,6 +730,13 @@ static bool runs_ahead(const ljg_program *p, const ljg_kernel *k, const int *nes
   return ok;
 }
 
+/* The rows of a block when nest s runs the first one ahead: at most AHEAD_BLOCK_BYTES of the
+ * first nest's rows, and at most the kernel's blocks (its LOCAL slots' rows). */
+static int64_t ahead_block_rows(const ljg_program *p, const ljg_kernel *k, int s) {
+  int64_t rows = AHEAD_BLOCK_BYTES / ahead_row_bytes(p, k, s);
+  return rows < k->row_block ? rows : k->row_block;
+}
+
 /* The prefetches of the strip of columns from c of the current row, in the same row of the
  * next block (prefetch_loads). */
 static void prefetch_strip(nest_gen *g, LLVMValueRef c) {
@@ -730,7 +744,7 @@ static void prefetch_strip(nest_gen *g, LLVMValueRef c) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   ljc_point next = g->pt;
-  next.idx[0] = LLVMBuildAdd(b, g->pt.idx[0], ljc_i64(ir, kc->k->row_block), "");
+  next.idx[0] = LLVMBuildAdd(b, g->pt.idx[0], ljc_i64(ir, kc->block_rows), "");
   for (int i = 0; i < g->npf; i++) {
     const ljg_kexpr *x = &kc->k->exprs[g->pf[i]];
     LLVMTypeRef st = ljc_storage_type(ir, x->dtype);
@@ -791,7 +805,7 @@ static void emit_ahead(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueR
   LLVMBuilderRef b = ir->b;
   nest_gen *a = g->ahead;
   int nacc = acc ? reduction_nacc(&g->red) : 0, na = reduction_nacc(&a->red);
-  LLVMValueRef row = g->pt.idx[0], rb = ljc_i64(ir, kc->k->row_block);
+  LLVMValueRef row = g->pt.idx[0], rb = ljc_i64(ir, kc->block_rows);
   LLVMValueRef next = LLVMBuildAdd(b, row, rb, "");
   LLVMValueRef in = LLVMBuildICmp(b, LLVMIntSLT, next, kc->ahead_end, "");
   LLVMValueRef init[4], step[4], done[4];
@@ -815,7 +829,7 @@ static void emit_ahead(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueR
     const ljg_slot *sl = &kc->p->slots[slot];
     kc->slot_ptr[slot] = kc->ahead_slot;
     kc->slot_origin[slot] =
-        LLVMBuildAdd(b, origin, ljc_i64(ir, kc->k->row_block * (sl->row_bytes / lj_dtype_size(sl->dtype))), "");
+        LLVMBuildAdd(b, origin, ljc_i64(ir, kc->block_rows * (sl->row_bytes / lj_dtype_size(sl->dtype))), "");
   }
   a->pt.idx[0] = next;
   store_reduction(a, done + nacc);
@@ -1136,7 +1150,8 @@ char *ljc_lowering_text(const ljg_program *p) {
         for (int i = 0; i < tl.n; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", tl.load[i]);
         ljb_str_printf(&line, " transposed, in tiles along dims %d and %d", tl.t, tl.j);
       } else if (s > 0 && last[s] >= s && runs_ahead(p, k, last, summed_by(p, ki, 0) >= 0, s)) {
-        ljb_str_printf(&line, "; nest %d runs nest 0 on the next block's rows", s);
+        ljb_str_printf(&line, "; nest %d runs nest 0 on the next block's rows, in blocks of %lld rows", s,
+                       (long long)ahead_block_rows(p, k, s));
       } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, pf)) > 0) {
         ljb_str_printf(&line, "; nest %d prefetches the next block's rows of", s);
         for (int i = 0; i < npf; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", pf[i]);
@@ -1297,9 +1312,9 @@ static void begin_row_blocks(ljc_kctx *kc, ljc_loop *B, LLVMValueRef begin, LLVM
                              LLVMValueRef *hi) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
-  LLVMValueRef rb = ljc_i64(ir, kc->k->row_block);
+  LLVMValueRef rb = ljc_i64(ir, kc->block_rows);
   LLVMValueRef rows = LLVMBuildSub(b, end, begin, "");
-  LLVMValueRef nblocks = LLVMBuildSDiv(b, LLVMBuildAdd(b, rows, ljc_i64(ir, kc->k->row_block - 1), ""), rb, "");
+  LLVMValueRef nblocks = LLVMBuildSDiv(b, LLVMBuildAdd(b, rows, ljc_i64(ir, kc->block_rows - 1), ""), rb, "");
   ljc_loop_begin(ir, B, ljc_i64(ir, 0), nblocks, true, 0, NULL);
   *lo = LLVMBuildAdd(b, begin, LLVMBuildMul(b, B->iv, rb, ""), "");
   LLVMValueRef next = LLVMBuildAdd(b, *lo, rb, "");
@@ -1318,6 +1333,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
     if (kc->nest_last[s] >= s && runs_ahead(kc->p, k, kc->nest_last, kc->b_summed[0], s)) kc->ahead = s;
   const ljg_slot *first_slot = &kc->p->slots[k->nests[0].out_slot];
   if (kc->ahead) {
+    kc->block_rows = ahead_block_rows(kc->p, k, kc->ahead);
     kc->ahead_end = end;
     if (first_slot->kind == LJG_SLOT_LOCAL) kc->ahead_slot = ljc_entry_array(ir, ir->i8, first_slot->nbytes);
   }
@@ -2179,6 +2195,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
                  .slot_origin = ljb_xcalloc((size_t)p->nslots + 1, sizeof(LLVMValueRef)),
                  .vals = ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)),
                  .load_at = ljb_xcalloc((size_t)k->nexprs + 1, sizeof(LLVMValueRef)),
+                 .block_rows = k->row_block,
                  .b_sum_slot = sum_slot,
                  .b_sum_at = sum_at,
                  .b_sum_step = sum_step};
