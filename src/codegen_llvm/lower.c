@@ -1172,10 +1172,12 @@ char *ljc_lowering_text(const ljg_program *p) {
  * independent chains an iteration keep the FMA pipes fed. One thread: gelu (tanh form) over
  * 1M floats 0.181-0.184 -> 0.155-0.156 ms, sigmoid 0.134-0.136 -> 0.121-0.122, softmax over
  * [4096, 1024] 0.74-0.75 -> 0.69-0.70. Reductions interleave anyway. With AVX2's 16
- * registers, two: four spill the polynomial's constants; and two in a loop that also runs the
- * first nest ahead (its loads and accumulators take registers too: softmax over [4096, 1024]
- * 0.511-0.515 -> 0.489-0.498 ms; three 0.509-0.511, eight 0.529-0.532). */
+ * registers, two: four spill the polynomial's constants. A loop that also runs the first nest
+ * ahead, a reduction's too, two (its loads and accumulators take registers as well): one
+ * thread, softmax over [4096, 1024] 0.511-0.515 -> 0.489-0.498 ms (three 0.509-0.511, eight
+ * 0.529-0.532), log_softmax 0.592-0.609 -> 0.574-0.579 (the vectorizer's choice before). */
 static int vmath_interleave(const ljc_kctx *kc, const ljg_nest *nest, int last, bool ahead) {
+  if (ahead) return 2; /* it computes a vmath function (carries_prefetch) */
   if (nest->rop >= 0) return 0;
   for (const ljg_nest *n = nest; n <= &kc->k->nests[last]; n++)
     if (computes_vmath(kc->k, n)) return kc->ir->vec_bytes == 64 && !ahead ? 4 : 2;
