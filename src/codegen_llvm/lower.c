@@ -362,16 +362,61 @@ static LLVMValueRef acc_at(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef arr, LLVMValu
   return LLVMBuildInBoundsGEP2(ir->b, t, arr, &i, 1, "");
 }
 
+/* Column order's accumulators, one for each column c of [lo, hi) along dim j, at
+ * arr[a][c - base] (emit_columns; a per-task sum's, block_sum_*). Starts them. */
+static void columns_start(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef base) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMValueRef init[2];
+  reduction_init(ir, &g->red, init);
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
+  for (int a = 0; a < reduction_nacc(&g->red); a++) LLVMBuildStore(ir->b, init[a], acc_at(ir, at[a], arr[a], L.iv, base));
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
+/* Combines each column's value at the reduced point g->pt into its accumulator. */
+static void columns_add(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi,
+                        LLVMValueRef base) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  int nacc = reduction_nacc(&g->red);
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
+  g->pt.idx[j] = L.iv;
+  LLVMValueRef p[2], acc[2], out[2];
+  for (int a = 0; a < nacc; a++) {
+    p[a] = acc_at(ir, at[a], arr[a], L.iv, base);
+    acc[a] = LLVMBuildLoad2(ir->b, at[a], p[a], "");
+  }
+  reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[g->nest->ndim - 1], out);
+  for (int a = 0; a < nacc; a++) LLVMBuildStore(ir->b, out[a], p[a]);
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
+/* Stores each column's result from its accumulators. */
+static void columns_store(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi,
+                          LLVMValueRef base) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
+  g->pt.idx[j] = L.iv;
+  LLVMValueRef acc[2];
+  for (int a = 0; a < reduction_nacc(&g->red); a++)
+    acc[a] = LLVMBuildLoad2(ir->b, at[a], acc_at(ir, at[a], arr[a], L.iv, base), "");
+  store_reduction(g, acc);
+  ljc_loop_end(ir, &L, NULL, NULL);
+}
+
 static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, bool guard) {
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_nest *nest = g->nest;
-  int nacc = reduction_nacc(&g->red);
   int64_t block = nest->shape[j] < COLUMN_BLOCK ? nest->shape[j] : COLUMN_BLOCK;
   LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
-  LLVMValueRef arr[2], init[2];
-  for (int a = 0; a < nacc; a++) arr[a] = ljc_entry_array(ir, at[a], block);
-  reduction_init(ir, &g->red, init);
+  LLVMValueRef arr[2];
+  for (int a = 0; a < reduction_nacc(&g->red); a++) arr[a] = ljc_entry_array(ir, at[a], block);
   /* blocks [j0, j1) of the range */
   ljc_loop B;
   LLVMValueRef span = LLVMBuildNSWSub(b, hi, lo, "");
@@ -379,35 +424,15 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   ljc_loop_begin(ir, &B, ljc_i64(ir, 0), nblocks, guard, 0, NULL);
   LLVMValueRef j0 = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, B.iv, ljc_i64(ir, block), ""), "");
   LLVMValueRef j1 = ljc_intrinsic2(ir, "smin", LLVMBuildNSWAdd(b, j0, ljc_i64(ir, block), ""), hi);
-  lo = j0, hi = j1;
-  /* acc[j] = init */
-  ljc_loop L;
-  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
-  for (int a = 0; a < nacc; a++) LLVMBuildStore(b, init[a], acc_at(ir, at[a], arr[a], L.iv, j0));
-  ljc_loop_end(ir, &L, NULL, NULL);
-  /* for the reduced points: acc[j] = combine(acc[j], value) */
+  columns_start(g, arr, j0, j1, j0);
   ljc_loop R[LJ_MAX_DIMS];
   for (int d = g->nkept; d < nest->ndim; d++) {
     ljc_loop_begin(ir, &R[d], ljc_i64(ir, 0), ljc_i64(ir, nest->shape[d]), nest->shape[d] == 0, 0, NULL);
     g->pt.idx[d] = R[d].iv;
   }
-  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
-  g->pt.idx[j] = L.iv;
-  LLVMValueRef p[2], acc[2], out[2];
-  for (int a = 0; a < nacc; a++) {
-    p[a] = acc_at(ir, at[a], arr[a], L.iv, j0);
-    acc[a] = LLVMBuildLoad2(b, at[a], p[a], "");
-  }
-  reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[nest->ndim - 1], out);
-  for (int a = 0; a < nacc; a++) LLVMBuildStore(b, out[a], p[a]);
-  ljc_loop_end(ir, &L, NULL, NULL);
+  columns_add(g, j, arr, j0, j1, j0);
   for (int d = nest->ndim - 1; d >= g->nkept; d--) ljc_loop_end(ir, &R[d], NULL, NULL);
-  /* out[j] = the result */
-  ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
-  g->pt.idx[j] = L.iv;
-  for (int a = 0; a < nacc; a++) acc[a] = LLVMBuildLoad2(b, at[a], acc_at(ir, at[a], arr[a], L.iv, j0), "");
-  store_reduction(g, acc);
-  ljc_loop_end(ir, &L, NULL, NULL);
+  columns_store(g, j, arr, j0, j1, j0);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
 
@@ -1414,49 +1439,21 @@ static void block_sum_begin(ljc_kctx *kc, nest_gen *g, const ljg_nest *nest, LLV
   g->pt.idx[0] = task;
   g->red = reduction_of(ir, nest->rop, kc->k->exprs[nest->value].dtype, nest->rcount);
   LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
-  LLVMValueRef init[2];
-  reduction_init(ir, &g->red, init);
-  ljc_loop L;
-  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, nest->shape[1]), false, 0, NULL);
-  for (int a = 0; a < reduction_nacc(&g->red); a++) {
-    arr[a] = ljc_entry_array(ir, at[a], nest->shape[1]);
-    LLVMBuildStore(ir->b, init[a], LLVMBuildInBoundsGEP2(ir->b, at[a], arr[a], &L.iv, 1, ""));
-  }
-  ljc_loop_end(ir, &L, NULL, NULL);
+  for (int a = 0; a < reduction_nacc(&g->red); a++) arr[a] = ljc_entry_array(ir, at[a], nest->shape[1]);
+  columns_start(g, arr, ljc_i64(ir, 0), ljc_i64(ir, nest->shape[1]), ljc_i64(ir, 0));
 }
-
-/* Adds rows [lo, hi) of the task (counted from its first) to the accumulators. */
 static void block_sum_add(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = g->kc->ir;
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
   ljc_dbg_at(ir, g->kc->k->exprs[g->nest->value].node);
-  ljc_loop R, L;
+  ljc_loop R;
   ljc_loop_begin(ir, &R, lo, hi, false, 0, NULL);
   g->pt.idx[2] = R.iv;
-  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), false, 0, NULL);
-  g->pt.idx[1] = L.iv;
-  LLVMValueRef p[2], acc[2], out[2];
-  for (int a = 0; a < reduction_nacc(&g->red); a++) {
-    p[a] = LLVMBuildInBoundsGEP2(ir->b, at[a], arr[a], &L.iv, 1, "");
-    acc[a] = LLVMBuildLoad2(ir->b, at[a], p[a], "");
-  }
-  reduction_combine(ir, &g->red, acc, point_value(g), R.iv, out);
-  for (int a = 0; a < reduction_nacc(&g->red); a++) LLVMBuildStore(ir->b, out[a], p[a]);
-  ljc_loop_end(ir, &L, NULL, NULL);
+  columns_add(g, 1, arr, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), ljc_i64(ir, 0));
   ljc_loop_end(ir, &R, NULL, NULL);
 }
-
 static void block_sum_end(nest_gen *g, const LLVMValueRef *arr) {
   ljc_ir *ir = g->kc->ir;
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
-  ljc_loop L;
-  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), false, 0, NULL);
-  g->pt.idx[1] = L.iv;
-  LLVMValueRef acc[2];
-  for (int a = 0; a < reduction_nacc(&g->red); a++)
-    acc[a] = LLVMBuildLoad2(ir->b, at[a], LLVMBuildInBoundsGEP2(ir->b, at[a], arr[a], &L.iv, 1, ""), "");
-  store_reduction(g, acc);
-  ljc_loop_end(ir, &L, NULL, NULL);
+  columns_store(g, 1, arr, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), ljc_i64(ir, 0));
 }
 
 /* A kernel whose tasks are task_rows rows each (fuse_rows.c's join_task_sums): for each task
