@@ -1144,7 +1144,8 @@ END_TEST
  * prefetches those rows instead. Neither for a small input, nor for a variance (a sum of
  * squares: no exps). Values against the interpreter, on one and two threads (blocks split
  * across tasks), with a NaN and infinities in rows that are computed ahead, and rows far apart
- * (a row shifted by another's max overflows). */
+ * (a row shifted by another's max overflows); and a softmax whose max is an output too, stored
+ * a block ahead into it. */
 START_TEST(test_rows_ahead) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64, LJ_BF16};
   static const int dims[1] = {1};
@@ -1196,6 +1197,18 @@ START_TEST(test_rows_ahead) {
           free_program(p, opt);
           tu_check_interp_tol(1, &ys[f], dts[i] == LJ_BF16 ? tu_rtol(LJ_BF16) : 1e-5, 1e-6); /* alone: the program above */
         }
+        /* the max an output too: stored into it a block ahead, never past the task's rows */
+        lj_tensor *m = lj_amax(x, 1, dims, true), *e = lj_exp(lj_sub(x, m));
+        lj_tensor *pair[2] = {lj_div(e, lj_sum(e, 1, dims, true)), m};
+        ljg_graph *opt;
+        ljg_program *p = program_of_n(2, pair, &opt);
+        char *lowering = ljc_lowering_text(p);
+        const ljg_kernel *k = &p->kernels[p->nkernels - 1];
+        ck_assert_msg((strstr(lowering, says[0]) != NULL) == big, "%s", lowering);
+        ck_assert_int_ne(p->slots[k->nests[0].out_slot].kind, LJG_SLOT_LOCAL);
+        free(lowering);
+        free_program(p, opt);
+        tu_check_interp_tol(2, pair, dts[i] == LJ_BF16 ? tu_rtol(LJ_BF16) : 1e-5, 1e-6);
         lj_scope_end();
         lj_tensor_release(x);
       }
