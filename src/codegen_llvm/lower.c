@@ -677,10 +677,10 @@ static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const lj
  * ms, log_softmax over it 5.05 -> 3.63-3.69. Prefetching in the last nest instead gained
  * nothing (its non-temporal stores keep the memory busy), nor in a layer norm's sum of
  * squares (3-4% slower: too little work to hide the fetch behind). The first nest's loads
- * that qualify: of a slot of at least PREFETCH_MIN_BYTES that is not block-local, one level
- * of view over the nest's [rows, columns] with the columns contiguous. Returns how many,
- * written to loads. */
-static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int32_t *loads) {
+ * that qualify: of a slot of at least min_bytes (PREFETCH_MIN_BYTES; runs_ahead asks for
+ * fewer) that is not block-local, one level of view over the nest's [rows, columns] with the
+ * columns contiguous. Returns how many, written to loads. */
+static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int64_t min_bytes, int32_t *loads) {
   if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !carries_prefetch(p, k, &k->nests[s])) return 0;
   for (int t = 1; t < s; t++)
     if (carries_prefetch(p, k, &k->nests[t])) return 0;
@@ -694,7 +694,7 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int3
     if (!used[e] || x->kind != LJG_X_LOAD) continue;
     const ljg_slot *sl = &p->slots[x->slot];
     const ljg_view *v = &k->views[x->view];
-    if (sl->kind == LJG_SLOT_LOCAL || sl->nbytes < PREFETCH_MIN_BYTES || v->n != 1 || v->v[0].ndim != 2 ||
+    if (sl->kind == LJG_SLOT_LOCAL || sl->nbytes < min_bytes || v->n != 1 || v->v[0].ndim != 2 ||
         v->v[0].stride[1] != 1 || v->v[0].shape[1] != n->shape[1])
       continue;
     bool dup = false;
@@ -706,13 +706,13 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int3
   return nl;
 }
 
-/* Whether nest s, which would prefetch the next block's rows (prefetch_loads), runs the first
- * nest over them instead, in the same loop as its own row (emit_ahead): the first nest is a
- * sum, mean, product, max or min along the row (a softmax's max) of a row-fused kernel's plain
- * blocks, alone in its loop and not in column order, and reads only slots that no nest of the
- * kernel writes, with no checks and no random numbers; nest s reads nothing in tiles; and a
- * row of what the first nest reads takes at most AHEAD_BLOCK_BYTES, the most a block then
- * takes (ahead_block_rows). Its pass over the rows then goes (a softmax's max of the next
+/* Whether nest s, which would prefetch the next block's rows (prefetch_loads: of an input of
+ * at least AHEAD_MIN_BYTES here), runs the first nest over them instead, in the same loop as
+ * its own row (emit_ahead): the first nest is a sum, mean, product, max or min along the row
+ * (a softmax's max) of a row-fused kernel's plain blocks, alone in its loop and not in column
+ * order, and reads only slots that no nest of the kernel writes, with no checks and no random
+ * numbers; nest s reads nothing in tiles; and a row of what the first nest reads takes at
+ * most AHEAD_BLOCK_BYTES, the most a block then takes (ahead_block_rows). Its pass over the rows then goes (a softmax's max of the next
  * row computed among the exps of this one), and its loads fetch the rows the prefetches would
  * have. One thread, softmax over [4096, 1024] (rows of 4 KiB, 16 MiB in L3): 0.593-0.602 ->
  * 0.538-0.546 ms; over [16384, 1024] (64 MiB, from memory) 2.91 -> 2.60; log_softmax over
@@ -721,11 +721,13 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int3
  * the next, the exps) outgrows L1, 3.11 -> 4.56 ms (3.33 prefetching two blocks ahead as
  * well); with rows of 128 KiB (a loss over 32000 classes) 4.1 -> 7.2 (3.98). Blocks of 8 KiB
  * for every row-fused kernel (a smaller LJG_ROW_BLOCK_BYTES) cost two threads a third more on
- * a layer norm and a loss. */
-enum { AHEAD_BLOCK_BYTES = 8 << 10 };
+ * a layer norm and a loss. Smaller inputs gain too, where prefetching did not: softmax over
+ * [256, 1024] (1 MiB) 0.040 -> 0.032 ms on one thread, 0.047 -> 0.024 on two; over [16, 1024]
+ * and [32, 1024] the same within noise. */
+enum { AHEAD_BLOCK_BYTES = 8 << 10, AHEAD_MIN_BYTES = 64 << 10 };
 static int64_t ahead_row_bytes(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t pf[PREFETCH_LOADS_MAX];
-  int npf = prefetch_loads(p, k, s, pf);
+  int npf = prefetch_loads(p, k, s, AHEAD_MIN_BYTES, pf);
   int64_t bytes = 0;
   for (int i = 0; i < npf; i++) bytes += k->nests[0].shape[1] * (int64_t)lj_dtype_size(k->exprs[pf[i]].dtype);
   return bytes;
@@ -1177,7 +1179,7 @@ char *ljc_lowering_text(const ljg_program *p) {
       } else if (s > 0 && last[s] >= s && runs_ahead(p, k, last, summed_by(p, ki, 0) >= 0, s)) {
         ljb_str_printf(&line, "; nest %d runs nest 0 on the next block's rows, in blocks of %lld rows", s,
                        (long long)ahead_block_rows(p, k, s));
-      } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, pf)) > 0) {
+      } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, PREFETCH_MIN_BYTES, pf)) > 0) {
         ljb_str_printf(&line, "; nest %d prefetches the next block's rows of", s);
         for (int i = 0; i < npf; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", pf[i]);
       }
@@ -1259,7 +1261,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     }
     g.tiles = &tl;
   } else if (!g.ahead) {
-    g.npf = prefetch_loads(kc->p, kc->k, s, g.pf);
+    g.npf = prefetch_loads(kc->p, kc->k, s, PREFETCH_MIN_BYTES, g.pf);
   }
   emit_kept(&g, 0);
   kc->ir->loop_width = kc->ir->loop_interleave = 0;
