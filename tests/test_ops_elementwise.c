@@ -251,8 +251,8 @@ START_TEST(test_exp_lanes_agree) {
 END_TEST
 
 /* exp(x - max(x)) along rows, the max in the same kernel, is the exp of a value at most 0 or
- * NaN: with AVX-512 its code does not clamp x above (no vminps in the kernel), and exp(max -
- * x) still does. Both bitwise equal to exp of the same differences made on the host, f32 and
+ * NaN: with AVX-512 its code does not clamp x above (no vminps in the kernel), nor that of
+ * x/8 - max(x/8) (each nest computes x/8 itself), and exp(max - x) still does. Both bitwise equal to exp of the same differences made on the host, f32 and
  * f64, over rows with +inf, NaN, -inf, all -inf, and differences whose exps are subnormal or
  * 0. */
 START_TEST(test_exp_below_max) {
@@ -260,7 +260,8 @@ START_TEST(test_exp_below_max) {
   static const double spread[8] = {0, -50, -90, -103.5, -104, -745, -1000, -1e30};
   static const int dims[1] = {1};
   for (int d = 0; d < 2; d++)
-    for (int rev = 0; rev < 2; rev++) {
+    for (int form = 0; form < 3; form++) {
+      bool rev = form == 1, scaled = form == 2; /* max - x; x/8 - max(x/8), attention's scores */
       lj_dtype dt = d ? LJ_F64 : LJ_F32;
       size_t es = d ? 8 : 4;
       double x[R][C], diff[R][C];
@@ -273,11 +274,15 @@ START_TEST(test_exp_below_max) {
           nan |= isnan(x[r][c]);
         }
         x[1][3] = INFINITY, x[2][30] = NAN, x[3][0] = -INFINITY;
-        for (int c = 0; c < C; c++) nan |= isnan(x[r][c]), m = x[r][c] > m ? x[r][c] : m;
+        double xv[C]; /* what the max is of: x, or x/8 (exact) */
+        for (int c = 0; c < C; c++) {
+          xv[c] = scaled ? x[r][c] * 0.125 : x[r][c];
+          nan |= isnan(xv[c]), m = xv[c] > m ? xv[c] : m;
+        }
         if (nan) m = NAN;
         for (int c = 0; c < C; c++) {
-          diff[r][c] = rev ? m - x[r][c] : x[r][c] - m;
-          if (d == 0) diff[r][c] = (float)((float)(rev ? m : x[r][c]) - (float)(rev ? x[r][c] : m));
+          diff[r][c] = rev ? m - xv[c] : xv[c] - m;
+          if (d == 0) diff[r][c] = (float)((float)(rev ? m : xv[c]) - (float)(rev ? xv[c] : m));
         }
       }
       unsigned char xs[R * C * 8], ds[R * C * 8], y[R * C * 8], want[R * C * 8];
@@ -289,13 +294,15 @@ START_TEST(test_exp_below_max) {
       char path[64];
       tu_init_saving(lj_config_default(), "asm", path, sizeof path);
       lj_tensor *t = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(R, C), xs);
-      lj_tensor *m = lj_amax(t, 1, dims, true);
-      lj_tensor *e = lj_exp(rev ? lj_sub(m, t) : lj_sub(t, m));
+      lj_tensor *v = scaled ? lj_mul_scalar(t, 0.125) : t;
+      lj_tensor *m = lj_amax(v, 1, dims, true);
+      lj_tensor *e = lj_exp(rev ? lj_sub(m, v) : lj_sub(v, m));
       ck_assert_int_eq(lj_tensor_to_host(e, y, R * C * es), LJ_OK);
       char *text = tu_take_saved(path);
       if (strstr(text, "vscalef")) /* AVX-512's exp */
-        ck_assert_msg((strstr(text, "vminps") || strstr(text, "vminpd")) == rev, "%s rev %d", lj_dtype_name(dt), rev);
+        ck_assert_msg((strstr(text, "vminps") || strstr(text, "vminpd")) == rev, "%s form %d", lj_dtype_name(dt), form);
       free(text);
+      if (scaled) lj_tensor_release(v);
       lj_tensor_release(e), lj_tensor_release(m), lj_tensor_release(t);
       lj_shutdown();
       tu_init_threads(1);
@@ -303,8 +310,8 @@ START_TEST(test_exp_below_max) {
       e = lj_exp(dt_);
       ck_assert_int_eq(lj_tensor_to_host(e, want, R * C * es), LJ_OK);
       for (int i = 0; i < R * C; i++)
-        ck_assert_msg(memcmp(y + i * es, want + i * es, es) == 0, "%s rev %d: exp of element %d's difference %g differs",
-                      lj_dtype_name(dt), rev, i, diff[i / C][i % C]);
+        ck_assert_msg(memcmp(y + i * es, want + i * es, es) == 0, "%s form %d: exp of element %d's difference %g differs",
+                      lj_dtype_name(dt), form, i, diff[i / C][i % C]);
       lj_tensor_release(e), lj_tensor_release(dt_);
       lj_shutdown();
     }

@@ -253,15 +253,36 @@ static LLVMValueRef bool_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv)
   }
 }
 
+/* Whether expressions a and b of k compute the same value at every point of nests over the
+ * same points: the same operation of the same operands, loads of one slot through equal
+ * views, the same scalar or constant. */
+static bool same_value(const ljg_kernel *k, int a, int b) {
+  const ljg_kexpr *x = &k->exprs[a], *y = &k->exprs[b];
+  if (a == b) return true;
+  if (x->kind != y->kind || x->dtype != y->dtype || x->op != y->op || x->nin != y->nin ||
+      memcmp(&x->value, &y->value, sizeof x->value) != 0)
+    return false;
+  switch (x->kind) {
+  case LJG_X_LOAD: return x->slot == y->slot && ljg_view_equal(&k->views[x->view], &k->views[y->view]);
+  case LJG_X_SCALAR: return x->slot == y->slot;
+  case LJG_X_CONST: return true;
+  case LJG_X_OP:
+    for (int i = 0; i < x->nin; i++)
+      if (!same_value(k, x->in[i], y->in[i])) return false;
+    return true;
+  default: return false; /* random numbers, iotas, gathers */
+  }
+}
+
 /* Whether expression e of k is a - b with b, at every point, a float max along dims of a's
  * own values (an AMAX nest before the one computing e, the only writer of b's slot, over the
- * same points, reducing the load a is of the same view, its result read as it stores it):
- * then a - b is at most 0, or NaN (a softmax's x - max). */
+ * same points, reducing what a computes, its result read as it stores it): then a - b is at
+ * most 0, or NaN (a softmax's x - max; attention's scores scaled, then shifted by their max). */
 static bool below_its_max(const ljg_kernel *k, int e) {
   const ljg_kexpr *x = &k->exprs[e];
   if (x->kind != LJG_X_OP || x->op != LJG_OP_SUB || !ljg_dtype_is_float(x->dtype)) return false;
-  const ljg_kexpr *a = &k->exprs[x->in[0]], *b = &k->exprs[x->in[1]];
-  if (a->kind != LJG_X_LOAD || b->kind != LJG_X_LOAD) return false;
+  const ljg_kexpr *b = &k->exprs[x->in[1]];
+  if (b->kind != LJG_X_LOAD) return false;
   int max = -1, user = -1;
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used);
   for (int s = 0; s < k->nnests; s++) {
@@ -273,11 +294,9 @@ static bool below_its_max(const ljg_kernel *k, int e) {
   free(used);
   if (max < 0 || max >= user) return false;
   const ljg_nest *m = &k->nests[max], *u = &k->nests[user];
-  const ljg_kexpr *v = &k->exprs[m->value];
-  return m->rop == LJG_OP_AMAX && m->scatter_index < 0 && v->kind == LJG_X_LOAD && v->slot == a->slot &&
-         v->dtype == a->dtype && ljg_view_equal(&k->views[v->view], &k->views[a->view]) &&
-         ljg_view_equal(&k->views[m->out_view], &k->views[b->view]) && m->ndim == u->ndim &&
-         memcmp(m->shape, u->shape, (size_t)m->ndim * sizeof *m->shape) == 0;
+  return m->rop == LJG_OP_AMAX && m->scatter_index < 0 && m->ndim == u->ndim &&
+         memcmp(m->shape, u->shape, (size_t)m->ndim * sizeof *m->shape) == 0 && same_value(k, x->in[0], m->value) &&
+         ljg_view_equal(&k->views[m->out_view], &k->views[b->view]);
 }
 
 static LLVMValueRef emit_op(ljc_kctx *kc, int e) {
