@@ -822,7 +822,8 @@ static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVM
 
 /* The columns [lo, hi) of the row g->pt.idx[0] of nest s (runs_ahead), and in the same loop
  * the first nest's row a block later, combined into its accumulators and stored after the
- * loop (into the next block's LOCAL slot, ahead_slot). In a task's last block that row is
+ * loop (into the next block's copy of its LOCAL slot, ahead_slot, or into its slot in
+ * memory). In a task's last block that row is
  * past the call's rows: the loop then reads the current row for it again (from cache) and
  * stores nothing, so that the loop is the same for every row. A reduction (acc not NULL)
  * carries its accumulators through into out. */
@@ -1332,12 +1333,7 @@ static void emit_block_nests(ljc_kctx *kc, const int *nest_check, int nnests, LL
   ljc_loop_end(ir, &P, NULL, NULL);
 }
 
-/* A row-fused kernel: for each block of row_block rows of [begin, end), a matmul kernel's
- * rows of C and then the first nnests nests in order over the block's rows, the window after
- * the first win_at of them (first when its planes lead, after those that compute what it
- * reads), so what one writes is still in cache when the next reads it. LOCAL slots hold the
- * current block only: their rows count from the block's first. */
-/* Starts the loop over the blocks of row_block rows of [begin, end): the block's rows
+/* Starts the loop over the blocks of kc->block_rows rows of [begin, end): the block's rows
  * [*lo, *hi), where the LOCAL slots' rows count from. */
 static void begin_row_blocks(ljc_kctx *kc, ljc_loop *B, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef *lo,
                              LLVMValueRef *hi) {
@@ -1356,6 +1352,13 @@ static void begin_row_blocks(ljc_kctx *kc, ljc_loop *B, LLVMValueRef begin, LLVM
   }
 }
 
+/* A row-fused kernel: for each block of row_block rows of [begin, end), a matmul kernel's
+ * rows of C and then the first nnests nests in order over the block's rows, the window after
+ * the first win_at of them (first when its planes lead, after those that compute what it
+ * reads), so what one writes is still in cache when the next reads it. LOCAL slots hold the
+ * current block only: their rows count from the block's first. Where a nest runs the first
+ * one ahead (runs_ahead), blocks may be smaller, the first block runs the first nest alone,
+ * and each block ends copying the first nest's next block in (ahead_slot). */
 static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
