@@ -127,8 +127,8 @@ void ljc_prefetch_write(ljc_ir *ir, LLVMValueRef p);
  * takes and returns a float or double value. */
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x);
 /* exp of an x known to be at most 0 or NaN (a softmax's x - max): with AVX-512, x is not
- * clamped above (a vminps less a vector: one thread, softmax over [4096, 1024] 0.563-0.568 ->
- * 0.518-0.530 ms); the same results as ljc_vm_exp's for such x. */
+ * clamped above (a vminps less a vector: one thread, softmax over [4096, 1024] 0.554-0.573 ->
+ * 0.526-0.534 ms); the same results as ljc_vm_exp's for such x. */
 LLVMValueRef ljc_vm_exp_nonpositive(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_expm1(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_log(ljc_ir *ir, LLVMValueRef x);

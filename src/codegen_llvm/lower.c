@@ -734,6 +734,7 @@ static int64_t ahead_row_bytes(const ljg_program *p, const ljg_kernel *k, int s)
 }
 
 static bool runs_ahead(const ljg_program *p, const ljg_kernel *k, const int *nest_last, bool b_summed0, int s) {
+  if (nest_last[s] < s) return false; /* it runs in an earlier nest's loop */
   int64_t bytes = k->task_rows || ljg_kernel_has_window(k) || b_summed0 ? 0 : ahead_row_bytes(p, k, s);
   if (bytes == 0 || bytes > AHEAD_BLOCK_BYTES) return false;
   const ljg_nest *n = &k->nests[0];
@@ -1177,7 +1178,7 @@ char *ljc_lowering_text(const ljg_program *p) {
         ljb_str_printf(&line, "; nest %d reads", s);
         for (int i = 0; i < tl.n; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", tl.load[i]);
         ljb_str_printf(&line, " transposed, in tiles along dims %d and %d", tl.t, tl.j);
-      } else if (s > 0 && last[s] >= s && runs_ahead(p, k, last, summed_by(p, ki, 0) >= 0, s)) {
+      } else if (runs_ahead(p, k, last, summed_by(p, ki, 0) >= 0, s)) {
         ljb_str_printf(&line, "; nest %d runs nest 0 on the next block's rows, in blocks of %lld rows", s,
                        (long long)ahead_block_rows(p, k, s));
       } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, PREFETCH_MIN_BYTES, pf)) > 0) {
@@ -1364,7 +1365,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
   for (int s = 1; s < nnests && !kc->ahead; s++)
-    if (kc->nest_last[s] >= s && runs_ahead(kc->p, k, kc->nest_last, kc->b_summed[0], s)) kc->ahead = s;
+    if (runs_ahead(kc->p, k, kc->nest_last, kc->b_summed[0], s)) kc->ahead = s;
   const ljg_slot *first_slot = &kc->p->slots[k->nests[0].out_slot];
   if (kc->ahead) {
     kc->block_rows = ahead_block_rows(kc->p, k, kc->ahead);
