@@ -796,8 +796,9 @@ END_TEST
 
 /* Elementwise consumers of a matmul that read C only at their own row become its epilogue:
  * the kernel computes a block of rows of C, then runs the consumers on those rows. C lives on
- * the kernel's stack when only the epilogue reads it and a block of it fits, else in scratch
- * memory (long rows, or C also an output). A consumer that reads other rows of C (through a
+ * the kernel's stack when only the epilogue reads it and a block of it fits (up to half of L2
+ * where 48 rows of it would not fit L1), else in scratch memory (longer rows, or C also an
+ * output). A consumer that reads other rows of C (through a
  * transpose) stays a kernel of its own. Values against the interpreter, rows split across
  * threads: batched, with a bias broadcast along each matrix's rows (the epilogue's rows span
  * two dims), f32 and f64; an integer matmul (the scalar loops) too. */
@@ -823,21 +824,23 @@ START_TEST(test_matmul_epilogue) {
     lj_tensor_release(w);
     lj_tensor_release(bias);
   }
-  /* rows of 600 f32, a B per matrix: 48 rows of C (115 KB) do not fit a LOCAL slot, so C is
-   * in scratch and a block takes whole matrices up to 512 KiB of C (both matrices of 65 rows
-   * here), or equal parts of one (two halves of a matrix of 300 rows) */
-  static const int64_t brows[2] = {65, 300}, bblock[2] = {130, 150};
+  /* rows of 600 f32, a B per matrix: 48 rows of C (115 KB) do not fit 64 KiB, so a block
+   * takes whole matrices up to 512 KiB of C (both matrices of 65 rows here), or equal parts of
+   * one (two halves of a matrix of 300 rows), C on the stack; rows of 3000, the fewest rows
+   * a block takes (48: 576 KB) past 512 KiB: C in scratch */
+  static const int64_t brows[3] = {65, 300, 65}, bcols[3] = {600, 600, 3000}, bblock[3] = {130, 150, 48};
   lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 6);
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     lj_tensor *ba = tu_tensor(LJ_F32, LJ_SHAPE(2, brows[i], 40), TU_ANY, 11);
-    lj_tensor *bw = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 600), TU_ANY, 12);
-    lj_tensor *by = lj_tanh(lj_add(lj_matmul(ba, bw), bias));
+    lj_tensor *bw = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, bcols[i]), TU_ANY, 12);
+    lj_tensor *by = lj_tanh(lj_add_scalar(lj_matmul(ba, bw), 0.5));
     ljg_graph *opt;
     ljg_program *p = program_of(by, &opt);
     ck_assert_int_eq(p->nkernels, 1);
     ck_assert_int_eq(p->kernels[0].row_block, bblock[i]);
-    ck_assert_int_eq(local_slots(p), 0);
-    ck_assert_int_ge(p->scratch_bytes, 2 * brows[i] * 600 * 4);
+    ck_assert_int_eq(local_slots(p), i < 2);
+    ck_assert_int_ge(p->scratch_bytes, i < 2 ? 0 : 2 * brows[i] * bcols[i] * 4);
+    if (i < 2) ck_assert_int_eq(p->scratch_bytes, 0);
     free_program(p, opt);
     tu_check_interp_tol(1, &by, 1e-5, 1e-4); /* k = 40, as above */
     lj_tensor_release(ba), lj_tensor_release(bw);
@@ -1373,6 +1376,76 @@ START_TEST(test_depthwise_conv) {
     lj_tensor_release(b);
     lj_tensor_release(g);
   }
+}
+END_TEST
+
+/* softmax(Q·Kᵀ·s)·V for q, k of [B, M, D] and [B, N, D], v of [B, N, E]. */
+static lj_tensor *attention(lj_tensor *q, lj_tensor *k, lj_tensor *v, double scale) {
+  return lj_matmul(lj_softmax(lj_mul_scalar(lj_matmul(q, lj_transpose(k, 1, 2)), scale), 2), v);
+}
+
+/* Attention, softmax(Q·Kᵀ·s)·V, is one kernel: P·V runs as the trailing product of the kernel
+ * that computes Q·Kᵀ and the softmax, on each block of rows after its nests, so P is a LOCAL
+ * block and nothing goes through scratch memory. Values against the interpreter on one and
+ * two threads (blocks split across tasks), f32 and f64: 37 query rows a matrix (blocks of
+ * parts of a matrix), 5 (blocks of several matrices: a call of the routine over rows of two
+ * matrices and more), and rows of 3000 keys (a block of C, the exps and P each up to half of
+ * L2, still on the stack for f32; in scratch memory for f64, whose blocks take more). Not
+ * joined: V one matrix for every row (a weight, which every block
+ * would pack again), and the product of a matrix that no nest wrote. Joined, P not LOCAL,
+ * where P is an output too. */
+START_TEST(test_trailing_product) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int64_t ms[3] = {37, 5, 40}, ns[3] = {45, 45, 3000};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    for (size_t i = 0; i < 2; i++)
+      for (int c = 0; c < 3; c++) {
+        lj_scope_begin();
+        lj_tensor *q = tu_tensor(dts[i], LJ_SHAPE(6, ms[c], 20), TU_ANY, 70 + c);
+        lj_tensor *k = tu_tensor(dts[i], LJ_SHAPE(6, ns[c], 20), TU_ANY, 80 + c);
+        lj_tensor *v = tu_tensor(dts[i], LJ_SHAPE(6, ns[c], 13), TU_ANY, 90 + c);
+        lj_tensor *y = attention(q, k, v, 0.25);
+        ljg_graph *opt;
+        ljg_program *p = program_of(y, &opt);
+        char *text = ljg_program_text(p, opt), *lowering = ljc_lowering_text(p);
+        ck_assert_msg(p->nkernels == 1 && p->kernels[0].tm == 1, "%s", text);
+        const ljg_kernel *kr = &p->kernels[0];
+        ck_assert_int_eq(kr->tm_n, 13);
+        ck_assert_int_eq(kr->tm_k, ns[c]);
+        bool local = c < 2 || dts[i] == LJ_F32; /* 40 rows of 3000 f64 take 960 KB */
+        ck_assert_msg((p->slots[kr->exprs[kr->tm_a].slot].kind == LJG_SLOT_LOCAL) == local, "%s", text);
+        ck_assert_msg((p->scratch_bytes == 0) == local, "%s", text);
+        ck_assert(c != 1 || kr->row_block > ms[c]); /* several matrices a block */
+        ck_assert_msg(strstr(lowering, "the trailing product runs on each block") != NULL, "%s", lowering);
+        free(text);
+        free(lowering);
+        free_program(p, opt);
+        tu_check_interp_tol(1, &y, dts[i] == LJ_F32 ? 1e-5 : 1e-12, dts[i] == LJ_F32 ? 1e-5 : 1e-12);
+        lj_scope_end();
+      }
+    lj_shutdown();
+  }
+  lj_scope_begin();
+  lj_tensor *q = tu_tensor(LJ_F32, LJ_SHAPE(4, 37, 20), TU_ANY, 100);
+  lj_tensor *k = tu_tensor(LJ_F32, LJ_SHAPE(4, 45, 20), TU_ANY, 101);
+  lj_tensor *v = tu_tensor(LJ_F32, LJ_SHAPE(4, 45, 13), TU_ANY, 102);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(45, 13), TU_ANY, 103);
+  lj_tensor *shared = attention(q, k, w, 0.25);
+  ck_assert_int_eq(lj_graph_kernel_count(1, &shared), 2);
+  tu_check_interp_tol(1, &shared, 1e-5, 1e-5);
+  lj_tensor *chain = lj_matmul(lj_matmul(q, lj_transpose(k, 1, 2)), v);
+  ck_assert_int_eq(lj_graph_kernel_count(1, &chain), 2);
+  lj_tensor *s = lj_softmax(lj_mul_scalar(lj_matmul(q, lj_transpose(k, 1, 2)), 0.25), 2);
+  lj_tensor *both[2] = {s, lj_matmul(s, v)};
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(2, both, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].tm, 1);
+  ck_assert_int_eq(p->slots[p->kernels[0].exprs[p->kernels[0].tm_a].slot].kind, LJG_SLOT_OUTPUT);
+  free_program(p, opt);
+  tu_check_interp_tol(2, both, 1e-5, 1e-5);
+  lj_scope_end();
 }
 END_TEST
 
@@ -2032,6 +2105,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);
   tcase_add_test(tc, test_matmul_epilogue);
+  tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_matmul_batch_sum);

@@ -66,8 +66,11 @@ void ljc_objects_free(ljc_objects *o);
 int ljc_program_routines(const ljg_program *p);
 /* The name of object i of p's ljc_objects: "k<i>" for a kernel, else the routine's symbol. */
 void ljc_object_name(const ljg_program *p, int i, char name[40]);
-/* The symbol of the GEMM routine kernel k calls into name; false (name "") when it calls none. */
-bool ljc_kernel_routine(const ljg_kernel *k, char name[32]);
+/* The longest text ljc_kernel_routine writes, with its terminating zero. */
+enum { LJC_KERNEL_ROUTINES_MAX = 72 };
+/* The symbol of the GEMM routine kernel k calls into name ("A, then B" with a trailing product's
+ * B); false (name "") when it calls none. */
+bool ljc_kernel_routine(const ljg_kernel *k, char name[LJC_KERNEL_ROUTINES_MAX]);
 /* Text (malloc'd) saying, kernel by kernel, what the lowering does otherwise than p's nests say
  * (LJ_DUMP_DIR's kernels.txt ends with it): the GEMM routine a kernel calls, the nests it does
  * not run because another does their work (a bias the routine starts from, a zero fill under a

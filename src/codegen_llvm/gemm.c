@@ -102,10 +102,11 @@ static LLVMValueRef vadd(gemm *g, LLVMValueRef x, LLVMValueRef y) {
   return LLVMBuildNSWAdd(g->b, x, y, "");
 }
 
-/* Pointer to element (b, i, j) of A (operand LJC_GEMM_A) or B (LJC_GEMM_B). */
+/* Pointer to element (b, i, j) of A (operand LJC_GEMM_A, less A_ORIGIN) or B (LJC_GEMM_B). */
 static LLVMValueRef elem(gemm *g, int operand, LLVMValueRef i0, LLVMValueRef i1, LLVMValueRef i2) {
   const LLVMValueRef *s = &g->arg[operand + 1];
   LLVMValueRef off = vadd(g, vadd(g, vmul(g, i0, s[0]), vmul(g, i1, s[1])), vmul(g, i2, s[2]));
+  if (operand == LJC_GEMM_A) off = LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_A_ORIGIN], "");
   return at(g, g->arg[operand], off);
 }
 
@@ -1578,6 +1579,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   LLVMValueRef arg[LJC_GEMM_NARGS];
   operand_args(kc, arg, LJC_GEMM_A, kc->slot_ptr[ea->slot], &k->views[ea->view]);
   operand_args(kc, arg, LJC_GEMM_B, kc->slot_ptr[eb->slot], &k->views[eb->view]);
+  arg[LJC_GEMM_A_ORIGIN] = kc->slot_origin[ea->slot] ? kc->slot_origin[ea->slot] : ljc_i64(ir, 0);
   int32_t c_slot = k->mm_out_slot;
   int64_t bias_s[2] = {0, 0};
   arg[LJC_GEMM_BIAS] = LLVMConstNull(ir->ptr);

@@ -219,7 +219,8 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * void lj_gemm_<f32|f64>_<variant>[_a_window](i64 *args), where args is the argument block below (the
  * pointer fields stored as pointers). A and B: the address of element (0, 0, 0) and the
  * strides of the batch, row and column dims; C contiguous [B, M, N] (one [M, N] matrix with
- * SUM) with C_ORIGIN subtracted from every element offset (a LOCAL slot's block); the rows
+ * SUM) with C_ORIGIN subtracted from every element offset (a LOCAL slot's block), and
+ * A_ORIGIN from A's (a trailing product's A, a LOCAL block; 0 for the others); the rows
  * [BEGIN, END) of C are computed, summed over the BATCH matrices with SUM. When an operand is
  * an im2col packed from its image (B with the WINDOW variant, A in an A-window routine), its
  * address is the image's element (0, 0, 0, 0), its batch stride the image's, and the IMG_*
@@ -246,7 +247,7 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
-  LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
+  LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_A_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
   LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,

@@ -1237,7 +1237,7 @@ char *ljc_lowering_text(const ljg_program *p) {
     const ljg_kernel *k = &p->kernels[ki];
     int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last);
     loop_groups(k, last);
-    char routine[32];
+    char routine[LJC_KERNEL_ROUTINES_MAX];
     ljb_str line = {0};
     if (ljc_kernel_routine(k, routine)) ljb_str_printf(&line, "; calls %s", routine);
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
@@ -1247,6 +1247,7 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
     int64_t part = nest_part_rows(p, k);
     if (part) ljb_str_printf(&line, "; its nests run on %lld rows of a block at a time", (long long)part);
+    if (k->tm) ljb_str_printf(&line, "; the trailing product runs on each block of %lld rows", (long long)k->row_block);
     if (k->kind == LJG_K_MATMUL && k->mm_col_tasks && k->nnests) {
       column_nests_text(&line, k, true);
       column_nests_text(&line, k, false);
@@ -1441,6 +1442,22 @@ static void emit_block_nests(ljc_kctx *kc, const int *nest_check, int nnests, LL
   ljc_loop_end(ir, &P, NULL, NULL);
 }
 
+/* A row-fused matmul kernel's trailing product (ljg_kernel.tm) on the block's rows [lo, hi),
+ * after its nests: a call of its own routine, its A the LOCAL block a nest just wrote. */
+static void emit_trailing_product(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef first) {
+  const ljg_kernel *k = kc->k;
+  ljg_kernel t;
+  ljg_trailing_product(k, &t);
+  int32_t bias = kc->mm_bias, sum_slot = kc->b_sum_slot;
+  kc->k = &t;
+  kc->mm_bias = kc->b_sum_slot = -1;
+  bool called = ljc_emit_gemm(kc, lo, hi, first);
+  LJ_ASSERT(called); /* fuse_rows.c joins only what a routine takes */
+  kc->k = k;
+  kc->mm_bias = bias;
+  kc->b_sum_slot = sum_slot;
+}
+
 /* Starts the loop over the blocks of kc->block_rows rows of [begin, end): the block's rows
  * [*lo, *hi), where the LOCAL slots' rows count from. */
 static void begin_row_blocks(ljc_kctx *kc, ljc_loop *B, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef *lo,
@@ -1500,7 +1517,8 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   LLVMValueRef lo, hi;
   begin_row_blocks(kc, &B, begin, end, &lo, &hi);
   bool window = ljg_kernel_has_window(k) && !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k));
-  if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""));
+  LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), "");
+  if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, first);
   if (kc->ahead) { /* the first block's first nest; each block's nest `ahead` runs the next's */
     LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""), "first_block");
     emit_nest(kc, k->nests, nest_check[0], lo, hi);
@@ -1535,6 +1553,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
     }
     if (k->win_at == k->nnests) emit_window(kc, lo, hi);
   }
+  if (k->tm) emit_trailing_product(kc, lo, hi, first);
   ljc_loop_end(ir, &B, NULL, NULL);
   free(kc->behind_slot);
 }
@@ -2236,6 +2255,7 @@ static void mark_slots(const ljg_kernel *k, uint8_t *used) {
   for (int s = 0; s < k->nnests; s++) used[k->nests[s].out_slot] = 2;
   if (k->kind == LJG_K_MATMUL) used[k->mm_out_slot] = 2;
   if (ljg_kernel_has_window(k)) used[k->win_out_slot] = 2;
+  if (k->tm) used[k->tm_out_slot] = 2;
 }
 
 /* The checks a kernel makes, with their allocas, created in the entry block. */

@@ -345,8 +345,14 @@ static int routine_list(const ljg_program *p, int *r) {
   uint64_t want = 0;
   _Static_assert(LJC_GEMM_NROUTINES <= 64, "a bit a routine");
   for (int k = 0; k < p->nkernels; k++) {
-    int x = ljc_gemm_routine(&p->kernels[k]);
+    const ljg_kernel *kr = &p->kernels[k];
+    int x = ljc_gemm_routine(kr);
     if (x >= 0) want |= (uint64_t)1 << ljc_gemm_code(x);
+    if (kr->tm) {
+      ljg_kernel t;
+      ljg_trailing_product(kr, &t);
+      want |= (uint64_t)1 << ljc_gemm_code(ljc_gemm_routine(&t));
+    }
   }
   int n = 0;
   for (int x = 0; x < LJC_GEMM_NROUTINES; x++)
@@ -359,11 +365,19 @@ int ljc_program_routines(const ljg_program *p) {
   return routine_list(p, r);
 }
 
-bool ljc_kernel_routine(const ljg_kernel *k, char name[32]) {
+bool ljc_kernel_routine(const ljg_kernel *k, char name[LJC_KERNEL_ROUTINES_MAX]) {
   int r = ljc_gemm_routine(k);
   name[0] = 0;
-  if (r >= 0) ljc_gemm_routine_name(r, name);
-  return r >= 0;
+  if (r < 0) return false;
+  ljc_gemm_routine_name(r, name);
+  if (k->tm) {
+    ljg_kernel t;
+    char second[32];
+    ljg_trailing_product(k, &t);
+    ljc_gemm_routine_name(ljc_gemm_routine(&t), second);
+    snprintf(name + strlen(name), LJC_KERNEL_ROUTINES_MAX - strlen(name), ", then %s", second);
+  }
+  return true;
 }
 
 void ljc_object_name(const ljg_program *p, int i, char name[40]) {

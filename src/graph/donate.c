@@ -15,12 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The kernel whose nest *w alone writes slot out (no matmul or window writes it), or -1. */
+/* The kernel whose nest *w alone writes slot out (no matmul, window or trailing product writes
+ * it), or -1. */
 static int writer(const ljg_program *p, int32_t out, int *w) {
   int found = -1;
   for (int ki = 0; ki < p->nkernels; ki++) {
     const ljg_kernel *k = &p->kernels[ki];
-    if ((k->kind == LJG_K_MATMUL && k->mm_out_slot == out) || (ljg_kernel_has_window(k) && k->win_out_slot == out))
+    if ((k->kind == LJG_K_MATMUL && k->mm_out_slot == out) || (ljg_kernel_has_window(k) && k->win_out_slot == out) ||
+        (k->tm && k->tm_out_slot == out))
       return -1;
     for (int s = 0; s < k->nnests; s++)
       if (k->nests[s].out_slot == out) {

@@ -695,7 +695,7 @@ static void column_tasks(ljg_program *p) {
       continue;
     }
     int64_t rows = k->mm_b * k->mm_m, blocks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
-    if (k->kind != LJG_K_MATMUL || (k->nnests && k->row_block < rows) || k->mm_sum || k->mm_cols ||
+    if (k->kind != LJG_K_MATMUL || (k->nnests && k->row_block < rows) || k->tm || k->mm_sum || k->mm_cols ||
         k->mm_task_rows != 1 || ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) ||
         k->mm_k == 0 || k->mm_b == 0 || rows > LJG_MATMUL_COL_SPLIT_ROWS || blocks < 2 ||
         (blocks < rows && blocks < LJG_MATMUL_COL_SPLIT_TASKS) || !nests_by_columns(p, k))
@@ -771,7 +771,30 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
 bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip) {
   for (int s = 0; s < k->nnests; s++)
     if (s != skip && k->nests[s].out_slot == slot) return true;
-  return (k->kind == LJG_K_MATMUL && k->mm_out_slot == slot) || (ljg_kernel_has_window(k) && k->win_out_slot == slot);
+  return (k->kind == LJG_K_MATMUL && k->mm_out_slot == slot) || (ljg_kernel_has_window(k) && k->win_out_slot == slot) ||
+         (k->tm && k->tm_out_slot == slot);
+}
+
+void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out) {
+  LJ_ASSERT(k->kind == LJG_K_MATMUL && k->tm);
+  *out = *k;
+  out->nnests = 0;
+  out->nests = NULL;
+  out->task_dim = -1;
+  out->row_block = out->task_rows = 0;
+  out->per_task_at = 0;
+  out->mm_n = k->tm_n;
+  out->mm_k = k->tm_k;
+  out->mm_a = k->tm_a;
+  out->mm_bm = k->tm_bm;
+  out->mm_out_slot = k->tm_out_slot;
+  out->mm_dtype = k->tm_dtype;
+  out->mm_sum = out->mm_col_tasks = out->mm_cols = 0;
+  out->mm_no_winograd = 1;
+  out->mm_task_rows = 1;
+  out->mm_unpool_at = out->mm_unpool_mask = -1;
+  out->win_op = LJG_OP_DATA;
+  out->tm = 0;
 }
 
 void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used) {
@@ -884,6 +907,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
         ljb_str_puts(&b, "\n");
       }
     }
+
     for (int s = 0; s < k->nnests; s++) {
       const ljg_nest *nest = &k->nests[s];
       if (ljg_kernel_has_window(k) && k->win_at == s) print_window(&b, k);
@@ -899,6 +923,9 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       ljb_str_puts(&b, "\n");
     }
     if (ljg_kernel_has_window(k) && k->win_at == k->nnests) print_window(&b, k);
+    if (k->tm)
+      ljb_str_printf(&b, "  then [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] -> slot%d: e%d * e%d\n",
+                     k->mm_b, k->mm_m, k->tm_k, k->tm_k, k->tm_n, k->tm_out_slot, k->tm_a, k->tm_bm);
   }
   return ljb_str_take(&b);
 }

@@ -14,6 +14,13 @@
  * kernel computes a block of rows of C, then runs those nests on them — an epilogue. Its
  * blocks are sized by matmul_row_block (B is packed again for every block).
  *
+ * A matmul whose A is what the group's nests write, read at its own row, ends the group as
+ * its trailing product when its rows are the group's matmul's (the same matrices of as many
+ * rows) and each of its matrices has its own B: attention, softmax(Q·Kᵀ)·V, runs Q·Kᵀ, the
+ * softmax and then P·V on each block of rows, so P, B·M·N elements that went through memory
+ * twice (and for long sequences took more scratch memory than anything else), is a LOCAL
+ * block.
+ *
  * A window kernel's rows are its (n, c) image planes. im2col is the first kernel of a group
  * (max-pool's argmax and gather, avg-pool's mean over each window follow it), or follows a
  * matmul's group whose rows are those planes (a convolution's C, biased: the pooling of a
@@ -31,6 +38,7 @@
  *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters
  *     along them; or B is a col2im and the group only LOOPS nests; or B is an im2col and the
  *     group a matmul's without a window;
+ *     or B is a matmul that multiplies_rows (above; nothing joins after it);
  *   - every slot the group writes is written row-disjointly (row r at [r·S, (r+1)·S) of a
  *     buffer of rows·S elements) and B reads it only at its own row: plain loads (one view
  *     level, offset 0, no negative stride, the row dims' strides S-steps row-major), col2im's
@@ -60,8 +68,12 @@
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
  * in a LOCAL slot. */
 #define MATMUL_BLOCK_MIN_ROWS 48
-/* A matmul kernel with an epilogue whose blocks of C cannot be LOCAL: the most of C a block
- * may take (half of L2), so the epilogue reads it from L2. */
+/* A matmul kernel with an epilogue whose blocks of C do not fit LOCAL_MAX_BYTES at
+ * MATMUL_BLOCK_MIN_ROWS rows: the most of C a block may take (half of L2), so the epilogue
+ * reads it from L2. Its LOCAL slots may take as much (without a window, which keeps its own
+ * limits): C, what its nests write and a trailing product reads stay on the stack instead of
+ * going through scratch memory block after block (attention over 2048 keys, 8 heads of 64,
+ * one thread: 384 MB of scratch memory and 115-118 ms -> none and 98 ms). */
 #define MATMUL_BLOCK_L2_BYTES (512 << 10)
 /* A block of one row wider than LOCAL_MAX_BYTES (softmax or cross-entropy over a vocabulary
  * of 32000 words: 125 KiB a row; a depthwise convolution's windows of a 112×112 plane, 441
@@ -281,13 +293,45 @@ static bool adds_up_rows(const ljg_kernel *a, const ljg_kernel *b) {
          load_row_stride(b, b->win_src) == rows * a->mm_n;
 }
 
+/* Whether kernel k reads slot. */
+static bool kernel_reads(const ljg_kernel *k, int32_t slot) {
+  for (int e = 0; e < k->nexprs; e++)
+    if (ljg_expr_reads(&k->exprs[e], slot)) return true;
+  return false;
+}
+
+/* Whether matmul b can follow a's nests as its trailing product (ljg_kernel.tm): b's A is
+ * what a nest of a writes row-disjointly, read at its own row as [B, M, K]; b's rows are
+ * those of a's matmul (B matrices of M rows), each of b's matrices has its own B (attention's
+ * V; one B for every row, a weight, would be packed again for every block), which a does not
+ * write; f32 or f64 through single-level views (what the GEMM routines take); nothing fused
+ * into b; a neither reads nor writes b's C. */
+static bool multiplies_rows(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
+  if (a->kind != LJG_K_MATMUL || a->tm || !a->nnests || ljg_kernel_has_window(a) || a->mm_sum ||
+      a->mm_task_rows != 1 || a->mm_col_tasks || b->kind != LJG_K_MATMUL || b->nnests || ljg_kernel_has_window(b) ||
+      b->mm_sum || b->mm_cols || b->mm_task_rows != 1 || b->mm_col_tasks || b->mm_unpool_at >= 0 ||
+      b->mm_b != a->mm_b || b->mm_m != a->mm_m || b->ntasks != a->ntasks || b->mm_b < 2 || b->mm_n < 1 ||
+      b->mm_k < 1 || (b->mm_dtype != LJ_F32 && b->mm_dtype != LJ_F64))
+    return false;
+  const ljg_kexpr *ea = &b->exprs[b->mm_a], *eb = &b->exprs[b->mm_bm];
+  if (ea->kind != LJG_X_LOAD || eb->kind != LJG_X_LOAD || b->views[ea->view].n != 1 || b->views[eb->view].n != 1 ||
+      b->views[eb->view].v[0].stride[0] == 0 || ljg_kernel_writes(a, eb->slot, -1) ||
+      ljg_kernel_writes(a, b->mm_out_slot, -1) || kernel_reads(a, b->mm_out_slot))
+    return false;
+  for (int s = a->nnests - 1; s >= 0; s--)
+    if (a->nests[s].out_slot == ea->slot)
+      return write_row_stride(p, a, &a->nests[s]) == b->mm_k && load_row_stride(b, b->mm_a) == b->mm_k;
+  return false;
+}
+
 /* Whether b can join a: the matmul's C (rows b·M + m of N), the window's planes or what a's
  * nests write is read by b only at its own row. An im2col leads its group (its planes are
  * larger than its image) or follows a matmul's (a convolution's pooling: C's rows are the
  * planes of the image it pools); a col2im ends a group, on what the nests wrote (a gradient's
  * planes, larger than the image they add up to). */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
-  if (adds_up_rows(a, b)) return true;
+  if (a->tm) return false;
+  if (adds_up_rows(a, b) || multiplies_rows(p, a, b)) return true;
   if (a->ntasks != b->ntasks) return false;
   if (b->kind == LJG_K_WINDOW) {
     bool ends = b->win_op == LJG_OP_COL2IM && rows_kernel(a);
@@ -354,6 +398,15 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
     a->win_oh = b->win_oh;
     a->win_ow = b->win_ow;
   }
+  if (b->kind == LJG_K_MATMUL) { /* multiplies_rows: after a's nests, on the block's rows */
+    a->tm = 1;
+    a->tm_dtype = b->mm_dtype;
+    a->tm_n = b->mm_n;
+    a->tm_k = b->mm_k;
+    a->tm_a = b->mm_a + (ne - b->nexprs);
+    a->tm_bm = b->mm_bm + (ne - b->nexprs);
+    a->tm_out_slot = b->mm_out_slot;
+  }
   a->work += b->work;
   a->task_dim = 0; /* a matmul's or a window's nests split its rows too */
   a->row_block = 1; /* sized below */
@@ -366,10 +419,7 @@ static bool used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t sl
     if (o == k) continue;
     for (int e = 0; e < o->nexprs; e++)
       if (o->exprs[e].kind != LJG_X_CONST && o->exprs[e].kind != LJG_X_OP && o->exprs[e].slot == slot) return true;
-    for (int s = 0; s < o->nnests; s++)
-      if (o->nests[s].out_slot == slot) return true;
-    if ((o->kind == LJG_K_MATMUL && o->mm_out_slot == slot) || (ljg_kernel_has_window(o) && o->win_out_slot == slot))
-      return true;
+    if (ljg_kernel_writes(o, slot, -1)) return true;
   }
   return false;
 }
@@ -392,6 +442,7 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
   int64_t row_bytes = stride * lj_dtype_size(sl->dtype);
   int64_t max = local_max_bytes(k, slot);
   if (k->row_block == 1 && max < LOCAL_ROW_MAX_BYTES) max = LOCAL_ROW_MAX_BYTES;
+  if (k->kind == LJG_K_MATMUL && !ljg_kernel_has_window(k) && max < MATMUL_BLOCK_L2_BYTES) max = MATMUL_BLOCK_L2_BYTES;
   if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > max ||
       *total + k->row_block * row_bytes > LOCAL_KERNEL_MAX_BYTES || !reads_own_row(k, slot, stride) ||
       used_elsewhere(p, k, slot))
@@ -417,13 +468,6 @@ static void localize(ljg_program *p, ljg_kernel *k) {
   if (k->win_op == LJG_OP_IM2COL) localize_slot(p, k, k->win_out_slot, -1 - k->win_at, window_out_row(k), &total);
   for (int w = 0; w < k->nnests; w++)
     localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]), &total);
-}
-
-/* Whether kernel k reads slot. */
-static bool kernel_reads(const ljg_kernel *k, int32_t slot) {
-  for (int e = 0; e < k->nexprs; e++)
-    if (ljg_expr_reads(&k->exprs[e], slot)) return true;
-  return false;
 }
 
 /* Whether b may run before a: it reads nothing a writes, and writes nothing a reads or writes. */

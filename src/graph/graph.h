@@ -486,6 +486,16 @@ typedef struct ljg_kernel {
   double win_fill;
   int64_t win_img[4];     /* N, C, H, W */
   int64_t win_oh, win_ow;
+  /* A trailing product (fuse_rows.c): a row-fused MATMUL kernel's second matmul, run on each
+   * block's rows after its nests, C2 = A2·B2 over the same rows b·M + m (mm_b matrices of
+   * mm_m rows): A2 what a nest wrote, read at its own row, [mm_b, mm_m, tm_k] (attention's
+   * probabilities, softmax(Q·Kᵀ), then their product with V: the probabilities stay a LOCAL
+   * block instead of a tensor in memory). tm_a and tm_bm its operands' LOADs, C2 contiguous
+   * [mm_b, mm_m, tm_n] in tm_out_slot. ljg_trailing_product gives it as a kernel of its own. */
+  uint8_t tm;             /* 1: the kernel has one */
+  uint8_t tm_dtype;
+  int64_t tm_n, tm_k;
+  int32_t tm_a, tm_bm, tm_out_slot;
 } ljg_kernel;
 
 /* Elements a block of rows should hold in its widest nest: 16 KiB of f32 (half of L1). A
@@ -508,6 +518,10 @@ enum { LJG_TAPS_COL_TASK = 2 };
  * into it. */
 bool ljg_taps_dw(const ljg_kernel *k);
 
+/* Kernel k's trailing product (ljg_kernel.tm) as a MATMUL kernel of its own into *out: k's
+ * expressions and views, its mm_* fields the product's, no nests, window or blocks. */
+void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out);
+
 /* Marks in used[] (k->nexprs entries) the expressions a nest's values and scatter indices are
  * computed from. */
 void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used);
@@ -528,8 +542,8 @@ static inline bool ljg_expr_is_zero(const ljg_kexpr *x) { return x->kind == LJG_
  * input or output): sets *x and *v. */
 bool ljg_relu_gradient(const ljg_kernel *k, int32_t e, int32_t *x, int32_t *v);
 
-/* Whether kernel k writes slot: as a matmul's C, a window's output, or a nest's but nest
- * `skip` (-1: none). */
+/* Whether kernel k writes slot: as a matmul's C, a window's output, a trailing product's C2,
+ * or a nest's but nest `skip` (-1: none). */
 bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip);
 /* Whether nest s of matmul kernel k is elementwise over C's points (C's rows its leading dims,
  * C's columns its last): with column tasks (ljg_kernel.mm_col_tasks), a task runs it on its

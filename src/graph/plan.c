@@ -53,12 +53,14 @@ static void add_output(int32_t *out, int *n, int32_t slot) {
   out[(*n)++] = slot;
 }
 
-/* The slots kernel k writes, listed once each: C of a matmul, a window's planes or image, and
- * what each nest writes (a row-fused kernel has all three); returns how many. */
+/* The slots kernel k writes, listed once each: C of a matmul, a window's planes or image, a
+ * trailing product's C2 and what each nest writes (a row-fused kernel has several); returns
+ * how many. */
 static int kernel_outputs(const ljg_kernel *k, int32_t *out) {
   int n = 0;
   if (k->kind == LJG_K_MATMUL) add_output(out, &n, k->mm_out_slot);
   if (ljg_kernel_has_window(k)) add_output(out, &n, k->win_out_slot);
+  if (k->tm) add_output(out, &n, k->tm_out_slot);
   for (int s = 0; s < k->nnests; s++) add_output(out, &n, k->nests[s].out_slot);
   return n;
 }

@@ -195,10 +195,19 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->win_img);
   F(x, k->win_oh);
   F(x, k->win_ow);
+  F(x, k->tm);
+  F(x, k->tm_dtype);
+  F(x, k->tm_n);
+  F(x, k->tm_k);
+  F(x, k->tm_a);
+  F(x, k->tm_bm);
+  F(x, k->tm_out_slot);
   check(x, kind >= LJG_K_LOOPS && kind <= LJG_K_WINDOW && k->ntasks >= 0 &&
                (kind != LJG_K_MATMUL || k->mm_task_rows >= 1) && k->task_rows >= 0 &&
                k->per_task_at >= 0 && k->per_task_at <= k->nnests && k->mm_unpool_at >= -1 &&
-               k->mm_unpool_at < k->nexprs && k->mm_unpool_mask >= -1 && k->mm_unpool_mask < k->nexprs);
+               k->mm_unpool_at < k->nexprs && k->mm_unpool_mask >= -1 && k->mm_unpool_mask < k->nexprs &&
+               k->tm <= 1 && (!k->tm || (kind == LJG_K_MATMUL && k->tm_a >= 0 && k->tm_a < k->nexprs &&
+                                         k->tm_bm >= 0 && k->tm_bm < k->nexprs)));
 }
 
 static void slot_io(io *x, ljg_slot *s) {

@@ -59,7 +59,7 @@ void ljr_profile_report(ljr_exec *e) {
       int k = order[i];
       const ljg_kernel *kr = &e->prog->kernels[k];
       uint64_t n = p->runs[k] ? p->runs[k] : 1;
-      char routine[32];
+      char routine[LJC_KERNEL_ROUTINES_MAX];
       bool calls = ljc_kernel_routine(kr, routine);
       fprintf(stderr, "  k%-6d %6" PRIu64 " %9.3f %9.3f %6.1f%%  %s %%%d (%s), %" PRId64 " tasks%s%s\n", k, p->runs[k],
               (double)p->total_ns[k] * 1e-6 / (double)n, (double)p->min_ns[k] * 1e-6,
