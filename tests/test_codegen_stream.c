@@ -56,25 +56,28 @@ END_TEST
 
 /* softmax's row kernel writes its output in its last pass: rows of 1024 floats start on whole
  * vectors and stream; rows of 1001 do not (a row starts wherever the one before ended), so
- * LLVM cannot show the stores aligned and they stay ordinary. Both match the interpreter. */
+ * LLVM cannot show the stores aligned and they stay ordinary. log_softmax's output pass runs
+ * a block behind in the loop of the exps (the lowering's runs_behind), where its stores stay
+ * ordinary: none streams. All match the interpreter. */
 START_TEST(test_stream_rows) {
   static const int64_t cols[] = {1024, 1001};
-  for (int c = 0; c < 2; c++)
-    for (int threads = 1; threads <= 2; threads++) {
-      char path[64];
-      init_streaming(256, threads, path, sizeof path);
-      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(129, cols[c]), TU_ANY, 4);
-      tu_check1(lj_softmax(x, 1), tu_rtol(LJ_F32));
-      lj_tensor_release(x);
-      char *text = tu_take_saved(path);
-      int nt = count(text, "movnt");
-      free(text);
-      if (cols[c] == 1024)
-        ck_assert_int_gt(nt, 0);
-      else
-        ck_assert_int_eq(nt, 0);
-      lj_shutdown();
-    }
+  for (int log = 0; log < 2; log++)
+    for (int c = 0; c < 2; c++)
+      for (int threads = 1; threads <= 2; threads++) {
+        char path[64];
+        init_streaming(256, threads, path, sizeof path);
+        lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(129, cols[c]), TU_ANY, 4);
+        tu_check1(log ? lj_log_softmax(x, 1) : lj_softmax(x, 1), tu_rtol(LJ_F32));
+        lj_tensor_release(x);
+        char *text = tu_take_saved(path);
+        int nt = count(text, "movnt");
+        free(text);
+        if (cols[c] == 1024 && !log)
+          ck_assert_int_gt(nt, 0);
+        else
+          ck_assert_int_eq(nt, 0);
+        lj_shutdown();
+      }
 }
 END_TEST
 

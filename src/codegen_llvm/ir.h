@@ -334,6 +334,9 @@ void ljc_dbg_end(ljc_ir *ir);
 /* lower.c: defines `<name>_k<i>` for every kernel of p. */
 /* Lowers kernel k of p into ir's module as the function `<name>_k<k>`. */
 void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name);
+/* The nest of kernel ki that its lowering runs a block behind in the loop of another
+ * (runs_behind: log_softmax's output pass), or -1. */
+int ljc_behind_nest(const ljg_program *p, int ki);
 
 /* pipeline.c: optimizes the module for tm (with loop vectorization at opt level 2 unless
  * !vectorize; with the alignments of its loads and stores inferred where `align`, for

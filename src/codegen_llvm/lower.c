@@ -2459,3 +2459,17 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
 void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name) {
   emit_kernel(ir, p, k, name);
 }
+
+int ljc_behind_nest(const ljg_program *p, int ki) {
+  const ljg_kernel *k = &p->kernels[ki];
+  if (k->kind != LJG_K_LOOPS || k->row_block <= 0 || k->task_rows > 0) return -1;
+  int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last), t = 0;
+  loop_groups(k, last);
+  for (int s = 1; s < k->nnests; s++)
+    if (runs_ahead(p, k, last, summed_by(p, ki, 0) >= 0, s)) { /* the first, as emit_row_blocks */
+      t = runs_behind(p, k, last, s);
+      break;
+    }
+  free(last);
+  return t > 0 ? t : -1;
+}

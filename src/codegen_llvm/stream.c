@@ -13,7 +13,14 @@
  * range's start up to a whole vector; rows whose length is a multiple of a vector start
  * aligned by themselves. A store LLVM could not show aligned stays an ordinary one. The
  * kernel then ends with an sfence: non-temporal stores are not ordered with the other
- * stores, and the thread that joins the kernel's tasks must see them. */
+ * stores, and the thread that joins the kernel's tasks must see them.
+ *
+ * Not for the output of a nest the lowering runs a block behind in the loop of the exps
+ * (ljc_behind_nest, log_softmax's x − max − log sum): there, on a Zen 4 core, they slowed the
+ * loop by a fifth, in L3 and from memory alike, where ordinary stores made it the fastest of
+ * the ways tried (log_softmax over [4096, 1024], one thread: 1.60-1.82 ms with them, 1.29-1.47
+ * without, 1.33-1.48 with the output in a pass of its own and streamed; over [16384, 1024]
+ * from memory 6.8-7.5, 5.6-6.1 and 5.8-7.0). */
 #include "codegen_llvm/ir.h"
 
 #include <stdlib.h>
@@ -33,11 +40,12 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint
   free(used);
   if (moved < nt_store_bytes) return false;
   bool any = false;
+  int behind = ljc_behind_nest(p, ki);
   for (int n = 0; n < k->nnests; n++) {
     const ljg_nest *nest = &k->nests[n];
     const ljg_slot *s = &p->slots[nest->out_slot];
     if (nest->scatter_index >= 0 || s->kind == LJG_SLOT_LOCAL || s->kind == LJG_SLOT_SCALAR ||
-        2 * s->nbytes < nt_store_bytes)
+        2 * s->nbytes < nt_store_bytes || n == behind)
       continue;
     stream[nest->out_slot] = 1;
     any = true;
