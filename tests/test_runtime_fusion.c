@@ -1389,18 +1389,18 @@ static lj_tensor *attention(lj_tensor *q, lj_tensor *k, lj_tensor *v, double sca
  * block and nothing goes through scratch memory. Values against the interpreter on one and
  * two threads (blocks split across tasks), f32 and f64: 37 query rows a matrix (blocks of
  * parts of a matrix), 5 (blocks of several matrices: a call of the routine over rows of two
- * matrices and more), and rows of 3000 keys (a block of C, the exps and P each up to half of
- * L2, still on the stack for f32; in scratch memory for f64, whose blocks take more). Not
- * joined: V one matrix for every row (a weight, which every block
+ * matrices and more), rows of 3000 and 9000 keys (a block of C, the exps and P each up to
+ * half of L2, fewer than the 48 rows a matmul's block takes otherwise, still on the stack;
+ * in scratch memory for 9000 f64, 8 of whose rows take more). Not joined: V one matrix for every row (a weight, which every block
  * would pack again), and the product of a matrix that no nest wrote. Joined, P not LOCAL,
  * where P is an output too. */
 START_TEST(test_trailing_product) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
-  static const int64_t ms[3] = {37, 5, 40}, ns[3] = {45, 45, 3000};
+  static const int64_t ms[4] = {37, 5, 40, 40}, ns[4] = {45, 45, 3000, 9000};
   for (int threads = 1; threads <= 2; threads++) {
     tu_init_threads(threads);
     for (size_t i = 0; i < 2; i++)
-      for (int c = 0; c < 3; c++) {
+      for (int c = 0; c < 4; c++) {
         lj_scope_begin();
         lj_tensor *q = tu_tensor(dts[i], LJ_SHAPE(6, ms[c], 20), TU_ANY, 70 + c);
         lj_tensor *k = tu_tensor(dts[i], LJ_SHAPE(6, ns[c], 20), TU_ANY, 80 + c);
@@ -1413,7 +1413,7 @@ START_TEST(test_trailing_product) {
         const ljg_kernel *kr = &p->kernels[0];
         ck_assert_int_eq(kr->tm_n, 13);
         ck_assert_int_eq(kr->tm_k, ns[c]);
-        bool local = c < 2 || dts[i] == LJ_F32; /* 40 rows of 3000 f64 take 960 KB */
+        bool local = c < 3 || dts[i] == LJ_F32; /* 8 rows of 9000 f64 take 576 KB */
         ck_assert_msg((p->slots[kr->exprs[kr->tm_a].slot].kind == LJG_SLOT_LOCAL) == local, "%s", text);
         ck_assert_msg((p->scratch_bytes == 0) == local, "%s", text);
         ck_assert(c != 1 || kr->row_block > ms[c]); /* several matrices a block */

@@ -68,6 +68,10 @@
  * (its register tiles are 6 rows, and each block packs B again), more while the block's C fits
  * in a LOCAL slot. */
 #define MATMUL_BLOCK_MIN_ROWS 48
+/* A matmul kernel with a trailing product (attention) whose MATMUL_BLOCK_MIN_ROWS rows of
+ * C take more than MATMUL_BLOCK_L2_BYTES: fewer rows, down to this many, that fit it, so
+ * that C, the softmax's intermediates and its A stay on the stack, each B packed more often. */
+#define MATMUL_TRAILING_MIN_ROWS 8
 /* A matmul kernel with an epilogue whose blocks of C do not fit LOCAL_MAX_BYTES at
  * MATMUL_BLOCK_MIN_ROWS rows: the most of C a block may take (half of L2), so the epilogue
  * reads it from L2. Its LOCAL slots may take as much (without a window, which keeps its own
@@ -100,8 +104,10 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
  * layer's weight) and packed, or products summed over the batch (every row goes through
  * every matrix's B): the whole task range, so B is packed once per thread as without the
  * epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
- * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway);
- * when that many rows do not fit one, C goes through scratch memory anyway, and blocks take
+ * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway),
+ * or, with a trailing product, at least MATMUL_TRAILING_MIN_ROWS that fit half of L2 (8 heads
+ * of attention over 4096 keys: 1.6 GB of scratch memory and 545-628 ms on one thread -> none
+ * and 458-539); when that many rows do not fit one, C goes through scratch memory anyway, and blocks take
  * up to MATMUL_BLOCK_L2_BYTES of it (unless a window follows, a pooling whose windows of the
  * block are to stay on the stack), so that B is packed once per matrix where a matrix fits
  * (a window packed from an image costs most: a stride-2 convolution's 128 rows of 784 in
@@ -118,7 +124,7 @@ static int64_t matmul_row_block(const ljg_kernel *k) {
   int64_t row = k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype);
   int64_t rb = local_max_bytes(k, k->mm_out_slot) / row;
   if (packed && rb < MATMUL_BLOCK_MIN_ROWS && !ljg_kernel_has_window(k)) rb = MATMUL_BLOCK_L2_BYTES / row;
-  if (packed && rb < MATMUL_BLOCK_MIN_ROWS) rb = MATMUL_BLOCK_MIN_ROWS;
+  if (packed && rb < MATMUL_BLOCK_MIN_ROWS && !(k->tm && rb >= MATMUL_TRAILING_MIN_ROWS)) rb = MATMUL_BLOCK_MIN_ROWS;
   int64_t parts = (k->mm_m + rb - 1) / rb;
   if (rb > k->mm_m) rb = rb / k->mm_m * k->mm_m; /* a block straddling two matrices packs both */
   else if (k->mm_m % parts == 0) rb = k->mm_m / parts; /* equal parts of each matrix */
