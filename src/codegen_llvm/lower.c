@@ -1458,6 +1458,13 @@ static void emit_trailing_product(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi
   kc->b_sum_slot = sum_slot;
 }
 
+/* The first of the first nnests nests of k that runs the first nest ahead (runs_ahead), or 0. */
+static int ahead_nest(const ljg_program *p, const ljg_kernel *k, const int *nest_last, bool b_summed0, int nnests) {
+  for (int s = 1; s < nnests; s++)
+    if (runs_ahead(p, k, nest_last, b_summed0, s)) return s;
+  return 0;
+}
+
 /* Starts the loop over the blocks of kc->block_rows rows of [begin, end): the block's rows
  * [*lo, *hi), where the LOCAL slots' rows count from. */
 static void begin_row_blocks(ljc_kctx *kc, ljc_loop *B, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef *lo,
@@ -1490,8 +1497,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  for (int s = 1; s < nnests && !kc->ahead; s++)
-    if (runs_ahead(kc->p, k, kc->nest_last, kc->b_summed[0], s)) kc->ahead = s;
+  kc->ahead = ahead_nest(kc->p, k, kc->nest_last, kc->b_summed[0], nnests);
   const ljg_slot *first_slot = &kc->p->slots[k->nests[0].out_slot];
   if (kc->ahead) {
     kc->block_rows = ahead_block_rows(kc->p, k, kc->nest_last, kc->ahead);
@@ -1520,7 +1526,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), "");
   if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, first);
   if (kc->ahead) { /* the first block's first nest; each block's nest `ahead` runs the next's */
-    LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), ""), "first_block");
+    LLVMBasicBlockRef after = ljc_if_begin(ir, first, "first_block");
     emit_nest(kc, k->nests, nest_check[0], lo, hi);
     ljc_if_end(ir, after);
   }
@@ -2253,9 +2259,8 @@ static void mark_slots(const ljg_kernel *k, uint8_t *used) {
     if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_SCALAR || k->exprs[e].kind == LJG_X_BUFFER)
       used[k->exprs[e].slot] = 1;
   for (int s = 0; s < k->nnests; s++) used[k->nests[s].out_slot] = 2;
-  if (k->kind == LJG_K_MATMUL) used[k->mm_out_slot] = 2;
-  if (ljg_kernel_has_window(k)) used[k->win_out_slot] = 2;
-  if (k->tm) used[k->tm_out_slot] = 2;
+  int32_t own[3];
+  for (int i = 0, n = ljg_kernel_own_outputs(k, own); i < n; i++) used[own[i]] = 2;
 }
 
 /* The checks a kernel makes, with their allocas, created in the entry block. */
@@ -2463,13 +2468,9 @@ void ljc_lower_kernel(ljc_ir *ir, const ljg_program *p, int k, const char *name)
 int ljc_behind_nest(const ljg_program *p, int ki) {
   const ljg_kernel *k = &p->kernels[ki];
   if (k->kind != LJG_K_LOOPS || k->row_block <= 0 || k->task_rows > 0) return -1;
-  int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last), t = 0;
+  int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last);
   loop_groups(k, last);
-  for (int s = 1; s < k->nnests; s++)
-    if (runs_ahead(p, k, last, summed_by(p, ki, 0) >= 0, s)) { /* the first, as emit_row_blocks */
-      t = runs_behind(p, k, last, s);
-      break;
-    }
+  int s = ahead_nest(p, k, last, summed_by(p, ki, 0) >= 0, k->nnests), t = s ? runs_behind(p, k, last, s) : 0;
   free(last);
   return t > 0 ? t : -1;
 }

@@ -21,9 +21,9 @@ static int writer(const ljg_program *p, int32_t out, int *w) {
   int found = -1;
   for (int ki = 0; ki < p->nkernels; ki++) {
     const ljg_kernel *k = &p->kernels[ki];
-    if ((k->kind == LJG_K_MATMUL && k->mm_out_slot == out) || (ljg_kernel_has_window(k) && k->win_out_slot == out) ||
-        (k->tm && k->tm_out_slot == out))
-      return -1;
+    int32_t own[3];
+    for (int i = 0, n = ljg_kernel_own_outputs(k, own); i < n; i++)
+      if (own[i] == out) return -1;
     for (int s = 0; s < k->nnests; s++)
       if (k->nests[s].out_slot == out) {
         if (found >= 0) return -1;

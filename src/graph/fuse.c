@@ -768,11 +768,21 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   return p;
 }
 
+int ljg_kernel_own_outputs(const ljg_kernel *k, int32_t out[3]) {
+  int n = 0;
+  if (k->kind == LJG_K_MATMUL) out[n++] = k->mm_out_slot;
+  if (ljg_kernel_has_window(k)) out[n++] = k->win_out_slot;
+  if (k->tm) out[n++] = k->tm_out_slot;
+  return n;
+}
+
 bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip) {
   for (int s = 0; s < k->nnests; s++)
     if (s != skip && k->nests[s].out_slot == slot) return true;
-  return (k->kind == LJG_K_MATMUL && k->mm_out_slot == slot) || (ljg_kernel_has_window(k) && k->win_out_slot == slot) ||
-         (k->tm && k->tm_out_slot == slot);
+  int32_t own[3];
+  for (int i = 0, n = ljg_kernel_own_outputs(k, own); i < n; i++)
+    if (own[i] == slot) return true;
+  return false;
 }
 
 void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out) {

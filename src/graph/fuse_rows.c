@@ -315,7 +315,7 @@ static bool kernel_reads(const ljg_kernel *k, int32_t slot) {
  * write; f32 or f64 through single-level views (what the GEMM routines take); nothing fused
  * into b; a neither reads nor writes b's C. */
 static bool multiplies_rows(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
-  if (a->kind != LJG_K_MATMUL || a->tm || !a->nnests || ljg_kernel_has_window(a) || a->mm_sum ||
+  if (a->kind != LJG_K_MATMUL || !a->nnests || ljg_kernel_has_window(a) || a->mm_sum ||
       a->mm_task_rows != 1 || a->mm_col_tasks || b->kind != LJG_K_MATMUL || b->nnests || ljg_kernel_has_window(b) ||
       b->mm_sum || b->mm_cols || b->mm_task_rows != 1 || b->mm_col_tasks || b->mm_unpool_at >= 0 ||
       b->mm_b != a->mm_b || b->mm_m != a->mm_m || b->ntasks != a->ntasks || b->mm_b < 2 || b->mm_n < 1 ||

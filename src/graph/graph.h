@@ -545,6 +545,9 @@ bool ljg_relu_gradient(const ljg_kernel *k, int32_t e, int32_t *x, int32_t *v);
 /* Whether kernel k writes slot: as a matmul's C, a window's output, a trailing product's C2,
  * or a nest's but nest `skip` (-1: none). */
 bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip);
+/* The slots kernel k writes other than through its nests, into out[3]: its matmul's C, its
+ * window's output, its trailing product's C2, those it has; how many. */
+int ljg_kernel_own_outputs(const ljg_kernel *k, int32_t out[3]);
 /* Whether nest s of matmul kernel k is elementwise over C's points (C's rows its leading dims,
  * C's columns its last): with column tasks (ljg_kernel.mm_col_tasks), a task runs it on its
  * columns of every row, and the first task runs the kernel's other nests whole. */

@@ -58,9 +58,8 @@ static void add_output(int32_t *out, int *n, int32_t slot) {
  * how many. */
 static int kernel_outputs(const ljg_kernel *k, int32_t *out) {
   int n = 0;
-  if (k->kind == LJG_K_MATMUL) add_output(out, &n, k->mm_out_slot);
-  if (ljg_kernel_has_window(k)) add_output(out, &n, k->win_out_slot);
-  if (k->tm) add_output(out, &n, k->tm_out_slot);
+  int32_t own[3];
+  for (int i = 0, nown = ljg_kernel_own_outputs(k, own); i < nown; i++) add_output(out, &n, own[i]);
   for (int s = 0; s < k->nnests; s++) add_output(out, &n, k->nests[s].out_slot);
   return n;
 }
