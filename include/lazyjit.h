@@ -175,8 +175,8 @@ typedef struct lj_config {
   int nt_store_kb;            /**< LJ_NT_STORE_KB: a kernel writes an output of at least half
                                    this many KiB with non-temporal stores (straight to memory,
                                    past the caches) when it moves at least this many KiB in
-                                   all (default: the host's L3 cache size, so only outputs the
-                                   cache could not keep; 0 = never) */
+                                   all (default: the host's L3 cache size, at most 32768, so
+                                   only outputs the cache could not keep; 0 = never) */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

@@ -98,9 +98,11 @@ START_TEST(test_stream_off) {
 }
 END_TEST
 
-/* LJ_NT_STORE_KB sets the threshold; a negative one is refused by name. */
+/* The default threshold is the L3's size up to 32 MiB; LJ_NT_STORE_KB sets it; a negative one
+ * is refused by name. */
 START_TEST(test_stream_config) {
   ck_assert_int_ge(lj_config_default().nt_store_kb, 0);
+  ck_assert_int_le(lj_config_default().nt_store_kb, 32 << 10);
   setenv("LJ_NT_STORE_KB", "1234", 1);
   lj_config c = lj_config_default();
   unsetenv("LJ_NT_STORE_KB");

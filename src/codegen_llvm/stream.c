@@ -1,8 +1,8 @@
 /* stream.c — non-temporal stores for outputs the caches cannot keep. A loop kernel that moves
- * at least the session's nt_store_bytes (the host's L3 size by default, LJ_NT_STORE_KB) writes
- * each output of at least half that with non-temporal stores: straight to memory, without
- * first reading every line it writes into the cache (a fifth to a third of a streaming
- * kernel's traffic) and without evicting what the cache holds.
+ * at least the session's nt_store_bytes (LJ_NT_STORE_KB: by default the host's L3 size, at
+ * most 32 MiB) writes each output of at least half that with non-temporal stores: straight
+ * to memory, without first reading every line it writes into the cache (a fifth to a third
+ * of a streaming kernel's traffic) and without evicting what the cache holds.
  *
  * x86 has non-temporal stores only for whole aligned vectors, and LLVM's vectorizer leaves a
  * loop scalar when its scalar stores are marked non-temporal (it cannot show their vectors
