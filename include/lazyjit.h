@@ -177,6 +177,12 @@ typedef struct lj_config {
                                    past the caches) when it moves at least this many KiB in
                                    all (default: the host's L3 cache size, at most 32768, so
                                    only outputs the cache could not keep; 0 = never) */
+  bool flush_denormal;        /**< LJ_FLUSH_DENORMAL: kernels run with subnormal floats flushed
+                                   to zero, read as zero and results below the smallest
+                                   normal number stored as zero (x86 and AArch64), as
+                                   torch.set_flush_denormal(true) does: an x86 core takes
+                                   ~100 cycles for an operation on a subnormal. Default off:
+                                   subnormals kept, as PyTorch keeps them (docs/semantics.md) */
 } lj_config;
 
 /** The default configuration overlaid with the LJ_* environment variables. Strings point

@@ -2,8 +2,9 @@
  * the next step on the queued run's output buffers meanwhile, and reads wait for the run. The
  * executor is held back (ljr_queue_pause) so what the host does before the run is seen through
  * the queue's numbers and the kernel counters, not through timing. And the kernels' thread
- * pool: every task of a job runs once, in ranges or chunks. And host threads training on
- * devices of their own at once. */
+ * pool: every task of a job runs once, in ranges or chunks, in the floating-point mode the
+ * device asks for (LJ_FLUSH_DENORMAL). And host threads training on devices of their own at
+ * once. */
 #include "test_util.h"
 
 #include "runtime/runtime.h"
@@ -139,6 +140,39 @@ START_TEST(test_pool_chunks) {
 }
 END_TEST
 
+/* y = x·2^-10 over 2^20 floats on two threads: x's subnormals (2^-130) and the results below
+ * the smallest normal number (2^-120·2^-10) are zero where the device flushes subnormals, in
+ * both threads' halves, and kept where it does not; the host thread's own mode is untouched. */
+START_TEST(test_flush_denormal) {
+  enum { N = 1 << 20 };
+  float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+  for (int i = 0; i < N; i++) x[i] = i % 3 == 0 ? ldexpf(1, -130) : i % 3 == 1 ? ldexpf(1, -120) : 1.5f;
+  for (int flush = 0; flush < 2; flush++) {
+    lj_config cfg = lj_config_default();
+    cfg.num_threads = 2;
+    cfg.flush_denormal = flush;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_device *d = lj_default_device();
+    lj_tensor *t = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(N), x);
+    lj_tensor *r = lj_mul_scalar(t, ldexp(1, -10));
+    ck_assert_int_eq(lj_tensor_to_host(r, y, N * sizeof *y), LJ_OK);
+    ck_assert(!ljb_flushes_subnormals());
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+      float want = i % 3 == 2 ? ldexpf(1.5f, -10) : flush ? 0.0f : ldexpf(x[i], -10);
+      wrong += y[i] != want;
+    }
+    ck_assert_int_eq(wrong, 0);
+    ck_assert(flush || (y[0] > 0 && y[1] > 0));
+    lj_tensor_release(t);
+    lj_tensor_release(r);
+    lj_shutdown();
+  }
+  free(x);
+  free(y);
+}
+END_TEST
+
 /* ---- host threads ------------------------------------------------------------------------ */
 
 typedef struct trainer {
@@ -211,6 +245,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_reads_wait);
   tcase_add_test(tc, test_shutdown_waits);
   tcase_add_test(tc, test_pool_chunks);
+  tcase_add_test(tc, test_flush_denormal);
   tcase_add_test(tc, test_threads_on_separate_devices);
   suite_add_tcase(s, tc);
   return s;

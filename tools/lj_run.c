@@ -31,7 +31,10 @@ static const char usage[] =
     "  --interp       also run the reference interpreter and compare; exit 1 on a mismatch\n"
     "The graph is always compiled: lj-run does not use the persistent cache (LJ_CACHE_DIR).\n"
     "Random inputs: float parameters uniform in [-1, 1), integer and bool parameters 0 or 1;\n"
-    "element i of parameter k is splitmix64(seed * 2^32 + k * 2^48 + i) mapped to that range.\n";
+    "element i of parameter k is splitmix64(seed * 2^32 + k * 2^48 + i) mapped to that range.\n"
+    "A training step's graph, its parameters updated in place run after run, can sink into\n"
+    "subnormal floats on such inputs, which x86 cores compute ~100x slower than others:\n"
+    "LJ_FLUSH_DENORMAL=1 flushes them, for timings like those of real data.\n";
 
 typedef struct options {
   int index, runs, threads, opt;

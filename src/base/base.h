@@ -1,5 +1,6 @@
 /* base.h — support shared by every stage: assertions, arenas, hashing, growable arrays,
- * clocks, the threads lazyjit starts and the thread-local error state behind lj_last_error.
+ * clocks, the threads lazyjit starts, their floating-point mode and the thread-local error
+ * state behind lj_last_error.
  * Prefix ljb_. */
 #ifndef LJ_BASE_H
 #define LJ_BASE_H
@@ -130,6 +131,11 @@ const char *ljb_call_site(void);
 
 /* clock.c */
 uint64_t ljb_now_ns(void);
+
+/* fpmode.c: whether the calling thread flushes subnormal floats to zero (results and
+ * operands, x86 and AArch64; elsewhere never), and setting it, which returns what it was. */
+bool ljb_flushes_subnormals(void);
+bool ljb_flush_subnormals(bool on);
 
 /* thread.c: starts a thread that runs lazyjit's work (a pool worker, a device's executor, a
  * compile thread) with a stack of at least LJB_THREAD_STACK bytes whatever the process's

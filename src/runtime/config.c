@@ -48,6 +48,7 @@ static const env_var env_vars[] = {
     {"LJ_CACHE_READONLY", {NULL}, ENV_BOOL, FIELD(cache_readonly)},
     {"LJ_CACHE_MAX_MB", {NULL}, ENV_INT, FIELD(cache_max_mb)},
     {"LJ_NT_STORE_KB", {NULL}, ENV_INT, FIELD(nt_store_kb)},
+    {"LJ_FLUSH_DENORMAL", {NULL}, ENV_BOOL, FIELD(flush_denormal)},
 };
 
 int ljr_online_cpus(void) {

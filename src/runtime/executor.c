@@ -212,7 +212,9 @@ void ljr_job_run(struct lj_device *d, ljr_job *j) {
       if (p->slots[s].kind == LJG_SLOT_TEMP) j->slots[s] = (char *)d->scratch_arena->data + p->slots[s].offset;
     uint64_t t0 = ljb_now_ns();
     ljg_kerr err = {0};
+    bool flushed = ljb_flush_subnormals(d->flush_denormal); /* the pool's workers take it on */
     d->backend->execute(d, e, j->slots, &err);
+    ljb_flush_subnormals(flushed);
     d->last_run_ns = ljb_now_ns() - t0;
     ljr_sample(LJR_M_ExecuteTime, (double)d->last_run_ns);
     if (err.code) st = runtime_error(e, &err);

@@ -296,6 +296,7 @@ struct lj_device {
   ljr_buffer *scratch_arena;
   ljr_queue queue;
   uint64_t last_run_ns;    /* the executor's last run time (read after waiting for it) */
+  bool flush_denormal;     /* kernels run with subnormals flushed to zero (LJ_FLUSH_DENORMAL) */
   /* dump.c and analysis.c: the current sync and what LJ_DEBUG counts between warnings */
   ljr_cause cause;
   uint64_t syncs;          /* graphs run on this device */

@@ -6,7 +6,8 @@
  * into `parts` contiguous ranges, part 0 on the caller; or, given a grain, the `parts`
  * threads take chunks of that many tasks in turn until none is left, so a thread that started
  * late or runs slower (a busy core, a slower one) does less of the job instead of holding up
- * its end. */
+ * its end. A job's tasks run in the floating-point mode of the thread that hands it out
+ * (whether it flushes subnormals: fpmode.c). */
 #include "runtime/runtime.h"
 
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct ljr_threadpool {
   ljr_task_fn fn;
   void *ctx;
   int64_t total, grain;
+  bool flush; /* whether the job's tasks flush subnormals, as the thread that posted it does */
   atomic_llong next; /* the next chunk's first task, when the job is handed out in chunks */
   int parts;
   pthread_mutex_t lock;
@@ -49,6 +51,7 @@ static void *worker(void *arg) {
   ljr_threadpool *p = wa.pool;
   unsigned long long seen = 0;
   uint64_t gap = 0; /* from the end of this worker's last job to the next one */
+  bool flush = ljb_flushes_subnormals();
   for (;;) {
     uint64_t t0 = ljb_now_ns(), awake = ljr_awake_ns(gap);
     unsigned long long gen = atomic_load(&p->generation);
@@ -73,6 +76,10 @@ static void *worker(void *arg) {
     seen = gen;
     /* Every worker acknowledges every job, even without a part of it, so none can still be
      * reading this job's fields when the next one is posted. */
+    if (p->flush != flush) {
+      flush = p->flush;
+      ljb_flush_subnormals(flush);
+    }
     if (wa.index < p->parts) run_part(p, wa.index);
     if (atomic_fetch_sub(&p->pending, 1) == 1) {
       pthread_mutex_lock(&p->lock);
@@ -130,6 +137,7 @@ void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n,
   p->total = n;
   p->parts = parts;
   p->grain = grain;
+  p->flush = ljb_flushes_subnormals();
   atomic_store(&p->next, 0);
   atomic_store(&p->pending, p->n - 1);
   atomic_fetch_add(&p->generation, 1);
