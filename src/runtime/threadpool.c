@@ -74,12 +74,12 @@ static void *worker(void *arg) {
     gap = ljb_now_ns() - t0;
     if (atomic_load(&p->stop)) return NULL;
     seen = gen;
-    /* Every worker acknowledges every job, even without a part of it, so none can still be
-     * reading this job's fields when the next one is posted. */
     if (p->flush != flush) {
       flush = p->flush;
       ljb_flush_subnormals(flush);
     }
+    /* Every worker acknowledges every job, even without a part of it, so none can still be
+     * reading this job's fields when the next one is posted. */
     if (wa.index < p->parts) run_part(p, wa.index);
     if (atomic_fetch_sub(&p->pending, 1) == 1) {
       pthread_mutex_lock(&p->lock);
