@@ -7,15 +7,14 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-enum { MXCSR_DAZ = 1u << 6, MXCSR_FTZ = 1u << 15 };
+enum { MXCSR_FLUSH = 1u << 6 | 1u << 15 }; /* denormals-are-zero, flush-to-zero */
 
-bool ljb_flushes_subnormals(void) { return (_mm_getcsr() & (MXCSR_DAZ | MXCSR_FTZ)) == (MXCSR_DAZ | MXCSR_FTZ); }
+bool ljb_flushes_subnormals(void) { return (_mm_getcsr() & MXCSR_FLUSH) == MXCSR_FLUSH; }
 
 bool ljb_flush_subnormals(bool on) {
-  unsigned csr = _mm_getcsr();
-  bool was = (csr & (MXCSR_DAZ | MXCSR_FTZ)) == (MXCSR_DAZ | MXCSR_FTZ);
-  _mm_setcsr(on ? csr | MXCSR_DAZ | MXCSR_FTZ : csr & ~(unsigned)(MXCSR_DAZ | MXCSR_FTZ));
-  return was;
+  unsigned csr = _mm_getcsr(), want = on ? csr | MXCSR_FLUSH : csr & ~(unsigned)MXCSR_FLUSH;
+  if (want != csr) _mm_setcsr(want);
+  return (csr & MXCSR_FLUSH) == MXCSR_FLUSH;
 }
 #elif defined(__aarch64__)
 enum { FPCR_FZ = 1u << 24 };
@@ -29,9 +28,8 @@ static uint64_t fpcr(void) {
 bool ljb_flushes_subnormals(void) { return fpcr() & FPCR_FZ; }
 
 bool ljb_flush_subnormals(bool on) {
-  uint64_t v = fpcr();
-  uint64_t w = on ? v | FPCR_FZ : v & ~(uint64_t)FPCR_FZ;
-  __asm__ volatile("msr fpcr, %0" : : "r"(w));
+  uint64_t v = fpcr(), w = on ? v | FPCR_FZ : v & ~(uint64_t)FPCR_FZ;
+  if (w != v) __asm__ volatile("msr fpcr, %0" : : "r"(w));
   return v & FPCR_FZ;
 }
 #else
