@@ -7,12 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Starts the runtime with threshold kb and `threads` threads, saving the assembly of what
- * it runs (tu_take_saved reads it). */
-static void init_streaming(int kb, int threads, char *path, size_t cap) {
+/* Starts the runtime with threshold kb and `threads` threads, compiling for cpu (NULL: the
+ * host) and saving the assembly of what it runs (tu_take_saved reads it). */
+static void init_streaming(int kb, int threads, const char *cpu, char *path, size_t cap) {
   lj_config cfg = lj_config_default();
   cfg.nt_store_kb = kb;
   cfg.num_threads = threads;
+  cfg.cpu = cpu;
   tu_init_saving(cfg, "asm", path, cap);
 }
 
@@ -36,7 +37,7 @@ START_TEST(test_stream_elementwise) {
     for (int d = 0; d < 2; d++)
       for (int i = 0; i < 3; i++) {
         char path[64];
-        init_streaming(64, threads, path, sizeof path);
+        init_streaming(64, threads, NULL, path, sizeof path);
         int64_t n = sizes[i];
         lj_tensor *x = tu_tensor(dts[d], LJ_SHAPE(n), TU_ANY, 1);
         lj_tensor *w = tu_tensor(dts[d], LJ_SHAPE(n), TU_ANY, 2);
@@ -57,22 +58,28 @@ END_TEST
 /* softmax's row kernel writes its output in its last pass: rows of 1024 floats start on whole
  * vectors and stream; rows of 1001 do not (a row starts wherever the one before ended), so
  * LLVM cannot show the stores aligned and they stay ordinary. log_softmax's output pass runs
- * a block behind in the loop of the exps (the lowering's runs_behind), where its stores stay
- * ordinary: none streams. All match the interpreter. */
+ * a block behind in the loop of the exps (the lowering's runs_behind), where its stores
+ * stream too, but for a Zen 4 (stream.c): compiled for an AVX2 machine and, where the host
+ * runs its code, for a Zen 4. All match the interpreter. */
+static const char *const row_targets[] = {"haswell", "znver4"};
+
 START_TEST(test_stream_rows) {
   static const int64_t cols[] = {1024, 1001};
+  const char *cpu = row_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  bool zen4 = strcmp(cpu, "znver4") == 0;
   for (int log = 0; log < 2; log++)
     for (int c = 0; c < 2; c++)
       for (int threads = 1; threads <= 2; threads++) {
         char path[64];
-        init_streaming(256, threads, path, sizeof path);
+        init_streaming(256, threads, cpu, path, sizeof path);
         lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(129, cols[c]), TU_ANY, 4);
         tu_check1(log ? lj_log_softmax(x, 1) : lj_softmax(x, 1), tu_rtol(LJ_F32));
         lj_tensor_release(x);
         char *text = tu_take_saved(path);
         int nt = count(text, "movnt");
         free(text);
-        if (cols[c] == 1024 && !log)
+        if (cols[c] == 1024 && !(log && zen4))
           ck_assert_int_gt(nt, 0);
         else
           ck_assert_int_eq(nt, 0);
@@ -86,7 +93,7 @@ START_TEST(test_stream_off) {
   static const int kbs[] = {0, 4096};
   for (int i = 0; i < 2; i++) {
     char path[64];
-    init_streaming(kbs[i], 1, path, sizeof path);
+    init_streaming(kbs[i], 1, NULL, path, sizeof path);
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(100003), TU_ANY, 1);
     tu_check1(relu_chain(x, x, x), tu_rtol(LJ_F32));
     lj_tensor_release(x);
@@ -117,7 +124,7 @@ int main(void) {
   Suite *s = suite_create("codegen_stream");
   TCase *tc = tu_tcase("stream");
   tcase_add_test(tc, test_stream_elementwise);
-  tcase_add_test(tc, test_stream_rows);
+  tcase_add_loop_test(tc, test_stream_rows, 0, 2);
   tcase_add_test(tc, test_stream_off);
   tcase_add_test(tc, test_stream_config);
   suite_add_tcase(s, tc);

@@ -246,6 +246,14 @@ void tu_init_threads(int threads) {
 bool tu_host_runs(const char *cpu) {
   if (!cpu) return true;
 #if defined(__x86_64__)
+  if (strcmp(cpu, "znver4") == 0) /* the AVX-512 of a Zen 4 (its other extensions stay unused) */
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512ifma") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2") &&
+           __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bitalg") &&
+           __builtin_cpu_supports("avx512vpopcntdq") && __builtin_cpu_supports("avx512bf16") &&
+           __builtin_cpu_supports("gfni") && __builtin_cpu_supports("vaes") && __builtin_cpu_supports("vpclmulqdq");
   return strcmp(cpu, "haswell") != 0 || (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"));
 #else
   return false;

@@ -55,7 +55,8 @@ void tu_init_threads(int threads);
 bool tu_dir_has(const char *dir, const char *suffix, const char *text);
 
 /* Whether this host runs code compiled for cpu (NULL: the host; "haswell" needs AVX2 and FMA,
- * "x86-64" any x86-64): the tests that compile for other targets too. */
+ * "znver4" a Zen 4's AVX-512 extensions, "x86-64" any x86-64): the tests that compile for
+ * other targets too. */
 bool tu_host_runs(const char *cpu);
 
 /* Removes directory dir and everything in it; fails the test when it cannot. */

@@ -344,8 +344,8 @@ int ljc_behind_nest(const ljg_program *p, int ki);
 bool ljc_optimize(LLVMModuleRef mod, LLVMTargetMachineRef tm, int opt_level, bool vectorize, bool align);
 
 /* stream.c: non-temporal stores. Sets stream[s] (p->nslots entries) for the outputs kernel ki
- * writes with them under threshold nt_store_bytes; false when there are none. */
-bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint8_t *stream);
+ * writes with them under threshold nt_store_bytes on LLVM's CPU cpu; false when there are none. */
+bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, const char *cpu, uint8_t *stream);
 /* Tasks a kernel whose task range runs along a streamed output peels off the range's start,
  * so that the rest starts on a whole vector (its largest element count); 0: no need. */
 int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const uint8_t *stream);

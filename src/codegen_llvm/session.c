@@ -237,7 +237,7 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   ir.vec_bytes = ljc_vector_bytes(s->features);
   int64_t nt_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* x86's sfence */
   uint8_t *stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
-  bool streams = k >= 0 && ljc_stream_slots(p, k, nt_bytes, stream);
+  bool streams = k >= 0 && ljc_stream_slots(p, k, nt_bytes, s->cpu, stream);
   ir.stream = streams ? stream : NULL;
   ljc_dbg_begin(&ir, s->flags & LJC_DEBUG_INFO && k >= 0 ? g : NULL);
   if (k < 0)

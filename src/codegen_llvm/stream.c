@@ -15,18 +15,25 @@
  * kernel then ends with an sfence: non-temporal stores are not ordered with the other
  * stores, and the thread that joins the kernel's tasks must see them.
  *
- * Not for the output of a nest the lowering runs a block behind in the loop of the exps
- * (ljc_behind_nest, log_softmax's x − max − log sum): there, on a Zen 4 core, they slowed the
- * loop by a fifth, in L3 and from memory alike, where ordinary stores made it the fastest of
- * the ways tried (log_softmax over [4096, 1024], one thread: 1.60-1.82 ms with them, 1.29-1.47
- * without, 1.33-1.48 with the output in a pass of its own and streamed; over [16384, 1024]
- * from memory 6.8-7.5, 5.6-6.1 and 5.8-7.0). */
+ * The output of a nest the lowering runs a block behind in the loop of the exps
+ * (ljc_behind_nest, log_softmax's x − max − log sum) streams too, but on a Zen 4 core
+ * (znver4, whose AVX-512 runs on 256-bit halves): there non-temporal stores in that loop
+ * slowed it by a fifth, in L3 and from memory alike, and ordinary stores made it the fastest
+ * of the ways tried (log_softmax over [4096, 1024], one thread: 1.60-1.82 ms streamed,
+ * 1.29-1.47 not, 1.33-1.48 with the output in a pass of its own and streamed; over
+ * [16384, 1024] from memory 6.8-7.5, 5.6-6.1 and 5.8-7.0). A Zen 5 core is the other way
+ * round: with ordinary stores, which read every line of the output before writing it, that
+ * loop took 0.78-0.82 ms against 0.58-0.61 streamed ([4096, 1024], one thread), and from
+ * memory 3.97-4.25 against 2.92-3.27 ([16384, 1024]). */
 #include "codegen_llvm/ir.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint8_t *stream) {
+/* Whether cpu streams the output of a nest run behind (above). */
+static bool streams_behind(const char *cpu) { return strcmp(cpu, "znver4") != 0; }
+
+bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, const char *cpu, uint8_t *stream) {
   const ljg_kernel *k = &p->kernels[ki];
   memset(stream, 0, (size_t)p->nslots);
   if (nt_store_bytes <= 0 || k->kind != LJG_K_LOOPS) return false;
@@ -40,7 +47,7 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, uint
   free(used);
   if (moved < nt_store_bytes) return false;
   bool any = false;
-  int behind = ljc_behind_nest(p, ki);
+  int behind = streams_behind(cpu) ? -1 : ljc_behind_nest(p, ki);
   for (int n = 0; n < k->nnests; n++) {
     const ljg_nest *nest = &k->nests[n];
     const ljg_slot *s = &p->slots[nest->out_slot];
