@@ -96,10 +96,12 @@ END_TEST
 /* Elementwise ops on transposed operands large enough to be read in tiles (lower.c's
  * find_tiles), against the interpreter on two threads, for the host, AVX2 and SSE2 (tiles of
  * 16, 8 and 4 f32): a 2-D transpose whose tiles run along the task range (a thread's chunk
- * of rows ends in a tile cut short), both dims past a multiple of the tile; a batched one;
- * a permute with a dim between the tiled two (f64); two transposed operands with a
- * broadcast one (i32); i64; and a transposed bf16 operand, not tiled. The dump says which
- * were tiled along which dims. */
+ * of rows ends in a tile cut short), both dims past a multiple of the tile, its output rows
+ * of 1001 floats not starting on lines (tiles one at a time along j); one whose rows of 1008
+ * floats do (blocks of 64 along j, the last of 48); a batched one; a permute with a dim
+ * between the tiled two (f64, blocks of 32 and 8); two transposed operands with a broadcast
+ * one (i32); i64; and a transposed bf16 operand, not tiled. The dump says which were tiled
+ * along which dims, and in which blocks. */
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
 START_TEST(test_transposed_tiles) {
@@ -114,6 +116,7 @@ START_TEST(test_transposed_tiles) {
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
   lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(1001, 75), TU_ANY, 1);
   lj_tensor *c = tu_tensor(LJ_F32, LJ_SHAPE(75, 1001), TU_ANY, 2);
+  lj_tensor *lines = tu_tensor(LJ_F32, LJ_SHAPE(1008, 77), TU_ANY, 10);
   lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(3, 45, 70), TU_ANY, 3);
   lj_tensor *d = tu_tensor(LJ_F64, LJ_SHAPE(2, 40, 3, 70), TU_ANY, 4);
   lj_tensor *e = tu_tensor(LJ_I32, LJ_SHAPE(130, 33), TU_ANY, 5), *f = tu_tensor(LJ_I32, LJ_SHAPE(130, 33), TU_ANY, 6);
@@ -121,6 +124,7 @@ START_TEST(test_transposed_tiles) {
   lj_tensor *g = tu_tensor(LJ_I64, LJ_SHAPE(64, 90), TU_ANY, 8), *h = tu_tensor(LJ_BF16, LJ_SHAPE(80, 70), TU_ANY, 9);
   lj_tensor *ts[] = {
       lj_add(lj_mul(lj_transpose(a, 0, 1), c), c),
+      lj_mul_scalar(lj_transpose(lines, 0, 1), 3.0),
       lj_exp(lj_transpose(b, 1, 2)),
       lj_mul(lj_permute(d, 4, (const int[]){0, 3, 2, 1}), lj_permute(d, 4, (const int[]){0, 3, 2, 1})),
       lj_add(lj_mul(lj_transpose(e, 0, 1), lj_transpose(f, 0, 1)), row),
@@ -130,9 +134,10 @@ START_TEST(test_transposed_tiles) {
   int n = (int)(sizeof ts / sizeof *ts);
   for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "#%d: %s", i, lj_last_error());
   tu_check_interp(n, ts, 1e-6);
-  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 0 and 1"));
-  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 2"));
-  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 3"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 0 and 1\n"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 0 and 1, in blocks of 64 along dim 1"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 2\n"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 3, in blocks of 32 along dim 3"));
   tu_remove_dir(dir);
 }
 END_TEST
