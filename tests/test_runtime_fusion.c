@@ -533,6 +533,39 @@ START_TEST(test_nests_share_loops) {
 }
 END_TEST
 
+/* Elementwise kernels that read an operand transposed across their rows stay apart, so that
+ * each reads it in tiles (row-fused, in blocks of a few rows, they gathered it an element a
+ * line): a kept x.t() with x.t()·2, which reads the first's output at its own point, and two
+ * transposes of as many rows, on one and two threads; values against the interpreter. A
+ * transpose within each row still joins (test_nests_share_loops). */
+START_TEST(test_transposes_apart) {
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(64, 100), TU_ANY, 1), *y = tu_tensor(LJ_F32, LJ_SHAPE(64, 100), TU_ANY, 2);
+    lj_tensor *z = tu_tensor(LJ_F32, LJ_SHAPE(64, 100), TU_ANY, 3), *xt = lj_transpose(x, 0, 1);
+    lj_tensor *pairs[2][2] = {{xt, lj_mul_scalar(xt, 2.0)},
+                              {lj_mul_scalar(lj_transpose(y, 0, 1), 3.0), lj_add_scalar(lj_transpose(z, 0, 1), 1.0)}};
+    for (int i = 0; i < 2; i++) {
+      ck_assert_int_eq(lj_graph_kernel_count(2, pairs[i]), 2);
+      ljg_graph *opt;
+      ljg_program *p = program_of_n(2, pairs[i], &opt);
+      char *lowering = ljc_lowering_text(p);
+      ck_assert_msg(strstr(lowering, "kernel 0: nest 0 reads e0 transposed, in tiles along dims 0 and 1"), "%s", lowering);
+      ck_assert_msg((strstr(lowering, "kernel 1: nest 0 reads e0 transposed") != NULL) == (i == 1), "%s", lowering);
+      free(lowering);
+      free_program(p, opt);
+      tu_check_interp(2, pairs[i], 1e-6);
+      lj_tensor_release(pairs[i][0]);
+      lj_tensor_release(pairs[i][1]);
+    }
+    lj_tensor_release(x);
+    lj_tensor_release(y);
+    lj_tensor_release(z);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* softmax's max, exps, sum and reciprocal live a block of rows at a time on the kernel's stack
  * (no scratch arena at all), in every dtype; so does a block of one row wider than the usual
  * block (a vocabulary's logits), up to 512 KiB a slot and 2 MiB a kernel; beyond that rows keep
@@ -2108,6 +2141,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
+  tcase_add_test(tc, test_transposes_apart);
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);

@@ -478,10 +478,9 @@ static void emit_kept(nest_gen *g, int d);
  * the output's rows, a few vectors each, stay in the TLB (1.4 ms). A tile cut short at the end of t loads masked
  * vectors; one at the end of j reads its last column again in place of those past it.
  * Operands of one size, 4 or 8 bytes (f32, i32, f64, i64: a vector transposes as one), read
- * through one strided view, that no nest of the loop writes; t and j at least TILE_MIN long
- * (a vector's most lanes), whatever the target; in LOOPS kernels without row blocks, and
+ * through one strided view, that no nest of the loop writes; t and j at least LJG_TILE_MIN
+ * long; in LOOPS kernels without row blocks, and
  * not in a loop left scalar or narrowed (a few points, random numbers: emit_nest). */
-enum { TILE_MIN = 16 };
 
 /* Whether an expression the nest computes is one `is` accepts. */
 static bool nest_has(const ljg_kernel *k, const ljg_nest *nest, bool (*is)(const ljg_kexpr *)) {
@@ -499,7 +498,7 @@ static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summ
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
   if (k->kind != LJG_K_LOOPS || k->row_block > 0 || nest->rop >= 0 || nest->scatter_index >= 0 || nest->ndim < 2 ||
-      (k->task_dim == 0 && nest->row_dims > 1) || nest->shape[j] < TILE_MIN ||
+      (k->task_dim == 0 && nest->row_dims > 1) || nest->shape[j] < LJG_TILE_MIN ||
       ljg_numel(nest->ndim, nest->shape) <= LJC_SMALL_POINTS || has_random(k, nest))
     return false;
   bool *used = ljb_xalloc((size_t)k->nexprs * sizeof *used), *any = ljb_xcalloc((size_t)k->nexprs, sizeof *any);
@@ -513,15 +512,11 @@ static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tile
   tl->n = 0;
   for (int e = 0; e < k->nexprs && ok; e++) {
     const ljg_kexpr *x = &k->exprs[e];
-    if (!any[e] || x->kind != LJG_X_LOAD || k->views[x->view].n != 1 || tl->n == TILED_MAX) continue;
-    int size = (int)lj_dtype_size(x->dtype), t = -1;
-    const ljg_view1 *v = &k->views[x->view].v[0];
-    for (int d = 0; d < j && t < 0; d++)
-      if (v->stride[d] == 1 && nest->shape[d] >= TILE_MIN) t = d;
+    if (!any[e] || x->kind != LJG_X_LOAD || tl->n == TILED_MAX || k->views[x->view].v[0].ndim != nest->ndim) continue;
+    int size = (int)lj_dtype_size(x->dtype), t = ljg_view_transposed_dim(&k->views[x->view], LJG_TILE_MIN);
     bool written = false;
     for (const ljg_nest *n = nest; n <= &k->nests[last]; n++) written |= n->out_slot == x->slot;
-    if (t < 0 || (size != 4 && size != 8) || v->stride[j] == 0 || v->stride[j] == 1 || written ||
-        (tl->n > 0 && (t != tl->t || size != tl->size)))
+    if (t < 0 || (size != 4 && size != 8) || written || (tl->n > 0 && (t != tl->t || size != tl->size)))
       continue;
     tl->t = t, tl->j = j, tl->size = size;
     tl->load[tl->n++] = e;
@@ -1405,7 +1400,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   tiles tl;
   if (find_tiles(kc->k, nest, g.last, &tl)) {
     tl.vw = kc->ir->vec_bytes / tl.size;
-    LJ_ASSERT(tl.vw >= 2 && tl.vw <= TILE_LANES_MAX && tl.vw <= TILE_MIN);
+    LJ_ASSERT(tl.vw >= 2 && tl.vw <= TILE_LANES_MAX && tl.vw <= LJG_TILE_MIN);
     tl.run = tiles_in_blocks(kc->k, nest, g.last, &tl) ? TILE_RUN_BYTES / tl.size : tl.vw;
     for (int i = 0; i < tl.n; i++) {
       LLVMTypeRef st = ljc_storage_type(kc->ir, kc->k->exprs[tl.load[i]].dtype);

@@ -43,7 +43,11 @@
  *     buffer of rows·S elements) and B reads it only at its own row: plain loads (one view
  *     level, offset 0, no negative stride, the row dims' strides S-steps row-major), col2im's
  *     operand planes, gathers along a dim inside the row — never a gather across rows, whose
- *     index may point at rows not computed yet.
+ *     index may point at rows not computed yet;
+ *   - B and the group are not both elementwise with either reading an operand transposed
+ *     across its rows (x.t() · 2 after a kept x.t()): apart, the lowering reads it in tiles,
+ *     which a block of a few rows cannot hold, and elementwise kernels share nothing a block
+ *     would keep.
  * A flat elementwise kernel (its loops collapsed to one dim) is read as rows of the other's
  * row count when that divides it. Only neighbours merge, so no kernel moves past one it
  * depends on.
@@ -337,8 +341,37 @@ static bool multiplies_rows(const ljg_program *p, const ljg_kernel *a, const ljg
  * larger than its image) or follows a matmul's (a convolution's pooling: C's rows are the
  * planes of the image it pools); a col2im ends a group, on what the nests wrote (a gradient's
  * planes, larger than the image they add up to). */
+/* Whether every nest of LOOPS kernel k is elementwise. */
+static bool elementwise(const ljg_kernel *k) {
+  for (int s = 0; s < k->nnests; s++)
+    if (k->nests[s].rop >= 0) return false;
+  return k->kind == LJG_K_LOOPS;
+}
+
+/* Whether a nest of k reads an operand transposed across its rows (ljg_view_transposed_dim
+ * along one of its row dims), which the lowering reads in tiles of LJG_TILE_MIN rows and
+ * more, and not in a row-fused kernel's blocks. */
+static bool reads_across_rows(const ljg_kernel *k) {
+  bool *used = ljb_xalloc((size_t)k->nexprs * sizeof *used), found = false;
+  for (int s = 0; s < k->nnests && !found; s++) {
+    memset(used, 0, (size_t)k->nexprs * sizeof *used);
+    ljg_nest_exprs(k, &k->nests[s], used);
+    for (int e = 0; e < k->nexprs && !found; e++) {
+      if (!used[e] || k->exprs[e].kind != LJG_X_LOAD) continue;
+      int t = ljg_view_transposed_dim(&k->views[k->exprs[e].view], LJG_TILE_MIN);
+      found = t >= 0 && t < k->nests[s].row_dims;
+    }
+  }
+  free(used);
+  return found;
+}
+
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
   if (a->tm) return false;
+  /* elementwise kernels share no intermediate a block could keep, and one that reads an
+   * operand transposed across its rows would lose its tiles: a kept x.t() and x.t() * 2, one
+   * thread over [4096, 1024], 17 ms in blocks against ~1 ms apart */
+  if (elementwise(a) && elementwise(b) && (reads_across_rows(a) || reads_across_rows(b))) return false;
   if (adds_up_rows(a, b) || multiplies_rows(p, a, b)) return true;
   if (a->ntasks != b->ntasks) return false;
   if (b->kind == LJG_K_WINDOW) {

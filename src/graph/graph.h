@@ -333,6 +333,11 @@ const ljg_view1 *ljg_view_top(const ljg_view *v);
 bool ljg_view_equal(const ljg_view *a, const ljg_view *b);
 /* Whether v is one level that reads its shape's elements one after another from offset 0. */
 bool ljg_view_row_major(const ljg_view *v);
+/* A transposed read (x.t(), a permute): the first dim t before the last, j, along which v,
+ * one level, is contiguous, with both t and j at least min long and j neither contiguous nor
+ * broadcast; -1 when v is no such read. The lowering reads such an operand of an elementwise
+ * nest in tiles. */
+int ljg_view_transposed_dim(const ljg_view *v, int64_t min);
 void ljg_view_permute(ljg_view *v, const int64_t *perm);
 void ljg_view_expand(ljg_view *v, const int64_t *shape);
 void ljg_view_slice(ljg_view *v, int dim, int64_t start, int64_t step, int64_t len);
@@ -502,6 +507,10 @@ typedef struct ljg_kernel {
  * row-fused loops kernel's blocks (graph/fuse_rows.c) and the parts of a matmul kernel's
  * block its nests run on at a time (codegen_llvm/lower.c) are this size at most. */
 enum { LJG_ROW_BLOCK_ELEMS = 4096 };
+/* The least an operand read transposed takes along both dims to be read in tiles (a
+ * vector's most lanes, whatever the target): codegen_llvm/lower.c reads it so, and
+ * graph/fuse_rows.c keeps the elementwise kernels that read one apart. */
+enum { LJG_TILE_MIN = 16 };
 /* The bytes a row-fused loops kernel's nests should read in one block, each slot's rows
  * counted once: what the block reads from memory and then again from L1. */
 enum { LJG_ROW_BLOCK_BYTES = 16 << 10 };

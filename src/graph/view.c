@@ -41,6 +41,15 @@ bool ljg_view_row_major(const ljg_view *v) {
   return v->n == 1 && t->offset == 0;
 }
 
+int ljg_view_transposed_dim(const ljg_view *v, int64_t min) {
+  const ljg_view1 *t = &v->v[0];
+  int j = t->ndim - 1;
+  if (v->n != 1 || j < 1 || t->shape[j] < min || t->stride[j] == 0 || t->stride[j] == 1) return -1;
+  for (int d = 0; d < j; d++)
+    if (t->stride[d] == 1 && t->shape[d] >= min) return d;
+  return -1;
+}
+
 bool ljg_view_equal(const ljg_view *a, const ljg_view *b) {
   if (a->n != b->n) return false;
   for (int l = 0; l < a->n; l++) {
