@@ -140,6 +140,44 @@ START_TEST(test_pool_chunks) {
 }
 END_TEST
 
+/* A chunked job's tasks by thread: each thread's first task, and the threads that have begun
+ * one. A thread's first task waits until both have begun, so that neither can run out of its
+ * own chunks (and take the other's) before the other has taken its first. */
+typedef struct home_job {
+  int rep;
+  pthread_t caller;
+  _Atomic int64_t first[2]; /* the caller's first task, the worker's; -1 until run */
+  atomic_int begun;
+} home_job;
+
+static _Thread_local int began = -1; /* the job (rep) this thread last began */
+
+static void note_first(void *ctx, int64_t begin, int64_t end) {
+  home_job *j = ctx;
+  if (began == j->rep) return;
+  began = j->rep;
+  int64_t none = -1;
+  atomic_compare_exchange_strong(&j->first[pthread_equal(pthread_self(), j->caller) ? 0 : 1], &none, begin);
+  atomic_fetch_add(&j->begun, 1);
+  while (atomic_load(&j->begun) < 2) ljr_spin_step(0);
+  (void)end;
+}
+
+/* Two threads, 8 chunks of one task: each thread starts on its own half of them (the caller
+ * on chunk 0, the worker on chunk 4), so that a balanced job runs the same tasks on the same
+ * thread kernel after kernel; an unbalanced one still runs every task (test_pool_chunks). */
+START_TEST(test_pool_home_ranges) {
+  ljr_threadpool *pool = ljr_threadpool_new(2);
+  for (int rep = 0; rep < 20; rep++) {
+    home_job j = {.rep = rep, .caller = pthread_self(), .first = {-1, -1}};
+    ljr_threadpool_run(pool, note_first, &j, 8, 2, 1);
+    ck_assert_int_eq(atomic_load(&j.first[0]), 0);
+    ck_assert_int_eq(atomic_load(&j.first[1]), 4);
+  }
+  ljr_threadpool_free(pool);
+}
+END_TEST
+
 /* y = x·2^-10 over 2^20 floats on two threads: x's subnormals (2^-130) and the results below
  * the smallest normal number (2^-120·2^-10) are zero where the device flushes subnormals, in
  * both threads' halves, and kept where it does not; the host thread's own mode is untouched. */
@@ -245,6 +283,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_reads_wait);
   tcase_add_test(tc, test_shutdown_waits);
   tcase_add_test(tc, test_pool_chunks);
+  tcase_add_test(tc, test_pool_home_ranges);
   tcase_add_test(tc, test_flush_denormal);
   tcase_add_test(tc, test_threads_on_separate_devices);
   suite_add_tcase(s, tc);

@@ -129,8 +129,8 @@ ljr_threadpool *ljr_threadpool_new(int nthreads);
 void ljr_threadpool_free(ljr_threadpool *p);
 int ljr_threadpool_size(const ljr_threadpool *p);
 /* Runs fn over [0, n) on at most `parts` threads, and returns when all is done: one
- * contiguous range per thread (grain 0), or chunks of `grain` tasks the threads take in turn
- * (fn runs once per chunk). */
+ * contiguous range per thread (grain 0), or chunks of `grain` tasks (fn runs once per chunk),
+ * each thread taking those of its own range first, then those left in the others'. */
 void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n, int parts, int64_t grain);
 
 /* ---- executable.c and cache.c ---------------------------------------------------------- */
