@@ -474,9 +474,10 @@ static void emit_kept(nest_gen *g, int d);
  * vw × vw points instead (vw a vector's lanes), that operand's tile is vw vector loads along t,
  * transposed in registers into a buffer on the stack, from which the points read it as the
  * others read their operands (the loop along j vectorizes); the tiles go along t inside a
- * loop along blocks of j (tiles_in_blocks), so the operand's rows are read a block after another and
- * the output's rows, a few vectors each, stay in the TLB (1.4 ms). A tile cut short at the end of t loads masked
- * vectors; one at the end of j reads its last column again in place of those past it.
+ * loop along blocks of j (tiles_in_blocks), so the operand's rows are read a block after
+ * another and the output's rows, a few vectors each, stay in the TLB (1.4 ms). A tile cut
+ * short at the end of t loads masked vectors; one at the end of j reads its last column again
+ * in place of those past it.
  * Operands of one size, 4 or 8 bytes (f32, i32, f64, i64: a vector transposes as one), read
  * through one strided view, that no nest of the loop writes; t and j at least LJG_TILE_MIN
  * long; in LOOPS kernels without row blocks, and
@@ -527,13 +528,12 @@ static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tile
 }
 
 /* Whether the tiles go in blocks of TILE_RUN_BYTES along j (emit_tiles): where every output of
- * the loop starts its rows on a 64-byte line (as every slot does), blocks of TILE_RUN_BYTES:
- * each output row takes that many bytes a block, where one tile's vector a row at a time
- * had the stores write a line in another row at every store, past the caches when they
- * stream (a [4096, 1024] transpose on one Zen 5 core, streamed: 2.72-2.82 -> 0.76 ms; 4 MB
- * in the caches: 0.42 -> 0.21). Rows that start elsewhere keep blocks of one tile: their
- * stores cannot stream, and with ordinary stores the blocks were slower (an output of
- * [4096, 1000]: 1.23 -> 1.86 ms; [50000, 300]: 8.9 -> 10.4). */
+ * the loop starts its rows on a 64-byte line (as every slot does). Each output row then takes
+ * that many bytes a block, where one tile a block had the stores write a line in another row
+ * at every store, past the caches when they stream (a [4096, 1024] transpose on one Zen 5
+ * core, streamed: 2.72-2.82 -> 0.76 ms; 4 MB in the caches: 0.42 -> 0.21). Rows that start
+ * elsewhere keep blocks of one tile: their stores cannot stream, and with ordinary stores the
+ * blocks were slower (an output of [4096, 1000]: 1.23 -> 1.86 ms; [50000, 300]: 8.9 -> 10.4). */
 enum { TILE_RUN_BYTES = 256, TILE_LINE = 64 };
 
 static bool tiles_in_blocks(const ljg_kernel *k, const ljg_nest *nest, int last, const tiles *tl) {

@@ -336,12 +336,7 @@ static bool multiplies_rows(const ljg_program *p, const ljg_kernel *a, const ljg
   return false;
 }
 
-/* Whether b can join a: the matmul's C (rows b·M + m of N), the window's planes or what a's
- * nests write is read by b only at its own row. An im2col leads its group (its planes are
- * larger than its image) or follows a matmul's (a convolution's pooling: C's rows are the
- * planes of the image it pools); a col2im ends a group, on what the nests wrote (a gradient's
- * planes, larger than the image they add up to). */
-/* Whether every nest of LOOPS kernel k is elementwise. */
+/* Whether k is a LOOPS kernel whose nests are all elementwise. */
 static bool elementwise(const ljg_kernel *k) {
   for (int s = 0; s < k->nnests; s++)
     if (k->nests[s].rop >= 0) return false;
@@ -358,7 +353,8 @@ static bool reads_across_rows(const ljg_kernel *k) {
     ljg_nest_exprs(k, &k->nests[s], used);
     for (int e = 0; e < k->nexprs && !found; e++) {
       if (!used[e] || k->exprs[e].kind != LJG_X_LOAD) continue;
-      int t = ljg_view_transposed_dim(&k->views[k->exprs[e].view], LJG_TILE_MIN);
+      const ljg_view *v = &k->views[k->exprs[e].view];
+      int t = v->v[0].ndim == k->nests[s].ndim ? ljg_view_transposed_dim(v, LJG_TILE_MIN) : -1;
       found = t >= 0 && t < k->nests[s].row_dims;
     }
   }
@@ -366,6 +362,11 @@ static bool reads_across_rows(const ljg_kernel *k) {
   return found;
 }
 
+/* Whether b can join a: the matmul's C (rows b·M + m of N), the window's planes or what a's
+ * nests write is read by b only at its own row. An im2col leads its group (its planes are
+ * larger than its image) or follows a matmul's (a convolution's pooling: C's rows are the
+ * planes of the image it pools); a col2im ends a group, on what the nests wrote (a gradient's
+ * planes, larger than the image they add up to). */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
   if (a->tm) return false;
   /* elementwise kernels share no intermediate a block could keep, and one that reads an
