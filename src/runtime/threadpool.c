@@ -17,11 +17,10 @@
 
 #include <stdlib.h>
 
-enum { MAX_PARTS = 64 };
-
-/* The next chunk of a part's range, alone on its cache line. */
+/* The next chunk of a part's range; 64 bytes from the next part's, so on a line of its own. */
 typedef struct part_next {
-  _Alignas(64) atomic_llong chunk;
+  atomic_llong chunk;
+  char pad[64 - sizeof(atomic_llong)];
 } part_next;
 
 struct ljr_threadpool {
@@ -36,7 +35,7 @@ struct ljr_threadpool {
   int64_t total, grain;
   bool flush; /* whether the job's tasks flush subnormals, as the thread that posted it does */
   int64_t chunks;
-  part_next next[MAX_PARTS]; /* when the job is handed out in chunks: each part's next one */
+  part_next *next; /* one per thread: when the job is handed out in chunks, each part's next one */
   int parts;
   pthread_mutex_t lock;
   pthread_cond_t wake, done;
@@ -119,6 +118,7 @@ ljr_threadpool *ljr_threadpool_new(int nthreads) {
   pthread_cond_init(&p->wake, NULL);
   pthread_cond_init(&p->done, NULL);
   p->threads = ljb_xcalloc((size_t)p->n, sizeof *p->threads);
+  p->next = ljb_xcalloc((size_t)p->n, sizeof *p->next);
   for (int i = 1; i < p->n; i++) {
     worker_arg *wa = ljb_xalloc(sizeof *wa);
     wa->pool = p;
@@ -143,6 +143,7 @@ void ljr_threadpool_free(ljr_threadpool *p) {
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->done);
   free(p->threads);
+  free(p->next);
   free(p);
 }
 
@@ -150,7 +151,6 @@ int ljr_threadpool_size(const ljr_threadpool *p) { return p->n; }
 
 void ljr_threadpool_run(ljr_threadpool *p, ljr_task_fn fn, void *ctx, int64_t n, int parts, int64_t grain) {
   if (parts > p->n) parts = p->n;
-  if (parts > MAX_PARTS) parts = MAX_PARTS;
   if (parts > n) parts = (int)n;
   if (parts <= 1) {
     if (n > 0) fn(ctx, 0, n);
