@@ -154,13 +154,13 @@ static _Thread_local int began = -1; /* the job (rep) this thread last began */
 
 static void note_first(void *ctx, int64_t begin, int64_t end) {
   home_job *j = ctx;
+  (void)end;
   if (began == j->rep) return;
   began = j->rep;
   int64_t none = -1;
   atomic_compare_exchange_strong(&j->first[pthread_equal(pthread_self(), j->caller) ? 0 : 1], &none, begin);
   atomic_fetch_add(&j->begun, 1);
   while (atomic_load(&j->begun) < 2) ljr_spin_step(0);
-  (void)end;
 }
 
 /* Two threads, 8 chunks of one task: each thread starts on its own half of them (the caller

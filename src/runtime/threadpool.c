@@ -7,12 +7,11 @@
  * many tasks: each part takes the chunks of its own range in order, then those left in the
  * other parts' ranges, so a thread that started late or runs slower (a busy core, a slower
  * one) does less of the job instead of holding up its end, while in a balanced job each
- * thread runs the same range of tasks and finds in its own caches what it wrote or read
- * there before, kernel after kernel and step after step (a layer norm forward
- * and backward on two threads: 0.79-0.86 -> 0.69-0.76 ms, on a machine whose two cores pass a
- * cache line there and back in ~430 ns). A job's tasks run in
- * the floating-point mode of the thread that hands it out (whether it flushes subnormals:
- * fpmode.c). */
+ * thread runs the same range of tasks and finds in its own caches what it wrote or read there
+ * before, kernel after kernel and step after step (a layer norm forward and backward on two
+ * threads: 0.79-0.86 -> 0.69-0.76 ms, on a machine whose two cores pass a cache line there
+ * and back in ~430 ns). A job's tasks run in the floating-point mode of the thread that hands
+ * it out (whether it flushes subnormals: fpmode.c). */
 #include "runtime/runtime.h"
 
 #include <stdlib.h>
