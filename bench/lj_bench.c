@@ -13,8 +13,11 @@
  * For the training steps it also measures the time to the first step of a fresh process:
  * lj-bench starts itself (--first-step-child NAME), which starts lazyjit, sets the workload up,
  * runs one step and reports the moment it ended; the time counts from the spawn. Cold: the
- * process's persistent cache directory is empty (it compiles and writes the entries); warm:
- * the same directory again (it loads them). Median of three of each.
+ * process's persistent cache directory is empty (it compiles and writes the entries; the GEMM
+ * routines come from the library when it was built on this machine); warm: the same directory
+ * again (it loads them); cold, routines compiled: an empty directory and
+ * LJ_PRECOMPILED_ROUTINES=0, as on a machine the library was not built for. Median of three
+ * of each.
  *
  *   lj-bench [--filter SUBSTR] [--threads N] [--runs N] [--json FILE] [--no-opbyop]
  *            [--no-first-step] [--list]
@@ -51,7 +54,9 @@ typedef struct result {
   const char *unit;
   double opbyop_ms;         /* wall time per step op by op, median (0: not run) */
   double first_cold_ms, first_warm_ms; /* time to the first step of a fresh process (0: not run) */
-  double first_compile_ms;  /* the cold one's CompileTime: everything it compiled, routines too */
+  double first_compile_ms;  /* the cold one's CompileTime: everything it compiled */
+  double first_routines_ms; /* cold with its GEMM routines compiled (LJ_PRECOMPILED_ROUTINES=0) */
+  double first_routines_compile_ms; /* that one's CompileTime, the routines' too */
 } result;
 
 static double now(void) {
@@ -178,11 +183,11 @@ static int first_step_child(const options *o) {
   _exit(0);
 }
 
-/* Spawns a child that runs w's first step with its persistent cache in dir; the milliseconds
- * from the spawn to the end of that step, or -1. *compiles and *hits: the child's counters;
- * *compile_ms: its CompileTime. */
-static double spawn_first_step(const options *o, const workload *w, const char *dir, long long *compiles,
-                               long long *hits, double *compile_ms) {
+/* Spawns a child that runs w's first step with its persistent cache in dir, with `more` in
+ * its environment when not NULL; the milliseconds from the spawn to the end of that step, or
+ * -1. *compiles and *hits: the child's counters; *compile_ms: its CompileTime. */
+static double spawn_first_step(const options *o, const workload *w, const char *dir, char *more,
+                               long long *compiles, long long *hits, double *compile_ms) {
   char self[4096], threads[16], env[4200];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return -1;
@@ -191,12 +196,13 @@ static double spawn_first_step(const options *o, const workload *w, const char *
   char *argv[] = {self, "--first-step-child", (char *)w->name, "--threads", threads, NULL};
   int nenv = 0;
   while (environ[nenv]) nenv++;
-  char **envp = calloc((size_t)nenv + 2, sizeof *envp);
+  char **envp = calloc((size_t)nenv + 3, sizeof *envp);
   int k = 0;
   for (int i = 0; i < nenv; i++)
     if (strncmp(environ[i], "LJ_CACHE_DIR=", 13) != 0) envp[k++] = environ[i];
   snprintf(env, sizeof env, "LJ_CACHE_DIR=%s", dir);
   envp[k++] = env;
+  if (more) envp[k++] = more;
   int fds[2];
   if (pipe(fds) != 0) return -1;
   posix_spawn_file_actions_t fa;
@@ -218,28 +224,43 @@ static double spawn_first_step(const options *o, const workload *w, const char *
   return !err && end > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? (end - t0) * 1e3 : -1;
 }
 
-/* Time to the first step of w in fresh processes, cold and warm, and the cold one's compile
- * time (median of three each). */
+static void remove_dir(const char *dir) {
+  char cmd[64];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) fprintf(stderr, "lj-bench: cannot remove %s\n", dir);
+}
+
+/* Time to the first step of w in fresh processes, cold, warm and cold with the routines
+ * compiled, and the cold ones' compile times (median of three each). */
 static bool first_step(const options *o, const workload *w, result *r) {
-  double cold[3], warm[3], compile[3], unused;
+  static char compile_routines[] = "LJ_PRECOMPILED_ROUTINES=0";
+  double cold[3], warm[3], compile[3], routines[3], routines_compile[3], unused;
   for (int i = 0; i < 3; i++) {
-    char dir[] = "/tmp/lj-bench-cache-XXXXXX";
+    char dir[] = "/tmp/lj-bench-cache-XXXXXX", dir2[] = "/tmp/lj-bench-cache-XXXXXX";
     if (!mkdtemp(dir)) return false;
-    long long cc = -1, ch = -1, wc = -1, wh = -1;
-    cold[i] = spawn_first_step(o, w, dir, &cc, &ch, &compile[i]);
-    warm[i] = spawn_first_step(o, w, dir, &wc, &wh, &unused);
-    char cmd[64];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "lj-bench: cannot remove %s\n", dir);
-    if (cold[i] < 0 || warm[i] < 0 || cc <= 0 || wc != 0 || wh != cc) {
-      fprintf(stderr, "lj-bench: first step of %s: cold run compiled %lld, warm run compiled %lld and loaded %lld\n",
-              w->name, cc, wc, wh);
+    if (!mkdtemp(dir2)) {
+      remove_dir(dir);
+      return false;
+    }
+    long long cc = -1, ch = -1, wc = -1, wh = -1, rc = -1, rh = -1;
+    cold[i] = spawn_first_step(o, w, dir, NULL, &cc, &ch, &compile[i]);
+    warm[i] = spawn_first_step(o, w, dir, NULL, &wc, &wh, &unused);
+    routines[i] = spawn_first_step(o, w, dir2, compile_routines, &rc, &rh, &routines_compile[i]);
+    remove_dir(dir);
+    remove_dir(dir2);
+    if (cold[i] < 0 || warm[i] < 0 || routines[i] < 0 || cc <= 0 || wc != 0 || wh != cc || rc != cc) {
+      fprintf(stderr,
+              "lj-bench: first step of %s: cold run compiled %lld, warm run compiled %lld and loaded %lld, "
+              "cold run compiling its routines compiled %lld\n",
+              w->name, cc, wc, wh, rc);
       return false;
     }
   }
   r->first_cold_ms = median(cold, 3);
   r->first_warm_ms = median(warm, 3);
   r->first_compile_ms = median(compile, 3);
+  r->first_routines_ms = median(routines, 3);
+  r->first_routines_compile_ms = median(routines_compile, 3);
   return true;
 }
 
@@ -289,9 +310,10 @@ static void json_result(FILE *f, const workload *w, const result *r, bool first)
           "%s\n  {\"name\": \"%s\", \"compile_ms\": %.3f, \"kernels\": %d, \"trace_us\": %.2f, "
           "\"sync_us\": %.2f, \"run_ms\": %.4f, \"run_min_ms\": %.4f, \"step_ms\": %.4f, \"rate\": %.3f, "
           "\"unit\": \"%s\", \"opbyop_ms\": %.4f, \"first_step_cold_ms\": %.2f, \"first_step_warm_ms\": %.2f, "
-          "\"first_step_compile_ms\": %.2f",
+          "\"first_step_compile_ms\": %.2f, \"first_step_routines_ms\": %.2f, \"first_step_routines_compile_ms\": %.2f",
           first ? "" : ",", w->name, r->compile_ms, r->kernels, r->trace_us, r->sync_us, r->run_ms, r->run_min_ms,
-          r->step_ms, r->rate, r->unit, r->opbyop_ms, r->first_cold_ms, r->first_warm_ms, r->first_compile_ms);
+          r->step_ms, r->rate, r->unit, r->opbyop_ms, r->first_cold_ms, r->first_warm_ms, r->first_compile_ms,
+          r->first_routines_ms, r->first_routines_compile_ms);
   /* the product's shape, for a BLAS peer (bench/peers) to time the same one */
   if (bench_is_gemm(w))
     fprintf(f, ", \"gemm\": {\"m\": %lld, \"n\": %lld, \"k\": %lld, \"ta\": %d, \"tb\": %d}}",
@@ -352,12 +374,14 @@ int main(int argc, char **argv) {
   for (int k = 0; k < bench_nworkloads; k++) {
     if (results[k].first_cold_ms <= 0) continue;
     if (!header)
-      printf("\ntime to the first step of a fresh process (spawn, lj_init, setup, compile or load, run), and\n"
-             "the cold one's compile (its GEMM routines too)\n%-22s %12s %12s %12s\n", "workload", "cold ms",
-             "warm ms", "compile ms");
+      printf("\ntime to the first step of a fresh process (spawn, lj_init, setup, compile or load, run): cold\n"
+             "(empty persistent cache), warm (the cache it left), cold compiling its GEMM routines\n"
+             "(LJ_PRECOMPILED_ROUTINES=0); and the cold ones' compile times\n%-22s %9s %9s %9s %11s %11s\n",
+             "workload", "cold ms", "warm ms", "rtn ms", "compile ms", "rtn cmp ms");
     header = true;
-    printf("%-22s %12.1f %12.1f %12.1f\n", bench_workloads[k].name, results[k].first_cold_ms,
-           results[k].first_warm_ms, results[k].first_compile_ms);
+    printf("%-22s %9.1f %9.1f %9.1f %11.1f %11.1f\n", bench_workloads[k].name, results[k].first_cold_ms,
+           results[k].first_warm_ms, results[k].first_routines_ms, results[k].first_compile_ms,
+           results[k].first_routines_compile_ms);
   }
   free(results);
   return status;

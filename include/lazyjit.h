@@ -162,6 +162,12 @@ typedef struct lj_config {
                                    lj_shutdown) a Kernel Profile of its runs goes to stderr:
                                    each kernel's mean and fastest time and share of the run,
                                    the slowest first */
+  bool precompiled_routines;  /**< LJ_PRECOMPILED_ROUTINES: take the GEMM routines from those
+                                   the library was built with, when it was built for this
+                                   target (the build host's CPU, LLVM and opt_level), instead
+                                   of compiling them at their first use (default on; off:
+                                   compiled, or found in the persistent cache, as on any
+                                   other target) */
   const char *cache_dir;      /**< LJ_CACHE_DIR: the persistent cache, a directory of compiled
                                    graphs shared by every process that uses it: a graph found
                                    there is loaded instead of compiled (docs/caching.md).

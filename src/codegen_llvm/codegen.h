@@ -11,8 +11,11 @@ typedef struct ljc_session ljc_session;
 
 /* What a session does besides compiling. LJC_PERF (LJ_PERF): every kernel is listed in
  * perf's map file and its jitdump. LJC_DEBUG_INFO (LJ_HLO_DEBUG): kernels carry their nodes'
- * call sites as DWARF and are registered with gdb's JIT interface. */
-typedef enum ljc_flags { LJC_PERF = 1, LJC_DEBUG_INFO = 2 } ljc_flags;
+ * call sites as DWARF and are registered with gdb's JIT interface. LJC_PRECOMPILED
+ * (LJ_PRECOMPILED_ROUTINES): a GEMM routine the session lacks is taken from those the library
+ * was built with (ljc_precompiled_routines) when they were built for its routine target,
+ * before the persistent cache's or a compile. */
+typedef enum ljc_flags { LJC_PERF = 1, LJC_DEBUG_INFO = 2, LJC_PRECOMPILED = 4 } ljc_flags;
 
 /* A session for `cpu` (NULL: the host CPU and its features) at LLVM opt level 0..3 that
  * compiles the kernels of a program on up to `threads` threads, with ljc_flags; kernels that
@@ -25,6 +28,9 @@ void ljc_session_free(ljc_session *s);
  * name and features, opt level, the non-temporal store threshold, debug info. Part of every
  * graph key. Borrowed. */
 const char *ljc_session_target(const ljc_session *s);
+/* What the GEMM routines' code depends on, a prefix of the target: LLVM version, target
+ * triple, CPU name and features, opt level. Borrowed. */
+const char *ljc_session_routine_target(const ljc_session *s);
 /* Its parts: the LLVM version ("19.1.7"), the CPU name and its feature string. Borrowed. */
 const char *ljc_session_llvm(const ljc_session *s);
 const char *ljc_session_cpu(const ljc_session *s);
@@ -40,6 +46,25 @@ typedef struct ljc_routine_cache {
   void (*put)(void *ctx, const char *name, const char *obj, size_t size);
 } ljc_routine_cache;
 void ljc_session_set_routine_cache(ljc_session *s, ljc_routine_cache c);
+
+/* GEMM routine r's object file (ljc_gemm_routine_defined(r)) as the session compiles it for
+ * its target, malloc'd, its size in *size; NULL with LJ_ERR_COMPILE. What lj-precompile builds
+ * the library's precompiled routines with. */
+char *ljc_session_build_routine(ljc_session *s, int r, size_t *size);
+
+/* The GEMM routines' object files the library was built with: lj-precompile compiles every
+ * routine for the build host (a session of the host CPU at the default opt level) into a
+ * generated source, or none (LJ_PRECOMPILE_ROUTINES off at configure time). target: their
+ * routine target (ljc_session_routine_target); routine i is number routine[i], its object
+ * size[i] bytes at data + offset[i]. */
+typedef struct ljc_precompiled {
+  const char *target;
+  int n;
+  const int *routine;
+  const size_t *offset, *size;
+  const unsigned char *data;
+} ljc_precompiled;
+extern const ljc_precompiled ljc_precompiled_routines;
 
 /* The machine code of one program (refcounted: see ljc_compile). */
 typedef struct ljc_program ljc_program;
@@ -84,10 +109,14 @@ char *ljc_lowering_text(const ljg_program *p);
  * session already (another device compiled it) is shared instead of compiled again. g is the
  * graph p was fused from (its nodes' call sites become debug info with LJC_DEBUG_INFO). With
  * texts non-NULL, also fills it; with objs non-NULL, copies the object files there (both
- * built even for a shared program). *routines (when not NULL): how many GEMM routines this
- * compile added to the session. NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
+ * built even for a shared program). *routines (when not NULL): the GEMM routines this
+ * compile added to the session, compiled and precompiled. NULL with LJ_ERR_COMPILE and LLVM's
+ * message on failure. */
+typedef struct ljc_routine_counts {
+  int compiled, precompiled;
+} ljc_routine_counts;
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
-                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, int *routines);
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_routine_counts *routines);
 /* Loads the object files an earlier ljc_compile of key (program p) produced (copied; shared
  * like a compile when key is live) and stores kernel k's entry point in fns[k]; the GEMM
  * routines among them that the session does not have yet are loaded first. NULL with

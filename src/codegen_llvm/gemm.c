@@ -1145,6 +1145,13 @@ int ljc_gemm_code(int r) {
   return r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX ? r - LJC_GEMM_WINOGRAD_DX + LJC_GEMM_WINOGRAD : r;
 }
 
+bool ljc_gemm_routine_defined(int r) {
+  int kind = r / LJC_GEMM_NVARIANTS, variant = r % LJC_GEMM_NVARIANTS;
+  if (r < 0 || r >= LJC_GEMM_NROUTINES || ljc_gemm_code(r) != r) return false;
+  if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
+  return is_winograd(variant) ? kind <= 1 : true;
+}
+
 void ljc_gemm_routine_name(int routine, char name[32]) {
   static const char *const variants[LJC_GEMM_NVARIANTS] = {
       [LJC_GEMM_ROWS] = "rows",         [LJC_GEMM_COLS] = "cols",       [LJC_GEMM_ELEMENTS] = "elements",

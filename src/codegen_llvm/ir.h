@@ -278,6 +278,9 @@ void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg);
 /* Defines routine r (r = ljc_gemm_code(r); external, its name from ljc_gemm_routine_name) in
  * ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);
+/* Whether ljc_define_gemm_routine defines r: a code routine (ljc_gemm_code(r) = r) of a kind
+ * its variant has (the Winograd variants' two tiles, TAPS_DW's f32 with A the im2col). */
+bool ljc_gemm_routine_defined(int r);
 /* The name of the code routine r runs (ljc_gemm_code's). */
 void ljc_gemm_routine_name(int r, char name[32]);
 /* The routine whose code routine r runs: WINOGRAD_DX's is WINOGRAD's of the same kind (the

@@ -8,9 +8,11 @@
  * files from the persistent cache are added the same way (ljc_load). The GEMM routines that
  * matmul kernels call (gemm.c) are built once per process and target, with the first program
  * that calls each (as more items of its compile), or come from the object files of a loaded
- * program, from an earlier session of the process (routine_store.c) or from the persistent
- * cache (the session's routine cache), and stay in the JIT for the session's life; their object files are kept to go into every program's
- * ljc_objects, so a cache entry brings the routines its kernels call. Programs are shared by
+ * program, from an earlier session of the process (routine_store.c), from those the library
+ * was built with (ljc_precompiled_routines, when built for the session's routine target) or
+ * from the persistent cache (the session's routine cache), and stay in the JIT for the
+ * session's life; their object files are kept to go into every program's ljc_objects, so a
+ * cache entry brings the routines its kernels call. Programs are shared by
  * graph key and refcounted: symbols are named by the key, so two devices' copies would clash.
  * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
  * RuntimeDyld instead of JITLink: its event listeners register every object with gdb (the GDB
@@ -41,7 +43,7 @@ struct ljc_session {
   LLVMOrcJITDylibRef jd;
   char *triple, *cpu, *features;
   char llvm[32];
-  char target[1024];
+  char routine_target[1024], target[1100];
   int opt_level;
   int64_t nt_store_bytes;
   unsigned flags; /* ljc_flags */
@@ -140,8 +142,10 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int64_t nt_store_by
   unsigned maj, min, patch;
   LLVMGetVersion(&maj, &min, &patch);
   snprintf(s->llvm, sizeof s->llvm, "%u.%u.%u", maj, min, patch);
-  snprintf(s->target, sizeof s->target, "llvm-%s %s %s %s O%d nt%lld%s", s->llvm, s->triple, s->cpu,
-           s->features, opt_level, (long long)nt_store_bytes, flags & LJC_DEBUG_INFO ? " debug-info" : "");
+  snprintf(s->routine_target, sizeof s->routine_target, "llvm-%s %s %s %s O%d", s->llvm, s->triple, s->cpu,
+           s->features, opt_level);
+  snprintf(s->target, sizeof s->target, "%s nt%lld%s", s->routine_target, (long long)nt_store_bytes,
+           flags & LJC_DEBUG_INFO ? " debug-info" : "");
   return s;
 fail:
   ljc_session_free(s);
@@ -162,6 +166,8 @@ void ljc_session_free(ljc_session *s) {
 }
 
 const char *ljc_session_target(const ljc_session *s) { return s->target; }
+
+const char *ljc_session_routine_target(const ljc_session *s) { return s->routine_target; }
 
 void ljc_session_set_routine_cache(ljc_session *s, ljc_routine_cache c) {
   pthread_mutex_lock(&s->lock);
@@ -267,6 +273,16 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
   LLVMContextDispose(ctx);
   free(stream);
   return obj;
+}
+
+char *ljc_session_build_routine(ljc_session *s, int r, size_t *size) {
+  LJ_ASSERT(ljc_gemm_routine_defined(r));
+  LLVMMemoryBufferRef obj = build_object(s, s->tms[0], NULL, NULL, -1 - r, "", NULL);
+  if (!obj) return NULL;
+  *size = LLVMGetBufferSize(obj);
+  char *bytes = memcpy(ljb_xalloc(*size), LLVMGetBufferStart(obj), *size);
+  LLVMDisposeMemoryBuffer(obj);
+  return bytes;
 }
 
 /* The kernels of one compile, shared by its threads: each takes the next kernel until none
@@ -388,11 +404,30 @@ void ljc_object_name(const ljg_program *p, int i, char name[40]) {
     snprintf(name, 40, "k%d", i);
 }
 
-/* GEMM routine r's object file as built earlier: by this process (ljc_routine_store_get), else
- * by any (the session's routine cache, then kept in the process too); malloc'd, or NULL. */
-static char *earlier_routine(ljc_session *s, int r, size_t *size) {
+/* Routine r's object among the library's precompiled ones for the session's routine target
+ * (malloc'd), or NULL. */
+static char *precompiled_routine(const ljc_session *s, int r, size_t *size) {
+  const ljc_precompiled *pc = &ljc_precompiled_routines;
+  if (!(s->flags & LJC_PRECOMPILED) || !pc->n || strcmp(pc->target, s->routine_target) != 0) return NULL;
+  for (int i = 0; i < pc->n; i++)
+    if (pc->routine[i] == r) {
+      *size = pc->size[i];
+      return memcpy(ljb_xalloc(pc->size[i]), pc->data + pc->offset[i], pc->size[i]);
+    }
+  return NULL;
+}
+
+/* GEMM routine r's object file as built earlier: by this process (ljc_routine_store_get), with
+ * the library (precompiled_routine, counted in *precompiled), else by any process (the
+ * session's routine cache, then kept in the process too); malloc'd, or NULL. */
+static char *earlier_routine(ljc_session *s, int r, size_t *size, int *precompiled) {
   char *bytes = ljc_routine_store_get(s->target, r, size);
-  if (bytes || !s->routine_cache.get) return bytes;
+  if (bytes) return bytes;
+  if ((bytes = precompiled_routine(s, r, size))) {
+    ++*precompiled;
+    return bytes;
+  }
+  if (!s->routine_cache.get) return NULL;
   char name[32];
   ljc_gemm_routine_name(r, name);
   bytes = s->routine_cache.get(s->routine_cache.ctx, name, size);
@@ -401,14 +436,14 @@ static char *earlier_routine(ljc_session *s, int r, size_t *size) {
 }
 
 /* The GEMM routines p's kernels call that the session does not have, into r[], after adding
- * to the JIT those built earlier (earlier_routine); how many, or -1 with the error set.
- * Called with the session lock held. */
-static int missing_routines(ljc_session *s, const ljg_program *p, int *r) {
+ * to the JIT those built earlier (earlier_routine, counting the precompiled ones in
+ * *precompiled); how many, or -1 with the error set. Called with the session lock held. */
+static int missing_routines(ljc_session *s, const ljg_program *p, int *r, int *precompiled) {
   int all[LJC_GEMM_NROUTINES], n = routine_list(p, all), m = 0;
   for (int i = 0; i < n; i++) {
     if (s->routine_obj[all[i]]) continue;
     size_t size;
-    char *bytes = earlier_routine(s, all[i], &size);
+    char *bytes = earlier_routine(s, all[i], &size, precompiled);
     if (!bytes) {
       r[m++] = all[i];
       continue;
@@ -453,9 +488,11 @@ static bool load_routines(ljc_session *s, const ljg_program *p, const ljc_object
  * the JIT, counting them in *routines (when not NULL); false with the error set. Called with
  * the session lock held. */
 static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
-                          LLVMMemoryBufferRef *objs, kernel_texts *texts, int *routines) {
+                          LLVMMemoryBufferRef *objs, kernel_texts *texts, ljc_routine_counts *routines) {
   compile_job j = {.s = s, .p = p, .g = g, .name = name, .objs = objs, .texts = texts};
-  j.nroutines = missing_routines(s, p, j.routine);
+  int precompiled = 0;
+  j.nroutines = missing_routines(s, p, j.routine, &precompiled);
+  if (routines) routines->precompiled = precompiled;
   if (j.nroutines < 0) return false;
   int items = j.nroutines + p->nkernels;
   if (items == 0) return true;
@@ -482,7 +519,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
     ok = add_routine(s, r, j.routine_obj[i]);
     if (ok) keep_routine(s, r);
   }
-  if (ok && routines) *routines = j.nroutines;
+  if (ok && routines) routines->compiled = j.nroutines;
   return ok;
 }
 
@@ -603,8 +640,8 @@ static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemory
 }
 
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
-                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, int *routines) {
-  if (routines) *routines = 0;
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_routine_counts *routines) {
+  if (routines) *routines = (ljc_routine_counts){0};
   pthread_mutex_lock(&s->lock);
   ljc_program *c = share(s, key, fns);
   if (c && !texts && !objs) {

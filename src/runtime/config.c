@@ -44,6 +44,7 @@ static const env_var env_vars[] = {
     {"LJ_DEBUG", {NULL}, ENV_INT, FIELD(debug)},
     {"LJ_PERF", {NULL}, ENV_BOOL, FIELD(perf)},
     {"LJ_PROFILE_KERNELS", {NULL}, ENV_BOOL, FIELD(profile_kernels)},
+    {"LJ_PRECOMPILED_ROUTINES", {NULL}, ENV_BOOL, FIELD(precompiled_routines)},
     {"LJ_CACHE_DIR", {NULL}, ENV_STRING, FIELD(cache_dir)},
     {"LJ_CACHE_READONLY", {NULL}, ENV_BOOL, FIELD(cache_readonly)},
     {"LJ_CACHE_MAX_MB", {NULL}, ENV_INT, FIELD(cache_max_mb)},
@@ -107,6 +108,7 @@ lj_config lj_config_default(void) {
   c.nt_store_kb = nt_store_default_kb();
   c.enable_param_aliasing = true;
   c.winograd = true;
+  c.precompiled_routines = true;
   for (size_t i = 0; i < LJ_COUNT_OF(env_vars); i++) {
     const env_var *v = &env_vars[i];
     const char *s = getenv(v->name);

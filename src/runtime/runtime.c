@@ -27,7 +27,8 @@ static lj_status start(const lj_config *cfg) {
     free(rt);
     return lj_last_status();
   }
-  unsigned flags = (rt->cfg.pub.perf ? LJC_PERF : 0) | (rt->cfg.pub.hlo_debug ? LJC_DEBUG_INFO : 0);
+  unsigned flags = (rt->cfg.pub.perf ? LJC_PERF : 0) | (rt->cfg.pub.hlo_debug ? LJC_DEBUG_INFO : 0) |
+                   (rt->cfg.pub.precompiled_routines ? LJC_PRECOMPILED : 0);
   /* compiles use every CPU the process may run on, however few threads run the kernels: a
    * compile is a burst before a step, not a load beside it */
   int cpus = ljr_online_cpus(), compile_threads = cpus > rt->cfg.pub.num_threads ? cpus : rt->cfg.pub.num_threads;
