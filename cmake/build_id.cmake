@@ -1,9 +1,11 @@
 # build_id.cmake — writes OUT, a header defining LJ_BUILD_ID: 16 hex digits of a hash of the
-# library's sources under ROOT. The persistent cache refuses entries another build wrote, so
-# a changed code generator never runs its predecessor's code. Run at build time whenever a
-# source changes; the header is rewritten only when the id does.
+# library's sources under ROOT (with tools/lj_precompile.c, whose output the library
+# carries). The persistent cache refuses entries another build wrote, so a changed code
+# generator never runs its predecessor's code. Run at build time whenever a source changes;
+# the header is rewritten only when the id does.
 file(GLOB_RECURSE files RELATIVE ${ROOT} ${ROOT}/src/*.c ${ROOT}/src/*.h ${ROOT}/src/*.def
      ${ROOT}/include/*.h)
+list(APPEND files tools/lj_precompile.c)
 list(SORT files)
 set(all "")
 foreach(f ${files})

@@ -7,10 +7,14 @@
  *   lj-precompile OUT.c          every routine, for the host
  *   lj-precompile --none OUT.c   an empty table (LJ_PRECOMPILE_ROUTINES off)
  *
- * It links the library's objects but not this table: its own is empty. The source appears
- * whole or not at all (written beside it, then renamed). */
+ * The build runs it every time: the source's first line names the library build (a hash of
+ * its sources) and the routine target it was made for, and while both are still this build's
+ * and this host's the source is left as it is (a build directory moved to another machine
+ * gets the new machine's routines). It links the library's objects but not this table: its
+ * own is empty. The source appears whole or not at all (written beside it, then renamed). */
 #include "codegen_llvm/codegen.h"
 #include "codegen_llvm/ir.h"
+#include "lj_build_id.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,13 +40,7 @@ static int write_none(FILE *f) {
   return 0;
 }
 
-static int write_routines(FILE *f) {
-  unsetenv("LJ_OPT_LEVEL"); /* the library's default, not this build's environment */
-  ljc_session *s = ljc_session_new(NULL, lj_config_default().opt_level, 0, 1, 0);
-  if (!s) {
-    fprintf(stderr, "lj-precompile: %s\n", lj_last_error());
-    return 1;
-  }
+static int write_routines(FILE *f, ljc_session *s) {
   int routine[LJC_GEMM_NROUTINES], n = 0;
   size_t offset[LJC_GEMM_NROUTINES], size[LJC_GEMM_NROUTINES], total = 0;
   fprintf(f, "%sstatic const unsigned char data[] = {", header);
@@ -53,7 +51,6 @@ static int write_routines(FILE *f) {
       char name[32];
       ljc_gemm_routine_name(r, name);
       fprintf(stderr, "lj-precompile: %s: %s\n", name, lj_last_error());
-      ljc_session_free(s);
       return 1;
     }
     for (size_t i = 0; i < size[n]; i++) fprintf(f, "%s%u,", (total + i) % 24 ? "" : "\n", (unsigned char)obj[i]);
@@ -71,8 +68,38 @@ static int write_routines(FILE *f) {
   fputs("};\nconst ljc_precompiled ljc_precompiled_routines = {", f);
   put_string(f, ljc_session_routine_target(s));
   fprintf(f, ", %d, routine, offset, size, data};\n", n);
-  ljc_session_free(s);
   return 0;
+}
+
+/* Whether the file at path begins with line. */
+static bool begins_with(const char *path, const char *line) {
+  FILE *f = fopen(path, "r");
+  if (!f) return false;
+  size_t n = strlen(line);
+  char *buf = malloc(n + 1);
+  bool same = buf && fread(buf, 1, n, f) == n && memcmp(buf, line, n) == 0;
+  free(buf);
+  fclose(f);
+  return same;
+}
+
+/* Writes the source into out (through out.tmp) after its first line; 0, else 1 with a message. */
+static int write_source(const char *out, const char *first, ljc_session *s) {
+  char tmp[4096];
+  snprintf(tmp, sizeof tmp, "%s.tmp", out);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    perror(tmp);
+    return 1;
+  }
+  fputs(first, f);
+  int rc = s ? write_routines(f, s) : write_none(f);
+  if ((fclose(f) != 0 || rename(tmp, out) != 0) && rc == 0) {
+    perror(out);
+    rc = 1;
+  }
+  if (rc) remove(tmp);
+  return rc;
 }
 
 int main(int argc, char **argv) {
@@ -81,19 +108,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: lj-precompile [--none] OUT.c\n");
     return 2;
   }
+  ljc_session *s = NULL;
+  if (!none) {
+    unsetenv("LJ_OPT_LEVEL"); /* the library's default, not this build's environment */
+    if (!(s = ljc_session_new(NULL, lj_config_default().opt_level, 0, 1, 0))) {
+      fprintf(stderr, "lj-precompile: %s\n", lj_last_error());
+      return 1;
+    }
+  }
   const char *out = argv[argc - 1];
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", out);
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    perror(tmp);
-    return 1;
-  }
-  int rc = none ? write_none(f) : write_routines(f);
-  if ((fclose(f) != 0 || rename(tmp, out) != 0) && rc == 0) {
-    perror(out);
-    rc = 1;
-  }
-  if (rc) remove(tmp);
+  char first[2048];
+  snprintf(first, sizeof first, "/* lj-precompile %s for %s */\n", LJ_BUILD_ID,
+           s ? ljc_session_routine_target(s) : "none");
+  int rc = begins_with(out, first) ? 0 : write_source(out, first, s);
+  ljc_session_free(s);
   return rc;
 }
