@@ -12,11 +12,11 @@
  * was built with (ljc_precompiled_routines, when built for the session's routine target) or
  * from the persistent cache (the session's routine cache), and stay in the JIT for the
  * session's life; their object files are kept to go into every program's ljc_objects, so a
- * cache entry brings the routines its kernels call. Programs are shared by
- * graph key and refcounted: symbols are named by the key, so two devices' copies would clash.
- * Compiles are serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with
- * RuntimeDyld instead of JITLink: its event listeners register every object with gdb (the GDB
- * JIT interface) and write perf's jitdump records. */
+ * cache entry brings the routines its kernels call. Programs are shared by graph key and
+ * refcounted: symbols are named by the key, so two devices' copies would clash. Compiles are
+ * serialized by the session lock. For LJ_HLO_DEBUG and LJ_PERF the JIT links with RuntimeDyld
+ * instead of JITLink: its event listeners register every object with gdb (the GDB JIT
+ * interface) and write perf's jitdump records. */
 #include "codegen_llvm/ir.h"
 
 #include <llvm-c/Analysis.h>
