@@ -178,12 +178,14 @@ END_TEST
 
 /* GEMM routines outlive the runtime that built them: a runtime started after it takes them
  * from the process instead of compiling them again (compiled, not taken from the library's
- * precompiled ones: test_runtime_precompiled). */
+ * precompiled ones: test_runtime_precompiled), also where it streams otherwise (the
+ * non-temporal store threshold is in the graphs' target, not in the routines'). */
 START_TEST(test_gemm_routines_outlive_runtime) {
   int64_t built = 0;
   lj_config cfg = lj_config_default();
   cfg.precompiled_routines = false;
   for (int run = 0; run < 2; run++) {
+    cfg.nt_store_kb = run ? 0 : 4096;
     ck_assert_int_eq(lj_init(&cfg), LJ_OK);
     int64_t r0 = lj_counter_value("CompiledGemmRoutines");
     lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(9, 40), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2);

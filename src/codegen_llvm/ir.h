@@ -356,7 +356,7 @@ int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const ui
  * slots that LLVM proved aligned, and fences its returns when there are any (x86 only). */
 void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots);
 
-/* routine_store.c: GEMM routine r's object file for target (ljc_session_target) as built
+/* routine_store.c: GEMM routine r's object file for target (ljc_session_routine_target) as built
  * earlier in this process: a malloc'd copy and its size, or NULL; and keeping one (a copy). */
 char *ljc_routine_store_get(const char *target, int r, size_t *size);
 void ljc_routine_store_put(const char *target, int r, const char *bytes, size_t size);

@@ -1,5 +1,5 @@
-/* routine_store.c — the GEMM routines' object files built in this process, by target (all the
- * code depends on: ljc_session_target) and routine. A session that lacks a routine takes its
+/* routine_store.c — the GEMM routines' object files built in this process, by routine target
+ * (all their code depends on: ljc_session_routine_target) and routine. A session that lacks a routine takes its
  * object from here before it would compile it, so a process compiles each routine once for a
  * target however many runtimes it starts and ends (lj_init after lj_shutdown, a benchmark's
  * fresh runtime per workload). Entries live as long as the process; there are at most

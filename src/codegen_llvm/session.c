@@ -421,7 +421,7 @@ static char *precompiled_routine(const ljc_session *s, int r, size_t *size) {
  * the library (precompiled_routine, counted in *precompiled), else by any process (the
  * session's routine cache, then kept in the process too); malloc'd, or NULL. */
 static char *earlier_routine(ljc_session *s, int r, size_t *size, int *precompiled) {
-  char *bytes = ljc_routine_store_get(s->target, r, size);
+  char *bytes = ljc_routine_store_get(s->routine_target, r, size);
   if (bytes) return bytes;
   if ((bytes = precompiled_routine(s, r, size))) {
     ++*precompiled;
@@ -431,7 +431,7 @@ static char *earlier_routine(ljc_session *s, int r, size_t *size, int *precompil
   char name[32];
   ljc_gemm_routine_name(r, name);
   bytes = s->routine_cache.get(s->routine_cache.ctx, name, size);
-  if (bytes) ljc_routine_store_put(s->target, r, bytes, *size);
+  if (bytes) ljc_routine_store_put(s->routine_target, r, bytes, *size);
   return bytes;
 }
 
@@ -458,7 +458,7 @@ static int missing_routines(ljc_session *s, const ljg_program *p, int *r, int *p
 /* Keeps GEMM routine r, just built and added, for later sessions of this process and, through
  * the session's routine cache, of others. */
 static void keep_routine(ljc_session *s, int r) {
-  ljc_routine_store_put(s->target, r, s->routine_obj[r], s->routine_size[r]);
+  ljc_routine_store_put(s->routine_target, r, s->routine_obj[r], s->routine_size[r]);
   if (!s->routine_cache.put) return;
   char name[32];
   ljc_gemm_routine_name(r, name);
