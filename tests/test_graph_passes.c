@@ -230,6 +230,37 @@ static const pass_case cases[] = {
      "  %11 = f32[1,8,3] permute(%10), perm=(0,2,1)\n"
      "  %12 = f32[1,1,8,3] reshape(%11), ROOT=2\n"
      "}\n"},
+    {"matmul: a batch sum of 8 matrices or more, of 1024 products an element or more, sums each "
+     "half of the batch, the two then added; fewer matrices, or fewer products, sum in one",
+     ljg_optimize,
+     "IR {\n"
+     "  %0 = f32[8,16,256] data(), param=0\n"
+     "  %1 = f32[8,256,32] data(), param=1\n"
+     "  %2 = f32[8,16,32] matmul(%0, %1)\n"
+     "  %3 = f32[1,16,32] sum(%2), dims=(0), ROOT=0\n"
+     "  %4 = f32[6,16,256] data(), param=2\n"
+     "  %5 = f32[6,256,32] data(), param=3\n"
+     "  %6 = f32[6,16,32] matmul(%4, %5)\n"
+     "  %7 = f32[1,16,32] sum(%6), dims=(0), ROOT=1\n"
+     "  %8 = f32[8,64,100] data(), param=4\n"
+     "  %9 = f32[8,100,64] data(), param=5\n"
+     "  %10 = f32[8,64,64] matmul(%8, %9)\n"
+     "  %11 = f32[1,64,64] sum(%10), dims=(0), ROOT=2\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[8,16,256] data(), param=0\n"
+     "  %1 = f32[8,256,32] data(), param=1\n"
+     "  %2 = f32[2,16,32] matmul_sum(%0, %1)\n"
+     "  %3 = f32[1,16,32] slice(%2), dim=0, start=0, step=1\n"
+     "  %4 = f32[1,16,32] slice(%2), dim=0, start=1, step=1\n"
+     "  %5 = f32[1,16,32] add(%3, %4), ROOT=0\n"
+     "  %6 = f32[6,16,256] data(), param=2\n"
+     "  %7 = f32[6,256,32] data(), param=3\n"
+     "  %8 = f32[1,16,32] matmul_sum(%6, %7), ROOT=1\n"
+     "  %9 = f32[8,64,100] data(), param=4\n"
+     "  %10 = f32[8,100,64] data(), param=5\n"
+     "  %11 = f32[1,64,64] matmul_sum(%9, %10), ROOT=2\n"
+     "}\n"},
     {"matmul: a product used elsewhere too, or summed over other dims, keeps its sum", ljg_optimize,
      "IR {\n"
      "  %0 = f32[4,8,36] data(), param=0\n"

@@ -244,6 +244,9 @@ START_TEST(test_parse_errors) {
       {"IR {\n  %0 = f32[1,2,3] data(), param=0\n  %1 = f32[1,4,5] data(), param=1\n"
        "  %2 = f32[1,2,5] matmul(%0, %1), ROOT=0\n}\n",
        "shapes do not chain"},
+      {"IR {\n  %0 = f32[6,2,3] data(), param=0\n  %1 = f32[6,3,5] data(), param=1\n"
+       "  %2 = f32[4,2,5] matmul_sum(%0, %1), ROOT=0\n}\n",
+       "a batch sum's matrices must divide the batch"},
       {"IR {\n  %0 = f32[2] data(), param=1\n  %1 = f32[2] data(), param=0\n  %2 = f32[2] add(%0, %1), ROOT=0\n}\n",
        "parameters must be numbered in order"},
   };

@@ -398,6 +398,81 @@ START_TEST(test_matmul_winograd_random) {
 }
 END_TEST
 
+/* The weight gradients of test_matmul_batch_halves on `threads` threads, checked against the
+ * interpreter: their values, one after another (malloc'd), and their count in *n. */
+static double *halves_gradients(int threads, int64_t *n) {
+  char dir[] = "/tmp/lj_test_halves_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = threads;
+  cfg.dump_dir = dir;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  const int one[2] = {1, 1}, two[2] = {2, 2};
+  lj_tensor *x2 = tu_tensor(LJ_F32, LJ_SHAPE(8, 32, 14, 14), TU_UNIT, 1), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(64, 32, 3, 3), TU_UNIT, 2);
+  lj_tensor *b2 = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_UNIT, 3);
+  lj_tensor *x1 = tu_tensor(LJ_F32, LJ_SHAPE(8, 1, 28, 28), TU_UNIT, 4), *w1 = tu_tensor(LJ_F32, LJ_SHAPE(32, 1, 3, 3), TU_UNIT, 5);
+  lj_tensor *b1 = tu_tensor(LJ_F32, LJ_SHAPE(32), TU_UNIT, 6);
+  lj_tensor *xs = tu_tensor(LJ_F32, LJ_SHAPE(16, 8, 33, 33), TU_UNIT, 7), *ws = tu_tensor(LJ_F32, LJ_SHAPE(16, 8, 3, 3), TU_UNIT, 8);
+  lj_tensor *w[] = {w2, b2, w1, b1, ws};
+  for (int i = 0; i < 5; i++) ck_assert_int_eq(lj_tensor_set_requires_grad(w[i], true), LJ_OK);
+  lj_tensor *ys[] = {
+      lj_conv2d(x2, w2, b2, NULL, one, NULL, 1),
+      lj_relu(lj_max_pool2d(lj_conv2d(x1, w1, b1, NULL, one, NULL, 1), two, NULL, NULL)),
+      lj_conv2d(xs, ws, NULL, two, NULL, NULL, 1),
+  };
+  for (int i = 0; i < 3; i++) {
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(ys[i]), lj_tensor_shape(ys[i]), TU_UNIT, 10 + (uint64_t)i);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(ys[i], g), 0, NULL, false)), LJ_OK);
+    lj_tensor_release(g);
+  }
+  lj_tensor *ai = tu_tensor(LJ_I64, LJ_SHAPE(8, 32, 512), TU_ANY, 20), *bi = tu_tensor(LJ_I64, LJ_SHAPE(8, 512, 32), TU_ANY, 21);
+  lj_tensor *grads[] = {lj_tensor_grad(w2), lj_tensor_grad(b2), lj_tensor_grad(w1), lj_tensor_grad(b1), lj_tensor_grad(ws),
+                        lj_sum(lj_matmul(ai, bi), 1, (const int[]){0}, false)};
+  enum { NGRADS = sizeof grads / sizeof *grads };
+  /* sums of 8·196 (conv2) and 8·784 (conv1) products of magnitude ~1 */
+  tu_check_interp_tol(NGRADS, grads, 1e-4, 1e-3);
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "lj_gemm_f32_winograd5_dw; the routine also sums B for kernel"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "lj_gemm_f32_taps_dw; the routine also sums B for kernel"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "unpooled, 2x2 windows"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "adds the sums of each run kernel"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "lj_gemm_f32_window"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "summed over the batch in 2 runs"));
+  *n = 0;
+  double *all = NULL;
+  for (int i = 0; i < NGRADS; i++) {
+    int64_t m;
+    double *v = tu_read(grads[i], &m);
+    all = realloc(all, (size_t)(*n + m) * sizeof *all);
+    memcpy(all + *n, v, (size_t)m * sizeof *v);
+    *n += m;
+    free(v);
+  }
+  lj_tensor *rest[] = {x2, w2, b2, x1, w1, b1, xs, ws, ai, bi, ys[0], ys[1], ys[2], grads[NGRADS - 1]};
+  for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) lj_tensor_release(rest[i]);
+  lj_shutdown();
+  tu_remove_dir(dir);
+  return all;
+}
+
+/* The batch sums of weight gradients over 8 images or more are computed in two halves added
+ * after (pass_matmul.c), the matmul kernel's tasks each half's rows in turn: through the
+ * Winograd routine (MNISTNet's conv2 at batch 8) and the taps routine (conv1 with a max-pool
+ * and a relu: dY unpooled where it is read), each also summing its half's dY for the bias
+ * gradient that a later kernel's nest then adds up; the window GEMM (a stride-2 convolution);
+ * and an i64 batch sum, which no routine takes. Against the interpreter on 1, 2 and 3 threads
+ * (a thread's range of tasks then spans the two halves), the same bits on each. */
+START_TEST(test_matmul_batch_halves) {
+  int64_t n[3];
+  double *got[3];
+  for (int t = 0; t < 3; t++) got[t] = halves_gradients(t + 1, &n[t]);
+  for (int t = 1; t < 3; t++) {
+    ck_assert_int_eq(n[t], n[0]);
+    ck_assert(memcmp(got[t], got[0], (size_t)n[0] * sizeof *got[0]) == 0);
+  }
+  for (int t = 0; t < 3; t++) free(got[t]);
+}
+END_TEST
+
 /* GEMM routines the session took: compiled, or from the library's precompiled ones. */
 static int64_t routines_taken(void) {
   return lj_counter_value("CompiledGemmRoutines") + lj_counter_value("PrecompiledGemmRoutines");
@@ -474,6 +549,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);
+  tcase_add_test(tc, test_matmul_batch_halves);
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);

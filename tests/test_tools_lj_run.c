@@ -111,31 +111,39 @@ START_TEST(test_replay_bit_for_bit) {
 }
 END_TEST
 
-/* A graph written as IR text, replayed against the interpreter: a per-image product whose A
- * is an im2col (the public ops only make the summed one, a weight gradient) packs A from the
- * image, in runs (stride 1, padding 1) and gathered (stride 2, no padding). */
-START_TEST(test_implicit_gemm_a) {
-  static const char *const graphs[2] = {
-      "IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
-      "  %1 = f32[3,45,99] im2col(%0), window=(3,3,1,1,1,1,1,1), fill=0\n"
-      "  %2 = f32[3,99,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
-      "IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
-      "  %1 = f32[3,45,20] im2col(%0), window=(3,3,2,2,0,0,1,1), fill=0\n"
-      "  %2 = f32[3,20,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
+/* Graphs written as IR text, replayed against the interpreter: a per-image product whose A is
+ * an im2col (the public ops only make the summed one, a weight gradient) packs A from the
+ * image, in runs (stride 1, padding 1) and gathered (stride 2, no padding); a batch sum into
+ * two matrices, each of half the batch (the matmul pass makes them of larger batches only). */
+START_TEST(test_ir_text_graphs) {
+  static const struct {
+    const char *text, *kernel; /* what the dump's kernels.txt says */
+  } graphs[3] = {
+      {"IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
+       "  %1 = f32[3,45,99] im2col(%0), window=(3,3,1,1,1,1,1,1), fill=0\n"
+       "  %2 = f32[3,99,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
+       "A: im2col"},
+      {"IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
+       "  %1 = f32[3,45,20] im2col(%0), window=(3,3,2,2,0,0,1,1), fill=0\n"
+       "  %2 = f32[3,20,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
+       "A: im2col"},
+      {"IR {\n  %0 = f32[4,6,50] data(), param=0\n  %1 = f32[4,50,7] data(), param=1\n"
+       "  %2 = f32[2,6,7] matmul_sum(%0, %1), ROOT=0\n}\n",
+       "summed over the batch in 2 runs"},
   };
   char dir[] = "/tmp/lj_test_lj_run_XXXXXX";
   ck_assert(mkdtemp(dir));
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < 3; i++) {
     char path[300], args[1024], *out;
     snprintf(path, sizeof path, "%s/graph%d.txt", dir, i);
     FILE *f = fopen(path, "w");
-    ck_assert(f && fputs(graphs[i], f) >= 0 && fclose(f) == 0);
+    ck_assert(f && fputs(graphs[i].text, f) >= 0 && fclose(f) == 0);
     snprintf(args, sizeof args, "--runs 0 --interp --dump %s/dump%d %s", dir, i, path);
     ck_assert_msg(lj_run(args, &out) == 0, "%s", out);
     ck_assert_msg(strstr(out, "0 element(s) beyond tolerance"), "%s", out);
     free(out);
-    snprintf(args, sizeof args, "grep -h 'A: im2col' %s/dump%d/*.kernels.txt", dir, i);
-    ck_assert_msg(tu_command(args, &out) == 0, "no kernel packs A from the image: %s", out);
+    snprintf(args, sizeof args, "grep -h '%s' %s/dump%d/*.kernels.txt", graphs[i].kernel, dir, i);
+    ck_assert_msg(tu_command(args, &out) == 0, "graph %d: no kernel says \"%s\": %s", i, graphs[i].kernel, out);
     free(out);
   }
   tu_remove_dir(dir);
@@ -146,7 +154,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("tools_lj_run");
   TCase *tc = tu_tcase("lj_run");
   tcase_add_test(tc, test_replay_bit_for_bit);
-  tcase_add_test(tc, test_implicit_gemm_a);
+  tcase_add_test(tc, test_ir_text_graphs);
   suite_add_tcase(s, tc);
   return s;
 }

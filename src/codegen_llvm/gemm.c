@@ -1516,6 +1516,18 @@ static bool sums_b(const ljg_program *p, const ljg_kernel *mk, const ljg_kernel 
   return count == (mk->mm_unpool_at >= 0 ? mk->mm_k / 4 : mk->mm_k);
 }
 
+/* For a batch sum into runs (mk->mm_sum > 1), whose routine writes each run's sums of B into
+ * its C slot after the runs' matrices: whether nest s of kernel k can add them up instead,
+ * row by row of its task range: k's tasks are the nest's kept dim 0, its columns, and k reads
+ * C (which the buffer plan then keeps until k has run). */
+static bool adds_runs(const ljg_program *p, const ljg_kernel *mk, const ljg_kernel *k, int s) {
+  const ljg_nest *n = &k->nests[s];
+  bool reads_c = false;
+  for (int e = 0; e < k->nexprs; e++) reads_c |= ljg_expr_reads(&k->exprs[e], mk->mm_out_slot);
+  return reads_c && k->task_dim == 0 && !k->task_rows && k->ntasks == mk->mm_n && n->shape[0] == mk->mm_n &&
+         !(n->rmask & 1) && p->slots[mk->mm_out_slot].nbytes == (int64_t)mk->mm_sum * (mk->mm_m + 1) * mk->mm_n * 4;
+}
+
 /* Whether kernel k reads or writes slot. */
 static bool uses_slot(const ljg_kernel *k, int32_t slot) {
   for (int e = 0; e < k->nexprs; e++)
@@ -1544,7 +1556,7 @@ bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *a
     for (int s = 0; k->kind == LJG_K_LOOPS && s < k->nnests; s++) {
       int32_t out = k->nests[s].out_slot;
       if (!sums_b(p, mk, k, s, at, step) || !ljc_nest_alone(k, s) || ljg_kernel_writes(k, b_slot, -1) ||
-          ljg_kernel_writes(k, out, s) || read_before(k, s, out))
+          ljg_kernel_writes(k, out, s) || read_before(k, s, out) || (mk->mm_sum > 1 && !adds_runs(p, mk, k, s)))
         continue;
       for (int i = ki + 1; i < j; i++) /* a kernel between: the slot is not yet the sum */
         if (uses_slot(&p->kernels[i], out)) return false;
@@ -1574,6 +1586,51 @@ static LLVMValueRef unpool_arg(ljc_kctx *kc, int32_t e) {
   const ljg_kexpr *x = &kc->k->exprs[e];
   LLVMValueRef off = ljc_i64(ir, kc->k->views[x->view].v[0].offset);
   return LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, (lj_dtype)x->dtype), kc->slot_ptr[x->slot], &off, 1, "");
+}
+
+/* p + off elements of the dtype of load e, or NULL for e < 0 (p NULL then). */
+static LLVMValueRef advance(ljc_kctx *kc, int32_t e, LLVMValueRef p, LLVMValueRef off) {
+  if (e < 0) return p;
+  ljc_ir *ir = kc->ir;
+  return LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, (lj_dtype)kc->k->exprs[e].dtype), p, &off, 1, "");
+}
+
+/* A batch sum into G matrices (ljg_kernel.mm_sum > 1), its tasks G runs of each matrix's
+ * rows or column blocks: the routine called on each run [begin, end) reaches, its share of
+ * that run's rows or blocks, with A's and B's matrices of that run of the batch (an unpooled
+ * B's positions and mask with B's) and C's matrix of it. */
+static void call_by_runs(ljc_kctx *kc, const LLVMValueRef *arg, LLVMValueRef fn) {
+  const ljg_kernel *k = kc->k;
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  int64_t units = k->ntasks / k->mm_sum, per = k->mm_b / k->mm_sum;
+  LLVMValueRef begin = arg[LJC_GEMM_BEGIN], end = arg[LJC_GEMM_END], u = ljc_i64(ir, units);
+  LLVMValueRef first = LLVMBuildUDiv(b, begin, u, "");
+  LLVMValueRef last = LLVMBuildUDiv(b, LLVMBuildNSWAdd(b, end, ljc_i64(ir, units - 1), ""), u, "");
+  ljc_loop run;
+  ljc_loop_begin(ir, &run, first, last, false, 0, NULL);
+  LLVMValueRef lo = LLVMBuildNSWMul(b, run.iv, u, ""), hi = LLVMBuildNSWAdd(b, lo, u, "");
+  LLVMValueRef a[LJC_GEMM_NARGS];
+  memcpy(a, arg, sizeof a);
+  a[LJC_GEMM_BEGIN] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smax", begin, lo), lo, "");
+  a[LJC_GEMM_END] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smin", end, hi), lo, "");
+  LLVMValueRef m0 = LLVMBuildNSWMul(b, run.iv, ljc_i64(ir, per), "");
+  LLVMValueRef a_off = LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_A_SB], "");
+  LLVMValueRef b_off = LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_B_SB], "");
+  a[LJC_GEMM_A] = advance(kc, k->mm_a, arg[LJC_GEMM_A], a_off);
+  a[LJC_GEMM_B] = advance(kc, k->mm_bm, arg[LJC_GEMM_B], b_off);
+  a[LJC_GEMM_UNPOOL_AT] = advance(kc, k->mm_unpool_at, arg[LJC_GEMM_UNPOOL_AT], b_off);
+  a[LJC_GEMM_UNPOOL_MASK] = advance(kc, k->mm_unpool_mask, arg[LJC_GEMM_UNPOOL_MASK], b_off);
+  a[LJC_GEMM_C] = LLVMBuildInBoundsGEP2(b, ljc_compute_type(ir, (lj_dtype)k->mm_dtype), arg[LJC_GEMM_C],
+                                        (LLVMValueRef[]){LLVMBuildNSWMul(b, run.iv, ljc_i64(ir, k->mm_m * k->mm_n), "")},
+                                        1, "");
+  a[LJC_GEMM_BATCH] = ljc_i64(ir, per);
+  if (kc->b_sum_slot >= 0) /* this run's sums of B, after the runs' matrices in C's slot */
+    a[LJC_GEMM_BSUM] = LLVMBuildInBoundsGEP2(b, ir->f32, arg[LJC_GEMM_BSUM],
+                                             (LLVMValueRef[]){LLVMBuildNSWMul(b, run.iv, ljc_i64(ir, k->mm_n), "")}, 1, "");
+  LLVMValueRef block = store_args(ir, a);
+  LLVMBuildCall2(b, routine_type(ir), fn, &block, 1, "");
+  ljc_loop_end(ir, &run, NULL, NULL);
 }
 
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first) {
@@ -1656,11 +1713,15 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   for (int i = LJC_GEMM_IMG_SC; i < LJC_GEMM_NARGS; i++) arg[i] = ljc_i64(ir, win[i - LJC_GEMM_IMG_SC]);
   arg[LJC_GEMM_LDC] = arg[LJC_GEMM_N];
   arg[LJC_GEMM_COL_TASKS] = ljc_i64(ir, k->mm_col_tasks);
-  LLVMValueRef block = store_args(ir, arg);
   char name[32];
   ljc_gemm_routine_name(routine, name);
   LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);
   if (!fn) fn = LLVMAddFunction(ir->mod, name, routine_type(ir));
-  LLVMBuildCall2(b, routine_type(ir), fn, &block, 1, "");
+  if (k->mm_sum > 1) {
+    call_by_runs(kc, arg, fn);
+  } else {
+    LLVMValueRef block = store_args(ir, arg);
+    LLVMBuildCall2(b, routine_type(ir), fn, &block, 1, "");
+  }
   return true;
 }

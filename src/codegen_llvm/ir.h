@@ -305,7 +305,10 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
  * its B over the batch and k for each column n (a convolution's bias gradient from dY, which
  * the weight gradient's routine reads anyway), the nest then not run: its output's element
  * of column n at *at + n·*step. Only for the WINOGRAD_DW and TAPS_DW routines, an OUTPUT
- * slot no kernel between touches, B written by none. */
+ * slot no kernel between touches, B written by none. A batch sum into runs (mm_sum > 1)
+ * writes each run's sums after its C's matrices in C's slot (room the buffer plan gives it),
+ * and the nest adds them up row by row of its tasks instead: the nest's kernel then reads C
+ * and splits the nest's columns. */
 bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *at, int64_t *step);
 /* lower.c: whether nest s of kernel k runs a loop of its own (shares none with another). */
 bool ljc_nest_alone(const ljg_kernel *k, int s);

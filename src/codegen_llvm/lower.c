@@ -1293,7 +1293,10 @@ char *ljc_lowering_text(const ljg_program *p) {
     for (int s = 0; s < k->nnests; s++) {
       ljg_view unused;
       int by = summed_by(p, ki, s);
-      if (by >= 0) ljb_str_printf(&line, "; nest %d not run: kernel %d's routine writes it", s, by);
+      if (by >= 0 && p->kernels[by].mm_sum > 1)
+        ljb_str_printf(&line, "; nest %d adds the sums of each run kernel %d's routine wrote", s, by);
+      else if (by >= 0)
+        ljb_str_printf(&line, "; nest %d not run: kernel %d's routine writes it", s, by);
       if (fills_for_scatter(k, s))
         ljb_str_printf(&line, "; nest %d not run: nest %d writes every position of its scatter", s, s + 1);
       if (picks_found(k, last, s, &unused))
@@ -1375,10 +1378,39 @@ static void nest_gen_init(nest_gen *g, ljc_kctx *kc, const ljg_nest *nest, int c
   for (int d = g->nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
 }
 
+/* Nest s of the kernel, which matmul kernel mi's routine wrote into runs of sums of its B
+ * (ljc_gemm_b_sum of a batch sum into runs), on rows [begin, end): each row the sum of its
+ * runs' sums, in the runs' order. */
+static void add_runs(ljc_kctx *kc, int mi, int s, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *mk = &kc->p->kernels[mi];
+  int kj, nest;
+  int64_t at, step;
+  LJ_ASSERT(ljc_gemm_b_sum(kc->p, mi, &kj, &nest, &at, &step) && nest == s);
+  int64_t first = mk->mm_sum * mk->mm_m * mk->mm_n;
+  ljc_loop r;
+  ljc_loop_begin(ir, &r, begin, end, true, 0, NULL);
+  LLVMValueRef sum = NULL;
+  for (int g = 0; g < mk->mm_sum; g++) {
+    LLVMValueRef off = LLVMBuildNSWAdd(b, r.iv, ljc_i64(ir, first + g * mk->mm_n), "");
+    LLVMValueRef x = LLVMBuildLoad2(b, ir->f32, LLVMBuildInBoundsGEP2(b, ir->f32, kc->slot_ptr[mk->mm_out_slot], &off, 1, ""), "");
+    sum = sum ? LLVMBuildFAdd(b, sum, x, "") : x;
+  }
+  LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, r.iv, ljc_i64(ir, step), ""), ljc_i64(ir, at), "");
+  LLVMBuildStore(b, sum, LLVMBuildInBoundsGEP2(b, ir->f32, kc->slot_ptr[kc->k->nests[s].out_slot], &off, 1, ""));
+  ljc_loop_end(ir, &r, NULL, NULL);
+}
+
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
   ljg_view pick_view;
   int32_t load;
+  if (kc->b_summed[s]) {
+    int mi = summed_by(kc->p, (int)(kc->k - kc->p->kernels), s);
+    if (kc->p->kernels[mi].mm_sum > 1) add_runs(kc, mi, s, begin, end);
+    return;
+  }
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) || kc->b_summed[s] ||
       picks_found(kc->k, kc->nest_last, s - 1, &pick_view) || maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view))
     return;
@@ -1739,14 +1771,16 @@ static LLVMValueRef mm_load(ljc_kctx *kc, int e, LLVMValueRef i0, LLVMValueRef i
   return ljc_from_storage(ir, LLVMBuildLoad2(ir->b, st, ptr, ""), x->dtype);
 }
 
-/* Opens the loop over the batch of a matmul summed over it (bi NULL; *bm gets the matrix),
- * or gives bi as the matrix. */
+/* Gives bi as the matrix, or for a batch sum opens the loop over the run of the batch from
+ * matrix bi that the row sums (*bm gets the matrix). */
 static bool batch_begin(ljc_kctx *kc, ljc_loop *L, LLVMValueRef bi, LLVMValueRef *bm, int nacc, LLVMValueRef *acc) {
-  if (bi) {
+  const ljg_kernel *k = kc->k;
+  if (!k->mm_sum) {
     *bm = bi;
     return false;
   }
-  ljc_loop_begin(kc->ir, L, ljc_i64(kc->ir, 0), ljc_i64(kc->ir, kc->k->mm_b), false, nacc, acc);
+  LLVMValueRef end = LLVMBuildNSWAdd(kc->ir->b, bi, ljc_i64(kc->ir, k->mm_b / k->mm_sum), "");
+  ljc_loop_begin(kc->ir, L, bi, end, false, nacc, acc);
   *bm = L->iv;
   return true;
 }
@@ -1826,8 +1860,10 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVM
   bool dot = bview->stride[2] != 1 && bview->stride[1] == 1;
   ljc_loop rows;
   ljc_loop_begin(ir, &rows, begin, end, true, 0, NULL);
-  LLVMValueRef bi = k->mm_sum ? NULL : LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
-  LLVMValueRef mi = k->mm_sum ? rows.iv : LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
+  /* the matrix, or for a batch sum the first of its run (row b·M + m of C sums run b) */
+  LLVMValueRef bi = LLVMBuildUDiv(b, rows.iv, ljc_i64(ir, k->mm_m), "");
+  if (k->mm_sum) bi = LLVMBuildNSWMul(b, bi, ljc_i64(ir, k->mm_b / k->mm_sum), "");
+  LLVMValueRef mi = LLVMBuildURem(b, rows.iv, ljc_i64(ir, k->mm_m), "");
   LLVMValueRef rowoff = LLVMBuildNSWMul(b, rows.iv, ljc_i64(ir, k->mm_n), "");
   if (kc->slot_origin[k->mm_out_slot]) rowoff = LLVMBuildNSWSub(b, rowoff, kc->slot_origin[k->mm_out_slot], "");
   LLVMValueRef row = LLVMBuildInBoundsGEP2(b, t, kc->slot_ptr[k->mm_out_slot], &rowoff, 1, "");
@@ -2374,6 +2410,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   int32_t sum_slot = -1; /* the slot the routine writes B's sums into */
   if (ljc_gemm_b_sum(p, ki, &sum_kernel, &sum_nest, &sum_at, &sum_step)) {
     sum_slot = p->kernels[sum_kernel].nests[sum_nest].out_slot;
+    if (k->mm_sum > 1) /* each run's, after the runs' matrices in C's slot: that nest adds them */
+      sum_slot = k->mm_out_slot, sum_at = k->mm_sum * k->mm_m * k->mm_n, sum_step = 1;
     used[sum_slot] = 2;
   }
   uint8_t *local = ljb_xcalloc((size_t)p->nslots + 1, sizeof *local); /* LOCAL slots: no argument */

@@ -335,6 +335,8 @@ static int32_t add_slot(fuser *f, ljg_slotkind kind, const ljg_gnode *n, int32_t
   s.param = kind == LJG_SLOT_PARAM || kind == LJG_SLOT_SCALAR ? n->param : -1;
   s.node = node;
   s.nbytes = kind == LJG_SLOT_SCALAR ? 8 : ljg_gnumel(n) * (int64_t)lj_dtype_size(n->dtype);
+  if (n->op == LJG_OP_MATMUL_SUM && n->shape[0] > 1) /* and its runs' sums of B (ljc_gemm_b_sum) */
+    s.nbytes += n->shape[0] * n->shape[2] * (int64_t)lj_dtype_size(n->dtype);
   s.offset = -1;
   ljb_vec_push(&f->slots, s);
   return f->slots.n - 1;
@@ -587,7 +589,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     k->mm_k = g->nodes[in[0]].shape[2];
     k->mm_out_slot = f->oslot[i];
     k->mm_dtype = n->dtype;
-    k->mm_sum = n->op == LJG_OP_MATMUL_SUM;
+    k->mm_sum = n->op == LJG_OP_MATMUL_SUM ? (uint8_t)n->shape[0] : 0;
     k->mm_task_rows = 1;
     k->ntasks = n->shape[0] * k->mm_m;
     /* multiply-adds run 16 to a cycle in the register tiles: count them like that many
@@ -691,7 +693,7 @@ static void column_tasks(ljg_program *p) {
     ljg_kernel *k = &p->kernels[i];
     if (ljg_taps_dw(k)) {
       k->mm_col_tasks = LJG_TAPS_COL_TASK;
-      k->ntasks = (k->mm_n + LJG_TAPS_COL_TASK - 1) / LJG_TAPS_COL_TASK;
+      k->ntasks = k->mm_sum * ((k->mm_n + LJG_TAPS_COL_TASK - 1) / LJG_TAPS_COL_TASK);
       continue;
     }
     int64_t rows = k->mm_b * k->mm_m, blocks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
@@ -902,6 +904,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
                      "-> slot%d: e%d * e%d%s", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
                      k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
+      if (k->mm_sum > 1) ljb_str_printf(&b, " in %d runs", k->mm_sum);
       if (k->mm_no_winograd) ljb_str_puts(&b, ", no Winograd");
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
       ljb_str_puts(&b, "\n");

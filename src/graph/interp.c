@@ -302,16 +302,18 @@ static void run_cat(const ljg_graph *g, const ljg_gnode *n, const ival *vals, iv
   }
 }
 
-/* MATMUL per matrix of the batch; MATMUL_SUM sums the B products into one matrix. */
+/* MATMUL per matrix of the batch; MATMUL_SUM sums each of its G equal runs of the B products
+ * into one matrix. */
 static void run_matmul(const ljg_gnode *n, const ljg_gnode *an, const ival *a, const ival *b, ival *out) {
-  int64_t B = an->shape[0], M = n->shape[1], N = n->shape[2], K = an->shape[2];
+  int64_t M = n->shape[1], N = n->shape[2], K = an->shape[2];
   bool fl = ljg_dtype_is_float(n->dtype), sum = n->op == LJG_OP_MATMUL_SUM;
+  int64_t run = sum ? an->shape[0] / n->shape[0] : 1; /* the products in each matrix */
   for (int64_t ob = 0; ob < n->shape[0]; ob++)
     for (int64_t m = 0; m < M; m++)
       for (int64_t j = 0; j < N; j++) {
         double acc = 0;
         uint64_t iacc = 0;
-        for (int64_t bb = sum ? 0 : ob; bb < (sum ? B : ob + 1); bb++)
+        for (int64_t bb = ob * run; bb < (ob + 1) * run; bb++)
           for (int64_t k = 0; k < K; k++) {
             int64_t ai = (bb * M + m) * K + k, bi = (bb * K + k) * N + j;
             if (fl)

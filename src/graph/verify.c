@@ -194,7 +194,8 @@ static bool check_node(const ljg_graph *g, int i) {
     if (a->ndim != 3 || b->ndim != 3 || n->ndim != 3) return fail(g, i, "operands must be 3-D");
     if (a->dtype != n->dtype || b->dtype != n->dtype) return fail(g, i, "dtypes differ");
     int64_t batch = n->op == LJG_OP_MATMUL_SUM ? a->shape[0] : n->shape[0];
-    if (n->op == LJG_OP_MATMUL_SUM && n->shape[0] != 1) return fail(g, i, "a batch sum has one matrix");
+    if (n->op == LJG_OP_MATMUL_SUM && (n->shape[0] < 1 || batch % n->shape[0]))
+      return fail(g, i, "a batch sum's matrices must divide the batch");
     if (a->shape[0] != batch || b->shape[0] != batch || a->shape[2] != b->shape[1] ||
         a->shape[1] != n->shape[1] || b->shape[2] != n->shape[2])
       return fail(g, i, "shapes do not chain");
