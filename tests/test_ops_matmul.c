@@ -138,13 +138,13 @@ START_TEST(test_matmul_tiles) {
 END_TEST
 
 
-/* Starts the runtime on two threads (the larger products split between them) compiling for
- * cpu (NULL: the host), Winograd on or off, and dumping its compiles into a new directory made
- * from the template dir (mkdtemp). */
-static void init_dumping(const char *cpu, bool winograd, char *dir) {
+/* Starts the runtime on `threads` threads (on two, the larger products split between them)
+ * compiling for cpu (NULL: the host), Winograd on or off, and dumping its compiles into a new
+ * directory made from the template dir (mkdtemp). */
+static void init_dumping(int threads, const char *cpu, bool winograd, char *dir) {
   ck_assert_ptr_nonnull(mkdtemp(dir));
   lj_config cfg = lj_config_default();
-  cfg.num_threads = 2;
+  cfg.num_threads = threads;
   cfg.cpu = cpu;
   cfg.winograd = winograd;
   cfg.dump_dir = dir;
@@ -166,7 +166,7 @@ START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_winograd_XXXXXX";
-  init_dumping(cpu, true, dir);
+  init_dumping(2, cpu, true, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
   lj_tensor *x1 = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 13, 11), TU_ANY, 1), *w1 = tu_tensor(LJ_F32, LJ_SHAPE(72, 40, 3, 3), TU_ANY, 2);
   lj_tensor *x2 = tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 9, 20), TU_ANY, 3), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(20, 16, 3, 3), TU_ANY, 4);
@@ -245,7 +245,7 @@ END_TEST
  * and weight gradients, and agrees with the interpreter to the GEMM's rounding. */
 START_TEST(test_matmul_winograd_off) {
   char dir[] = "/tmp/lj_test_winograd_off_XXXXXX";
-  init_dumping(NULL, false, dir);
+  init_dumping(2, NULL, false, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, 32, 14, 14), TU_UNIT, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(64, 32, 3, 3), TU_UNIT, 2);
   lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_UNIT, 3);
@@ -279,7 +279,7 @@ START_TEST(test_matmul_taps) {
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_taps_XXXXXX";
-  init_dumping(cpu, true, dir);
+  init_dumping(2, cpu, true, dir);
   struct {
     int64_t n, c, h, w, o;
     int stride[2], pad[2], dilation[2];
@@ -402,11 +402,7 @@ END_TEST
  * interpreter: their values, one after another (malloc'd), and their count in *n. */
 static double *halves_gradients(int threads, int64_t *n) {
   char dir[] = "/tmp/lj_test_halves_XXXXXX";
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  lj_config cfg = lj_config_default();
-  cfg.num_threads = threads;
-  cfg.dump_dir = dir;
-  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  init_dumping(threads, NULL, true, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
   lj_tensor *x2 = tu_tensor(LJ_F32, LJ_SHAPE(8, 32, 14, 14), TU_UNIT, 1), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(64, 32, 3, 3), TU_UNIT, 2);
   lj_tensor *b2 = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_UNIT, 3);
