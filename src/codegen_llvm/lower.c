@@ -1388,16 +1388,16 @@ static void add_runs(ljc_kctx *kc, int mi, int s, LLVMValueRef begin, LLVMValueR
   int kj, nest;
   int64_t at, step;
   LJ_ASSERT(ljc_gemm_b_sum(kc->p, mi, &kj, &nest, &at, &step) && nest == s);
-  int64_t first = mk->mm_sum * mk->mm_m * mk->mm_n;
-  ljc_loop r;
+  LLVMValueRef zero = ljc_const_f(ir->f32, 0), sum;
+  ljc_loop r, g;
   ljc_loop_begin(ir, &r, begin, end, true, 0, NULL);
-  LLVMValueRef sum = NULL;
-  for (int g = 0; g < mk->mm_sum; g++) {
-    LLVMValueRef off = LLVMBuildNSWAdd(b, r.iv, ljc_i64(ir, first + g * mk->mm_n), "");
-    LLVMValueRef x = LLVMBuildLoad2(b, ir->f32, LLVMBuildInBoundsGEP2(b, ir->f32, kc->slot_ptr[mk->mm_out_slot], &off, 1, ""), "");
-    sum = sum ? LLVMBuildFAdd(b, sum, x, "") : x;
-  }
-  LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, r.iv, ljc_i64(ir, step), ""), ljc_i64(ir, at), "");
+  ljc_loop_begin(ir, &g, ljc_i64(ir, 0), ljc_i64(ir, mk->mm_sum), false, 1, &zero);
+  LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, g.iv, ljc_i64(ir, mk->mm_n), ""), r.iv, "");
+  off = LLVMBuildNSWAdd(b, off, ljc_i64(ir, mk->mm_sum * mk->mm_m * mk->mm_n), "");
+  LLVMValueRef x = LLVMBuildLoad2(b, ir->f32, LLVMBuildInBoundsGEP2(b, ir->f32, kc->slot_ptr[mk->mm_out_slot], &off, 1, ""), "");
+  LLVMValueRef next = LLVMBuildFAdd(b, g.acc[0], x, "");
+  ljc_loop_end(ir, &g, &next, &sum);
+  off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, r.iv, ljc_i64(ir, step), ""), ljc_i64(ir, at), "");
   LLVMBuildStore(b, sum, LLVMBuildInBoundsGEP2(b, ir->f32, kc->slot_ptr[kc->k->nests[s].out_slot], &off, 1, ""));
   ljc_loop_end(ir, &r, NULL, NULL);
 }
@@ -1411,7 +1411,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     if (kc->p->kernels[mi].mm_sum > 1) add_runs(kc, mi, s, begin, end);
     return;
   }
-  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) || kc->b_summed[s] ||
+  if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
       picks_found(kc->k, kc->nest_last, s - 1, &pick_view) || maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view))
     return;
   nest_gen g, first, last;

@@ -589,7 +589,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     k->mm_k = g->nodes[in[0]].shape[2];
     k->mm_out_slot = f->oslot[i];
     k->mm_dtype = n->dtype;
-    k->mm_sum = n->op == LJG_OP_MATMUL_SUM ? (uint8_t)n->shape[0] : 0;
+    k->mm_sum = n->op == LJG_OP_MATMUL_SUM ? n->shape[0] : 0;
     k->mm_task_rows = 1;
     k->ntasks = n->shape[0] * k->mm_m;
     /* multiply-adds run 16 to a cycle in the register tiles: count them like that many
@@ -904,7 +904,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       ljb_str_printf(&b, "  [%" PRId64 "x%" PRId64 "x%" PRId64 "] * [%" PRId64 "x%" PRId64 "] "
                      "-> slot%d: e%d * e%d%s", k->mm_b, k->mm_m, k->mm_k, k->mm_k, k->mm_n,
                      k->mm_out_slot, k->mm_a, k->mm_bm, k->mm_sum ? ", summed over the batch" : "");
-      if (k->mm_sum > 1) ljb_str_printf(&b, " in %d runs", k->mm_sum);
+      if (k->mm_sum > 1) ljb_str_printf(&b, " in %" PRId64 " runs", k->mm_sum);
       if (k->mm_no_winograd) ljb_str_puts(&b, ", no Winograd");
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
       ljb_str_puts(&b, "\n");

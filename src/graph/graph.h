@@ -457,7 +457,7 @@ typedef struct ljg_kernel {
   int32_t mm_a, mm_bm;  /* kexpr LOADs of A and B (their views give the strides) */
   int32_t mm_out_slot;
   uint8_t mm_dtype;
-  uint8_t mm_sum;       /* 0; or (MATMUL_SUM) C holds this many matrices, each the products
+  int64_t mm_sum;       /* 0; or (MATMUL_SUM) C holds this many matrices, each the products
                            summed over one of as many equal runs of the batch: the tasks are
                            the rows (or column blocks) of each in turn */
   uint8_t mm_col_tasks; /* 0: tasks are rows of C; else blocks of this many columns of C,
