@@ -136,7 +136,11 @@ static int32_t summed_matmul(const ljg_graph *g, const ljg_gnode *n, const int *
  * result do not depend on the thread count. Measured, MNISTNet's training step at batch 64
  * on two threads: its conv2 weight gradient (Winograd) 0.80 -> 0.59 ms, the step's first
  * kernel (conv1, which writes what the weight gradients read) 0.45 -> 0.33, pool2's gradient
- * 0.28 -> 0.14; the step 3.85-4.08 -> 3.57-3.75 ms; one thread unchanged (5.7-6.0 ms). */
+ * 0.28 -> 0.14; the step 3.85-4.08 -> 3.57-3.75 ms; one thread unchanged (5.7-6.0 ms).
+ * conv2's weight gradient alone at batch 8, 16 and 32: two threads 0.193 -> 0.089-0.093 ms,
+ * 0.182 -> 0.171, 0.323-0.330 -> 0.286-0.295; one thread pays the second half's clearing and
+ * transform of dU (Winograd), 0.140-0.145 -> 0.152, 0.277-0.297 -> 0.289-0.315,
+ * 0.547-0.552 -> 0.573 (medians). */
 enum { HALVES_MIN_BATCH = 8, HALVES_MIN_TERMS = 1024 };
 #define HALVES_MIN_WORK ((double)(1 << 20))
 
