@@ -178,8 +178,9 @@ typedef struct ljc_kctx {
                              or -1 for a nest that runs in an earlier one's */
   int32_t mm_bias;        /* ljc_gemm_bias: the bias LOAD whose sum with C the routine
                              writes into the first nest's slot (that nest not run), or -1 */
-  bool *b_summed;         /* per nest: written by an earlier kernel's routine instead
-                             (ljc_gemm_b_sum), not run */
+  int *b_summed;          /* per nest: the earlier kernel whose routine writes it instead
+                             (ljc_gemm_b_sum: not run, or with a batch sum into runs, the
+                             runs' sums added), or -1 */
   int32_t b_sum_slot;     /* ljc_gemm_b_sum: the slot this kernel's routine writes B's sums
                              into, at element b_sum_at + n·b_sum_step; -1 for none */
   int64_t b_sum_at, b_sum_step;

@@ -1406,9 +1406,8 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
   int s = (int)(nest - kc->k->nests);
   ljg_view pick_view;
   int32_t load;
-  if (kc->b_summed[s]) {
-    int mi = summed_by(kc->p, (int)(kc->k - kc->p->kernels), s);
-    if (kc->p->kernels[mi].mm_sum > 1) add_runs(kc, mi, s, begin, end);
+  if (kc->b_summed[s] >= 0) {
+    if (kc->p->kernels[kc->b_summed[s]].mm_sum > 1) add_runs(kc, kc->b_summed[s], s, begin, end);
     return;
   }
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
@@ -1566,7 +1565,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  kc->ahead = ahead_nest(kc->p, k, kc->nest_last, kc->b_summed[0], nnests);
+  kc->ahead = ahead_nest(kc->p, k, kc->nest_last, kc->b_summed[0] >= 0, nnests);
   const ljg_slot *first_slot = &kc->p->slots[k->nests[0].out_slot];
   if (kc->ahead) {
     kc->block_rows = ahead_block_rows(kc->p, k, kc->nest_last, kc->ahead);
@@ -1711,7 +1710,7 @@ static void emit_task_rows(ljc_kctx *kc, const int *nest_check, LLVMValueRef beg
   bool *by_block = ljb_xcalloc((size_t)n, sizeof *by_block);
   for (int i = 0; i < n; i++) {
     int s = k->per_task_at + i;
-    by_block[i] = sums_by_block(k, kc->nest_last, kc->b_summed[s], s);
+    by_block[i] = sums_by_block(k, kc->nest_last, kc->b_summed[s] >= 0, s);
   }
   ljc_loop T, B;
   ljc_loop_begin(ir, &T, begin, end, true, 0, NULL);
@@ -2471,7 +2470,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   kc.mm_bias = bias_start(p, k, kc.nest_last);
   kc.b_summed = ljb_xcalloc((size_t)k->nnests + 1, sizeof *kc.b_summed);
   kc.found_load = -1;
-  for (int s = 0; s < k->nnests; s++) kc.b_summed[s] = summed_by(p, ki, s) >= 0;
+  for (int s = 0; s <= k->nnests; s++) kc.b_summed[s] = s < k->nnests ? summed_by(p, ki, s) : -1;
   if (k->kind == LJG_K_MATMUL && (k->row_block == 0 || in_one_call(k)))
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
