@@ -296,15 +296,17 @@ static void init_threads(int threads) {
 /* A 3×3 convolution (padding 1) of 3 images [3, c, h, w] by a weight [k, c, 3, 3] and a bias
  * [k] whose gradients are wanted (the images' too when x_grad), random from seed on: its
  * output, the operands in *x, *w and *b. */
-static lj_tensor *conv_layer(lj_dtype dt, int64_t c, int64_t k, int64_t h, int64_t w, bool x_grad, uint64_t seed,
-                             lj_tensor **xp, lj_tensor **wp, lj_tensor **bp) {
+/* A 3×3 convolution of x [3, c, h, w] by w [k, c, 3, 3] plus b [k] (all random, seed), stride
+ * sy and dilation dy along the height (padded by dy), 1 and 1 along the width (padded by 1). */
+static lj_tensor *conv_layer(lj_dtype dt, int64_t c, int64_t k, int64_t h, int64_t w, int sy, int dy, bool x_grad,
+                             uint64_t seed, lj_tensor **xp, lj_tensor **wp, lj_tensor **bp) {
   *xp = tu_tensor(dt, LJ_SHAPE(3, c, h, w), TU_ANY, seed);
   *wp = tu_tensor(dt, LJ_SHAPE(k, c, 3, 3), TU_ANY, seed + 1);
   *bp = tu_tensor(dt, LJ_SHAPE(k), TU_ANY, seed + 2);
   lj_tensor_set_requires_grad(*xp, x_grad);
   lj_tensor_set_requires_grad(*wp, true);
   lj_tensor_set_requires_grad(*bp, true);
-  return lj_conv2d(*xp, *wp, *bp, NULL, (const int[]){1, 1}, NULL, 1);
+  return lj_conv2d(*xp, *wp, *bp, (const int[]){sy, 1}, (const int[]){dy, 1}, (const int[]){dy, 1}, 1);
 }
 
 /* Back-propagates Σ y·g for a random g of y's shape and dtype (seed); returns g. */
@@ -334,7 +336,7 @@ START_TEST(test_conv_bias_grad_summed) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
       init_threads(threads);
       lj_tensor *x, *w, *b;
-      lj_tensor *y = conv_layer(cases[i].dt, cases[i].c, cases[i].k, cases[i].h, cases[i].w, false, 160, &x, &w, &b);
+      lj_tensor *y = conv_layer(cases[i].dt, cases[i].c, cases[i].k, cases[i].h, cases[i].w, 1, 1, false, 160, &x, &w, &b);
       lj_tensor *g = backward_random(y, 163);
       lj_tensor *out[2] = {lj_tensor_grad(w), lj_tensor_grad(b)};
       ljg_graph *opt;
@@ -359,23 +361,29 @@ END_TEST
  * gradient, and the bias sum still goes to the routine (not when the bias gradient is only
  * an intermediate, scaled here: the sum then runs on its own). It stays a kernel of its own when its
  * image is more than the windows cover (an odd size), for a 3×3 pool, for f64 (no taps
- * routine) and when the input gradient reads dY too. Values of every gradient against the
- * interpreter, one and two threads (each thread builds its share of the columns' rows). */
+ * routine) and when the input gradient reads dY too. The convolution's row stride equal to
+ * its dilation (1 and 1, 2 and 2: the routine loads x's rows once for both rows of a window)
+ * or not (1 and 2, 2 and 1). Values of every gradient against the interpreter, one and two
+ * threads (each thread builds its share of the columns' rows). */
 START_TEST(test_pool_grad_unpooled) {
   static const struct {
     lj_dtype dt;
     int64_t c, k, h, w;
     int pool;
     bool relu, dx, scaled, unpooled;
+    int sy, dy; /* the convolution's stride and dilation along the height (0: 1) */
   } cases[] = {{LJ_F32, 1, 7, 10, 12, 2, true, false, false, true},   {LJ_F32, 3, 5, 8, 38, 2, false, false, false, true},
                {LJ_F32, 2, 4, 11, 13, 2, true, false, false, false},  {LJ_F32, 1, 6, 10, 12, 3, true, false, false, false},
                {LJ_F64, 1, 7, 10, 12, 2, true, false, false, false},  {LJ_F32, 1, 7, 10, 12, 2, true, true, false, false},
-               {LJ_F32, 2, 5, 6, 34, 2, true, false, true, true}};
+               {LJ_F32, 2, 5, 6, 34, 2, true, false, true, true},
+               {LJ_F32, 1, 7, 10, 12, 2, true, false, false, true, 1, 2},    {LJ_F32, 2, 5, 12, 12, 2, true, false, false, true, 2, 2},
+               {LJ_F32, 1, 3, 7, 8, 2, false, false, false, true, 2, 1}};
   for (int threads = 1; threads <= 2; threads++)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
       init_threads(threads);
       lj_tensor *x, *w, *b;
-      lj_tensor *c = conv_layer(cases[i].dt, cases[i].c, cases[i].k, cases[i].h, cases[i].w, cases[i].dx, 170, &x, &w, &b);
+      lj_tensor *c = conv_layer(cases[i].dt, cases[i].c, cases[i].k, cases[i].h, cases[i].w, cases[i].sy ? cases[i].sy : 1,
+                                cases[i].dy ? cases[i].dy : 1, cases[i].dx, 170, &x, &w, &b);
       lj_tensor *p = lj_max_pool2d(c, (const int[]){cases[i].pool, cases[i].pool}, NULL, NULL);
       lj_tensor *y = cases[i].relu ? lj_relu(p) : p;
       lj_tensor *g = backward_random(y, 173);
