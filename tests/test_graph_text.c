@@ -58,7 +58,7 @@ START_TEST(test_round_trip) {
   ljg_collect(&d->trace, n, nodes, &orig, &binds);
   ck_assert(ljg_graph_equal(&orig, &g));
   ljr_buffer *out[8] = {0};
-  ck_assert_int_eq(ljr_run_graph(d, &g, binds.a, out, LJR_CAUSE_REPLAY), LJ_OK);
+  ck_assert_int_eq(ljr_run_graph(d, &g, binds.a, false, out, LJR_CAUSE_REPLAY), LJ_OK);
   ck_assert_int_eq(lj_sync_tensors(n, ts), LJ_OK);
   for (int i = 0; i < n; i++) {
     size_t bytes = (size_t)lj_tensor_numel(ts[i]) * lj_dtype_size(lj_tensor_dtype(ts[i]));
@@ -333,7 +333,7 @@ static bool run_both(ljg_graph *g, ljg_binding *vals, const char *text) {
     want[r] = calloc((size_t)ljg_gnumel(root) + 1, lj_dtype_size(root->dtype));
   }
   lj_status ist = ljg_interpret(g, inputs, vals, want);
-  lj_status st = ljr_run_graph(d, g, vals, out, LJR_CAUSE_REPLAY);
+  lj_status st = ljr_run_graph(d, g, vals, false, out, LJR_CAUSE_REPLAY);
   if (st == LJ_OK) st = lj_wait(d);
   ck_assert_msg(st == ist, "compiled: %s (%s), interpreter: %s, for\n%s", lj_status_str(st), lj_last_error(),
                 lj_status_str(ist), text);

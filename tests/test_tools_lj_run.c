@@ -2,7 +2,8 @@
  * its documented generator makes, its outputs are bit for bit what the program computed on the
  * same inputs; it picks graphs by index and by hash, agrees with the reference interpreter,
  * writes the compile's dump files, and rejects a bad choice with a message; graphs written as
- * IR text reach code paths the public ops do not. */
+ * IR text reach code paths the public ops do not; its timed runs feed the updated parameters
+ * back. */
 #include "test_util.h"
 
 #include "graph/graph.h"
@@ -150,11 +151,49 @@ START_TEST(test_ir_text_graphs) {
 }
 END_TEST
 
+/* The last value the metrics file at path gives counter name (-1: none). */
+static int64_t last_counter(const char *path, const char *name) {
+  char *text = tu_read_file(path, NULL), key[128];
+  ck_assert_ptr_nonnull(text);
+  snprintf(key, sizeof key, "Counter: %s\n  Value: ", name);
+  int64_t v = -1;
+  for (const char *p = text; (p = strstr(p, key)) != NULL; p += strlen(key)) v = strtoll(p + strlen(key), NULL, 10);
+  free(text);
+  return v;
+}
+
+/* lj-run's timed runs go on as a training loop does: the output that replaces a parameter
+ * (DONOR=) is that parameter in the next run, written in its buffer; only the first run and
+ * the first timed one (lj-run still holds the inputs for the interpreter) copy it. The
+ * interpreter still checks the first run's outputs against the first inputs. */
+START_TEST(test_runs_feed_back) {
+  char dir[] = "/tmp/lj_test_lj_run_XXXXXX";
+  ck_assert(mkdtemp(dir));
+  char path[300], metrics[300], cmd[1024], *out;
+  snprintf(path, sizeof path, "%s/graph.txt", dir);
+  snprintf(metrics, sizeof metrics, "%s/metrics.txt", dir);
+  FILE *f = fopen(path, "w");
+  ck_assert(f &&
+            fputs("IR {\n  %0 = f32[4,8] data(), param=0, DONOR=0\n  %1 = f32[] scalar(), param=1, value=0.5\n"
+                  "  %2 = f32[1,1] reshape(%1)\n  %3 = f32[4,8] expand(%2)\n  %4 = f32[4,8] mul(%0, %3), ROOT=0\n}\n",
+                  f) >= 0 &&
+            fclose(f) == 0);
+  snprintf(cmd, sizeof cmd, "LJ_METRICS_FILE=%s %s --runs 5 --interp %s 2>&1", metrics, LJ_RUN_PATH, path);
+  ck_assert_msg(tu_command(cmd, &out) == 0, "%s", out);
+  ck_assert_msg(strstr(out, "0 element(s) beyond tolerance"), "%s", out);
+  free(out);
+  ck_assert_int_eq(last_counter(metrics, "DonatedBuffers"), 4);
+  ck_assert_int_eq(last_counter(metrics, "DonationCopies"), 2);
+  tu_remove_dir(dir);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("tools_lj_run");
   TCase *tc = tu_tcase("lj_run");
   tcase_add_test(tc, test_replay_bit_for_bit);
   tcase_add_test(tc, test_ir_text_graphs);
+  tcase_add_test(tc, test_runs_feed_back);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -32,9 +32,10 @@ static const char usage[] =
     "The graph is always compiled: lj-run does not use the persistent cache (LJ_CACHE_DIR).\n"
     "Random inputs: float parameters uniform in [-1, 1), integer and bool parameters 0 or 1;\n"
     "element i of parameter k is splitmix64(seed * 2^32 + k * 2^48 + i) mapped to that range.\n"
-    "A training step's graph, its parameters updated in place run after run, can sink into\n"
-    "subnormal floats on such inputs, which x86 cores compute ~100x slower than others:\n"
-    "LJ_FLUSH_DENORMAL=1 flushes them, for timings like those of real data.\n";
+    "The timed runs go on as a training loop does: an output that replaces a parameter (DONOR=)\n"
+    "is that parameter in the next run, written in place of it. A training step's graph can\n"
+    "so sink into subnormal floats on such inputs, which x86 cores compute ~100x slower than\n"
+    "others: LJ_FLUSH_DENORMAL=1 flushes them, for timings like those of real data.\n";
 
 typedef struct options {
   int index, runs, threads, opt;
@@ -167,10 +168,26 @@ static uint64_t checksum(const void *p, size_t n) {
   return h;
 }
 
-/* Runs g once and waits for the run to end (runs are queued). */
-static lj_status replay(lj_device *d, const ljg_graph *g, const ljg_binding *binds, ljr_buffer **out) {
-  lj_status st = ljr_run_graph(d, g, binds, out, LJR_CAUSE_REPLAY);
+/* Runs g once and waits for the run to end (runs are queued); with donate, as a training
+ * loop does (ljr_run_graph). */
+static lj_status replay(lj_device *d, const ljg_graph *g, const ljg_binding *binds, bool donate, ljr_buffer **out) {
+  lj_status st = ljr_run_graph(d, g, binds, donate, out, LJR_CAUSE_REPLAY);
   return st == LJ_OK ? lj_wait(d) : st;
+}
+
+/* The next run's parameters, as in a training loop: each root with a donor becomes that
+ * parameter's value (the buffer the run wrote in its place, or a new one), the other roots
+ * are dropped. */
+static void feed_back(const ljg_graph *g, ljg_binding *binds, ljr_buffer **out) {
+  for (int r = 0; r < g->nroots; r++) {
+    int32_t d = g->donors[r];
+    if (d >= 0) {
+      ljr_buffer_release(binds[d].buf);
+      binds[d].buf = out[r];
+    } else {
+      ljr_buffer_release(out[r]);
+    }
+  }
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -287,19 +304,28 @@ int main(int argc, char **argv) {
   double c0, c1;
   lj_metric_data("CompileTime", &n0, &c0);
   uint64_t t0 = ljb_now_ns();
-  if (replay(d, &g, binds, out) != LJ_OK) die("%s", lj_last_error());
+  if (replay(d, &g, binds, false, out) != LJ_OK) die("%s", lj_last_error());
   double first_ms = (double)(ljb_now_ns() - t0) / 1e6;
   lj_metric_data("CompileTime", &n0, &c1);
   printf("compile: %.3f ms (first run with it: %.3f ms)\n", (c1 - c0) * 1e3, first_ms);
-  double *ms = ljb_xcalloc((size_t)o.runs + 1, sizeof *ms);
-  for (int i = 0; i < o.runs; i++) {
-    ljr_buffer **again = ljb_xcalloc((size_t)g.nroots + 1, sizeof *again);
-    uint64_t t = ljb_now_ns();
-    if (replay(d, &g, binds, again) != LJ_OK) die("%s", lj_last_error());
-    ms[i] = (double)(ljb_now_ns() - t) / 1e6;
-    for (int r = 0; r < g.nroots; r++) ljr_buffer_release(again[r]);
-    free(again);
+  /* the timed runs go on from the parameters each run updates; the first run's are kept for
+   * the outputs' comparison with the interpreter */
+  ljg_binding *runs = ljb_xcalloc((size_t)g.nparams + 1, sizeof *runs);
+  for (int k = 0; k < g.nparams; k++) {
+    runs[k] = binds[k];
+    if (runs[k].buf) ljr_buffer_retain(runs[k].buf);
   }
+  double *ms = ljb_xcalloc((size_t)o.runs + 1, sizeof *ms);
+  ljr_buffer **again = ljb_xcalloc((size_t)g.nroots + 1, sizeof *again);
+  for (int i = 0; i < o.runs; i++) {
+    uint64_t t = ljb_now_ns();
+    if (replay(d, &g, runs, true, again) != LJ_OK) die("%s", lj_last_error());
+    ms[i] = (double)(ljb_now_ns() - t) / 1e6;
+    feed_back(&g, runs, again);
+  }
+  free(again);
+  for (int k = 0; k < g.nparams; k++) ljr_buffer_release(runs[k].buf);
+  free(runs);
   if (o.runs) {
     qsort(ms, (size_t)o.runs, sizeof *ms, cmp_double);
     printf("run: median %.3f ms, min %.3f ms over %d runs\n", ms[o.runs / 2], ms[0], o.runs);

@@ -251,12 +251,13 @@ static ljr_exec *find_or_compile(struct lj_device *d, const ljg_graph *g) {
   return e;
 }
 
-/* Runs g as one executable (compiled on a cache miss); *ran: the executable. */
-static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+/* Runs g as one executable (compiled on a cache miss), its roots taking their donors'
+ * buffers with donate (run); *ran: the executable. */
+static lj_status run_fused(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds, bool donate,
                            ljr_buffer **out, ljr_exec **ran) {
   ljr_exec *e = find_or_compile(d, g);
   if (ran) *ran = e;
-  return e ? run(d, e, binds, false, out) : lj_last_status();
+  return e ? run(d, e, binds, donate, out) : lj_last_status();
 }
 
 /* Adds operand src of g to the one-op graph `one` as a parameter (once), bound to its value:
@@ -309,7 +310,7 @@ static lj_status run_op_by_op(struct lj_device *d, const ljg_graph *g, const ljg
     for (int k = 0; k < n->nin; k++) in[k] = op_operand(&one, &b, g, binds, val, map, gin[k]);
     ljg_graph_add_root(&one, n->op == LJG_OP_SCALAR ? op_operand(&one, &b, g, binds, val, map, i)
                                                     : ljg_graph_add(&one, n, in), -1);
-    st = run_fused(d, &one, b.a, &val[i], NULL);
+    st = run_fused(d, &one, b.a, false, &val[i], NULL);
     for (int k = 0; k < n->nin; k++) map[gin[k]] = -1;
     map[i] = -1;
   }
@@ -335,16 +336,16 @@ static bool begin(struct lj_device *d, ljr_cause cause) {
 }
 
 static lj_status run_whole(struct lj_device *d, bool op_by_op, const ljg_graph *g, const ljg_binding *binds,
-                           ljr_buffer **out) {
+                           bool donate, ljr_buffer **out) {
   ljr_exec *e = NULL;
-  lj_status st = op_by_op ? run_op_by_op(d, g, binds, out) : run_fused(d, g, binds, out, &e);
+  lj_status st = op_by_op ? run_op_by_op(d, g, binds, out) : run_fused(d, g, binds, donate, out, &e);
   if (st == LJ_OK) ljr_dump_executed(d, g, binds, e);
   return st;
 }
 
-lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds, bool donate,
                         ljr_buffer **out, ljr_cause cause) {
-  return run_whole(d, begin(d, cause), g, binds, out);
+  return run_whole(d, begin(d, cause), g, binds, donate, out);
 }
 
 /* A sync: a step recorded as before (the same graph with the same node ids) is recognized by
@@ -365,7 +366,7 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljg_no
     ljg_graph *g = &d->scratch_graph;
     if (op_by_op) {
       ljg_walk_graph(w, g);
-      return run_whole(d, true, g, d->scratch_binds.a, out);
+      return run_whole(d, true, g, d->scratch_binds.a, false, out);
     }
     e = ljr_cache_lookup_walk(&d->cache, w->key);
     if (e && ljg_walk_matches(w, e->graph)) {

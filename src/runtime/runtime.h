@@ -385,8 +385,9 @@ lj_status ljr_execute(struct lj_device *d, int n, ljg_node *const *roots, ljg_no
                       ljr_buffer **out, ljr_cause cause);
 /* Runs a collected (or parsed) graph on d with its parameters bound to binds (buffers of d
  * for DATA parameters, values for SCALAR ones); out[r] receives root r's buffer, as
- * ljr_execute. */
-lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds,
+ * ljr_execute. With donate, a root with a donor (g->donors) takes that parameter's buffer
+ * when binds holds the only reference to it (the caller then reads the parameter no more). */
+lj_status ljr_run_graph(struct lj_device *d, const ljg_graph *g, const ljg_binding *binds, bool donate,
                         ljr_buffer **out, ljr_cause cause);
 /* ---- dump.c and analysis.c: debugging output ---------------------------------------- */
 
