@@ -11,9 +11,9 @@
  * the window's row stride is its dilation, two rows of dY at a time share the image's rows
  * they read (add_row_pair: 12 loads for 36 multiply-adds instead of 18; a 3-channel 32×32
  * convolution's weight gradient at batch 64 to 64 channels, fastest of 300: 2.3-2.5 -> 2.1
- * ms on one thread, 1.06-1.18 -> 0.88-0.93 on two). The channels go inside the columns, so
- * that the columns' dY, read for each channel, comes from L2 after the first (the same,
- * 2.24-2.27 -> 2.03-2.13 ms on one thread). A call
+ * ms on one thread, 1.06-1.18 -> 0.88-0.93 on two; with the channels inside the columns
+ * instead, so that the columns' dY came from L2 after the first channel, within noise there,
+ * and MNISTNet's conv1 took 0.35 -> 0.45-0.48 ms). A call
  * takes blocks of LJG_TAPS_COL_TASK columns (the kernel's tasks), so that each thread reads
  * its share of dY once; the share of the columns that a range of the rows stood for, as in
  * the Winograd weight gradient, split MNISTNet's conv1 as 14 and 18 columns on two threads.
@@ -305,10 +305,10 @@ static void columns(taps *t, dy_mode mode) {
   LLVMValueRef n_hi = ljc_intrinsic2(ir, "smin", mul(t, a[LJC_GEMM_END], a[LJC_GEMM_COL_TASKS]), N);
   LLVMValueRef n_last = sub(t, n_hi, i64c(t, 1));
   ljc_loop C, Nb;
+  ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, rows, i64c(t, TAPS)), false, 0, NULL);
   ljc_loop_begin_step(ir, &Nb, n_lo, add(t, n_lo, mulc(t, sdiv(t, add(t, sub(t, n_hi, n_lo), i64c(t, t->nb - 1)),
                                                                  i64c(t, t->nb)), t->nb)),
                       t->nb, true, 0, NULL);
-  ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, rows, i64c(t, TAPS)), false, 0, NULL);
   LLVMValueRef acc[NB_MAX * (TAPS + 1)];
   tile(t, C.iv, Nb.iv, n_last, acc, mode);
   /* B's sums, once: with the first channel's tiles */
@@ -327,8 +327,8 @@ static void columns(taps *t, dy_mode mode) {
     ljc_if_end(ir, summed);
     ljc_if_end(ir, after);
   }
-  ljc_loop_end(ir, &C, NULL, NULL);
   ljc_loop_end(ir, &Nb, NULL, NULL);
+  ljc_loop_end(ir, &C, NULL, NULL);
 }
 
 void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
