@@ -175,12 +175,21 @@ static lj_status replay(lj_device *d, const ljg_graph *g, const ljg_binding *bin
   return st == LJ_OK ? lj_wait(d) : st;
 }
 
-/* The next run's parameters, as in a training loop: each root with a donor becomes that
- * parameter's value (the buffer the run wrote in its place, or a new one), the other roots
+/* The parameter root r's value replaces in the next run: its donor (the graph's check made it
+ * data of the root's dtype and size), unless an earlier root replaces it already; else -1. */
+static int32_t replaced(const ljg_graph *g, int r) {
+  int32_t d = g->donors[r];
+  for (int q = 0; q < r && d >= 0; q++)
+    if (g->donors[q] == d) d = -1;
+  return d;
+}
+
+/* The next run's parameters, as in a training loop: each root that replaces a parameter
+ * becomes its value (the buffer the run wrote in its place, or a new one); the other roots
  * are dropped. */
 static void feed_back(const ljg_graph *g, ljg_binding *binds, ljr_buffer **out) {
   for (int r = 0; r < g->nroots; r++) {
-    int32_t d = g->donors[r];
+    int32_t d = replaced(g, r);
     if (d >= 0) {
       ljr_buffer_release(binds[d].buf);
       binds[d].buf = out[r];
