@@ -9,7 +9,7 @@
  * same positions shifted by the tap (masked loads: the lanes outside the image read as 0)
  * multiply it into 9·NB vector accumulators, summed across their lanes at the end. Where
  * the window's row stride is its dilation, two rows of dY at a time share the image's rows
- * they read (add_row_pair: 12 loads for 36 multiply-adds instead of 18; a 3-channel 32×32
+ * they read (add_rows: 12 loads for 36 multiply-adds instead of 18; a 3-channel 32×32
  * convolution's weight gradient at batch 64 to 64 channels, fastest of 300: 2.3-2.5 -> 2.1
  * ms on one thread, 1.06-1.18 -> 0.88-0.93 on two; with the channels inside the columns
  * instead, so that the columns' dY came from L2 after the first channel, within noise there,
@@ -31,7 +31,7 @@
  * thread, 0.31-0.33 instead of 0.24 on two, and the pool's gradient kernel, 0.60-0.67 and
  * 0.27-0.32 ms, does not run. Building one row of dY at a time from its pooled row, instead
  * of two, took 0.70 and 0.38. The two rows share the image's rows they read as dense ones do
- * (add_row_pair): in the training step on a Zen 5, fastest of 300 runs, 0.49-0.50 -> 0.35 ms
+ * (add_rows): in the training step on a Zen 5, fastest of 300 runs, 0.49-0.50 -> 0.35 ms
  * on one thread, 0.24-0.25 -> 0.17 on two. */
 #include "codegen_llvm/ir.h"
 
@@ -47,7 +47,7 @@ typedef struct taps {
   LLVMValueRef arg[LJC_GEMM_NARGS];
   LLVMTypeRef vt, it, mt; /* f32, i32 and i1 vectors of vw lanes */
   int vw, nb;
-  bool shared; /* the window's row stride is its dilation: add_row_pair */
+  bool shared; /* the window's row stride is its dilation: add_rows */
 } taps;
 
 static LLVMValueRef i64c(taps *t, int64_t v) { return ljc_i64(t->ir, v); }
@@ -141,56 +141,37 @@ static LLVMValueRef unpooled_row(taps *t, LLVMValueRef g2, LLVMValueRef pos2, in
   return LLVMBuildSelect(t->b, hit, g2, LLVMConstNull(t->vt), "");
 }
 
-/* What the loop over a row's positions holds for add_row: x's image plane, the taps' column
+/* What the loop over a row's positions holds for add_rows: x's image plane, the taps' column
  * offsets and lanes in the image. */
 typedef struct row_ctx {
   LLVMValueRef x_img, xoff[3], xmask[3];
 } row_ctx;
 
-/* Row y of dY, dy[j] for column j, into the accumulators: out = in + x's shifted rows times
- * dy (and dy's sum). */
-static void add_row(taps *t, const row_ctx *r, LLVMValueRef y, const LLVMValueRef *dy, const LLVMValueRef *in,
-                    LLVMValueRef *out) {
-  ljc_ir *ir = t->ir;
-  LLVMBuilderRef b = t->b;
-  const LLVMValueRef *a = t->arg;
-  for (int j = 0; j < t->nb; j++) out[TAPS * t->nb + j] = LLVMBuildFAdd(b, in[TAPS * t->nb + j], dy[j], "");
-  for (int ky = 0; ky < 3; ky++) {
-    LLVMValueRef iy = sub(t, add(t, mul(t, y, a[LJC_GEMM_WIN_SY]), mulc(t, a[LJC_GEMM_WIN_DY], ky)), a[LJC_GEMM_WIN_PY]);
-    LLVMValueRef yin = ljc_splat(ir, LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], ""), t->mt);
-    LLVMValueRef row = at(t, r->x_img, mul(t, iy, a[LJC_GEMM_IMG_SH]));
-    for (int kx = 0; kx < 3; kx++) {
-      LLVMValueRef x = ljc_masked_load(ir, t->vt, at(t, row, r->xoff[kx]), 4, LLVMBuildAnd(b, r->xmask[kx], yin, ""));
-      for (int j = 0; j < t->nb; j++) {
-        int i = (ky * 3 + kx) * t->nb + j;
-        out[i] = ljc_fmuladd(ir, x, dy[j], in[i]);
-      }
-    }
-  }
-}
-
-/* Rows y2 and y2 + 1 of dY, dy[h·nb + j] for row y2 + h and column j, into the accumulators,
- * where the window's row stride is its dilation: tap ky of row y2 + h then reads x's row
- * (y2 + h + ky)·sy - py, so the two rows' 18 taps read 4 rows of x, each loaded once (3
- * shifts) and multiplied into both rows' accumulators that take it: 12 loads to 36
- * multiply-adds instead of 18, which LLVM loaded all before the multiply-adds and spilled.
- * Each accumulator adds row y2's product before row y2 + 1's, as add_row twice does. */
-static void add_row_pair(taps *t, const row_ctx *r, LLVMValueRef y2, const LLVMValueRef *dy, const LLVMValueRef *in,
-                         LLVMValueRef *out) {
+/* Rows y .. y + n - 1 of dY (n 1 or 2), dy[h·nb + j] for row y + h and column j, into the
+ * accumulators: out = in + x's shifted rows times dy (and dy's sums). Tap ky of row y + h reads
+ * x's row (y + h)·sy + ky·dy - py; for two rows the caller has checked that the window's row
+ * stride is its dilation, so that is (y + s)·sy - py with s = h + ky: the two rows' 18 taps
+ * read 4 rows of x, each loaded once (3 shifts) and multiplied into both rows' accumulators
+ * that take it, 12 loads to 36 multiply-adds instead of 18 (which LLVM loaded all before the
+ * multiply-adds and spilled). Each accumulator adds row y's product before row y + 1's. */
+static void add_rows(taps *t, const row_ctx *r, LLVMValueRef y, int n, const LLVMValueRef *dy, const LLVMValueRef *in,
+                     LLVMValueRef *out) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
   int nacc = (TAPS + 1) * t->nb;
   for (int i = 0; i < nacc; i++) out[i] = in[i];
   for (int j = 0; j < t->nb; j++)
-    for (int h = 0; h < 2; h++) out[TAPS * t->nb + j] = LLVMBuildFAdd(b, out[TAPS * t->nb + j], dy[h * t->nb + j], "");
-  for (int s = 0; s < 4; s++) {
-    LLVMValueRef iy = sub(t, mul(t, add(t, y2, i64c(t, s)), a[LJC_GEMM_WIN_SY]), a[LJC_GEMM_WIN_PY]);
+    for (int h = 0; h < n; h++) out[TAPS * t->nb + j] = LLVMBuildFAdd(b, out[TAPS * t->nb + j], dy[h * t->nb + j], "");
+  for (int s = 0; s < n + 2; s++) {
+    LLVMValueRef iy = n == 2 ? mul(t, add(t, y, i64c(t, s)), a[LJC_GEMM_WIN_SY])
+                             : add(t, mul(t, y, a[LJC_GEMM_WIN_SY]), mulc(t, a[LJC_GEMM_WIN_DY], s));
+    iy = sub(t, iy, a[LJC_GEMM_WIN_PY]);
     LLVMValueRef yin = ljc_splat(ir, LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], ""), t->mt);
     LLVMValueRef row = at(t, r->x_img, mul(t, iy, a[LJC_GEMM_IMG_SH]));
     for (int kx = 0; kx < 3; kx++) {
       LLVMValueRef x = ljc_masked_load(ir, t->vt, at(t, row, r->xoff[kx]), 4, LLVMBuildAnd(b, r->xmask[kx], yin, ""));
-      for (int h = 0; h < 2; h++) {
+      for (int h = 0; h < n; h++) {
         int ky = s - h;
         if (ky < 0 || ky > 2) continue;
         for (int j = 0; j < t->nb; j++) {
@@ -204,7 +185,7 @@ static void add_row_pair(taps *t, const row_ctx *r, LLVMValueRef y2, const LLVMV
 
 /* The rows of a dense dY (column j's plane at u->col[j]), at the row's positions from v
  * (in_row: those in the row), into the accumulators in -> out: two at a time where they share
- * the image's rows (t->shared; add_row_pair), the last of an odd number alone, else one at a
+ * the image's rows (t->shared; add_rows), the last of an odd number alone, else one at a
  * time. Each row read prefetches the same row of the next image. */
 static void dense_rows(taps *t, const row_ctx *r, const unpool *u, LLVMValueRef v, LLVMValueRef in_row,
                        const LLVMValueRef *in, LLVMValueRef *out) {
@@ -225,10 +206,7 @@ static void dense_rows(taps *t, const row_ctx *r, const unpool *u, LLVMValueRef 
         dy[h * t->nb + j] = ljc_masked_load(ir, t->vt, at(t, u->col[j], pos), 4, in_row);
         ljc_prefetch(ir, at(t, u->col[j], add(t, pos, a[LJC_GEMM_B_SB])));
       }
-    if (n == 2)
-      add_row_pair(t, r, Y.iv, dy, Y.acc, next);
-    else
-      add_row(t, r, Y.iv, dy, Y.acc, next);
+    add_rows(t, r, Y.iv, n, dy, Y.acc, next);
     ljc_loop_end(ir, &Y, next, n == 2 ? acc : out);
   }
 }
@@ -282,11 +260,11 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
       LLVMValueRef dy2[2 * NB_MAX];
       for (int half = 0; half < 2; half++)
         for (int j = 0; j < t->nb; j++) dy2[half * t->nb + j] = unpooled_row(t, g[j], pos[j], half);
-      add_row_pair(t, &r, mulc(t, Y.iv, 2), dy2, Y.acc, next);
+      add_rows(t, &r, mulc(t, Y.iv, 2), 2, dy2, Y.acc, next);
     }
     for (int half = 0; half < 2 && !t->shared; half++) {
       for (int j = 0; j < t->nb; j++) dy[j] = unpooled_row(t, g[j], pos[j], half);
-      add_row(t, &r, add(t, mulc(t, Y.iv, 2), i64c(t, half)), dy, half ? mid : Y.acc, half ? next : mid);
+      add_rows(t, &r, add(t, mulc(t, Y.iv, 2), i64c(t, half)), 1, dy, half ? mid : Y.acc, half ? next : mid);
     }
     ljc_loop_end(ir, &Y, next, out);
   }
