@@ -77,19 +77,27 @@ static bool setup_linear(const workload *w, bench_state *s) {
   return all_set(s->in, 3);
 }
 
-/* A 3x3 conv layer with n = {B, Cin, Cout, H}: x [B, Cin, H, H], weight and bias as
- * parameters (PyTorch's init), and the gradient flowing into the pooled output. */
-static bool setup_conv(const workload *w, bench_state *s) {
+/* A 3x3 conv layer with n = {B, Cin, Cout, H}: x [B, Cin, H, H] (needing its gradient with
+ * x_grad), weight and bias as parameters (PyTorch's init), and the gradient flowing into its
+ * output, of side gh. */
+static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_grad) {
   int64_t b = w->n[0], cin = w->n[1], cout = w->n[2], h = w->n[3];
   s->in[0] = rand_f32(s, LJ_SHAPE(b, cin, h, h));
-  s->in[1] = rand_f32(s, LJ_SHAPE(b, cout, h / 2, h / 2));
+  s->in[1] = rand_f32(s, LJ_SHAPE(b, cout, gh, gh));
   s->np = 2;
   if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){3, 3}, 1, true, &s->p[0], &s->p[1]) != LJ_OK)
     return false;
-  /* the first layer's input is the data; the second's needs its gradient */
-  if (cin > 1 && lj_tensor_set_requires_grad(s->in[0], true) != LJ_OK) return false;
+  if (x_grad && lj_tensor_set_requires_grad(s->in[0], true) != LJ_OK) return false;
   return all_set(s->in, 2);
 }
+
+/* MNISTNet's layers, max-pooled: the gradient into the pooled output; the first layer's
+ * input is the data, the second's needs its gradient. */
+static bool setup_conv(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3] / 2, w->n[1] > 1); }
+
+/* A network's first layer without pooling (a CIFAR network's): the gradient into the whole
+ * output, none for the input, the data. */
+static bool setup_conv_relu(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false); }
 
 static bool setup_sgd(bench_state *s) {
   s->opt = lj_optim_sgd(s->np, s->p, (lj_sgd_options){.lr = 0.01, .momentum = 0.5});
@@ -256,6 +264,15 @@ static void conv_backward(const workload *w, bench_state *s) {
   lj_backward(lj_sum(lj_mul(conv_layer(s->in[0], s->p[0], s->p[1]), s->in[1]), 0, NULL, false));
 }
 
+/* relu(conv2d(x)) of a first layer (its input the data), backward for an upstream gradient
+ * g: the weight's and bias's gradients. */
+static void conv_relu_backward(const workload *w, bench_state *s) {
+  lj_tensor_zero_grad(s->p[0]);
+  lj_tensor_zero_grad(s->p[1]);
+  lj_tensor *y = lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, pad1, NULL, 1));
+  lj_backward(lj_sum(lj_mul(y, s->in[1]), 0, NULL, false));
+}
+
 /* nll(log_softmax) on the model's logits, backward, and an SGD step (no barrier). */
 static void train(bench_state *s, lj_tensor *logits) {
   lj_tensor *loss = lj_nll_loss(lj_log_softmax(logits, 1), s->in[1], LJ_REDUCE_MEAN);
@@ -343,6 +360,8 @@ const workload bench_workloads[] = {
      CONV_FLOPS(64, 32, 64, 14)},
     {"conv2_bwd_b64", "conv2 layer forward + input/weight/bias gradients", {64, 32, 64, 14}, setup_conv,
      conv_backward, 0, 3 * CONV_FLOPS(64, 32, 64, 14)},
+    {"conv_c3_bwd_b64", "relu(conv 3->64 3x3), 64x32x32, forward + weight/bias gradients", {64, 3, 64, 32},
+     setup_conv_relu, conv_relu_backward, 0, 2 * CONV_FLOPS(64, 3, 64, 32)},
     {"mlp_step_b64", "MLP 784-512-512-10 training step, SGD", {64}, setup_mlp, mlp_step, 0, MLP_FLOPS(64)},
     {"mlp_step_b128", "MLP 784-512-512-10 training step, SGD", {128}, setup_mlp, mlp_step, 0, MLP_FLOPS(128)},
     {"cnn_step_b64", "MNISTNet training step, SGD", {64}, setup_cnn, cnn_step, 0, CNN_FLOPS(64)},

@@ -111,6 +111,16 @@ def resblock(b, c, h):
     return step
 
 
+def conv_relu_backward(b, cin, cout, h):
+    x, g = rand(b, cin, h, h), rand(b, cout, h, h)
+    conv = nn.Conv2d(cin, cout, 3, padding=1)
+
+    def step():
+        conv.zero_grad(set_to_none=True)
+        (torch.relu(conv(x)) * g).sum().backward()
+    return step
+
+
 def conv_stride2(b, cin, cout, h):
     x, conv = rand(b, cin, h, h, grad=True), nn.Conv2d(cin, cout, 3, stride=2, padding=1)
     return lambda: conv(x)
@@ -180,6 +190,7 @@ WORKLOADS = {
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
+    "conv_c3_bwd_b64": lambda: conv_relu_backward(64, 3, 64, 32),
     "conv2_fwd_b64": lambda: conv_forward(64, 32, 64, 14),
     "conv2_bwd_b64": lambda: conv_backward(64, 32, 64, 14),
     "mlp_step_b64": lambda: training_step(mlp(), rand(64, 784), labels(64)),
