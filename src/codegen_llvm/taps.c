@@ -244,27 +244,26 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
     r.xoff[kx] = sub(t, add(t, V.iv, mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
     r.xmask[kx] = LLVMBuildAnd(b, in_row, lanes_in(t, r.xoff[kx], a[LJC_GEMM_IMG_W]), "");
   }
-  LLVMValueRef dy[NB_MAX], next[NB_MAX * (TAPS + 1)], out[NB_MAX * (TAPS + 1)];
+  LLVMValueRef next[NB_MAX * (TAPS + 1)], out[NB_MAX * (TAPS + 1)];
   if (mode == DY_DENSE) {
     dense_rows(t, &r, &u, V.iv, in_row, V.acc, out);
   } else { /* the two rows of each pooled row */
     u.pv = sdiv(t, V.iv, i64c(t, 2));
     u.lanes = half_lanes_in(t, u.pv, u.pw);
     ljc_loop_begin(ir, &Y, i64c(t, 0), sdiv(t, OH, i64c(t, 2)), false, nacc, V.acc);
-    LLVMValueRef g[NB_MAX], pos[NB_MAX], mid[NB_MAX * (TAPS + 1)];
+    LLVMValueRef g[NB_MAX], pos[NB_MAX], dy[2 * NB_MAX], mid[NB_MAX * (TAPS + 1)];
     for (int j = 0; j < t->nb; j++) {
       pooled_row(t, &u, j, Y.iv, mode, &g[j], &pos[j]);
       g[j] = doubled(t, g[j]), pos[j] = doubled(t, pos[j]);
     }
+    for (int half = 0; half < 2; half++)
+      for (int j = 0; j < t->nb; j++) dy[half * t->nb + j] = unpooled_row(t, g[j], pos[j], half);
+    LLVMValueRef y2 = mulc(t, Y.iv, 2);
     if (t->shared) {
-      LLVMValueRef dy2[2 * NB_MAX];
-      for (int half = 0; half < 2; half++)
-        for (int j = 0; j < t->nb; j++) dy2[half * t->nb + j] = unpooled_row(t, g[j], pos[j], half);
-      add_rows(t, &r, mulc(t, Y.iv, 2), 2, dy2, Y.acc, next);
-    }
-    for (int half = 0; half < 2 && !t->shared; half++) {
-      for (int j = 0; j < t->nb; j++) dy[j] = unpooled_row(t, g[j], pos[j], half);
-      add_rows(t, &r, add(t, mulc(t, Y.iv, 2), i64c(t, half)), 1, dy, half ? mid : Y.acc, half ? next : mid);
+      add_rows(t, &r, y2, 2, dy, Y.acc, next);
+    } else {
+      add_rows(t, &r, y2, 1, dy, Y.acc, mid);
+      add_rows(t, &r, add(t, y2, i64c(t, 1)), 1, dy + t->nb, mid, next);
     }
     ljc_loop_end(ir, &Y, next, out);
   }
