@@ -348,6 +348,8 @@ const workload bench_workloads[] = {
      cross_entropy, 2.0 * 512 * 32000 * 4, 0},
     {"layer_norm_4096x1024", "layer_norm forward + input/weight/bias gradients", {4096, 1024}, setup_layer_norm,
      layer_norm, 3.0 * 4096 * 1024 * 4, 0},
+    {"layer_norm_512x1024", "layer_norm forward + input/weight/bias gradients", {512, 1024}, setup_layer_norm,
+     layer_norm, 3.0 * 512 * 1024 * 4, 0},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},

@@ -734,6 +734,43 @@ START_TEST(test_sums_once_a_task) {
 }
 END_TEST
 
+/* A kernel of column sums (fuse_rows.c's column_sums) goes in blocks of at least 64 of its
+ * rows, the columns it sums, or all of them where there are fewer: a layer norm's weight and
+ * bias gradients over [500, 333] (too few rows for two stages; blocks of 64, the last of 13),
+ * the sums of x and x·y over [700, 100] (64 and 36) and over [40, 20] (one block of 20).
+ * Values against the interpreter on one and two threads. */
+START_TEST(test_column_sums_blocks) {
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    lj_scope_begin();
+    lj_tensor *grads[3];
+    layer_norm_grads(500, 333, grads);
+    ljg_graph *opt;
+    ljg_program *p = program_of_n(3, grads, &opt);
+    ck_assert_int_eq(p->nkernels, 2);
+    ck_assert_int_eq(p->kernels[1].ntasks, 333);
+    ck_assert_int_eq(p->kernels[1].row_block, 64);
+    free_program(p, opt);
+    tu_check_interp_tol(3, grads, 1e-4, 1e-4);
+    static const int64_t shapes[2][3] = {{700, 100, 64}, {40, 20, 20}}; /* rows, cols, block */
+    for (int i = 0; i < 2; i++) {
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(shapes[i][0], shapes[i][1]), TU_ANY, 21 + i);
+      lj_tensor *y = tu_tensor(LJ_F32, LJ_SHAPE(shapes[i][0], shapes[i][1]), TU_ANY, 23 + i);
+      const int dim0[] = {0};
+      lj_tensor *sums[2] = {lj_sum(x, 1, dim0, false), lj_sum(lj_mul(x, y), 1, dim0, false)};
+      p = program_of_n(2, sums, &opt);
+      ck_assert_int_eq(p->nkernels, 1);
+      ck_assert_int_eq(p->kernels[0].nnests, 2);
+      ck_assert_int_eq(p->kernels[0].row_block, shapes[i][2]);
+      free_program(p, opt);
+      tu_check_interp_tol(2, sums, 1e-5, 1e-3); /* sums of 700 products of [-4, 4)s */
+    }
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* How many TEMP slots of p take at least `bytes`. */
 static int temps_of(const ljg_program *p, int64_t bytes) {
   int n = 0;
@@ -2142,6 +2179,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_row_block_read_bytes);
   tcase_add_test(tc, test_join_past_independent_kernels);
   tcase_add_test(tc, test_sums_once_a_task);
+  tcase_add_test(tc, test_column_sums_blocks);
   tcase_add_test(tc, test_recompute_cheap_nodes);
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);

@@ -186,6 +186,7 @@ WORKLOADS = {
     "attention_32x256x64": lambda: attention(32, 256, 64),
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
+    "layer_norm_512x1024": lambda: layer_norm(512, 1024),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),

@@ -322,42 +322,11 @@ static void emit_point(nest_gen *g) {
   store_reduction(g, out);
 }
 
-/* Column order: the values are contiguous along the last kept dim and not along the last
- * reduced one (a reduction over a leading dim, or over windows laid out in rows), so the
- * reduced dims run outside a loop over the last kept dim that combines into accumulators in
- * a stack array (or, for a few reduced points, inside it: emit_columns_unrolled); the loop
- * vectorizes, and each output still combines its values in the same order as the plain nest
- * does. Decided by the loads the value reads (one the same all along the kept dim, a
- * depthwise convolution's weight, has no say: in column order it is one scalar; nor one the
- * same along the last reduced dim, batch norm's mean of each channel in a sum over the
- * channel's values: one scalar in the plain order); a long kept dim goes in blocks of
- * COLUMN_BLOCK. */
+/* Column order (ljg_column_order): the reduced dims run outside a loop over the last kept dim
+ * that combines into accumulators in a stack array (or, for a few reduced points, inside it:
+ * emit_columns_unrolled); the loop vectorizes, and each output still combines its values in
+ * the same order as the plain nest does. A long kept dim goes in blocks of COLUMN_BLOCK. */
 enum { COLUMN_BLOCK = 2048 };
-
-static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
-  if (seen[e]) return;
-  seen[e] = 1;
-  const ljg_kexpr *x = &k->exprs[e];
-  if (x->kind == LJG_X_LOAD) {
-    const ljg_view1 *v = ljg_view_top(&k->views[x->view]);
-    if (v->stride[j] == 0 || v->stride[r] == 0) return; /* a scalar in one order or the other */
-    if (v->stride[r] == 1) (*row)++;
-    else if (v->stride[j] == 1) (*col)++;
-    return;
-  }
-  for (int i = 0; i < x->nin; i++) count_strides(k, x->in[i], j, r, col, row, seen);
-}
-
-static bool column_order(const ljg_kernel *k, const ljg_nest *nest, int nkept) {
-  if (nest->rop < 0 || nkept == 0 || nkept == nest->ndim) return false;
-  int j = nkept - 1;
-  if (nest->shape[j] < 4) return false;
-  int col = 0, row = 0;
-  uint8_t *seen = ljb_xcalloc((size_t)k->nexprs + 1, 1);
-  count_strides(k, nest->value, j, nest->ndim - 1, &col, &row, seen);
-  free(seen);
-  return col > row;
-}
 
 /* acc[a] + (iv - base) */
 static LLVMValueRef acc_at(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef arr, LLVMValueRef iv, LLVMValueRef base) {
@@ -699,7 +668,7 @@ static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) { return n
  * function, into a block-local slot or summed along the row. */
 static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
   if (n->ndim != 2 || n->row_dims > 1 || n->scatter_index >= 0 || !computes_vmath(k, n)) return false;
-  if (n->rop >= 0) return n->rmask == 2 && !column_order(k, n, 1); /* a reduction along the row */
+  if (n->rop >= 0) return n->rmask == 2 && !ljg_column_order(k, n, 1); /* a reduction along the row */
   return p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
 }
 
@@ -778,7 +747,7 @@ static bool runs_ahead(const ljg_program *p, const ljg_kernel *k, const int *nes
                n->rop == LJG_OP_AMIN;
   tiles tl;
   if (!plain || n->rmask != 2 || n->row_dims > 1 || n->scatter_index >= 0 || nest_last[0] != 0 ||
-      column_order(k, n, 1) || has_random(k, n) || find_tiles(k, &k->nests[s], nest_last[s], &tl))
+      ljg_column_order(k, n, 1) || has_random(k, n) || find_tiles(k, &k->nests[s], nest_last[s], &tl))
     return false;
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), ok = true;
   ljg_nest_exprs(k, n, used);
@@ -822,7 +791,7 @@ static int runs_behind(const ljg_program *p, const ljg_kernel *k, const int *nes
   tiles tl;
   if (k->kind != LJG_K_LOOPS || t <= s || nest_last[t] != t || n->rop >= 0 || n->scatter_index >= 0 ||
       n->ndim != 2 || n->row_dims != 1 || ns->ndim != 2 || n->shape[0] != ns->shape[0] ||
-      n->shape[1] != ns->shape[1] || column_order(k, n, 2) || has_random(k, n) || find_tiles(k, n, t, &tl) ||
+      n->shape[1] != ns->shape[1] || ljg_column_order(k, n, 2) || has_random(k, n) || find_tiles(k, n, t, &tl) ||
       out->kind == LJG_SLOT_LOCAL || out->kind == LJG_SLOT_SCALAR || ahead_row_bytes(p, k, s) > BEHIND_ROW_BYTES)
     return 0;
   for (int e = 0; e < k->nexprs; e++)
@@ -1306,7 +1275,7 @@ char *ljc_lowering_text(const ljg_program *p) {
         ljb_str_printf(&line, "; nest %d not run: nest %d stores what it maps them to", s + 2, s);
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
       const ljg_nest *n = &k->nests[s];
-      if (column_order(k, n, n->ndim - __builtin_popcount(n->rmask)))
+      if (ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)))
         ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
       if (k->task_rows && sums_by_block(k, last, by >= 0, s))
         ljb_str_printf(&line, "; nest %d adds up each block's rows after the nests before %d", s, k->per_task_at);
@@ -1373,7 +1342,7 @@ static void nest_gen_init(nest_gen *g, ljc_kctx *kc, const ljg_nest *nest, int c
   g->begin = begin;
   g->end = end;
   if (nest->rop >= 0) g->red = reduction_of(kc->ir, nest->rop, kc->k->exprs[nest->value].dtype, nest->rcount);
-  g->columns = column_order(kc->k, nest, g->nkept);
+  g->columns = ljg_column_order(kc->k, nest, g->nkept);
   g->col_lo = kc->col_lo, g->col_hi = kc->col_hi;
   for (int d = g->nkept; d < nest->ndim; d++) LJ_ASSERT(nest->rmask >> d & 1);
 }
@@ -1649,7 +1618,7 @@ static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summ
                n->rop == LJG_OP_AMIN;
   if (s < k->per_task_at || !plain || n->ndim != 3 || n->rmask != 4 || n->scatter_index >= 0 ||
       n->shape[0] != k->ntasks || n->shape[1] > BLOCK_SUM_COLUMNS_MAX || n->shape[2] != k->task_rows ||
-      nest_last[s] != s || b_summed || !column_order(k, n, 2))
+      nest_last[s] != s || b_summed || !ljg_column_order(k, n, 2))
     return false;
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), ok = true;
   ljg_nest_exprs(k, n, used);

@@ -818,6 +818,31 @@ void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used) {
       for (int i = 0; i < k->exprs[e].nin; i++) used[k->exprs[e].in[i]] = true;
 }
 
+static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
+  if (seen[e]) return;
+  seen[e] = 1;
+  const ljg_kexpr *x = &k->exprs[e];
+  if (x->kind == LJG_X_LOAD) {
+    const ljg_view1 *v = ljg_view_top(&k->views[x->view]);
+    if (v->stride[j] == 0 || v->stride[r] == 0) return; /* a scalar in one order or the other */
+    if (v->stride[r] == 1) (*row)++;
+    else if (v->stride[j] == 1) (*col)++;
+    return;
+  }
+  for (int i = 0; i < x->nin; i++) count_strides(k, x->in[i], j, r, col, row, seen);
+}
+
+bool ljg_column_order(const ljg_kernel *k, const ljg_nest *nest, int nkept) {
+  if (nest->rop < 0 || nkept == 0 || nkept == nest->ndim) return false;
+  int j = nkept - 1;
+  if (nest->shape[j] < 4) return false;
+  int col = 0, row = 0;
+  uint8_t *seen = ljb_xcalloc((size_t)k->nexprs + 1, 1);
+  count_strides(k, nest->value, j, nest->ndim - 1, &col, &row, seen);
+  free(seen);
+  return col > row;
+}
+
 void ljg_program_free(ljg_program *p) {
   if (!p) return;
   ljb_arena_free(&p->arena);

@@ -537,6 +537,15 @@ void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out);
  * computed from. */
 void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used);
 
+/* Whether a reduction nest with nkept leading kept dims runs in column order: its values are
+ * contiguous along the last kept dim and not along the last reduced one (a reduction over a
+ * leading dim, or over windows laid out in rows), so codegen_llvm/lower.c runs the reduced
+ * dims outside a loop over the last kept dim. Decided by the loads the value reads (one the
+ * same all along the kept dim, a depthwise convolution's weight, has no say: in column order
+ * it is one scalar; nor one the same along the last reduced dim, batch norm's mean of each
+ * channel in a sum over the channel's values: one scalar in the plain order). */
+bool ljg_column_order(const ljg_kernel *k, const ljg_nest *nest, int nkept);
+
 static inline bool ljg_kernel_has_window(const ljg_kernel *k) {
   return k->win_op == LJG_OP_IM2COL || k->win_op == LJG_OP_COL2IM;
 }
