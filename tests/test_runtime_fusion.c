@@ -845,7 +845,9 @@ static bool in_column_order(const ljg_program *p) {
   return found;
 }
 
-/* A sum over a leading dim reads its values along the kept dim: column order. A sum over
+/* A sum over a leading dim reads its values along the kept dim: column order, also where the
+ * kept dim's stride is 2 (every other column; plain, each column's sum read a value a line:
+ * 1.1 -> 0.27 ms over [512, 1024] of [512, 2048] on one thread). A sum over
  * each channel's values of (x - mean)·w + b reads x along the reduced dims and the channel's
  * mean, w and b once per channel: the plain order, however many such values it reads (they
  * outvoted x, and the loop gathered x across channels, 30× slower on batch norm's gradient).
@@ -855,6 +857,12 @@ START_TEST(test_column_order) {
   lj_tensor *c = lj_sum(tu_tensor(LJ_F32, LJ_SHAPE(300, 70), TU_UNIT, 16), 1, (const int[]){0}, false);
   ljg_graph *opt;
   ljg_program *p = program_of(c, &opt);
+  ck_assert(in_column_order(p));
+  free_program(p, opt);
+  tu_check_interp(1, &c, 1e-5);
+  lj_tensor *every_other = lj_slice(tu_tensor(LJ_F32, LJ_SHAPE(300, 140), TU_UNIT, 20), 1, 0, 140, 2);
+  c = lj_sum(every_other, 1, (const int[]){0}, false);
+  p = program_of(c, &opt);
   ck_assert(in_column_order(p));
   free_program(p, opt);
   tu_check_interp(1, &c, 1e-5);

@@ -826,7 +826,7 @@ static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, in
     const ljg_view1 *v = ljg_view_top(&k->views[x->view]);
     if (v->stride[j] == 0 || v->stride[r] == 0) return; /* a scalar in one order or the other */
     if (v->stride[r] == 1) (*row)++;
-    else if (v->stride[j] == 1) (*col)++;
+    else if (llabs(v->stride[j]) < llabs(v->stride[r])) (*col)++;
     return;
   }
   for (int i = 0; i < x->nin; i++) count_strides(k, x->in[i], j, r, col, row, seen);

@@ -537,10 +537,12 @@ void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out);
  * computed from. */
 void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used);
 
-/* Whether a reduction nest with nkept leading kept dims runs in column order: its values are
- * contiguous along the last kept dim and not along the last reduced one (a reduction over a
- * leading dim, or over windows laid out in rows), so codegen_llvm/lower.c runs the reduced
- * dims outside a loop over the last kept dim. Decided by the loads the value reads (one the
+/* Whether a reduction nest with nkept leading kept dims runs in column order: its values lie
+ * closer together along the last kept dim than along the last reduced one, where they are not
+ * contiguous (a reduction over a leading dim, or over windows laid out in rows), so
+ * codegen_llvm/lower.c runs the reduced dims outside a loop over the last kept dim. A column
+ * sum of every other column of [512, 2048], one thread: plain (a value a line read for each
+ * column) 1.1 ms, in column order 0.27. Decided by the loads the value reads (one the
  * same all along the kept dim, a depthwise convolution's weight, has no say: in column order
  * it is one scalar; nor one the same along the last reduced dim, batch norm's mean of each
  * channel in a sum over the channel's values: one scalar in the plain order). */
