@@ -189,7 +189,8 @@ END_TEST
  * runs them in column order: up to 16 reduced points unrolled with the accumulators in
  * registers, more in blocks of the kept dim with the accumulators in an array): every op and
  * dtype class, kept dims longer than a block and split across threads, NaN and ties in
- * arg-reductions, 16 and 17 reduced points, and windows reduced as max-pooling does. */
+ * arg-reductions, NaN in maxima and minima of more points than are unrolled, 16 and 17
+ * reduced points, and windows reduced as max-pooling does. */
 START_TEST(test_column_reductions) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 5000), TU_SPECIAL, 11);
   lj_tensor *y = tu_tensor(LJ_F64, LJ_SHAPE(2, 9, 3000), TU_ANY, 12);
@@ -197,7 +198,7 @@ START_TEST(test_column_reductions) {
   lj_tensor *i = tu_tensor(LJ_I32, LJ_SHAPE(6, 300), TU_ANY, 14);
   lj_tensor *t = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(3, 4),
                                      (float[]){1, NAN, 0, 2, 1, 5, NAN, 2, 0, 5, 1, -1});
-  lj_tensor *ts[16];
+  lj_tensor *ts[18];
   int n = 0;
   ts[n++] = lj_sum(x, 1, (const int[]){0}, false);
   ts[n++] = lj_amax(x, 1, (const int[]){0}, true);
@@ -218,6 +219,9 @@ START_TEST(test_column_reductions) {
   ts[n++] = lj_argmax(z, 0, false);
   ts[n++] = lj_argmin(lj_slice(z, 0, 1, 17, 1), 0, true);
   ts[n++] = lj_sum(lj_slice(z, 0, 0, 16, 1), 1, (const int[]){0}, false);
+  /* a float max's and min's NaN flags in the accumulators' array */
+  ts[n++] = lj_amax(z, 1, (const int[]){0}, false);
+  ts[n++] = lj_amin(z, 1, (const int[]){0}, true);
   tu_check_interp_tol(n, ts, 1e-5, 1e-5);
   int64_t got[4];
   ck_assert_int_eq(lj_tensor_to_host(ts[9], got, sizeof got), LJ_OK);

@@ -328,6 +328,25 @@ static void emit_point(nest_gen *g) {
  * the same order as the plain nest does. A long kept dim goes in blocks of COLUMN_BLOCK. */
 enum { COLUMN_BLOCK = 2048 };
 
+/* The types column order's accumulator arrays hold, into at[2]: the reduction's, but an i8
+ * for an i1 (a float max's or min's NaN flag; the loop's loads of an array of i1, not a
+ * vector of bytes, went element by element: a max over the rows of [512, 1024] took 27 times
+ * a sum's time). */
+static void columns_types(ljc_ir *ir, const reduction *r, LLVMTypeRef at[2]) {
+  at[0] = r->acc_t;
+  at[1] = r->idx_t == ir->i1 ? ir->i8 : r->idx_t;
+}
+
+/* Accumulator a of r from p, and v into p (columns_types). */
+static LLVMValueRef columns_load(ljc_ir *ir, const reduction *r, int a, LLVMTypeRef t, LLVMValueRef p) {
+  LLVMValueRef v = LLVMBuildLoad2(ir->b, t, p, "");
+  return a == 1 && r->idx_t != t ? LLVMBuildTrunc(ir->b, v, r->idx_t, "") : v;
+}
+
+static void columns_put(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef v, LLVMValueRef p) {
+  LLVMBuildStore(ir->b, LLVMTypeOf(v) != t ? LLVMBuildZExt(ir->b, v, t, "") : v, p);
+}
+
 /* acc[a] + (iv - base) */
 static LLVMValueRef acc_at(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef arr, LLVMValueRef iv, LLVMValueRef base) {
   LLVMValueRef i = LLVMBuildNSWSub(ir->b, iv, base, "");
@@ -338,12 +357,13 @@ static LLVMValueRef acc_at(ljc_ir *ir, LLVMTypeRef t, LLVMValueRef arr, LLVMValu
  * arr[a][c - base] (emit_columns; a per-task sum's, block_sum_*). Starts them. */
 static void columns_start(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef base) {
   ljc_ir *ir = g->kc->ir;
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMTypeRef at[2];
+  columns_types(ir, &g->red, at);
   LLVMValueRef init[2];
   reduction_init(ir, &g->red, init);
   ljc_loop L;
   ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
-  for (int a = 0; a < reduction_nacc(&g->red); a++) LLVMBuildStore(ir->b, init[a], acc_at(ir, at[a], arr[a], L.iv, base));
+  for (int a = 0; a < reduction_nacc(&g->red); a++) columns_put(ir, at[a], init[a], acc_at(ir, at[a], arr[a], L.iv, base));
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
@@ -351,7 +371,8 @@ static void columns_start(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo,
 static void columns_add(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi,
                         LLVMValueRef base) {
   ljc_ir *ir = g->kc->ir;
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMTypeRef at[2];
+  columns_types(ir, &g->red, at);
   int nacc = reduction_nacc(&g->red);
   ljc_loop L;
   ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
@@ -359,10 +380,10 @@ static void columns_add(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRe
   LLVMValueRef p[2], acc[2], out[2];
   for (int a = 0; a < nacc; a++) {
     p[a] = acc_at(ir, at[a], arr[a], L.iv, base);
-    acc[a] = LLVMBuildLoad2(ir->b, at[a], p[a], "");
+    acc[a] = columns_load(ir, &g->red, a, at[a], p[a]);
   }
   reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[g->nest->ndim - 1], out);
-  for (int a = 0; a < nacc; a++) LLVMBuildStore(ir->b, out[a], p[a]);
+  for (int a = 0; a < nacc; a++) columns_put(ir, at[a], out[a], p[a]);
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
@@ -370,13 +391,14 @@ static void columns_add(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRe
 static void columns_store(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi,
                           LLVMValueRef base) {
   ljc_ir *ir = g->kc->ir;
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMTypeRef at[2];
+  columns_types(ir, &g->red, at);
   ljc_loop L;
   ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
   g->pt.idx[j] = L.iv;
   LLVMValueRef acc[2];
   for (int a = 0; a < reduction_nacc(&g->red); a++)
-    acc[a] = LLVMBuildLoad2(ir->b, at[a], acc_at(ir, at[a], arr[a], L.iv, base), "");
+    acc[a] = columns_load(ir, &g->red, a, at[a], acc_at(ir, at[a], arr[a], L.iv, base));
   store_reduction(g, acc);
   ljc_loop_end(ir, &L, NULL, NULL);
 }
@@ -386,7 +408,8 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   LLVMBuilderRef b = ir->b;
   const ljg_nest *nest = g->nest;
   int64_t block = nest->shape[j] < COLUMN_BLOCK ? nest->shape[j] : COLUMN_BLOCK;
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMTypeRef at[2];
+  columns_types(ir, &g->red, at);
   LLVMValueRef arr[2];
   for (int a = 0; a < reduction_nacc(&g->red); a++) arr[a] = ljc_entry_array(ir, at[a], block);
   /* blocks [j0, j1) of the range */
@@ -1647,7 +1670,8 @@ static void block_sum_begin(ljc_kctx *kc, nest_gen *g, const ljg_nest *nest, LLV
   g->pt.ndim = 3;
   g->pt.idx[0] = task;
   g->red = reduction_of(ir, nest->rop, kc->k->exprs[nest->value].dtype, nest->rcount);
-  LLVMTypeRef at[2] = {g->red.acc_t, g->red.idx_t};
+  LLVMTypeRef at[2];
+  columns_types(ir, &g->red, at);
   for (int a = 0; a < reduction_nacc(&g->red); a++) arr[a] = ljc_entry_array(ir, at[a], nest->shape[1]);
   columns_start(g, arr, ljc_i64(ir, 0), ljc_i64(ir, nest->shape[1]), ljc_i64(ir, 0));
 }
