@@ -49,11 +49,16 @@ START_TEST(test_chain_is_one_kernel) {
 END_TEST
 
 /* The fused program of an elementwise op over contiguous 4-D tensors is one kernel whose
- * loops collapsed into one; a row reduction keeps [rows, cols] with the reduced dim last. */
+ * loops collapsed into one; a row reduction keeps [rows, cols] with the reduced dim last; an
+ * elementwise op of a broadcast flattened ([6, 1, 20] expanded to [6, 4, 20], read as [24,
+ * 20]: a view of two levels) and a contiguous [24, 20] runs over [6, 4, 20], every access
+ * one level of strides (fuse.c's drop_reshape_level), with the interpreter's values. */
 START_TEST(test_loop_normalization) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 4, 5), TU_ANY, 1);
-  lj_tensor *r[2] = {lj_exp(lj_mul(x, x)), lj_sum(lj_transpose(x, 0, 3), 2, (const int[]){0, 2}, false)};
-  for (int k = 0; k < 2; k++) {
+  lj_tensor *b = lj_expand(tu_tensor(LJ_F32, LJ_SHAPE(6, 1, 20), TU_ANY, 2), LJ_SHAPE(6, 4, 20));
+  lj_tensor *r[3] = {lj_exp(lj_mul(x, x)), lj_sum(lj_transpose(x, 0, 3), 2, (const int[]){0, 2}, false),
+                     lj_add(lj_reshape(b, LJ_SHAPE(24, 20)), tu_tensor(LJ_F32, LJ_SHAPE(24, 20), TU_ANY, 3))};
+  for (int k = 0; k < 3; k++) {
     ljg_node *n = ljf_node(r[k]);
     ljg_graph g;
     ljg_graph_init(&g);
@@ -65,6 +70,9 @@ START_TEST(test_loop_normalization) {
     const ljg_nest *nest = &p->kernels[0].nests[0];
     if (k == 0) {
       ck_assert_msg(nest->ndim == 1 && nest->shape[0] == 120, "%s", text);
+    } else if (k == 2) {
+      ck_assert_msg(nest->ndim == 3 && nest->shape[0] == 6 && nest->shape[1] == 4 && nest->shape[2] == 20, "%s", text);
+      for (int v = 0; v < p->kernels[0].nviews; v++) ck_assert_msg(p->kernels[0].views[v].n == 1, "%s", text);
     } else {
       /* transposed [5,4,3,2] summed over dims 0 and 2: kept (4, 2) first, reduced (5, 3) last */
       ck_assert_msg(nest->rop == LJG_OP_SUM && nest->ndim >= 2 && (nest->rmask >> (nest->ndim - 1) & 1) &&
@@ -75,6 +83,7 @@ START_TEST(test_loop_normalization) {
     ljg_program_free(p);
     ljg_graph_free(&g);
   }
+  tu_check_interp(1, &r[2], 0);
 }
 END_TEST
 
