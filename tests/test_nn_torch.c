@@ -192,24 +192,25 @@ static lj_tensor *index_tensor(int ndim, const int64_t *shape, int64_t n, uint64
   return t;
 }
 
-/* A scatter-add of one value per line along a small dim into zeros (max-pool's gradient) is
- * stored without the zeros being written first: f32, bf16 and i32 against the interpreter,
- * -0.0 added to zeros gives +0.0 as it does there, and a bad index is reported with the
- * other lines right. */
+/* A scatter-add of one value per line along a small dim into zeros (max-pool's gradient: a
+ * 2×2 window's 4 positions, a 3×3 one's 9) is stored without the zeros being written first:
+ * f32, bf16 and i32 against the interpreter, -0.0 added to zeros gives +0.0 as it does there,
+ * and a bad index is reported with the other lines right. */
 START_TEST(test_scatter_into_zeros) {
   lj_device *d = lj_default_device();
   static const lj_dtype dts[] = {LJ_F32, LJ_BF16, LJ_I32};
   for (int k = 0; k < 3; k++)
-    for (int dim = 1; dim <= 2; dim++) {
-      int64_t xs[3] = {5, dim == 1 ? 4 : 37, dim == 2 ? 4 : 37}, is[3] = {5, dim == 1 ? 1 : 37, dim == 2 ? 1 : 37};
-      lj_tensor *idx = index_tensor(3, is, 4, (size_t)(k + dim));
-      lj_tensor *src = tu_tensor(dts[k], 3, is, TU_ANY, 60 + k);
-      lj_tensor *r = lj_scatter_add(lj_zeros(d, dts[k], 3, xs), dim, idx, src);
-      tu_check_interp_tol(1, &r, 1e-5, 1e-5);
-      lj_tensor_release(r);
-      lj_tensor_release(src);
-      lj_tensor_release(idx);
-    }
+    for (int dim = 1; dim <= 2; dim++)
+      for (int64_t w = 4; w <= 9; w += 5) { /* a 2×2 window's positions, a 3×3 one's */
+        int64_t xs[3] = {5, dim == 1 ? w : 37, dim == 2 ? w : 37}, is[3] = {5, dim == 1 ? 1 : 37, dim == 2 ? 1 : 37};
+        lj_tensor *idx = index_tensor(3, is, w, (size_t)(k + dim));
+        lj_tensor *src = tu_tensor(dts[k], 3, is, TU_ANY, 60 + k);
+        lj_tensor *r = lj_scatter_add(lj_zeros(d, dts[k], 3, xs), dim, idx, src);
+        tu_check_interp_tol(1, &r, 1e-5, 1e-5);
+        lj_tensor_release(r);
+        lj_tensor_release(src);
+        lj_tensor_release(idx);
+      }
   lj_tensor *idx = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(3, 1), (int64_t[]){1, 9, 3});
   lj_tensor *src = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(3, 1), (float[]){-0.0f, 2.5f, -1.0f});
   lj_tensor *r = lj_scatter_add(lj_zeros(d, LJ_F32, LJ_SHAPE(3, 4)), 1, idx, src);
@@ -228,8 +229,8 @@ START_TEST(test_scatter_into_zeros) {
 END_TEST
 
 START_TEST(test_gather_scatter_dims) {
-  /* dims of 1, 4, 8 (selected) and 9, 33 (addressed), along the middle and the last dim */
-  static const int64_t sizes[] = {1, 4, 8, 9, 33};
+  /* dims of 1, 4, 9 (selected) and 10, 33 (addressed), along the middle and the last dim */
+  static const int64_t sizes[] = {1, 4, 9, 10, 33};
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
     for (int dim = 1; dim <= 2; dim++) {
       int64_t n = sizes[i];

@@ -160,8 +160,10 @@ typedef struct ljc_check {
 } ljc_check;
 
 /* Gathers and scatters along a dim of at most this many elements touch every position with a
- * select instead of one computed address, so their loops vectorize. */
-enum { LJC_SMALL_DIM = 8 };
+ * select instead of one computed address, so their loops vectorize: a 3×3 window's nine (a
+ * 3×3 max-pool's gradient over [32, 64, 112, 112], one thread: its kernel 21 -> 14.4 ms with
+ * the scatter's loop vectorized). */
+enum { LJC_SMALL_DIM = 9 };
 
 typedef struct ljc_kctx {
   ljc_ir *ir;
