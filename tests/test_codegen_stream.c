@@ -88,6 +88,30 @@ START_TEST(test_stream_rows) {
 }
 END_TEST
 
+/* A copy of the inside of padded planes, [100, 56, 56] of [100, 58, 58]: its rows of 56
+ * floats are not whole cache lines, and a row's last elements, stored one at a time, would
+ * share lines with its vectors' non-temporal stores: nothing streams. Rows of 64 floats,
+ * [100, 48, 64] of [100, 50, 66], stream. Both match the interpreter. */
+START_TEST(test_stream_whole_lines) {
+  static const int64_t rows[] = {56, 48}, cols[] = {56, 64};
+  for (int i = 0; i < 2; i++) {
+    char path[64];
+    init_streaming(256, 1, NULL, path, sizeof path);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(100, rows[i] + 2, cols[i] + 2), TU_ANY, 5);
+    lj_tensor *inside = lj_slice(lj_slice(x, 1, 1, rows[i] + 1, 1), 2, 1, cols[i] + 1, 1);
+    tu_check1(lj_mul_scalar(inside, 2), tu_rtol(LJ_F32));
+    lj_tensor_release(x);
+    char *text = tu_take_saved(path);
+    if (i == 0)
+      ck_assert_int_eq(count(text, "movnt"), 0);
+    else
+      ck_assert_int_gt(count(text, "movnt"), 0);
+    free(text);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Below the threshold, or with it 0, the same chain has no non-temporal store. */
 START_TEST(test_stream_off) {
   static const int kbs[] = {0, 4096};
@@ -125,6 +149,7 @@ int main(void) {
   TCase *tc = tu_tcase("stream");
   tcase_add_test(tc, test_stream_elementwise);
   tcase_add_loop_test(tc, test_stream_rows, 0, 2);
+  tcase_add_test(tc, test_stream_whole_lines);
   tcase_add_test(tc, test_stream_off);
   tcase_add_test(tc, test_stream_config);
   suite_add_tcase(s, tc);
