@@ -81,6 +81,39 @@ START_TEST(test_reductions) {
 }
 END_TEST
 
+/* Reductions of a few points a row in the plain order, past a kept dim long enough to be the
+ * loop the vectorizer takes (lower.c's unrolls_inner: the reduced dims unrolled): every op
+ * and dtype over [40, 3] along dim 1 and over [9, 10, 2, 2] along dims 2 and 3, floats with
+ * NaN, infinities and signed zeros; argmax and argmin and an elementwise op whose last dim of
+ * 2 a broadcast keeps from merging ([9, 20, 1] expanded to [9, 20, 2]), but for bool. Against
+ * the interpreter. */
+START_TEST(test_few_points_a_row) {
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    tu_values kind = is_float(dt) ? TU_SPECIAL : TU_POSITIVE;
+    lj_scope_begin();
+    lj_tensor *a = tu_tensor(dt, LJ_SHAPE(40, 3), kind, 30 + di);
+    lj_tensor *b = tu_tensor(dt, LJ_SHAPE(9, 10, 2, 2), kind, 50 + di);
+    lj_tensor *ts[16];
+    int n = 0;
+    for (size_t r = 0; r < sizeof reductions / sizeof *reductions; r++) {
+      if (reductions[r].floats_only && !is_float(dt)) continue;
+      ts[n++] = reductions[r].fn(a, 1, (const int[]){1}, false);
+      ts[n++] = reductions[r].fn(b, 2, (const int[]){2, 3}, true);
+    }
+    if (dt != LJ_BOOL) {
+      ts[n++] = lj_argmax(a, 1, false);
+      ts[n++] = lj_argmin(lj_reshape(b, LJ_SHAPE(90, 4)), 1, true);
+      ts[n++] = lj_add(lj_expand(tu_tensor(dt, LJ_SHAPE(9, 20, 1), kind, 70 + di), LJ_SHAPE(9, 20, 2)),
+                       tu_tensor(dt, LJ_SHAPE(9, 20, 2), kind, 90 + di));
+    }
+    for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "%s #%d: %s", lj_dtype_name(dt), i, lj_last_error());
+    tu_check_interp(n, ts, tol(dt));
+    lj_scope_end();
+  }
+}
+END_TEST
+
 START_TEST(test_arg_reductions) {
   for (int di = 0; di < LJ_NUM_DTYPES; di++) {
     lj_dtype dt = tu_all_dtypes[di];
@@ -297,6 +330,7 @@ static Suite *suite(void) {
   Suite *s = suite_create("ops_reduce");
   TCase *tc = tu_tcase("reduce");
   tcase_add_loop_test(tc, test_reductions, 0, (int)(sizeof reductions / sizeof *reductions));
+  tcase_add_test(tc, test_few_points_a_row);
   tcase_add_test(tc, test_arg_reductions);
   tcase_add_test(tc, test_arg_ties_and_nan);
   tcase_add_test(tc, test_nan_in_long_rows);

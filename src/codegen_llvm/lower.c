@@ -190,6 +190,26 @@ static LLVMValueRef point_value(nest_gen *g) {
 static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out);
 static void emit_ahead(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out);
 
+/* An elementwise nest's last dim of at most TINY_INNER_DIM points past one of at least twice
+ * as many, that normalization could not merge (a nearest 2× upsampling's pairs of equal
+ * values), and the reduced dims of a nest of at most UNROLLED_POINTS reduced points in the
+ * plain order past a kept dim of that length (the sums of its gradient's 2×2 windows) are
+ * unrolled, so that the loop the vectorizer takes is that kept dim's. One thread: the
+ * upsampling of [16, 64, 56, 56] forward and backward (one kernel) 5.9-6.1 -> 3.7-4.7 ms, a
+ * sum over the last dim of [262144, 3] 0.165 -> 0.043, that [262144, 3] times a [1, 3]
+ * 0.139 -> 0.069. */
+enum { TINY_INNER_DIM = 4, UNROLLED_POINTS = 16 };
+
+/* Whether the nest's innermost dims are unrolled (TINY_INNER_DIM): an elementwise nest's last
+ * dim, or every reduced dim of a nest in the plain order. */
+static bool unrolls_inner(const nest_gen *g) {
+  const ljg_nest *n = g->nest;
+  if (g->columns || g->tiles || g->col_lo || g->nkept == 0) return false;
+  if (g->nkept == n->ndim)
+    return n->ndim >= 2 && n->shape[n->ndim - 1] <= TINY_INNER_DIM && n->shape[n->ndim - 2] >= 2 * TINY_INNER_DIM;
+  return n->rcount <= UNROLLED_POINTS && n->shape[g->nkept - 1] >= 2 * TINY_INNER_DIM;
+}
+
 /* Runs the reduced dims from d on, combining into acc. */
 static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *out) {
   ljc_ir *ir = g->kc->ir;
@@ -212,6 +232,16 @@ static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *ou
     return;
   }
   LLVMValueRef next[2];
+  if (unrolls_inner(g)) {
+    LLVMValueRef cur[2] = {acc[0], nacc > 1 ? acc[1] : NULL};
+    for (int64_t c = 0; c < g->nest->shape[d]; c++) {
+      g->pt.idx[d] = ljc_i64(ir, c);
+      emit_reduced(g, d + 1, cur, next);
+      for (int a = 0; a < nacc; a++) cur[a] = next[a];
+    }
+    for (int a = 0; a < nacc; a++) out[a] = cur[a];
+    return;
+  }
   ljc_loop L;
   ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[d]), false, nacc, acc);
   g->pt.idx[d] = L.iv;
@@ -435,7 +465,6 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
  * points are unrolled in the plain order inside the loop over the last kept dim, so each
  * output's accumulators stay in registers instead of a stack array that every reduced point
  * loads and stores again. */
-enum { UNROLLED_POINTS = 16 };
 
 static void emit_columns_unrolled(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, bool guard) {
   ljc_ir *ir = g->kc->ir;
@@ -1025,6 +1054,13 @@ static void emit_kept(nest_gen *g, int d) {
   }
   if (g->npf && d == 1 && !task) {
     emit_prefetching(g, lo, hi, NULL, NULL);
+    return;
+  }
+  if (!task && d == g->nest->ndim - 1 && unrolls_inner(g)) {
+    for (int64_t c = 0; c < g->nest->shape[d]; c++) {
+      g->pt.idx[d] = ljc_i64(ir, c);
+      emit_kept(g, d + 1);
+    }
     return;
   }
   ljc_loop L;
