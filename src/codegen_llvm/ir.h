@@ -159,6 +159,9 @@ typedef struct ljc_check {
   int64_t bound;
 } ljc_check;
 
+/* A cache line's bytes (every slot starts on one). */
+enum { LJC_LINE_BYTES = 64 };
+
 /* Gathers and scatters along a dim of at most this many elements touch every position with a
  * select instead of one computed address, so their loops vectorize: a 3×3 window's nine (a
  * 3×3 max-pool's gradient over [32, 64, 112, 112], one thread: its kernel 21 -> 14.4 ms with

@@ -555,15 +555,15 @@ static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tile
  * core, streamed: 2.72-2.82 -> 0.76 ms; 4 MB in the caches: 0.42 -> 0.21). Rows that start
  * elsewhere keep blocks of one tile: their stores cannot stream, and with ordinary stores the
  * blocks were slower (an output of [4096, 1000]: 1.23 -> 1.86 ms; [50000, 300]: 8.9 -> 10.4). */
-enum { TILE_RUN_BYTES = 256, TILE_LINE = 64 };
+enum { TILE_RUN_BYTES = 256 };
 
 static bool tiles_in_blocks(const ljg_kernel *k, const ljg_nest *nest, int last, const tiles *tl) {
   bool lines = true;
   for (const ljg_nest *n = nest; n <= &k->nests[last] && lines; n++) {
     const ljg_view1 *v = &k->views[n->out_view].v[0];
     int64_t size = (int64_t)lj_dtype_size(n->out_dtype);
-    lines = v->offset * size % TILE_LINE == 0;
-    for (int d = 0; d < n->ndim && lines; d++) lines = d == tl->j || v->stride[d] * size % TILE_LINE == 0;
+    lines = v->offset * size % LJC_LINE_BYTES == 0;
+    for (int d = 0; d < n->ndim && lines; d++) lines = d == tl->j || v->stride[d] * size % LJC_LINE_BYTES == 0;
   }
   return lines;
 }

@@ -30,12 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A nest's rows are streamed only when they are whole cache lines (or it is one row): a row
- * of another length ends in a scalar loop whose ordinary stores share lines with the vectors'
- * non-temporal ones (the copy of [2048, 56, 56] out of a padded [2048, 58, 58], a pad's
- * gradient, one thread: 5.75 ms streamed, 1.3 not). */
-enum { LINE_BYTES = 64 };
-
 /* Whether cpu streams the output of a nest run behind (above). */
 static bool streams_behind(const char *cpu) { return strcmp(cpu, "znver4") != 0; }
 
@@ -57,9 +51,13 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, cons
   for (int n = 0; n < k->nnests; n++) {
     const ljg_nest *nest = &k->nests[n];
     const ljg_slot *s = &p->slots[nest->out_slot];
+    /* rows stream only as whole cache lines (or a nest of one row): a row of another length
+     * ends in a scalar loop whose ordinary stores share lines with the vectors' non-temporal
+     * ones (the copy of [2048, 56, 56] out of a padded [2048, 58, 58], a pad's gradient, one
+     * thread: 5.75 ms streamed, 1.3 not) */
     int64_t row = nest->ndim ? nest->shape[nest->ndim - 1] * (int64_t)lj_dtype_size(nest->out_dtype) : 0;
     if (nest->scatter_index >= 0 || s->kind == LJG_SLOT_LOCAL || s->kind == LJG_SLOT_SCALAR ||
-        2 * s->nbytes < nt_store_bytes || n == behind || (nest->ndim > 1 && row % LINE_BYTES))
+        2 * s->nbytes < nt_store_bytes || n == behind || (nest->ndim > 1 && row % LJC_LINE_BYTES))
       continue;
     stream[nest->out_slot] = 1;
     any = true;

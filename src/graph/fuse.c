@@ -376,17 +376,6 @@ static void remove_dim(int64_t *a, int ndim, int d) {
   a[ndim - 1] = 0;
 }
 
-/* Whether level t walks shape (ndim dims) in row-major order from its offset. */
-static bool walks_row_major(const ljg_view1 *t, int ndim, const int64_t *shape) {
-  if (t->ndim != ndim) return false;
-  int64_t step = 1;
-  for (int d = ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != shape[d] || (shape[d] != 1 && t->stride[d] != step)) return false;
-    step *= shape[d];
-  }
-  return true;
-}
-
 /* An elementwise nest whose every access walks its shape in row-major order, through a view
  * of a level below of one same shape S for those of more levels (a reshape that could not be
  * expressed in strides, such as flattening a broadcast: an average pool's gradient, each
@@ -403,7 +392,7 @@ static void drop_reshape_level(fuser *f, ljg_nest *nest, const int32_t *vs, int 
   for (int k = 0; k < nv; k++) {
     const ljg_view *v = &f->views.a[vs[k]];
     const ljg_view1 *t = ljg_view_top(v);
-    if (!walks_row_major(t, nest->ndim, nest->shape)) return;
+    if (!ljg_view1_walks(t, nest->ndim, nest->shape)) return;
     if (v->n == 1) continue;
     const ljg_view1 *b = &v->v[v->n - 2];
     if (t->offset != 0 ||

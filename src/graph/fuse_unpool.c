@@ -47,8 +47,7 @@ bool ljg_taps_dw(const ljg_kernel *k) {
 
 /* Whether view v reads ndim dims of shape one after another from offset 0. */
 static bool row_major(const ljg_view *v, int ndim, const int64_t *shape) {
-  const ljg_view1 *t = &v->v[0];
-  return ljg_view_row_major(v) && t->ndim == ndim && memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0;
+  return v->n == 1 && v->v[0].offset == 0 && ljg_view1_walks(&v->v[0], ndim, shape);
 }
 
 /* Whether expression e of the window kernel w loads the pooled [N, C, 1, P] of dtype dt, its

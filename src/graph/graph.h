@@ -333,6 +333,8 @@ const ljg_view1 *ljg_view_top(const ljg_view *v);
 bool ljg_view_equal(const ljg_view *a, const ljg_view *b);
 /* Whether v is one level that reads its shape's elements one after another from offset 0. */
 bool ljg_view_row_major(const ljg_view *v);
+/* Whether level t has shape (ndim dims) and walks it in row-major order from its offset. */
+bool ljg_view1_walks(const ljg_view1 *t, int ndim, const int64_t *shape);
 /* A transposed read (x.t(), a permute): the first dim t before the last, j, along which v,
  * one level, is contiguous, with both t and j at least min long and j neither contiguous nor
  * broadcast; -1 when v is no such read. The lowering reads such an operand of an elementwise

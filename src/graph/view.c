@@ -31,14 +31,19 @@ void ljg_view_contiguous(ljg_view *v, int ndim, const int64_t *shape) {
 
 const ljg_view1 *ljg_view_top(const ljg_view *v) { return &v->v[v->n - 1]; }
 
+bool ljg_view1_walks(const ljg_view1 *t, int ndim, const int64_t *shape) {
+  if (t->ndim != ndim) return false;
+  int64_t step = 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (t->shape[d] != shape[d] || (shape[d] != 1 && t->stride[d] != step)) return false;
+    step *= shape[d];
+  }
+  return true;
+}
+
 bool ljg_view_row_major(const ljg_view *v) {
   const ljg_view1 *t = &v->v[0];
-  int64_t step = 1;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] != 1 && t->stride[d] != step) return false;
-    step *= t->shape[d];
-  }
-  return v->n == 1 && t->offset == 0;
+  return v->n == 1 && t->offset == 0 && ljg_view1_walks(t, t->ndim, t->shape);
 }
 
 int ljg_view_transposed_dim(const ljg_view *v, int64_t min) {
