@@ -78,9 +78,9 @@ END_TEST
  * more panels than one packed block: 150 under AVX2, 300 under both), k of 1 and 16 (B read
  * where it is), 17 (rows of a transposed B left after whole vectors) and 600 (blocks of k, run
  * for each block of panels: C starts from zero in each); with B contiguous along n, B transposed
- * (packed by transposes), A transposed, and B strided along both dims (packed element by
- * element); batched with B broadcast; and more rows than a block of rows, split across
- * threads inside a matrix; convolutions, whose routine packs B from the image. Compiled for
+ * (packed by transposes), A transposed (and, where its k are a page apart, packed by
+ * transposes: batched, in blocks of rows and of k), and B strided along both dims (packed element by element); batched
+ * with B broadcast; and more rows than a block of rows, split across threads inside a matrix; convolutions, whose routine packs B from the image. Compiled for
  * the host, and for an AVX2 and an SSE2 machine where the host runs their code (x86-64). */
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
@@ -125,14 +125,19 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *few = tu_tensor(dt, LJ_SHAPE(3, 2, 300), TU_ANY, 907), *fb = tu_tensor(dt, LJ_SHAPE(3, 45, 300), TU_ANY, 908);
     lj_tensor *x2 = tu_tensor(dt, LJ_SHAPE(3, 643), TU_ANY, 909), *wide = tu_tensor(dt, LJ_SHAPE(643, 2100), TU_ANY, 910);
     lj_tensor *x1 = tu_tensor(dt, LJ_SHAPE(1, 50), TU_ANY, 911), *wider = tu_tensor(dt, LJ_SHAPE(50, 4133), TU_ANY, 912);
+    /* A transposed, its k a page apart, packed by transposes: batched, 1000 rows of 1024 (a
+     * block of rows of a partial vector), and blocks of k */
+    lj_tensor *bat = lj_slice(tu_tensor(dt, LJ_SHAPE(3, 300, 1024), TU_ANY, 913), 2, 0, 1000, 1);
+    lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(700, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(700, 20), TU_ANY, 915);
     static const int batch[1] = {0};
-    lj_tensor *ts[9] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+    lj_tensor *ts[11] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
                         lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
                                       (const int[]){2, 2}, NULL, NULL),
                         lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1),
                         lj_matmul(few, lj_transpose(wt, 0, 1)), lj_sum(lj_matmul(few, lj_transpose(fb, 1, 2)), 1, batch, false),
-                        lj_matmul(x2, wide), lj_matmul(x1, wider)};
-    tu_check_interp_tol(9, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+                        lj_matmul(x2, wide), lj_matmul(x1, wider), lj_matmul(lj_transpose(bat, 1, 2), w),
+                        lj_matmul(lj_transpose(tallt, 0, 1), b20)};
+    tu_check_interp_tol(11, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST

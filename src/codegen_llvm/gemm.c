@@ -53,6 +53,8 @@
  * 5th-generation Xeon, AVX-512 and AVX2 code; 256 and 384 before): a K up to 320 (conv2's
  * 288) is one block, and A's block of MC rows stays in L2 beside the packed panels. */
 enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
+/* A transposed is packed when its rows are a multiple of this many bytes apart along k. */
+enum { A_PAGE = 4096 };
 /* The shortest block of k whose tiles prefetch their lines of C (tile). */
 enum { PREFETCH_C_MIN_K = 32 };
 enum { WINOGRAD_MIN_CHANNELS = 8, WINOGRAD_MIN_ROWS = 8 };
@@ -64,8 +66,12 @@ typedef struct gemm {
   bool a_window;                    /* A an im2col, packed from its image into apack */
   LLVMValueRef arg[LJC_GEMM_NARGS]; /* the argument block's fields */
   LLVMValueRef packed;              /* the packed panels of B: NP panels of KC rows of NV vectors */
-  LLVMValueRef apack, apos;         /* a_window: A's block of MC rows of KC, and its k's positions */
-  LLVMValueRef a_m0;                /* a_window: the first row of A's block in apack */
+  LLVMValueRef apack, apos;         /* A's block of MC rows of KC, and (a_window) its k's positions */
+  LLVMValueRef a_m0;                /* the first row of A's block in apack */
+  /* (i1) A packed into apack by transposes (pack_a_rows_of), NULL where the routine never is
+   * (a_window, or B read where it is); and the step from one k to the next in the tiles'
+   * rows of A */
+  LLVMValueRef a_transposed, a_step;
   LLVMTypeRef t, vt;                /* element and vector types */
   int vw;                           /* elements per vector */
   int mr;                           /* rows of C in a tile (the register file decides) */
@@ -623,6 +629,49 @@ static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) 
   by_window_read(g, pack_a_rows, &ab);
 }
 
+/* A contiguous along m and a whole number of pages from one k to the next (a transposed
+ * operand of 1024 rows and more, dY^T of a weight's gradient): its rows [m0, m0 + len) of
+ * matrix bi, the block of k, into g->apack (KC values a row, as pack_a), vw rows of vw values
+ * of k at a time, loaded along m and transposed in registers, the next vw values of k
+ * prefetched. Read in place, the lines of a block of k all fell into a few of L2's sets, too
+ * few to hold them for the next tile: one thread, 3072 × 2048 · 2048 × 768 from A's transpose
+ * took 52-53 ms, from a contiguous A 46, packed 48-49; 1024³ 11.4-12.3 -> 10.6. With rows a
+ * stride apart that spreads the lines over more sets, reading in place is faster (512 × 128 ·
+ * 128 × 784: 0.47 ms, packed 0.50). */
+static void pack_a_rows_of(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
+  ljc_ir *ir = g->ir;
+  int vw = g->vw;
+  LLVMValueRef sk = g->arg[LJC_GEMM_A_SK];
+  ljc_loop K, R;
+  ljc_loop_begin_step(ir, &K, g->k0, g->k1, vw, false, 0, NULL);
+  LLVMValueRef last = LLVMBuildNSWSub(g->b, add(g, g->k1, -1), K.iv, ""), col = LLVMBuildNSWSub(g->b, K.iv, g->k0, "");
+  LLVMValueRef ks_in[64];
+  for (int c = 0; c < vw; c++) ks_in[c] = LLVMBuildICmp(g->b, LLVMIntSLE, ljc_i64(ir, c), last, "");
+  ljc_loop_begin_step(ir, &R, ljc_i64(ir, 0), len, vw, false, 0, NULL);
+  LLVMValueRef rows_in = lanes_below(g, R.iv, len);
+  LLVMValueRef p0 = elem(g, LJC_GEMM_A, bi, LLVMBuildNSWAdd(g->b, m0, R.iv, ""), K.iv), v[64];
+  for (int c = 0; c < vw; c++) {
+    LLVMValueRef mask = LLVMBuildAnd(g->b, rows_in, splat(g, ks_in[c], LLVMTypeOf(rows_in)), "");
+    LLVMValueRef off = vmul(g, ljc_intrinsic2(ir, "smin", ljc_i64(ir, c), last), sk); /* an address of A's */
+    v[c] = masked_load(g, at(g, p0, off), mask);
+    LLVMValueRef ahead = mul(g, sk, vw + c);
+    ljc_prefetch(ir, LLVMBuildGEP2(g->b, g->t, p0, &ahead, 1, ""));
+  }
+  ljc_transpose(ir, vw, v);
+  for (int r = 0; r < vw; r++) packed_store(g, v[r], at(g, g->apack, vadd(g, mul(g, add(g, R.iv, r), KC), col)));
+  ljc_loop_end(ir, &R, NULL, NULL);
+  ljc_loop_end(ir, &K, NULL, NULL);
+}
+
+typedef struct a_rows {
+  LLVMValueRef bi, m0, len;
+} a_rows;
+
+static void pack_a_rows_then(gemm *g, void *ctx) {
+  const a_rows *ar = ctx;
+  pack_a_rows_of(g, ar->bi, ar->m0, ar->len);
+}
+
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   if (g->variant == LJC_GEMM_WINDOW)
@@ -692,9 +741,11 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
   /* the accumulators, then the offset of A's column k from each row's k0 (added to, so the
    * loop multiplies nothing) */
   LLVMValueRef arow[MR_MAX], acc[MR_MAX * NV + 1], next[MR_MAX * NV + 1], bvec[NV];
-  for (int r = 0; r < mr; r++)
-    arow[r] = g->a_window ? at(g, g->apack, mul(g, LLVMBuildNSWSub(g->b, m[r], g->a_m0, ""), KC))
-                          : elem(g, LJC_GEMM_A, bi, m[r], g->k0);
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef packed = g->apack ? at(g, g->apack, mul(g, LLVMBuildNSWSub(g->b, m[r], g->a_m0, ""), KC)) : NULL;
+    arow[r] = g->a_window ? packed : elem(g, LJC_GEMM_A, bi, m[r], g->k0);
+    if (g->a_transposed) arow[r] = LLVMBuildSelect(g->b, g->a_transposed, packed, arow[r], "");
+  }
   /* the first block of k starts from the row's bias (0 without one), the others from 0 */
   for (int r = 0; r < mr; r++) {
     LLVMValueRef s = splat(g, row_bias(g, bi, m[r], g->first), g->vt);
@@ -719,7 +770,7 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
                   ? vload(g, at(g, buf, add(g, vmul(g, K.iv, g->arg[LJC_GEMM_B_SK]), (int64_t)j * g->vw)), p->mask[j])
                   : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
   LLVMValueRef koff = K.acc[mr * nv];
-  next[mr * nv] = g->a_window ? add(g, koff, 1) : vadd(g, koff, g->arg[LJC_GEMM_A_SK]);
+  next[mr * nv] = vadd(g, koff, g->a_step);
   for (int r = 0; r < mr; r++) {
     LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""), g->vt);
     for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
@@ -804,10 +855,9 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   ljc_loop_begin_step(ir, &mb, ljc_i64(ir, 0), mul(g, nblocks, MC), MC, false, 0, NULL);
   LLVMValueRef blen = ljc_intrinsic2(ir, "smin", ljc_i64(ir, MC), LLVMBuildNSWSub(g->b, rw->len, mb.iv, ""));
   LLVMValueRef m = LLVMBuildNSWAdd(g->b, rw->m0, mb.iv, ""), crow = LLVMBuildNSWAdd(g->b, rw->crow0, mb.iv, "");
-  if (g->a_window) {
-    pack_a(g, rw->bi, m, blen);
-    g->a_m0 = m;
-  }
+  if (g->a_window) pack_a(g, rw->bi, m, blen);
+  if (g->a_transposed) when(g, g->a_transposed, pack_a_rows_then, &(a_rows){rw->bi, m, blen});
+  g->a_m0 = m;
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
   panel q = *p;
   q.n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, (int64_t)p->nv * g->vw), "");
@@ -1210,9 +1260,19 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), g->arg);
   if (g->variant != LJC_GEMM_DIRECT) g->packed = ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw);
+  g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->a_window) {
     g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
     g->apos = ljc_entry_array(ir, ir->i32, 2 * (int64_t)KC);
+    g->a_step = ljc_i64(ir, 1);
+  } else if (g->variant != LJC_GEMM_DIRECT) {
+    g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
+    LLVMValueRef along_m = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SM], ljc_i64(ir, 1), "");
+    LLVMValueRef k_bytes = mul(g, g->arg[LJC_GEMM_A_SK], g->esize);
+    LLVMValueRef pages = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, k_bytes, ljc_i64(ir, A_PAGE - 1), ""),
+                                       ljc_i64(ir, 0), "");
+    g->a_transposed = LLVMBuildAnd(g->b, along_m, pages, "");
+    g->a_step = LLVMBuildSelect(g->b, g->a_transposed, ljc_i64(ir, 1), g->a_step, "");
   }
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
