@@ -67,7 +67,9 @@ typedef struct gemm {
   LLVMValueRef arg[LJC_GEMM_NARGS]; /* the argument block's fields */
   LLVMValueRef packed;              /* the packed panels of B: NP panels of KC rows of NV vectors */
   LLVMValueRef apack, apos;         /* A's block of MC rows of KC, and (a_window) its k's positions */
-  LLVMValueRef a_m0;                /* the first row of A's block in apack */
+  /* the tiles' rows of A, for the block of rows and of k: row m at a_base + m·a_sm, its k
+   * a_step apart (in apack where A is packed) */
+  LLVMValueRef a_base, a_sm;
   /* (i1) A packed into apack by transposes (pack_a_rows_of), NULL where the routine never is
    * (a_window, or B read where it is); and the step from one k to the next in the tiles'
    * rows of A */
@@ -742,9 +744,8 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
    * loop multiplies nothing) */
   LLVMValueRef arow[MR_MAX], acc[MR_MAX * NV + 1], next[MR_MAX * NV + 1], bvec[NV];
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef packed = g->apack ? at(g, g->apack, mul(g, LLVMBuildNSWSub(g->b, m[r], g->a_m0, ""), KC)) : NULL;
-    arow[r] = g->a_window ? packed : elem(g, LJC_GEMM_A, bi, m[r], g->k0);
-    if (g->a_transposed) arow[r] = LLVMBuildSelect(g->b, g->a_transposed, packed, arow[r], "");
+    LLVMValueRef off = vmul(g, m[r], g->a_sm);
+    arow[r] = LLVMBuildGEP2(g->b, g->t, g->a_base, &off, 1, "");
   }
   /* the first block of k starts from the row's bias (0 without one), the others from 0 */
   for (int r = 0; r < mr; r++) {
@@ -845,6 +846,22 @@ typedef struct rows {
   LLVMValueRef bi, m0, crow0, len;
 } rows;
 
+/* Sets g->a_base and g->a_sm for the block of rows from m0 of matrix bi and the block of k:
+ * apack's rows, shifted by m0's, where A is packed there, else A's. */
+static void a_rows_at(gemm *g, LLVMValueRef bi, LLVMValueRef m0) {
+  LLVMValueRef back = mul(g, m0, -KC);
+  LLVMValueRef packed = g->apack ? LLVMBuildGEP2(g->b, g->t, g->apack, &back, 1, "") : NULL;
+  if (g->a_window) {
+    g->a_base = packed, g->a_sm = ljc_i64(g->ir, KC);
+    return;
+  }
+  g->a_base = elem(g, LJC_GEMM_A, bi, ljc_i64(g->ir, 0), g->k0), g->a_sm = g->arg[LJC_GEMM_A_SM];
+  if (g->a_transposed) {
+    g->a_base = LLVMBuildSelect(g->b, g->a_transposed, packed, g->a_base, "");
+    g->a_sm = LLVMBuildSelect(g->b, g->a_transposed, ljc_i64(g->ir, KC), g->a_sm, "");
+  }
+}
+
 /* np panels shaped like p for the rows: packed (unless B is read where it is), then blocks of
  * MC rows (A's block stays in L2), each done panel by panel (the panel stays in L1). */
 static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) {
@@ -857,7 +874,7 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   LLVMValueRef m = LLVMBuildNSWAdd(g->b, rw->m0, mb.iv, ""), crow = LLVMBuildNSWAdd(g->b, rw->crow0, mb.iv, "");
   if (g->a_window) pack_a(g, rw->bi, m, blen);
   if (g->a_transposed) when(g, g->a_transposed, pack_a_rows_then, &(a_rows){rw->bi, m, blen});
-  g->a_m0 = m;
+  a_rows_at(g, rw->bi, m);
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
   panel q = *p;
   q.n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, (int64_t)p->nv * g->vw), "");
