@@ -181,6 +181,7 @@ U(f_conv, lj_conv2d(in[0], in[1], in[2], (const int[]){2, 1}, (const int[]){1, 2
 U(f_conv_plain, lj_conv2d(in[0], in[1], NULL, NULL, (const int[]){1, 1}, NULL, 1))
 U(f_conv_depthwise, lj_conv2d(in[0], in[1], in[2], (const int[]){2, 1}, (const int[]){1, 2}, (const int[]){1, 2}, 3))
 U(f_conv_wide, lj_conv2d(in[0], in[1], NULL, NULL, (const int[]){2, 1}, NULL, 1))
+U(f_conv_1x1, lj_conv2d(in[0], in[1], in[2], NULL, NULL, NULL, 1))
 U(f_max_pool, lj_max_pool2d(in[0], (const int[]){2, 2}, NULL, NULL))
 U(f_max_pool_pad, lj_max_pool2d(in[0], (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1}))
 U(f_avg_pool, lj_avg_pool2d(in[0], (const int[]){2, 3}, (const int[]){1, 2}, (const int[]){1, 1}))
@@ -276,6 +277,8 @@ static const gcase cases[] = {
      {TU_ANY, TU_ANY, TU_ANY}, f_conv_depthwise},
     /* windows of more than 9 positions: im2col and col2im loop over them at run time */
     {"conv2d 4x3 window", 2, {4, 4}, {{2, 2, 5, 4}, {3, 2, 4, 3}}, {TU_ANY, TU_ANY}, f_conv_wide},
+    /* its im2col and col2im only reshape: a matmul of the image */
+    {"conv2d 1x1", 3, {4, 4, 1}, {{2, 3, 4, 5}, {4, 3, 1, 1}, {4}}, {TU_ANY, TU_ANY, TU_ANY}, f_conv_1x1},
     {"max_pool2d", 1, {4}, {{2, 2, 4, 4}}, {TU_ANY}, f_max_pool},
     {"max_pool2d padded", 1, {4}, {{1, 2, 5, 5}}, {TU_ANY}, f_max_pool_pad},
     {"avg_pool2d", 1, {4}, {{1, 2, 4, 5}}, {TU_ANY}, f_avg_pool},

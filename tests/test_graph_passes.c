@@ -117,6 +117,22 @@ static const pass_case cases[] = {
      "  %3 = f32[3,4] permute(%0), perm=(1,0)\n"
      "  %4 = f32[4,3] add(%0, %0), ROOT=1\n"
      "}\n"},
+    {"simplify: an im2col or col2im of 1x1 windows at every pixel is a reshape; strided, it stays",
+     ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[2,3,4,5] data(), param=0\n"
+     "  %1 = f32[2,3,20] im2col(%0), window=(1,1,1,1,0,0,1,1), fill=0, ROOT=0\n"
+     "  %2 = f32[2,3,6] im2col(%0), window=(1,1,2,2,0,0,1,1), fill=0, ROOT=1\n"
+     "  %3 = f32[2,3,20] data(), param=1\n"
+     "  %4 = f32[2,3,4,5] col2im(%3), window=(1,1,1,1,0,0,1,1), ROOT=2\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[2,3,4,5] data(), param=0\n"
+     "  %1 = f32[2,3,20] reshape(%0), ROOT=0\n"
+     "  %2 = f32[2,3,6] im2col(%0), window=(1,1,2,2,0,0,1,1), fill=0, ROOT=1\n"
+     "  %3 = f32[2,3,20] data(), param=1\n"
+     "  %4 = f32[2,3,4,5] reshape(%3), ROOT=2\n"
+     "}\n"},
     {"dce: unused nodes dropped, parameters kept, renumbered", ljg_pass_dce,
      "IR {\n"
      "  %0 = f32[4] data(), param=0\n"

@@ -1590,9 +1590,10 @@ END_TEST
 
 /* Implicit GEMM: a convolution's matmul packs B's panels from the image, and no im2col is
  * stored. Values against the interpreter, f32 and f64, for windows read as runs of the image
- * (stride 1 and "same" padding, with dilation, 1x1) and gathered (stride 2, no padding, an
- * even window, an image read through a transpose); a K of 360 in two blocks; 35 and 9 columns
- * (one panel and its edge); batch 1. */
+ * (stride 1 and "same" padding, with dilation) and gathered (stride 2, no padding, an even
+ * window, an image read through a transpose); a K of 360 in two blocks; 35 and 9 columns (one
+ * panel and its edge); batch 1. A 1x1 window of stride 1 and no padding is a plain matmul:
+ * its im2col is the image reshaped. */
 START_TEST(test_conv_implicit_gemm) {
   static const struct {
     int64_t n, c, h, w, oc;
@@ -1615,7 +1616,8 @@ START_TEST(test_conv_implicit_gemm) {
       lj_tensor *y = lj_conv2d(img, w, NULL, s, pad, d, 1);
       ljg_graph *opt;
       ljg_program *p = program_of(y, &opt);
-      ck_assert_msg(p->nkernels == 1 && p->kernels[0].kind == LJG_K_MATMUL && p->kernels[0].mm_cols == LJG_MM_COLS_B,
+      int cols = cases[i].k == 1 ? 0 : LJG_MM_COLS_B; /* 1x1: the image reshaped is B */
+      ck_assert_msg(p->nkernels == 1 && p->kernels[0].kind == LJG_K_MATMUL && p->kernels[0].mm_cols == cols,
                     "case %zu: %d kernels", i, p->nkernels);
       free_program(p, opt);
       double tol = dts[t] == LJ_F32 ? 1e-4 : 1e-12;
