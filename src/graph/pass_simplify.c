@@ -1,5 +1,6 @@
 /* pass_simplify.c — algebraic identities and view folding.
- * Requires: a verified graph. Guarantees: the same values at every root, with identity
+ * Requires: a verified graph. Guarantees: the same values at every root (up to rounding
+ * where a sum's factor moves out of it, docs/semantics.md), with identity
  * views (reshape to the same shape, identity permute, full slice, expand to the same shape,
  * cast to the same dtype) and stop_gradient removed, chains of reshapes / permutes / expands merged,
  * permutes moved below reshapes that only add or drop size-1 dims (so they merge with a
@@ -7,8 +8,10 @@
  * negation removed, x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
  * to x, a gather of a float elementwise node made the node's op on its operands'
  * gathers, a scatter-add of one value per line a where of a one-hot compare, a sum of
- * such a one-hot line along it the line's value, and an im2col or col2im of 1×1 windows of
- * stride 1 without padding (a 1×1 convolution's) a reshape: the matmul then reads the image
+ * such a one-hot line along it the line's value, a float sum of products whose factors are
+ * the same along its dims those factors times sums of the other operands (sum_of_scaled), and
+ * an im2col or col2im of 1×1 windows of stride 1 without padding (a 1×1 convolution's) a
+ * reshape: the matmul then reads the image
  * as a plain operand, and the cost rule of pass_matmul.c orients its weight gradient (the
  * implicit GEMM's packing of such an A is a copy, and it always turned the product so that
  * the larger operand, dY, was packed by transposes; [8, 64, 56, 56] to 256 channels forward
@@ -241,6 +244,86 @@ static int sum_of_one_hot(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *i
   return simplify(rw, &m, (int32_t[]){inside, v, z});
 }
 
+/* The most products sum_of_scaled takes apart. */
+enum { SCALED_TERMS_MAX = 8 };
+
+/* A product a·f of a sum's operand, f the same along every reduced dim, added (or, neg,
+ * subtracted). */
+typedef struct scaled_term {
+  int32_t a, f;
+  bool neg;
+} scaled_term;
+
+/* Whether v expands a value the same along every dim of mask. */
+static bool along_reduced(const ljg_graph *g, int32_t v, int64_t mask) {
+  const ljg_gnode *x = &g->nodes[v];
+  if (x->op != LJG_OP_EXPAND) return false;
+  const ljg_gnode *src = &g->nodes[ljg_in(g, x)[0]];
+  if (src->ndim != x->ndim) return false;
+  for (int d = 0; d < x->ndim; d++)
+    if (mask >> d & 1 && src->shape[d] != 1) return false;
+  return true;
+}
+
+/* Appends the terms of x (negated with neg) to t: x a sum, difference or negation of products
+ * each with a factor along_reduced. False when x is not one, or has more than
+ * SCALED_TERMS_MAX products. */
+static bool scaled_terms(const ljg_graph *g, int32_t x, int64_t mask, bool neg, scaled_term *t, int *nt) {
+  const ljg_gnode *v = &g->nodes[x];
+  const int32_t *in = ljg_in(g, v);
+  switch (v->op) {
+  case LJG_OP_NEG: return scaled_terms(g, in[0], mask, !neg, t, nt);
+  case LJG_OP_ADD:
+  case LJG_OP_SUB:
+    return scaled_terms(g, in[0], mask, neg, t, nt) && scaled_terms(g, in[1], mask, v->op == LJG_OP_SUB ? !neg : neg, t, nt);
+  case LJG_OP_MUL:
+    for (int k = 0; k < 2; k++)
+      if (along_reduced(g, in[k], mask) && *nt < SCALED_TERMS_MAX) {
+        t[(*nt)++] = (scaled_term){in[1 - k], in[k], neg};
+        return true;
+      }
+    return false;
+  default: return false;
+  }
+}
+
+/* A float sum n of ±a_i·f_i, each f_i the same along the reduced dims (a batch norm's
+ * per-channel scales): ±sum(a_i)·f_i, each f_i taken at the sum's shape, and each sum(a_i)
+ * simplified in turn; -1 otherwise. The gradient autograd writes for a batch norm's input
+ * sums such products, one of them scaled by another sum over the same rows: taken apart, every
+ * sum it takes reads only what the forward's kernel wrote, so they run in one kernel, and the
+ * products they summed, stored for that, are computed in the input gradient's kernel. */
+static int sum_of_scaled(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+  const ljg_graph *g = &rw->out;
+  scaled_term t[SCALED_TERMS_MAX];
+  int nt = 0;
+  if (!ljg_dtype_is_float(n->dtype) || g->nodes[in[0]].dtype != n->dtype ||
+      !scaled_terms(g, in[0], n->attr.a[0], false, t, &nt))
+    return -1;
+  int32_t acc = -1;
+  for (int i = 0; i < nt; i++) {
+    ljg_gnode m = *n;
+    int32_t sum = simplify(rw, &m, &t[i].a);
+    memset(&m.attr, 0, sizeof m.attr);
+    m.op = LJG_OP_EXPAND;
+    int32_t f = simplify(rw, &m, ljg_in(g, &g->nodes[t[i].f]));
+    m.op = LJG_OP_MUL;
+    m.nin = 2;
+    int32_t term = simplify(rw, &m, (int32_t[]){sum, f});
+    if (acc < 0 && t[i].neg) {
+      m.op = LJG_OP_NEG;
+      m.nin = 1;
+      acc = simplify(rw, &m, &term);
+    } else if (acc < 0) {
+      acc = term;
+    } else {
+      m.op = t[i].neg ? LJG_OP_SUB : LJG_OP_ADD;
+      acc = simplify(rw, &m, (int32_t[]){acc, term});
+    }
+  }
+  return acc;
+}
+
 /* Whether window node n's windows are single pixels, one at every pixel: its im2col or
  * col2im only reshapes ([N, C, H, W] <-> [N, C, H·W]). */
 static bool one_by_one(const ljg_gnode *n) {
@@ -294,6 +377,7 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   }
   case LJG_OP_SUM: {
     int r = sum_of_one_hot(rw, n, in);
+    if (r < 0) r = sum_of_scaled(rw, n, in);
     if (r >= 0) return r;
     break;
   }
