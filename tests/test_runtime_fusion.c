@@ -52,13 +52,20 @@ END_TEST
  * loops collapsed into one; a row reduction keeps [rows, cols] with the reduced dim last; an
  * elementwise op of a broadcast flattened ([6, 1, 20] expanded to [6, 4, 20], read as [24,
  * 20]: a view of two levels) and a contiguous [24, 20] runs over [6, 4, 20], every access
- * one level of strides (fuse.c's drop_reshape_level), with the interpreter's values. */
+ * one level of strides (fuse.c's drop_reshape_level); and a group norm's per-channel
+ * weight, [2, 6, 5] read as [2, 2, 15] (two groups of 3 channels), beside a per-group value
+ * broadcast along the group, added and summed over each group: over [2, 2, 3, 5] (the
+ * group's channels and positions reduced), every access one level. With the interpreter's
+ * values. */
 START_TEST(test_loop_normalization) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 4, 5), TU_ANY, 1);
   lj_tensor *b = lj_expand(tu_tensor(LJ_F32, LJ_SHAPE(6, 1, 20), TU_ANY, 2), LJ_SHAPE(6, 4, 20));
-  lj_tensor *r[3] = {lj_exp(lj_mul(x, x)), lj_sum(lj_transpose(x, 0, 3), 2, (const int[]){0, 2}, false),
-                     lj_add(lj_reshape(b, LJ_SHAPE(24, 20)), tu_tensor(LJ_F32, LJ_SHAPE(24, 20), TU_ANY, 3))};
-  for (int k = 0; k < 3; k++) {
+  lj_tensor *w = lj_reshape(lj_expand(tu_tensor(LJ_F32, LJ_SHAPE(1, 6, 1), TU_ANY, 4), LJ_SHAPE(2, 6, 5)), LJ_SHAPE(2, 2, 15));
+  lj_tensor *per_group = lj_add(w, lj_expand(tu_tensor(LJ_F32, LJ_SHAPE(2, 2, 1), TU_ANY, 5), LJ_SHAPE(2, 2, 15)));
+  lj_tensor *r[5] = {lj_exp(lj_mul(x, x)), lj_sum(lj_transpose(x, 0, 3), 2, (const int[]){0, 2}, false),
+                     lj_add(lj_reshape(b, LJ_SHAPE(24, 20)), tu_tensor(LJ_F32, LJ_SHAPE(24, 20), TU_ANY, 3)),
+                     per_group, lj_sum(lj_mul(per_group, tu_tensor(LJ_F32, LJ_SHAPE(2, 2, 15), TU_ANY, 6)), 1, (const int[]){2}, true)};
+  for (int k = 0; k < 5; k++) {
     ljg_node *n = ljf_node(r[k]);
     ljg_graph g;
     ljg_graph_init(&g);
@@ -70,8 +77,11 @@ START_TEST(test_loop_normalization) {
     const ljg_nest *nest = &p->kernels[0].nests[0];
     if (k == 0) {
       ck_assert_msg(nest->ndim == 1 && nest->shape[0] == 120, "%s", text);
-    } else if (k == 2) {
-      ck_assert_msg(nest->ndim == 3 && nest->shape[0] == 6 && nest->shape[1] == 4 && nest->shape[2] == 20, "%s", text);
+    } else if (k >= 2) {
+      static const int64_t shapes[3][4] = {{6, 4, 20}, {2, 2, 3, 5}, {2, 2, 3, 5}};
+      int nd = k == 2 ? 3 : 4;
+      ck_assert_msg(nest->ndim == nd && !memcmp(nest->shape, shapes[k - 2], (size_t)nd * sizeof *nest->shape), "%s", text);
+      ck_assert_msg(nest->rmask == (k == 4 ? 0xcu : 0), "%s", text);
       for (int v = 0; v < p->kernels[0].nviews; v++) ck_assert_msg(p->kernels[0].views[v].n == 1, "%s", text);
     } else {
       /* transposed [5,4,3,2] summed over dims 0 and 2: kept (4, 2) first, reduced (5, 3) last */
@@ -83,7 +93,7 @@ START_TEST(test_loop_normalization) {
     ljg_program_free(p);
     ljg_graph_free(&g);
   }
-  tu_check_interp(1, &r[2], 0);
+  tu_check_interp(3, &r[2], 1e-6);
 }
 END_TEST
 
@@ -774,6 +784,34 @@ START_TEST(test_column_sums_blocks) {
       free_program(p, opt);
       tu_check_interp_tol(2, sums, 1e-5, 1e-3); /* sums of 700 products of [-4, 4)s */
     }
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
+/* A group norm written as a layer norm over [N, G, C/G·H·W] with a per-channel affine
+ * (torch.nn.functional.group_norm), forward and the gradients of its input, weight and bias:
+ * the per-channel weight read through the groups' reshape loops over [N, G, C/G, H·W]
+ * (fuse.c's drop_reshape_level), so the group's rows join one kernel with the statistics and
+ * the input's gradient, and the weight's and bias's sums another (2 kernels). Against the
+ * interpreter on one and two threads. */
+START_TEST(test_group_norm_rows) {
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, 12, 9, 7), TU_ANY, 21);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(1, 12, 1, 1), TU_ANY, 22), *b = tu_tensor(LJ_F32, LJ_SHAPE(1, 12, 1, 1), TU_ANY, 23);
+    lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(4, 12, 9, 7), TU_ANY, 24);
+    lj_tensor_set_requires_grad(x, true);
+    lj_tensor_set_requires_grad(w, true);
+    lj_tensor_set_requires_grad(b, true);
+    lj_tensor *y = lj_layer_norm(lj_reshape(x, LJ_SHAPE(4, 3, 4 * 9 * 7)), 1, NULL, NULL, 1e-5);
+    y = lj_add(lj_mul(lj_reshape(y, LJ_SHAPE(4, 12, 9, 7)), w), b);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *outs[4] = {y, lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(b)};
+    ck_assert_int_eq(lj_graph_kernel_count(4, outs), 2);
+    tu_check_interp_tol(4, outs, 1e-4, 1e-4);
     lj_scope_end();
     lj_shutdown();
   }
@@ -2201,6 +2239,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sums_once_a_task);
   tcase_add_test(tc, test_column_sums_blocks);
   tcase_add_test(tc, test_recompute_cheap_nodes);
+  tcase_add_test(tc, test_group_norm_rows);
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);
   tcase_add_test(tc, test_matmul_epilogue);
