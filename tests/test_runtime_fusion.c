@@ -595,7 +595,7 @@ END_TEST
 
 /* softmax's max, exps, sum and reciprocal live a block of rows at a time on the kernel's stack
  * (no scratch arena at all), in every dtype; so does a block of one row wider than the usual
- * block (a vocabulary's logits), up to 512 KiB a slot and 2 MiB a kernel; beyond that rows keep
+ * block (a vocabulary's logits), up to 1 MiB a slot and 2 MiB a kernel; beyond that rows keep
  * scratch memory. Values agree with the interpreter either way, with rows split across
  * threads. */
 static void check_local_rows(lj_tensor *y, int locals, int64_t scratch) {
@@ -627,11 +627,16 @@ START_TEST(test_row_fusion_local_slots) {
     lj_tensor *y = lj_softmax(x, 1);
     check_local_rows(y, 4, 0);
     tu_check1(y, 1e-5);
-    /* 140000 f32, 560 KB: the exps in scratch memory, the per-row max, sum and reciprocal not */
+    /* 140000 f32, 560 KB: on the stack too; 270000, 1080 KB: the exps in scratch memory, the
+     * per-row max, sum and reciprocal not */
     lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(3, 140000), TU_ANY, 5);
     lj_tensor *z = lj_softmax(w, 1);
-    check_local_rows(z, 3, 3 * 140000 * 4);
+    check_local_rows(z, 4, 0);
     tu_check1(z, 1e-5);
+    lj_tensor *w2 = tu_tensor(LJ_F32, LJ_SHAPE(3, 270000), TU_ANY, 7);
+    lj_tensor *z2 = lj_softmax(w2, 1);
+    check_local_rows(z2, 3, 3 * 270000 * 4);
+    tu_check1(z2, 1e-5);
     /* rows of 60000 f32 (240 KB) centred ten times over, through a tanh (stored, where a
      * subtraction alone would be recomputed): of the nine intermediates, eight fit in 2 MiB of
      * LOCAL slots, one does not */
@@ -657,6 +662,7 @@ START_TEST(test_row_fusion_local_slots) {
     lj_tensor_release(img);
     lj_tensor_release(x);
     lj_tensor_release(w);
+    lj_tensor_release(w2);
     lj_shutdown();
   }
 }
