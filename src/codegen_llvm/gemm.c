@@ -27,7 +27,9 @@
  * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows is read where it is: its panel
  * already sits in L1 and packing would cost more than it saves. A B that is an im2col is
  * packed from the image (pack_window); an A that is one, a block of MC rows at a time into
- * a buffer of KC values a row, from which the tiles broadcast (pack_a).
+ * a buffer of KC values a row, from which the tiles broadcast (pack_a); and, chosen at run
+ * time, an A contiguous along m whose k are a whole number of pages apart likewise, by
+ * transposes (pack_a_rows_of).
  *
  * The micro-kernel: an mr × NV-vector tile of C lives in registers; for each k, the NV vectors
  * of the panel's row are loaded once and multiplied by mr broadcast elements of A's column k.
@@ -70,9 +72,9 @@ typedef struct gemm {
   /* the tiles' rows of A, for the block of rows and of k: row m at a_base + m·a_sm, its k
    * a_step apart (in apack where A is packed) */
   LLVMValueRef a_base, a_sm;
-  /* (i1) A packed into apack by transposes (pack_a_rows_of), NULL where the routine never is
-   * (a_window, or B read where it is); and the step from one k to the next in the tiles'
-   * rows of A */
+  /* (i1) whether A is packed into apack by transposes (pack_a_rows_of), NULL where the
+   * routine never packs it so (a_window, or B read where it is); and the step from one k to
+   * the next in the tiles' rows of A */
   LLVMValueRef a_transposed, a_step;
   LLVMTypeRef t, vt;                /* element and vector types */
   int vw;                           /* elements per vector */

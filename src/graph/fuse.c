@@ -429,7 +429,9 @@ static void refine_level(const ljg_view1 *t, int nr, const int64_t *r, uint32_t 
  * each dim a run of the refinement's, every view one level, every address affine (it took a
  * division per dim and element: the average pool's copy alone took 8.5 ms of its forward and
  * backward over [32, 64, 56, 56] on one thread, 11.8 -> 3.8 ms, the copy now in the col2im's
- * kernel). Not with gathers, whose point names dims, or views of more levels. */
+ * kernel; a group norm's over [32, 64, 28, 28] in 8 groups, whose nests then join by groups,
+ * 4 kernels and 5.6 ms -> 2 kernels and 0.86 ms). Not with gathers, whose point names dims,
+ * or views of more levels. */
 static void drop_reshape_level(fuser *f, ljg_nest *nest, const int32_t *vs, int nv) {
   if (nest->scatter_index >= 0) return;
   for (int e = 0; e < f->exprs.n; e++)

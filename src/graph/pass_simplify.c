@@ -11,11 +11,11 @@
  * such a one-hot line along it the line's value, a float sum of products whose factors are
  * the same along its dims those factors times sums of the other operands (sum_of_scaled), and
  * an im2col or col2im of 1×1 windows of stride 1 without padding (a 1×1 convolution's) a
- * reshape: the matmul then reads the image
- * as a plain operand, and the cost rule of pass_matmul.c orients its weight gradient (the
- * implicit GEMM's packing of such an A is a copy, and it always turned the product so that
- * the larger operand, dY, was packed by transposes; [8, 64, 56, 56] to 256 channels forward
- * and weight gradient, one thread: 10.3-10.5 -> 8.6-8.9 ms). */
+ * reshape: the matmul then reads the image as a plain operand, and the cost rule of
+ * pass_matmul.c orients its weight gradient (the implicit GEMM's packing of such an A is a
+ * copy, and it always turned the product so that the larger operand, dY, was packed by
+ * transposes; [8, 64, 56, 56] to 256 channels forward and weight gradient, one thread:
+ * 10.3-10.5 -> 8.6-8.9 ms). */
 #include "graph/graph.h"
 
 #include <math.h>
@@ -306,7 +306,8 @@ static int sum_of_scaled(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in
     int32_t sum = simplify(rw, &m, &t[i].a);
     memset(&m.attr, 0, sizeof m.attr);
     m.op = LJG_OP_EXPAND;
-    int32_t f = simplify(rw, &m, ljg_in(g, &g->nodes[t[i].f]));
+    int32_t src = ljg_in(g, &g->nodes[t[i].f])[0]; /* read before the graph grows */
+    int32_t f = simplify(rw, &m, &src);
     m.op = LJG_OP_MUL;
     m.nin = 2;
     int32_t term = simplify(rw, &m, (int32_t[]){sum, f});
