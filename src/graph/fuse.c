@@ -376,10 +376,9 @@ static void remove_dim(int64_t *a, int ndim, int d) {
   a[ndim - 1] = 0;
 }
 
-/* The sizes of the dims of a common refinement of shapes a and b (na and nb dims), innermost
- * first, into r (LJ_MAX_DIMS at most): every dim of either is a run of neighbouring dims of r,
- * size-1 dims dropped. Its count, 0 when there is none, it has too many dims or a shape has
- * no elements. */
+/* The shape of a common refinement of shapes a and b (na and nb dims) into r (LJ_MAX_DIMS at
+ * most): every dim of either is a run of neighbouring dims of r, size-1 dims dropped. Its
+ * dims, 0 when there is none, it has too many dims or a shape has no elements. */
 static int refinement(int na, const int64_t *a, int nb, const int64_t *b, int64_t *r) {
   int64_t at[2][LJ_MAX_DIMS];
   int n[2] = {0, 0}, nr = 0;
@@ -392,33 +391,31 @@ static int refinement(int na, const int64_t *a, int nb, const int64_t *b, int64_
       if (shape[k][d] != 1) at[k][n[k]++] = p *= shape[k][d];
     }
   }
-  int64_t last = 1;
+  int64_t last = 1, inner[LJ_MAX_DIMS]; /* innermost first */
   for (int i = 0, j = 0; i < n[0] || j < n[1];) {
     int64_t next = j >= n[1] || (i < n[0] && at[0][i] < at[1][j]) ? at[0][i] : at[1][j];
     i += i < n[0] && at[0][i] == next;
     j += j < n[1] && at[1][j] == next;
     if (next % last || nr == LJ_MAX_DIMS) return 0;
-    r[nr++] = next / last;
+    inner[nr++] = next / last;
     last = next;
   }
-  return nr == 0 || (n[0] && n[1] && at[0][n[0] - 1] != at[1][n[1] - 1]) ? 0 : nr;
+  if (nr == 0 || (n[0] && n[1] && at[0][n[0] - 1] != at[1][n[1] - 1])) return 0;
+  for (int d = 0; d < nr; d++) r[d] = inner[nr - 1 - d];
+  return nr;
 }
 
-/* Level t (over shape s) as a level over the refinement r (nr dims, innermost first) of s,
- * into out (outer first): each dim of s split into its run of r's dims; the reduced dims of
- * s (mask) give theirs to *rmask. */
-static void refine_level(const ljg_view1 *t, int nr, const int64_t *r, uint32_t mask, ljg_view1 *out, uint32_t *rmask) {
-  out->ndim = nr;
-  out->offset = t->offset;
-  int j = 0;
-  for (int d = t->ndim - 1; d >= 0; d--) {
-    if (t->shape[d] == 1) continue;
-    for (int64_t run = 1; run < t->shape[d]; run *= r[j++]) {
-      out->shape[nr - 1 - j] = r[j];
-      out->stride[nr - 1 - j] = t->stride[d] * run;
-      if (mask >> d & 1) *rmask |= 1u << (nr - 1 - j);
-    }
+/* The dims of mask (over shape, ndim dims) as dims of its refinement r (nr dims): each dim's
+ * run of r's. */
+static uint32_t refined_mask(int ndim, const int64_t *shape, uint32_t mask, int nr, const int64_t *r) {
+  uint32_t out = 0;
+  int j = nr - 1;
+  for (int d = ndim - 1; d >= 0; d--) {
+    if (shape[d] == 1) continue;
+    for (int64_t run = 1; run < shape[d]; run *= r[j--])
+      if (mask >> d & 1) out |= 1u << j;
   }
+  return out;
 }
 
 /* A nest reading through a view of two levels — a reshape that strides cannot express, such
@@ -436,7 +433,7 @@ static void drop_reshape_level(fuser *f, ljg_nest *nest, const int32_t *vs, int 
   if (nest->scatter_index >= 0) return;
   for (int e = 0; e < f->exprs.n; e++)
     if (f->exprs.a[e].kind == LJG_X_BUFFER || f->exprs.a[e].kind == LJG_X_GATHER) return;
-  int64_t r[LJ_MAX_DIMS];
+  int64_t r[LJ_MAX_DIMS] = {0};
   int nr = refinement(nest->ndim, nest->shape, 0, NULL, r);
   bool two = false;
   for (int k = 0; k < nv && nr; k++) {
@@ -445,24 +442,20 @@ static void drop_reshape_level(fuser *f, ljg_nest *nest, const int32_t *vs, int 
     if (v->n > 2 || (v->n == 2 && (t->offset != 0 || !ljg_view1_walks(t, nest->ndim, nest->shape)))) return;
     if (v->n == 1) continue;
     two = true;
-    int64_t rev[LJ_MAX_DIMS];
-    for (int d = 0; d < nr; d++) rev[d] = r[nr - 1 - d];
-    nr = refinement(nr, rev, v->v[0].ndim, v->v[0].shape, r);
+    int64_t so_far[LJ_MAX_DIMS];
+    memcpy(so_far, r, sizeof so_far);
+    nr = refinement(nr, so_far, v->v[0].ndim, v->v[0].shape, r);
   }
   if (!two || !nr) return;
-  uint32_t rmask = 0, none = 0;
-  ljg_view1 dims = {.ndim = nest->ndim}, out;
-  memcpy(dims.shape, nest->shape, sizeof dims.shape);
-  refine_level(&dims, nr, r, nest->rmask, &out, &rmask);
-  for (int k = 0; k < nv; k++) {
+  for (int k = 0; k < nv; k++) { /* a refinement only splits dims: one level still */
     ljg_view *v = &f->views.a[vs[k]];
-    refine_level(&v->v[0], nr, r, 0, &out, &none);
     v->n = 1;
-    v->v[0] = out;
+    bool ok = ljg_view_reshape(v, nr, r);
+    LJ_ASSERT(ok && v->n == 1);
   }
+  nest->rmask = refined_mask(nest->ndim, nest->shape, nest->rmask, nr, r);
   nest->ndim = nr;
-  for (int d = 0; d < nr; d++) nest->shape[d] = r[nr - 1 - d];
-  nest->rmask = rmask;
+  memcpy(nest->shape, r, sizeof nest->shape);
 }
 
 static void normalize(fuser *f, ljg_nest *nest) {
