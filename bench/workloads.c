@@ -130,6 +130,20 @@ static bool setup_layer_norm(const workload *w, bench_state *s) {
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
+/* A group norm with n = {B, C, H, G}: x [B, C, H, H] requiring grad, the gradient flowing
+ * into its output, and as parameters the per-channel weight and bias, [1, C, 1, 1]. */
+static bool setup_group_norm(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], c = w->n[1], h = w->n[2];
+  s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->in[1] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->np = 2;
+  for (int i = 0; i < 2; i++) s->p[i] = rand_f32(s, LJ_SHAPE(1, c, 1, 1));
+  if (!all_set(s->in, 2) || !all_set(s->p, 2)) return false;
+  for (int i = 0; i < 2; i++)
+    if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
+  return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
 /* A ResNet basic block with n = {B, C, H}: x [B, C, H, H] requiring grad, the gradient
  * flowing into the block's output, and as parameters two 3x3 convolutions' weights (no bias)
  * and two batch norms' weights and biases (ones and zeros). */
@@ -229,6 +243,19 @@ static void layer_norm(const workload *w, bench_state *s) {
   lj_tensor_zero_grad(s->p[0]);
   lj_tensor_zero_grad(s->p[1]);
   lj_backward(lj_sum(lj_mul(lj_layer_norm(s->in[0], 1, s->p[0], s->p[1], 1e-5), s->in[1]), 0, NULL, false));
+}
+
+/* A group norm (torch.nn.functional.group_norm: a layer norm over each group's channels and
+ * positions, then a per-channel affine) forward and backward for an upstream gradient g: the
+ * input's, the weight's and the bias's gradients. */
+static void group_norm(const workload *w, bench_state *s) {
+  const int64_t *n = w->n;
+  lj_tensor_zero_grad(s->in[0]);
+  lj_tensor_zero_grad(s->p[0]);
+  lj_tensor_zero_grad(s->p[1]);
+  lj_tensor *y = lj_layer_norm(lj_reshape(s->in[0], LJ_SHAPE(n[0], n[3], n[1] / n[3] * n[2] * n[2])), 1, NULL, NULL, 1e-5);
+  y = lj_add(lj_mul(lj_reshape(y, LJ_SHAPE(n[0], n[1], n[2], n[2])), s->p[0]), s->p[1]);
+  lj_backward(lj_sum(lj_mul(y, s->in[1]), 0, NULL, false));
 }
 
 /* relu(bn(conv(relu(bn(conv(x))))) + x), forward and backward for an upstream gradient g:
@@ -350,6 +377,8 @@ const workload bench_workloads[] = {
      layer_norm, 3.0 * 4096 * 1024 * 4, 0},
     {"layer_norm_512x1024", "layer_norm forward + input/weight/bias gradients", {512, 1024}, setup_layer_norm,
      layer_norm, 3.0 * 512 * 1024 * 4, 0},
+    {"group_norm_32x64x28", "group_norm, 8 groups, forward + input/weight/bias gradients", {32, 64, 28, 8},
+     setup_group_norm, group_norm, 3.0 * 32 * 64 * 28 * 28 * 4, 0},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},

@@ -95,6 +95,16 @@ def layer_norm(rows, cols):
     return step
 
 
+def group_norm(b, c, h, groups):
+    x, g = rand(b, c, h, h, grad=True), rand(b, c, h, h)
+    w, bias = rand(c, grad=True), rand(c, grad=True)
+
+    def step():
+        x.grad = w.grad = bias.grad = None
+        (F.group_norm(x, groups, w, bias, 1e-5) * g).sum().backward()
+    return step
+
+
 def resblock(b, c, h):
     x, g = rand(b, c, h, h, grad=True), rand(b, c, h, h)
     convs = [nn.Conv2d(c, c, 3, padding=1, bias=False) for _ in range(2)]
@@ -187,6 +197,7 @@ WORKLOADS = {
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
     "layer_norm_512x1024": lambda: layer_norm(512, 1024),
+    "group_norm_32x64x28": lambda: group_norm(32, 64, 28, 8),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
