@@ -117,31 +117,29 @@ static bool setup_logits(const workload *w, bench_state *s) {
   return all_set(s->in, 2) && lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
-/* x [n[0], n[1]] and the gradient flowing into layer_norm(x), both requiring grad, and the
- * norm's weight and bias [n[1]] as parameters. */
-static bool setup_layer_norm(const workload *w, bench_state *s) {
-  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
-  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
+/* A normalization's inputs: x of shape (ndim dims) requiring grad, the gradient flowing into
+ * its output, of x's shape, and as parameters its weight and bias, of pshape (pdim dims),
+ * requiring grad. */
+static bool norm_setup(bench_state *s, int ndim, const int64_t *shape, int pdim, const int64_t *pshape) {
+  s->in[0] = rand_f32(s, ndim, shape);
+  s->in[1] = rand_f32(s, ndim, shape);
   s->np = 2;
-  for (int i = 0; i < 2; i++) s->p[i] = rand_f32(s, LJ_SHAPE(w->n[1]));
+  for (int i = 0; i < 2; i++) s->p[i] = rand_f32(s, pdim, pshape);
   if (!all_set(s->in, 2) || !all_set(s->p, 2)) return false;
   for (int i = 0; i < 2; i++)
     if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
-/* A group norm with n = {B, C, H, G}: x [B, C, H, H] requiring grad, the gradient flowing
- * into its output, and as parameters the per-channel weight and bias, [1, C, 1, 1]. */
+/* layer_norm with n = {rows, cols}: x [rows, cols], the weight and bias [cols]. */
+static bool setup_layer_norm(const workload *w, bench_state *s) {
+  return norm_setup(s, LJ_SHAPE(w->n[0], w->n[1]), LJ_SHAPE(w->n[1]));
+}
+
+/* A group norm with n = {B, C, H, G}: x [B, C, H, H], the per-channel weight and bias
+ * [1, C, 1, 1]. */
 static bool setup_group_norm(const workload *w, bench_state *s) {
-  int64_t b = w->n[0], c = w->n[1], h = w->n[2];
-  s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
-  s->in[1] = rand_f32(s, LJ_SHAPE(b, c, h, h));
-  s->np = 2;
-  for (int i = 0; i < 2; i++) s->p[i] = rand_f32(s, LJ_SHAPE(1, c, 1, 1));
-  if (!all_set(s->in, 2) || !all_set(s->p, 2)) return false;
-  for (int i = 0; i < 2; i++)
-    if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
-  return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+  return norm_setup(s, LJ_SHAPE(w->n[0], w->n[1], w->n[2], w->n[2]), LJ_SHAPE(1, w->n[1], 1, 1));
 }
 
 /* A ResNet basic block with n = {B, C, H}: x [B, C, H, H] requiring grad, the gradient
