@@ -250,6 +250,36 @@ static const pass_case cases[] = {
      "  %13 = f32[40,300] mul(%8, %12)\n"
      "  %14 = f32[40,300] sub(%9, %13), ROOT=1\n"
      "}\n"},
+    {"simplify: a permute that keeps a reshape's groups of dims whole and in order moves below it "
+     "(a batch split in two, its matrices transposed; a merged pair of dims moved as one)",
+     ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[6,5,4] data(), param=0\n"
+     "  %1 = f32[2,3,5,4] reshape(%0)\n"
+     "  %2 = f32[2,3,4,5] permute(%1), perm=(0,1,3,2), ROOT=0\n"
+     "  %3 = f32[2,3,1,4] data(), param=1\n"
+     "  %4 = f32[6,4] reshape(%3)\n"
+     "  %5 = f32[4,6] permute(%4), perm=(1,0), ROOT=1\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[6,5,4] data(), param=0\n"
+     "  %1 = f32[2,3,5,4] reshape(%0)\n"
+     "  %2 = f32[6,4,5] permute(%0), perm=(0,2,1)\n"
+     "  %3 = f32[2,3,4,5] reshape(%2), ROOT=0\n"
+     "  %4 = f32[2,3,1,4] data(), param=1\n"
+     "  %5 = f32[6,4] reshape(%4)\n"
+     "  %6 = f32[4,2,1,3] permute(%4), perm=(3,0,2,1)\n"
+     "  %7 = f32[4,6] reshape(%6), ROOT=1\n"
+     "}\n"},
+    {"simplify: a permute that splits a reshape's group of dims, or reverses it, stays above it",
+     ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[6,4] data(), param=0\n"
+     "  %1 = f32[2,3,4] reshape(%0)\n"
+     "  %2 = f32[3,2,4] permute(%1), perm=(1,0,2), ROOT=0\n"
+     "  %3 = f32[2,4,3] permute(%1), perm=(0,2,1), ROOT=1\n"
+     "}\n",
+     NULL},
     {"matmul: a product summed over its batch is one matmul_sum, turned where that packs less "
      "(the rows of a weight gradient become the taps) or fills the register tiles better (3 "
      "columns of 8 lanes become 3 rows of a 6-row tile)", ljg_optimize,

@@ -1589,6 +1589,34 @@ START_TEST(test_trailing_product) {
 }
 END_TEST
 
+/* Multi-head attention's gradients, Q, K, V of [2, 3, 37, 20]: autograd computes K's as
+ * the transpose of Qᵀ·dS, a product of [6, 20, 37] reshaped to [2, 3, 20, 37] and transposed
+ * back; the transpose goes below the reshape (pass_simplify.c) and the product is turned
+ * (pass_matmul.c), dSᵀ·Q, so that it lies as dK does: every kernel is a product, none a copy.
+ * Gradients against the interpreter. */
+START_TEST(test_attention_grads_unpermuted) {
+  lj_scope_begin();
+  lj_tensor *in[3], *grads[3];
+  for (int i = 0; i < 3; i++) {
+    in[i] = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 37, 20), TU_ANY, 110 + i);
+    lj_tensor_set_requires_grad(in[i], true);
+  }
+  lj_tensor *s = lj_mul_scalar(lj_matmul(in[0], lj_transpose(in[1], 2, 3)), 0.25);
+  lj_tensor *y = lj_matmul(lj_softmax(s, 3), in[2]);
+  lj_tensor *r = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 37, 20), TU_ANY, 113);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, r), 0, NULL, false)), LJ_OK);
+  for (int i = 0; i < 3; i++) grads[i] = lj_tensor_grad(in[i]);
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(3, grads, &opt);
+  char *text = ljg_program_text(p, opt);
+  for (int k = 0; k < p->nkernels; k++) ck_assert_msg(p->kernels[k].kind == LJG_K_MATMUL, "%s", text);
+  free(text);
+  free_program(p, opt);
+  tu_check_interp_tol(3, grads, 1e-4, 1e-4);
+  lj_scope_end();
+}
+END_TEST
+
 /* A convolution's pooling joins the matmul kernel that computes the convolution (B packed from
  * the image, test_conv_implicit_gemm): C's rows are
  * the (n, c) planes the pooling's im2col reads, so the kernel computes a block of them, adds
@@ -2250,6 +2278,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_window_sums_by_plane);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_trailing_product);
+  tcase_add_test(tc, test_attention_grads_unpermuted);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_transposes_apart);

@@ -33,29 +33,64 @@ static bool same_shape(const ljg_gnode *a, const ljg_gnode *b) {
 
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in);
 
-/* permute n of reshape xi, where the reshape only adds or drops size-1 dims: a reshape of its
- * operand permuted alike, so the permute meets (and merges with) one below the reshape; -1
- * when the reshape moves data between dims. */
+/* permute n of reshape xi: a reshape of its operand permuted alike, so the permute meets (and
+ * merges with) one below the reshape. The reshape's dims of size > 1 and its operand's fall
+ * into groups of equal sizes (a dim split in several, several merged in one, or one kept);
+ * the permute must keep each group's dims together and in order (a batch split in two and
+ * its matrices transposed: autograd's gradient of a multi-head attention's Kᵀ). Its
+ * operand's groups are then permuted as the reshape's are, size-1 dims staying where they
+ * are. -1 otherwise. */
 static int permute_below_reshape(ljg_rewriter *rw, const ljg_gnode *n, int32_t xi) {
   const ljg_graph *g = &rw->out;
   const ljg_gnode *x = &g->nodes[xi];
   int32_t yi = ljg_in(g, x)[0];
   const ljg_gnode *y = &g->nodes[yi];
-  int xpos[LJ_MAX_DIMS], ypos[LJ_MAX_DIMS], rank[LJ_MAX_DIMS], nx = 0, ny = 0;
+  int xpos[LJ_MAX_DIMS], ypos[LJ_MAX_DIMS], nx = 0, ny = 0;
   for (int d = 0; d < x->ndim; d++)
-    if (x->shape[d] != 1) rank[d] = nx, xpos[nx++] = d;
+    if (x->shape[d] != 1) xpos[nx++] = d;
   for (int d = 0; d < y->ndim; d++)
     if (y->shape[d] != 1) ypos[ny++] = d;
-  if (nx != ny) return -1;
-  for (int i = 0; i < nx; i++)
-    if (x->shape[xpos[i]] != y->shape[ypos[i]]) return -1;
+  /* xgroup[d]: the group of x's dim d (size > 1); group i spans y's ypos[yfirst[i] ..
+   * yfirst[i + 1]) and x's xpos[xfirst[i] .. xfirst[i + 1]) */
+  int xgroup[LJ_MAX_DIMS], xfirst[LJ_MAX_DIMS + 1], yfirst[LJ_MAX_DIMS + 1], ngroups = 0, i = 0, j = 0;
+  while (i < nx && j < ny) {
+    xfirst[ngroups] = i, yfirst[ngroups] = j;
+    int64_t px = x->shape[xpos[i]], py = y->shape[ypos[j]];
+    xgroup[xpos[i++]] = ngroups, j++;
+    while (px != py) {
+      if (px < py) {
+        if (i == nx) return -1;
+        xgroup[xpos[i]] = ngroups, px *= x->shape[xpos[i++]];
+      } else {
+        if (j == ny) return -1;
+        py *= y->shape[ypos[j++]];
+      }
+    }
+    ngroups++;
+  }
+  if (i != nx || j != ny) return -1;
+  xfirst[ngroups] = nx, yfirst[ngroups] = ny;
+  /* the groups in the permute's order, each whole and in order */
+  int order[LJ_MAX_DIMS], norder = 0, at = 0; /* at: xpos index of the current group's next dim */
+  for (int d = 0; d < n->ndim; d++) {
+    int src = (int)n->attr.a[d];
+    if (x->shape[src] == 1) continue;
+    if (norder > 0 && at < xfirst[order[norder - 1] + 1]) {
+      if (xpos[at++] != src) return -1;
+      continue;
+    }
+    int gi = xgroup[src];
+    if (xpos[xfirst[gi]] != src) return -1;
+    order[norder++] = gi;
+    at = xfirst[gi] + 1;
+  }
   ljg_gnode p = *n;
   memset(&p.attr, 0, sizeof p.attr);
   p.ndim = y->ndim;
   for (int d = 0; d < y->ndim; d++) p.attr.a[d] = d;
   int k = 0;
-  for (int d = 0; d < n->ndim; d++)
-    if (x->shape[n->attr.a[d]] != 1) p.attr.a[ypos[k++]] = ypos[rank[n->attr.a[d]]];
+  for (int o = 0; o < norder; o++)
+    for (int t = yfirst[order[o]]; t < yfirst[order[o] + 1]; t++) p.attr.a[ypos[k++]] = ypos[t];
   for (int d = 0; d < y->ndim; d++) p.shape[d] = y->shape[p.attr.a[d]];
   int32_t pi = simplify(rw, &p, &yi);
   ljg_gnode r = *n;
