@@ -1589,6 +1589,42 @@ START_TEST(test_trailing_product) {
 }
 END_TEST
 
+/* The gradient of a tensor sliced in three along its last dim, each slice's heads split and
+ * moved (a transformer's q, k and v from one projection, [B, T, 3·H·D] read as [B, H, T, D]):
+ * autograd pads each slice's gradient with zeros to the whole and adds the three; the adds
+ * become one cat of the three parts (pass_simplify.c), whose nests loop over the common
+ * refinement of their shape and their reads ([B, T, H, D]), every view one level: one kernel,
+ * no division an element. Against the interpreter on one and two threads. */
+START_TEST(test_gradient_of_slices) {
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 5, 24), TU_ANY, 120);
+    lj_tensor_set_requires_grad(x, true);
+    lj_tensor *loss = NULL;
+    for (int i = 0; i < 3; i++) {
+      lj_tensor *h = lj_reshape(lj_slice(x, 2, 8 * i, 8 * (i + 1), 1), LJ_SHAPE(2, 5, 2, 4));
+      h = lj_permute(h, 4, (const int[]){0, 2, 1, 3});
+      lj_tensor *r = tu_tensor(LJ_F32, LJ_SHAPE(2, 2, 5, 4), TU_ANY, 121 + i);
+      lj_tensor *term = lj_sum(lj_mul(h, r), 0, NULL, false);
+      loss = loss ? lj_add(loss, term) : term;
+    }
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    lj_tensor *g = lj_tensor_grad(x);
+    ljg_graph *opt;
+    ljg_program *p = program_of(g, &opt);
+    char *text = ljg_program_text(p, opt);
+    ck_assert_msg(p->nkernels == 1 && p->kernels[0].nnests == 3, "%s", text);
+    for (int v = 0; v < p->kernels[0].nviews; v++) ck_assert_msg(p->kernels[0].views[v].n == 1, "%s", text);
+    free(text);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &g, 1e-6, 1e-6);
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Multi-head attention's gradients, Q, K, V of [2, 3, 37, 20]: autograd computes K's as
  * the transpose of Qᵀ·dS, a product of [6, 20, 37] reshaped to [2, 3, 20, 37] and transposed
  * back; the transpose goes below the reshape (pass_simplify.c) and the product is turned
@@ -2279,6 +2315,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_attention_grads_unpermuted);
+  tcase_add_test(tc, test_gradient_of_slices);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_transposes_apart);

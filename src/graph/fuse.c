@@ -357,12 +357,12 @@ static void assign_slots(fuser *f) {
 
 /* ---- loop normalization ------------------------------------------------------------------ */
 
-/* Calls fn on every view index the nest's accesses use (each once). */
-static int nest_views(const fuser *f, const ljg_nest *nest, int32_t *out) {
+/* The view indices the accesses of nests [0, nn) use, each once, into out (room for every
+ * view of the kernel); their count. */
+static int nest_views(const fuser *f, const ljg_nest *nests, int nn, int32_t *out) {
   int n = 0;
-  out[n++] = nest->out_view;
-  for (int e = 0; e < f->exprs.n; e++) {
-    int32_t v = f->exprs.a[e].view;
+  for (int e = -nn; e < f->exprs.n; e++) {
+    int32_t v = e < 0 ? nests[nn + e].out_view : f->exprs.a[e].view;
     if (v < 0) continue;
     bool seen = false;
     for (int k = 0; k < n; k++) seen |= out[k] == v;
@@ -428,40 +428,51 @@ static uint32_t refined_mask(int ndim, const int64_t *shape, uint32_t mask, int 
  * backward over [32, 64, 56, 56] on one thread, 11.8 -> 3.8 ms, the copy now in the col2im's
  * kernel; a group norm's over [32, 64, 28, 28] in 8 groups, whose nests then join by groups,
  * 4 kernels and 5.6 ms -> 2 kernels and 0.86 ms). Not with gathers, whose point names dims,
- * or views of more levels. */
-static void drop_reshape_level(fuser *f, ljg_nest *nest, const int32_t *vs, int nv) {
-  if (nest->scatter_index >= 0) return;
+ * or views of more levels. The nests [0, nn) of a kernel of several (a cat's) go together:
+ * they have one shape, and each view is refined alike. */
+static void drop_reshape_level(fuser *f, ljg_nest *nests, int nn) {
+  const ljg_nest *nest = &nests[0];
+  for (int s = 0; s < nn; s++)
+    if (nests[s].scatter_index >= 0 || nests[s].ndim != nest->ndim ||
+        memcmp(nests[s].shape, nest->shape, sizeof nest->shape) != 0)
+      return;
   for (int e = 0; e < f->exprs.n; e++)
     if (f->exprs.a[e].kind == LJG_X_BUFFER || f->exprs.a[e].kind == LJG_X_GATHER) return;
+  int32_t *vs = ljb_xalloc(((size_t)f->views.n + 1) * sizeof *vs);
+  int nv = nest_views(f, nests, nn, vs);
   int64_t r[LJ_MAX_DIMS] = {0};
   int nr = refinement(nest->ndim, nest->shape, 0, NULL, r);
   bool two = false;
   for (int k = 0; k < nv && nr; k++) {
     const ljg_view *v = &f->views.a[vs[k]];
     const ljg_view1 *t = ljg_view_top(v);
-    if (v->n > 2 || (v->n == 2 && (t->offset != 0 || !ljg_view1_walks(t, nest->ndim, nest->shape)))) return;
-    if (v->n == 1) continue;
+    if (v->n > 2 || (v->n == 2 && (t->offset != 0 || !ljg_view1_walks(t, nest->ndim, nest->shape)))) nr = 0;
+    if (v->n != 2 || !nr) continue;
     two = true;
     int64_t so_far[LJ_MAX_DIMS];
     memcpy(so_far, r, sizeof so_far);
     nr = refinement(nr, so_far, v->v[0].ndim, v->v[0].shape, r);
   }
-  if (!two || !nr) return;
-  for (int k = 0; k < nv; k++) { /* a refinement only splits dims: one level still */
-    ljg_view *v = &f->views.a[vs[k]];
-    v->n = 1;
-    bool ok = ljg_view_reshape(v, nr, r);
-    LJ_ASSERT(ok && v->n == 1);
+  if (two && nr) {
+    for (int k = 0; k < nv; k++) { /* a refinement only splits dims: one level still */
+      ljg_view *v = &f->views.a[vs[k]];
+      v->n = 1;
+      bool ok = ljg_view_reshape(v, nr, r);
+      LJ_ASSERT(ok && v->n == 1);
+    }
+    for (int s = 0; s < nn; s++) {
+      nests[s].rmask = refined_mask(nests[s].ndim, nests[s].shape, nests[s].rmask, nr, r);
+      nests[s].ndim = nr;
+      memcpy(nests[s].shape, r, sizeof nests[s].shape);
+    }
   }
-  nest->rmask = refined_mask(nest->ndim, nest->shape, nest->rmask, nr, r);
-  nest->ndim = nr;
-  memcpy(nest->shape, r, sizeof nest->shape);
+  free(vs);
 }
 
 static void normalize(fuser *f, ljg_nest *nest) {
+  drop_reshape_level(f, nest, 1);
   int32_t *vs = ljb_xalloc(((size_t)f->views.n + 1) * sizeof *vs);
-  int nv = nest_views(f, nest, vs);
-  drop_reshape_level(f, nest, vs, nv);
+  int nv = nest_views(f, nest, 1, vs);
   /* reduced dims last */
   int64_t perm[LJ_MAX_DIMS];
   int np = 0;
@@ -646,9 +657,10 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
       base += x->shape[dim];
       if (ljg_gnumel(x) > 0) ljb_vec_push(&f->nests, nest);
     }
-    if (dim != 0 && n->ndim > 0) {
+    if (dim != 0 && n->ndim > 0 && f->nests.n > 0) { /* tasks split each part's first dim */
+      drop_reshape_level(f, f->nests.a, f->nests.n);
       k->task_dim = 0;
-      k->ntasks = n->shape[0];
+      k->ntasks = f->nests.a[0].shape[0];
     }
     break;
   }

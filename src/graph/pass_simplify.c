@@ -360,6 +360,68 @@ static int sum_of_scaled(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in
   return acc;
 }
 
+/* The most parts two cats that add_of_cats joins may have together. */
+enum { ADDED_CATS_MAX_PARTS = 64 };
+
+/* add n of two cats along the same dim: the cat of the sums of their parts, each part cut
+ * (sliced) where one of the other cat's begins. Autograd sums the gradients of slices of one
+ * tensor, each a cat of it and zeros (a fused projection split into a transformer's q, k and
+ * v; an LSTM's gates): one kernel then writes the sum, instead of one for each cat and one
+ * for the adds, each through memory. The same adds of the same values. -1 when n's operands
+ * are not two such cats. */
+static int add_of_cats(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+  const ljg_graph *g = &rw->out; /* its nodes move as simplify adds some: read first */
+  const ljg_gnode *a = &g->nodes[in[0]], *b = &g->nodes[in[1]];
+  if (a->op != LJG_OP_CAT || b->op != LJG_OP_CAT || a->attr.a[0] != b->attr.a[0] ||
+      a->nin + b->nin > ADDED_CATS_MAX_PARTS)
+    return -1;
+  int dim = (int)a->attr.a[0], nparts[2] = {a->nin, b->nin};
+  int32_t part[2][ADDED_CATS_MAX_PARTS];
+  int64_t end[2][ADDED_CATS_MAX_PARTS]; /* where each part ends along dim */
+  for (int c = 0; c < 2; c++) {
+    const ljg_gnode *cat = c ? b : a;
+    int64_t at = 0;
+    for (int i = 0; i < nparts[c]; i++) {
+      part[c][i] = ljg_in(g, cat)[i];
+      end[c][i] = at += g->nodes[part[c][i]].shape[dim];
+    }
+  }
+  int32_t sums[ADDED_CATS_MAX_PARTS];
+  int nsums = 0, next[2] = {0, 0};
+  int64_t lo = 0;
+  while (next[0] < nparts[0] && next[1] < nparts[1]) {
+    int64_t hi = end[0][next[0]] < end[1][next[1]] ? end[0][next[0]] : end[1][next[1]];
+    if (hi > lo) {
+      int32_t piece[2];
+      for (int c = 0; c < 2; c++) {
+        ljg_gnode sl = rw->out.nodes[part[c][next[c]]];
+        int64_t size = sl.shape[dim];
+        memset(&sl.attr, 0, sizeof sl.attr);
+        sl.op = LJG_OP_SLICE;
+        sl.nin = 1;
+        sl.param = -1;
+        sl.attr.a[0] = dim;
+        sl.attr.a[1] = lo - (end[c][next[c]] - size);
+        sl.attr.a[2] = 1;
+        sl.shape[dim] = hi - lo;
+        piece[c] = simplify(rw, &sl, &part[c][next[c]]);
+      }
+      ljg_gnode sum = *n;
+      sum.shape[dim] = hi - lo;
+      sums[nsums++] = simplify(rw, &sum, piece);
+    }
+    lo = hi;
+    for (int c = 0; c < 2; c++)
+      if (end[c][next[c]] == hi) next[c]++;
+  }
+  ljg_gnode cat = *n;
+  memset(&cat.attr, 0, sizeof cat.attr);
+  cat.op = LJG_OP_CAT;
+  cat.nin = nsums;
+  cat.attr.a[0] = dim;
+  return ljg_rw_add(rw, &cat, sums);
+}
+
 /* Whether window node n's windows are single pixels, one at every pixel: its im2col or
  * col2im only reshapes ([N, C, H, W] <-> [N, C, H·W]). */
 static bool one_by_one(const ljg_gnode *n) {
@@ -400,6 +462,13 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   case LJG_OP_SLICE: {
     int dim = (int)n->attr.a[0];
     if (n->attr.a[1] == 0 && n->attr.a[2] == 1 && n->shape[dim] == x->shape[dim]) return in[0];
+    int32_t src = x->op == LJG_OP_EXPAND ? ljg_in(g, x)[0] : -1;
+    if (src >= 0 && g->nodes[src].shape[dim] == 1) { /* a slice of a broadcast dim */
+      ljg_gnode m = *n;
+      memset(&m.attr, 0, sizeof m.attr);
+      m.op = LJG_OP_EXPAND;
+      return simplify(rw, &m, &src);
+    }
     break;
   }
   case LJG_OP_CAST:
@@ -444,10 +513,13 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   case LJG_OP_SUB:
     if (is_const(g, in[1], 0)) return in[0];
     break;
-  case LJG_OP_ADD:
+  case LJG_OP_ADD: {
     if (isint && is_const(g, in[1], 0)) return in[0];
     if (isint && is_const(g, in[0], 0)) return in[1];
+    int r = add_of_cats(rw, n, in);
+    if (r >= 0) return r;
     break;
+  }
   default: break;
   }
   return ljg_rw_add(rw, n, in);
