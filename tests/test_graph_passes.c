@@ -359,6 +359,39 @@ static const pass_case cases[] = {
      "  %11 = f32[1,8,3] permute(%10), perm=(0,2,1)\n"
      "  %12 = f32[1,1,8,3] reshape(%11), ROOT=2\n"
      "}\n"},
+    {"matmul: a batch sum read only transposed is turned, so that its transpose is a reshape (a "
+     "linear layer's weight gradient over a batch of sequences, d(Wᵀ) = Σ xᵀ·dY), unless the "
+     "register tiles waste more turned (32 rows in tiles of 6) than the transposed copy costs",
+     ljg_optimize,
+     "IR {\n"
+     "  %0 = f32[4,256,192] data(), param=0\n"
+     "  %1 = f32[4,256,96] data(), param=1\n"
+     "  %2 = f32[4,192,256] permute(%0), perm=(0,2,1)\n"
+     "  %3 = f32[4,192,96] matmul(%2, %1)\n"
+     "  %4 = f32[1,192,96] sum(%3), dims=(0)\n"
+     "  %5 = f32[192,96] reshape(%4)\n"
+     "  %6 = f32[96,192] permute(%5), perm=(1,0), ROOT=0\n"
+     "  %7 = f32[4,256,64] data(), param=2\n"
+     "  %8 = f32[4,256,32] data(), param=3\n"
+     "  %9 = f32[4,64,256] permute(%7), perm=(0,2,1)\n"
+     "  %10 = f32[4,64,32] matmul(%9, %8)\n"
+     "  %11 = f32[1,64,32] sum(%10), dims=(0)\n"
+     "  %12 = f32[64,32] reshape(%11)\n"
+     "  %13 = f32[32,64] permute(%12), perm=(1,0), ROOT=1\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,256,192] data(), param=0\n"
+     "  %1 = f32[4,256,96] data(), param=1\n"
+     "  %2 = f32[4,96,256] permute(%1), perm=(0,2,1)\n"
+     "  %3 = f32[1,96,192] matmul_sum(%2, %0)\n"
+     "  %4 = f32[96,192] reshape(%3), ROOT=0\n"
+     "  %5 = f32[4,256,64] data(), param=2\n"
+     "  %6 = f32[4,256,32] data(), param=3\n"
+     "  %7 = f32[4,64,256] permute(%5), perm=(0,2,1)\n"
+     "  %8 = f32[1,64,32] matmul_sum(%7, %6)\n"
+     "  %9 = f32[1,32,64] permute(%8), perm=(0,2,1)\n"
+     "  %10 = f32[32,64] reshape(%9), ROOT=1\n"
+     "}\n"},
     {"matmul: a batch sum of 8 matrices or more, of 1024 products an element or more, sums each "
      "half of the batch, the two then added; fewer matrices, or fewer products, sum in one",
      ljg_optimize,

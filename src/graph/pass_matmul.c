@@ -13,10 +13,12 @@
  *  - a matmul_sum that is not a root is turned likewise when that costs less per multiply-add:
  *    the register tiles' waste (rows past a tile's last, lanes past the last column: a
  *    product 9 columns wide fills 9 of 16 lanes, turned 9 of 12 rows) plus packing B, the
- *    swapped product's counted twice (whichever way its small result is then read: a rule
- *    that also looked at that could turn it back and forth). A B that is the transpose of an
- *    im2col is always turned: as A, the matmul routine packs it from the image (fuse.c), and
- *    the im2col is never stored.
+ *    swapped product's counted twice (so that a second run does not turn it back), plus
+ *    reading C transposed, where either way would: a weight gradient summed over a batch of
+ *    sequences, d(Wᵀ) = Σ xᵀ·dY read only through a transpose, is turned unless its tiles
+ *    waste more turned than the copy costs. A B that is the transpose of an im2col is always
+ *    turned: as A, the matmul routine packs it from the image (fuse.c), and the im2col is
+ *    never stored.
  *
  * The matmul kernels (codegen_llvm/gemm.c) copy B into panels that serve every row sharing
  * them: the M rows of its matrix, or all rows of the batch when B is the same for each (a
@@ -67,18 +69,37 @@ static double tile_cost(int64_t m, int64_t n, lj_dtype dt) {
   return (double)rows / (double)m * (double)cols / (double)n;
 }
 
-static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t *in) {
+/* What reading an element of a product transposed costs, in the register tiles' multiply-adds
+ * (about a cycle: a transposed copy of a [768, 3072] weight gradient took 1.4 cycles an
+ * element on one Zen 5 core). */
+enum { READ_TRANSPOSED_COST = 32 };
+
+/* Whether a product of a · b (views; `batch` products of m × k by k × n, summed) costs less a
+ * multiply-add turned, bᵀ · aᵀ: the swapped product's packing counted twice (whichever way its
+ * small result is then read: a rule that also looked at that could turn it back and forth),
+ * and the way that is read transposed (read_transposed: this one, else the turned one) paying
+ * READ_TRANSPOSED_COST an element of C. */
+static bool cheaper_turned(const ljg_view1 *a, const ljg_view1 *b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                           lj_dtype dt, bool read_transposed) {
+  double read = (double)READ_TRANSPOSED_COST / ((double)batch * (double)k);
+  ljg_view1 at = *a; /* Aᵀ, the B of the swapped product */
+  at.stride[1] = a->stride[2];
+  at.stride[2] = a->stride[1];
+  double turned = tile_cost(n, m, dt) + 2 * pack_cost(&at, batch, n, k) + (read_transposed ? 0 : read);
+  return turned < tile_cost(m, n, dt) + pack_cost(b, batch, m, k) + (read_transposed ? read : 0);
+}
+
+/* Whether matmul_sum n (operands in), read only through transposes of its last two dims or
+ * not (read_transposed), is worth turning. */
+static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t *in, bool read_transposed) {
   if (n->dtype != LJ_F32 && n->dtype != LJ_F64) return false;
   if (ljg_cols_operand(g, in[1], true) >= 0) return true; /* A, packed from the image */
+  if (ljg_cols_operand(g, in[0], false) >= 0) return false; /* turned, B would be the above */
   int64_t batch = g->nodes[in[0]].shape[0], m = n->shape[1], nn = n->shape[2], k = g->nodes[in[0]].shape[2];
   if (ljg_gnumel(n) == 0 || k == 0) return false;
   ljg_view1 a, b;
   if (!operand_view(g, in[0], &a) || !operand_view(g, in[1], &b)) return false;
-  ljg_view1 at = a; /* Aᵀ, the B of the swapped product */
-  at.stride[1] = a.stride[2];
-  at.stride[2] = a.stride[1];
-  double swapped = tile_cost(nn, m, n->dtype) + 2 * pack_cost(&at, batch, nn, k);
-  return swapped < tile_cost(m, nn, n->dtype) + pack_cost(&b, batch, m, k);
+  return cheaper_turned(&a, &b, batch, m, nn, k, n->dtype, read_transposed);
 }
 
 static int transposed(ljg_rewriter *rw, const ljg_gnode *x, int32_t in) {
@@ -184,6 +205,10 @@ static void batch_sums(ljg_graph *g) {
       t.nin = 2;
       c = ljg_rw_add(&rw, &t, half);
     }
+    if (memcmp(rw.out.nodes[c].shape, n->shape, sizeof n->shape) == 0 && rw.out.nodes[c].ndim == n->ndim) {
+      rw.map[i] = c; /* read as it is: orient() then sees its readers */
+      continue;
+    }
     ljg_gnode r = *n;
     memset(&r.attr, 0, sizeof r.attr);
     r.op = LJG_OP_RESHAPE;
@@ -221,7 +246,7 @@ static void orient(ljg_graph *g) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *oin = ljg_in(g, n);
     bool turn = n->op == LJG_OP_MATMUL ? transposed_only[i]
-                : n->op == LJG_OP_MATMUL_SUM && !root[i] && worth_swapping(g, n, oin);
+                : n->op == LJG_OP_MATMUL_SUM && !root[i] && worth_swapping(g, n, oin, transposed_only[i]);
     if (!turn) {
       rw.map[i] = ljg_rw_copy(&rw, g, i);
       continue;
