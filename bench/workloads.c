@@ -162,6 +162,35 @@ static bool setup_resblock(const workload *w, bench_state *s) {
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
+/* A GPT-2 block with n = {B, T, C, H}: x [B, T, C] requiring grad, the gradient flowing into
+ * the block's output, the causal mask [T, T] (true where a token may attend), and as
+ * parameters (PyTorch's initializations) the two layer norms' weights and biases (ones and
+ * zeros) and the four linear layers' (q, k and v in one [3C, C], the projection [C, C], the
+ * MLP's [4C, C] and [C, 4C]). */
+static bool setup_transformer(const workload *w, bench_state *s) {
+  int64_t t = w->n[1], c = w->n[2];
+  static const int64_t outs[4] = {3, 1, 4, 1}, ins[4] = {1, 1, 1, 4};
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], t, c));
+  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[0], t, c));
+  lj_scope_begin();
+  lj_tensor *pos = lj_arange(s->d, LJ_I64, 0, (double)t, 1);
+  s->in[2] = lj_keep(lj_ge(lj_reshape(pos, LJ_SHAPE(t, 1)), lj_reshape(pos, LJ_SHAPE(1, t))));
+  lj_scope_end();
+  s->np = 12;
+  for (int i = 0; i < 2; i++) {
+    s->p[2 * i] = lj_ones(s->d, LJ_F32, LJ_SHAPE(c));
+    s->p[2 * i + 1] = lj_zeros(s->d, LJ_F32, LJ_SHAPE(c));
+  }
+  for (int l = 0; l < 4; l++)
+    if (lj_nn_linear_init(s->d, LJ_F32, ins[l] * c, outs[l] * c, true, &s->p[4 + 2 * l], &s->p[5 + 2 * l]) != LJ_OK)
+      return false;
+  if (!all_set(s->in, 3) || !all_set(s->p, 12) || lj_sync_tensors(3, s->in) != LJ_OK || lj_sync_tensors(12, s->p) != LJ_OK)
+    return false;
+  for (int i = 0; i < 4; i++)
+    if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
+  return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
 /* The MLP 784-512-512-10 with SGD; n[0] is the batch. */
 static bool setup_mlp(const workload *w, bench_state *s) {
   static const int64_t sizes[] = {784, 512, 512, 10};
@@ -269,6 +298,27 @@ static void resblock(const workload *w, bench_state *s) {
   lj_backward(lj_sum(lj_mul(h, s->in[1]), 0, NULL, false));
 }
 
+/* x + attention(ln1(x)) then that + mlp(ln2(that)), a GPT-2 block (causal self-attention of
+ * H heads, the MLP's gelu in its tanh form), forward and backward for an upstream gradient g:
+ * the input's and every parameter's gradients. */
+static void transformer(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], t = w->n[1], c = w->n[2], h = w->n[3];
+  lj_tensor *const *p = s->p;
+  lj_tensor_zero_grad(s->in[0]);
+  for (int i = 0; i < s->np; i++) lj_tensor_zero_grad(p[i]);
+  static const int heads[4] = {0, 2, 1, 3};
+  lj_tensor *qkv = lj_linear(lj_layer_norm(s->in[0], 1, p[0], p[1], 1e-5), p[4], p[5]), *hd[3];
+  for (int i = 0; i < 3; i++)
+    hd[i] = lj_permute(lj_reshape(lj_slice(qkv, 2, i * c, (i + 1) * c, 1), LJ_SHAPE(b, t, h, c / h)), 4, heads);
+  lj_tensor *scores = lj_mul_scalar(lj_matmul(hd[0], lj_transpose(hd[1], 2, 3)), 1 / sqrt((double)(c / h)));
+  scores = lj_where(s->in[2], scores, lj_full(s->d, LJ_F32, 0, NULL, -INFINITY));
+  lj_tensor *att = lj_permute(lj_matmul(lj_softmax(scores, 3), hd[2]), 4, heads);
+  lj_tensor *x = lj_add(s->in[0], lj_linear(lj_reshape(att, LJ_SHAPE(b, t, c)), p[6], p[7]));
+  lj_tensor *mlp = lj_gelu(lj_linear(lj_layer_norm(x, 1, p[2], p[3], 1e-5), p[8], p[9]), true);
+  x = lj_add(x, lj_linear(mlp, p[10], p[11]));
+  lj_backward(lj_sum(lj_mul(x, s->in[1]), 0, NULL, false));
+}
+
 /* A 3×3 convolution of stride 2 with its bias, a ResNet's downsampling. */
 static void conv_stride2(const workload *w, bench_state *s) {
   keep(s, lj_conv2d(s->in[0], s->p[0], s->p[1], pool2, pad1, NULL, 1));
@@ -330,6 +380,9 @@ static void cnn_step(const workload *w, bench_state *s) {
 /* the forward products, the weight gradients and the input gradients but the first layer's
  * (the input needs none), as CNN_FLOPS leaves out conv1's */
 #define MLP_FLOPS(b) (6.0 * (b) * (784 * 512 + 512 * 512 + 512 * 10) - 2.0 * (b) * 784 * 512)
+/* a transformer block's products, forward (its linear layers' 12·C² multiply-adds a token, and
+ * attention's Q·Kᵀ and P·V over every pair of tokens) and backward (both operands' gradients) */
+#define TRANSFORMER_FLOPS(b, t, c) (3.0 * (24.0 * (b) * (t) * (c) * (c) + 4.0 * (b) * (t) * (t) * (c)))
 #define CNN_FLOPS(b)                                                                                    \
   (3.0 * (CONV_FLOPS(b, 1, 32, 28) + CONV_FLOPS(b, 32, 64, 14) + 2.0 * (b) * (3136 * 128 + 128 * 10)) - \
    CONV_FLOPS(b, 1, 32, 28))
@@ -377,6 +430,8 @@ const workload bench_workloads[] = {
      layer_norm, 3.0 * 512 * 1024 * 4, 0},
     {"group_norm_32x64x28", "group_norm, 8 groups, forward + input/weight/bias gradients", {32, 64, 28, 8},
      setup_group_norm, group_norm, 3.0 * 32 * 64 * 28 * 28 * 4, 0},
+    {"transformer_b4x256", "GPT-2 block (768 wide, 12 heads, causal, 4x256 tokens), fwd + bwd", {4, 256, 768, 12},
+     setup_transformer, transformer, 0, TRANSFORMER_FLOPS(4, 256, 768)},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},

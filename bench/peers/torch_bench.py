@@ -14,6 +14,7 @@ re-executes itself in that environment before it imports torch. Run with Debian'
 """
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -121,6 +122,26 @@ def resblock(b, c, h):
     return step
 
 
+def transformer(b, t, c, h):
+    x, g = rand(b, t, c, grad=True), rand(b, t, c)
+    norms = [nn.LayerNorm(c) for _ in range(2)]
+    qkv, proj, fc, out = nn.Linear(c, 3 * c), nn.Linear(c, c), nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+    params = [p for m in norms + [qkv, proj, fc, out] for p in m.parameters()]
+    causal = torch.ones(t, t, dtype=torch.bool).tril()
+
+    def step():
+        x.grad = None
+        for p in params:
+            p.grad = None
+        q, k, v = [y.reshape(b, t, h, c // h).permute(0, 2, 1, 3) for y in qkv(norms[0](x)).split(c, 2)]
+        scores = (q @ k.transpose(2, 3) / math.sqrt(c // h)).masked_fill(~causal, float("-inf"))
+        att = (torch.softmax(scores, 3) @ v).permute(0, 2, 1, 3).reshape(b, t, c)
+        y = x + proj(att)
+        y = y + out(F.gelu(fc(norms[1](y)), approximate="tanh"))
+        (y * g).sum().backward()
+    return step
+
+
 def conv_relu_backward(b, cin, cout, h):
     x, g = rand(b, cin, h, h), rand(b, cout, h, h)
     conv = nn.Conv2d(cin, cout, 3, padding=1)
@@ -198,6 +219,7 @@ WORKLOADS = {
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
     "layer_norm_512x1024": lambda: layer_norm(512, 1024),
     "group_norm_32x64x28": lambda: group_norm(32, 64, 28, 8),
+    "transformer_b4x256": lambda: transformer(4, 256, 768, 12),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
