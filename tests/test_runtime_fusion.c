@@ -1625,6 +1625,45 @@ START_TEST(test_gradient_of_slices) {
 }
 END_TEST
 
+/* A GPT-2 block, B = 2 sequences of T = 12 tokens, C = 16 wide in H = 2 heads: x + attn(ln(x))
+ * (q, k and v sliced from one projection, causal), then that + mlp(ln(that)) with gelu; the
+ * gradients of x and of every parameter against the interpreter on one and two threads. It
+ * goes through the rewrites of a transformer's backward: the sliced q, k and v's gradients
+ * one cat, dK not a transposed copy, the weights' gradients summed over the batch turned. */
+START_TEST(test_transformer_block_grads) {
+  enum { B = 2, T = 12, C = 16, H = 2 };
+  static const int heads[4] = {0, 2, 1, 3};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    lj_scope_begin();
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(B, T, C), TU_ANY, 130), *p[8], *grads[9];
+    static const int64_t rows[4] = {3 * C, C, 4 * C, C}, cols[4] = {C, C, C, 4 * C};
+    for (int i = 0; i < 4; i++) p[i] = tu_tensor(LJ_F32, LJ_SHAPE(rows[i], cols[i]), TU_ANY, 131 + i);
+    static const int64_t vecs[4] = {C, C, 3 * C, 4 * C}; /* the first norm's weight and bias, two biases */
+    for (int i = 0; i < 4; i++) p[4 + i] = tu_tensor(LJ_F32, LJ_SHAPE(vecs[i]), TU_ANY, 135 + i);
+    lj_tensor_set_requires_grad(x, true);
+    for (int i = 0; i < 8; i++) lj_tensor_set_requires_grad(p[i], true);
+    lj_tensor *pos = lj_arange(lj_default_device(), LJ_I64, 0, T, 1);
+    lj_tensor *causal = lj_ge(lj_reshape(pos, LJ_SHAPE(T, 1)), lj_reshape(pos, LJ_SHAPE(1, T)));
+    lj_tensor *qkv = lj_linear(lj_layer_norm(x, 1, p[4], p[5], 1e-5), p[0], p[6]), *hd[3];
+    for (int i = 0; i < 3; i++)
+      hd[i] = lj_permute(lj_reshape(lj_slice(qkv, 2, i * C, (i + 1) * C, 1), LJ_SHAPE(B, T, H, C / H)), 4, heads);
+    lj_tensor *s = lj_mul_scalar(lj_matmul(hd[0], lj_transpose(hd[1], 2, 3)), 0.35);
+    s = lj_where(causal, s, lj_full(lj_default_device(), LJ_F32, 0, NULL, -INFINITY));
+    lj_tensor *att = lj_permute(lj_matmul(lj_softmax(s, 3), hd[2]), 4, heads);
+    lj_tensor *y = lj_add(x, lj_linear(lj_reshape(att, LJ_SHAPE(B, T, C)), p[1], NULL));
+    y = lj_add(y, lj_linear(lj_gelu(lj_linear(lj_layer_norm(y, 1, NULL, NULL, 1e-5), p[2], p[7]), true), p[3], NULL));
+    lj_tensor *r = tu_tensor(LJ_F32, LJ_SHAPE(B, T, C), TU_ANY, 139);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, r), 0, NULL, false)), LJ_OK);
+    grads[0] = lj_tensor_grad(x);
+    for (int i = 0; i < 8; i++) grads[1 + i] = lj_tensor_grad(p[i]);
+    tu_check_interp_tol(9, grads, 1e-4, 1e-4);
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Multi-head attention's gradients, Q, K, V of [2, 3, 37, 20]: autograd computes K's as
  * the transpose of Qᵀ·dS, a product of [6, 20, 37] reshaped to [2, 3, 20, 37] and transposed
  * back; the transpose goes below the reshape (pass_simplify.c) and the product is turned
@@ -2316,6 +2355,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_attention_grads_unpermuted);
   tcase_add_test(tc, test_gradient_of_slices);
+  tcase_add_test(tc, test_transformer_block_grads);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_transposes_apart);
