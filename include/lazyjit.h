@@ -609,6 +609,10 @@ lj_tensor *lj_pad(lj_tensor *x, int npads, const int64_t *pads, double value);
  * ------------------------------------------------------------------------------------- */
 
 /** Marks t as a leaf that lj_backward computes a gradient for (on) or stops doing so (off).
+ *  A leaf's gradient is that of its own uses only: turned on for a pending t, or for one whose
+ *  buffer another tensor shares (ops are recorded once per distinct op and operands, so two
+ *  lj_ones of one shape are one value), t gets a value of its own, computed into its own
+ *  buffer at the next sync; tensors that shared t's value before keep it and are not leaves.
  *  Errors: LJ_ERR_DTYPE for a non-float tensor. */
 lj_status lj_tensor_set_requires_grad(lj_tensor *t, bool on);
 /** Whether t requires grad (false for NULL). */

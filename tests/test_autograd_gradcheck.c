@@ -420,6 +420,38 @@ START_TEST(test_grad_after_same_op_synced) {
 }
 END_TEST
 
+/* Leaves made alike, two lj_ones and two lj_zeros of one shape (two layer norms' weights and
+ * biases), are one node (ops are hash-consed) and, synced, one buffer; each leaf still gets
+ * only its own uses' gradient, synced before requiring grad or pending, and its value is
+ * unchanged. Against d/da sum(2a) = 2, d/db sum(3b) = 3. */
+START_TEST(test_leaves_made_alike) {
+  lj_device *d = lj_default_device();
+  for (int synced = 0; synced < 2; synced++) {
+    lj_scope_begin();
+    lj_tensor *p[4] = {lj_ones(d, LJ_F32, LJ_SHAPE(3)), lj_ones(d, LJ_F32, LJ_SHAPE(3)),
+                       lj_zeros(d, LJ_F32, LJ_SHAPE(3)), lj_zeros(d, LJ_F32, LJ_SHAPE(3))};
+    if (synced) ck_assert_int_eq(lj_sync_tensors(4, p), LJ_OK);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(lj_tensor_set_requires_grad(p[i], true), LJ_OK);
+    lj_tensor *loss = NULL;
+    for (int i = 0; i < 4; i++) {
+      lj_tensor *term = lj_sum(lj_mul_scalar(p[i], 2 + i % 2), 0, NULL, false);
+      loss = loss ? lj_add(loss, term) : term;
+    }
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    for (int i = 0; i < 4; i++) {
+      float g[3], v[3];
+      ck_assert_int_eq(lj_tensor_to_host(lj_tensor_grad(p[i]), g, sizeof g), LJ_OK);
+      ck_assert_int_eq(lj_tensor_to_host(p[i], v, sizeof v), LJ_OK);
+      for (int j = 0; j < 3; j++) {
+        ck_assert_float_eq(g[j], 2 + i % 2);
+        ck_assert_float_eq(v[j], i < 2 ? 1 : 0);
+      }
+    }
+    lj_scope_end();
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("autograd_gradcheck");
   TCase *tc = tu_tcase("gradcheck");
@@ -428,6 +460,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nondifferentiable_points);
   tcase_add_test(tc, test_cast_gradient_dtype);
   tcase_add_test(tc, test_grad_after_same_op_synced);
+  tcase_add_test(tc, test_leaves_made_alike);
   suite_add_tcase(s, tc);
   return s;
 }

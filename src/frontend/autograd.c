@@ -451,6 +451,25 @@ lj_status lj_backward(lj_tensor *loss) {
 
 /* ---- tensor flags ------------------------------------------------------------------------------ */
 
+/* Gives leaf t a node of its own. Ops are hash-consed, so two tensors made alike (two
+ * lj_ones of one shape, a layer norm's weights) are one node and then share one buffer; as
+ * leaves, each would get the sum of both's gradients. A pending t, or one whose buffer another
+ * live tensor holds, becomes t·s for a scalar parameter s = 1 (a scalar parameter is never
+ * shared, and x·1 is x for every x), which the next sync computes into a buffer of t's own. */
+static void own_node(lj_tensor *t) {
+  struct lj_device *d = t->dev;
+  bool shared = ljf_pending(t);
+  for (lj_tensor *u = d->live_head; u && !shared; u = u->next) shared = u != t && u->buf == t->buf;
+  if (!shared) return;
+  ljg_node *in[2] = {ljf_node(t), ljg_node_scalar(&d->trace, t->dtype, 1, 0)};
+  in[1] = ljf_expand_node(d, in[1], t->ndim, t->shape);
+  t->node = ljg_node_make(&d->trace, LJG_OP_MUL, t->dtype, t->ndim, t->shape, 2, in, NULL);
+  t->epoch = d->trace.epoch;
+  t->donor = NULL;
+  ljr_buffer_release(t->buf);
+  t->buf = NULL;
+}
+
 lj_status lj_tensor_set_requires_grad(lj_tensor *t, bool on) {
   if (!ljf_arg("lj_tensor_set_requires_grad", "t", t)) return lj_last_status();
   if (on && !ljg_dtype_is_float(t->dtype)) {
@@ -458,6 +477,7 @@ lj_status lj_tensor_set_requires_grad(lj_tensor *t, bool on) {
               lj_dtype_name(t->dtype));
     return LJ_ERR_DTYPE;
   }
+  if (on && !t->requires_grad) own_node(t);
   t->requires_grad = on;
   return LJ_OK;
 }
