@@ -97,6 +97,29 @@ START_TEST(test_loop_normalization) {
 }
 END_TEST
 
+/* Kernels that differ only in their buffers (two layers alike: relu(x·W + b) on other
+ * tensors of the same shapes) are twins: the second calls the first's body (twins.c),
+ * counted by TwinKernels; a third of another shape is compiled whole. Values against the
+ * interpreter. */
+START_TEST(test_twin_kernels) {
+  lj_scope_begin();
+  lj_tensor *out[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t n = i < 2 ? 24 : 20;
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(30, 40), TU_ANY, 150 + 3 * i);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(40, n), TU_ANY, 151 + 3 * i);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(n), TU_ANY, 152 + 3 * i);
+    out[i] = lj_relu(lj_add(lj_matmul(x, w), b));
+  }
+  ck_assert_int_eq(lj_graph_kernel_count(3, out), 3);
+  int64_t twins = lj_counter_value("TwinKernels"), kernels = lj_counter_value("CompiledKernels");
+  tu_check_interp_tol(3, out, 1e-5, 1e-5); /* compiles and runs them, then the interpreter */
+  ck_assert_int_eq(lj_counter_value("CompiledKernels") - kernels, 3);
+  ck_assert_int_eq(lj_counter_value("TwinKernels") - twins, 1);
+  lj_scope_end();
+}
+END_TEST
+
 START_TEST(test_kernel_counts) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(32, 40), TU_ANY, 1);
   lj_tensor *v = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 2);
@@ -2338,6 +2361,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_chain_is_one_kernel);
   tcase_add_test(tc, test_loop_normalization);
   tcase_add_test(tc, test_kernel_counts);
+  tcase_add_test(tc, test_twin_kernels);
   tcase_add_test(tc, test_disable_fusion);
   tcase_add_test(tc, test_opt_levels);
   tcase_add_test(tc, test_sync_opbyop);

@@ -107,6 +107,7 @@ START_TEST(test_second_process_compiles_nothing) {
   ck_assert_int_eq(field(second, "PersistentCacheHit"), compiled);
   ck_assert_int_eq(field(second, "PersistentCacheMiss"), 0);
   ck_assert_int_eq(field(second, "PersistentCacheDeserializeFailure"), 0);
+  ck_assert_int_ge(field(first, "TwinKernels"), 1); /* loaded, they find their twins' code */
   /* the loaded programs update the parameters and Adam's state in place as compiled ones do */
   ck_assert_int_ge(field(first, "DonatedBuffers"), 4);
   ck_assert_int_eq(field(second, "DonatedBuffers"), field(first, "DonatedBuffers"));

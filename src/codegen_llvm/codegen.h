@@ -109,14 +109,15 @@ char *ljc_lowering_text(const ljg_program *p);
  * session already (another device compiled it) is shared instead of compiled again. g is the
  * graph p was fused from (its nodes' call sites become debug info with LJC_DEBUG_INFO). With
  * texts non-NULL, also fills it; with objs non-NULL, copies the object files there (both
- * built even for a shared program). *routines (when not NULL): the GEMM routines this
- * compile added to the session, compiled and precompiled. NULL with LJ_ERR_COMPILE and LLVM's
- * message on failure. */
-typedef struct ljc_routine_counts {
-  int compiled, precompiled;
-} ljc_routine_counts;
+ * built even for a shared program). *counts (when not NULL): the GEMM routines this compile
+ * added to the session, compiled and precompiled, and the kernels compiled as calls to an
+ * earlier kernel's body, the same code (twins.c). NULL with LJ_ERR_COMPILE and LLVM's message
+ * on failure. */
+typedef struct ljc_compile_counts {
+  int compiled, precompiled, twins;
+} ljc_compile_counts;
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
-                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_routine_counts *routines);
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_compile_counts *counts);
 /* Loads the object files an earlier ljc_compile of key (program p) produced (copied; shared
  * like a compile when key is live) and stores kernel k's entry point in fns[k]; the GEMM
  * routines among them that the session does not have yet are loaded first. NULL with

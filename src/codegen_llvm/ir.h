@@ -365,6 +365,18 @@ int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const ui
  * slots that LLVM proved aligned, and fences its returns when there are any (x86 only). */
 void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots);
 
+/* twins.c: kernels compiled once per distinct body. The hash of the text of function `body`
+ * of mod, its name and debug locations left out, in *h; false when mod has no such function. */
+bool ljc_body_hash(LLVMModuleRef mod, const char *body, ljb_hash *h);
+/* twin[k]: the first of the n kernels whose body hash equals h[k] (k itself when none does,
+ * or has[k] is false). */
+void ljc_find_twins(int n, const ljb_hash *h, const bool *has, int *twin);
+/* Makes function `body` of mod an exported symbol that twins call, never inlined. */
+void ljc_share_body(LLVMModuleRef mod, const char *body);
+/* Calls twin_body (another object's export) where mod called its own `body`, which is
+ * deleted with the internal functions only it called. */
+void ljc_call_twin_body(LLVMModuleRef mod, const char *body, const char *twin_body);
+
 /* routine_store.c: GEMM routine r's object file for target (ljc_session_routine_target) as built
  * earlier in this process: a malloc'd copy and its size, or NULL; and keeping one (a copy). */
 char *ljc_routine_store_get(const char *target, int r, size_t *size);

@@ -223,28 +223,38 @@ static bool worth_vectorizing(const ljg_kernel *k) {
   return points > LJC_SMALL_POINTS;
 }
 
-/* Lowers and optimizes kernel k of p (k < 0: GEMM routine -1 - k) into an object file in
- * memory with tm, keeping its texts in *texts when that is non-NULL; NULL with the error set. */
-static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
-                                        const ljg_graph *g, int k, const char *name, kernel_texts *texts) {
-  LLVMContextRef ctx = LLVMContextCreate();
+/* A kernel (or GEMM routine) lowered into a fresh context and module, not yet optimized. */
+typedef struct lowered {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
   char mname[112];
+  uint8_t *stream; /* per slot: its stores non-temporal (stream.c); NULL when none is */
+  bool vectorize;
+} lowered;
+
+/* Lowers kernel k of p (k < 0: GEMM routine -1 - k) into l, for tm's data layout. */
+static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p, const ljg_graph *g, int k,
+                  const char *name, lowered *l) {
+  l->ctx = LLVMContextCreate();
   if (k < 0)
-    ljc_gemm_routine_name(-1 - k, mname);
+    ljc_gemm_routine_name(-1 - k, l->mname);
   else
-    snprintf(mname, sizeof mname, "%s_k%d", name, k);
-  LLVMModuleRef mod = LLVMModuleCreateWithNameInContext(mname, ctx);
-  LLVMSetTarget(mod, s->triple);
+    snprintf(l->mname, sizeof l->mname, "%s_k%d", name, k);
+  l->mod = LLVMModuleCreateWithNameInContext(l->mname, l->ctx);
+  LLVMSetTarget(l->mod, s->triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
-  LLVMSetModuleDataLayout(mod, td);
+  LLVMSetModuleDataLayout(l->mod, td);
   LLVMDisposeTargetData(td);
   ljc_ir ir;
-  ljc_ir_init(&ir, ctx, mod);
+  ljc_ir_init(&ir, l->ctx, l->mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
   int64_t nt_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* x86's sfence */
-  uint8_t *stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
-  bool streams = k >= 0 && ljc_stream_slots(p, k, nt_bytes, s->cpu, stream);
-  ir.stream = streams ? stream : NULL;
+  l->stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
+  if (k >= 0 && !ljc_stream_slots(p, k, nt_bytes, s->cpu, l->stream)) {
+    free(l->stream);
+    l->stream = NULL;
+  }
+  ir.stream = l->stream;
   ljc_dbg_begin(&ir, s->flags & LJC_DEBUG_INFO && k >= 0 ? g : NULL);
   if (k < 0)
     ljc_define_gemm_routine(&ir, -1 - k);
@@ -252,32 +262,48 @@ static LLVMMemoryBufferRef build_object(ljc_session *s, LLVMTargetMachineRef tm,
     ljc_lower_kernel(&ir, p, k, name);
   ljc_dbg_end(&ir);
   ljc_ir_dispose(&ir);
+  l->vectorize = k < 0 || worth_vectorizing(&p->kernels[k]);
+}
+
+/* Optimizes l's module into an object file in memory with tm, keeping its texts in *texts
+ * when that is non-NULL, and disposes of l; NULL with the error set. */
+static LLVMMemoryBufferRef emit(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p, lowered *l,
+                                kernel_texts *texts) {
   LLVMMemoryBufferRef obj = NULL;
   char *msg = NULL;
-  if (texts) texts->ir = module_text(mod);
-  if (LLVMVerifyModule(mod, LLVMReturnStatusAction, &msg)) {
+  if (texts) texts->ir = module_text(l->mod);
+  if (LLVMVerifyModule(l->mod, LLVMReturnStatusAction, &msg)) {
     ljb_error(LJ_ERR_COMPILE, "lazyjit generated invalid LLVM IR (a bug): %s", msg);
-  } else if (ljc_optimize(mod, tm, s->opt_level, k < 0 || worth_vectorizing(&p->kernels[k]), streams)) {
+  } else if (ljc_optimize(l->mod, tm, s->opt_level, l->vectorize, l->stream != NULL)) {
     LLVMDisposeMessage(msg);
     msg = NULL;
-    if (streams) ljc_mark_stream_stores(mod, mname, stream, p->nslots);
+    if (l->stream) ljc_mark_stream_stores(l->mod, l->mname, l->stream, p->nslots);
     if (texts) {
-      texts->ir_opt = module_text(mod);
-      texts->asm_text = asm_text(tm, mod);
+      texts->ir_opt = module_text(l->mod);
+      texts->asm_text = asm_text(tm, l->mod);
     }
-    if (LLVMTargetMachineEmitToMemoryBuffer(tm, mod, LLVMObjectFile, &msg, &obj))
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, l->mod, LLVMObjectFile, &msg, &obj))
       ljb_error(LJ_ERR_COMPILE, "LLVM code generation failed: %s", msg ? msg : "");
   }
   LLVMDisposeMessage(msg);
-  LLVMDisposeModule(mod);
-  LLVMContextDispose(ctx);
-  free(stream);
+  LLVMDisposeModule(l->mod);
+  LLVMContextDispose(l->ctx);
+  free(l->stream);
+  memset(l, 0, sizeof *l);
   return obj;
+}
+
+/* Lowers and optimizes GEMM routine r into an object file in memory with tm; NULL with the
+ * error set. */
+static LLVMMemoryBufferRef build_routine(ljc_session *s, LLVMTargetMachineRef tm, int r) {
+  lowered l;
+  lower(s, tm, NULL, NULL, -1 - r, "", &l);
+  return emit(s, tm, NULL, &l, NULL);
 }
 
 char *ljc_session_build_routine(ljc_session *s, int r, size_t *size) {
   LJ_ASSERT(ljc_gemm_routine_defined(r));
-  LLVMMemoryBufferRef obj = build_object(s, s->tms[0], NULL, NULL, -1 - r, "", NULL);
+  LLVMMemoryBufferRef obj = build_routine(s, s->tms[0], r);
   if (!obj) return NULL;
   *size = LLVMGetBufferSize(obj);
   char *bytes = memcpy(ljb_xalloc(*size), LLVMGetBufferStart(obj), *size);
@@ -285,17 +311,21 @@ char *ljc_session_build_routine(ljc_session *s, int r, size_t *size) {
   return bytes;
 }
 
-/* The kernels of one compile, shared by its threads: each takes the next kernel until none
- * is left or one fails. The GEMM routines the kernels call that the session does not have
- * yet come first (the longest items). */
+/* The kernels of one compile, shared by its threads in two passes: the first lowers every
+ * kernel; then kernels whose bodies are the same code call the first one's (join_twins); the
+ * second builds the GEMM routines the kernels call that the session does not have yet (the
+ * longest items, first) and optimizes and emits the kernels. Each thread takes the next item
+ * until none is left or one fails. */
 typedef struct compile_job {
   ljc_session *s;
   const ljg_program *p;
   const ljg_graph *g;
   const char *name;
-  int nroutines;             /* routines to build: items 0 .. nroutines - 1 */
+  int pass;                  /* 0: lowering, 1: building */
+  int nroutines;             /* routines to build: the second pass's items 0 .. nroutines - 1 */
   int routine[LJC_GEMM_NROUTINES];
   LLVMMemoryBufferRef routine_obj[LJC_GEMM_NROUTINES];
+  lowered *low;              /* one per kernel */
   LLVMMemoryBufferRef *objs; /* one per kernel */
   kernel_texts *texts;       /* one per kernel, or NULL */
   atomic_int next;
@@ -313,11 +343,16 @@ typedef struct compile_thread {
 static void *compile_kernels(void *arg) {
   const compile_thread *t = arg;
   compile_job *j = t->job;
-  for (int i; !atomic_load(&j->failed) && (i = atomic_fetch_add(&j->next, 1)) < j->nroutines + j->p->nkernels;) {
+  int items = j->pass == 0 ? j->p->nkernels : j->nroutines + j->p->nkernels;
+  for (int i; !atomic_load(&j->failed) && (i = atomic_fetch_add(&j->next, 1)) < items;) {
+    if (j->pass == 0) {
+      lower(j->s, t->tm, j->p, j->g, i, j->name, &j->low[i]);
+      continue;
+    }
     int k = i - j->nroutines;
     LLVMMemoryBufferRef *obj = k < 0 ? &j->routine_obj[i] : &j->objs[k];
-    *obj = build_object(j->s, t->tm, j->p, j->g, k < 0 ? -1 - j->routine[i] : k, j->name,
-                        k >= 0 && j->texts ? &j->texts[k] : NULL);
+    *obj = k < 0 ? build_routine(j->s, t->tm, j->routine[i])
+                 : emit(j->s, t->tm, j->p, &j->low[k], j->texts ? &j->texts[k] : NULL);
     if (*obj) continue;
     pthread_mutex_lock(&j->lock);
     if (!atomic_exchange(&j->failed, true)) {
@@ -327,6 +362,59 @@ static void *compile_kernels(void *arg) {
     pthread_mutex_unlock(&j->lock);
   }
   return NULL;
+}
+
+/* Runs pass `pass` of j on up to `threads` threads (the calling one too). */
+static void run_pass(compile_job *j, int pass, int items) {
+  ljc_session *s = j->s;
+  j->pass = pass;
+  atomic_store(&j->next, 0);
+  int n = items < s->threads ? items : s->threads;
+  compile_thread t[MAX_COMPILE_THREADS];
+  pthread_t tid[MAX_COMPILE_THREADS];
+  int started = 1;
+  for (int i = 0; i < n; i++) t[i] = (compile_thread){j, s->tms[i]};
+  for (int i = 1; i < n; i++)
+    if (ljb_thread_start(&tid[i], compile_kernels, &t[i]) == 0) started = i + 1;
+    else break;
+  compile_kernels(&t[0]);
+  for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
+}
+
+/* Between the passes: a kernel whose body is the code of an earlier one's (twins.c) calls
+ * that one's body, which its object then exports. Not for kernels with non-temporal stores
+ * (stream.c marks them in the entry, which the body is inlined into) nor with debug info
+ * (each kernel's code its own, for the debugger). The kernels that call another's body. */
+static int join_twins(compile_job *j) {
+  int n = j->p->nkernels, twins = 0;
+  if (n < 2 || j->s->flags & LJC_DEBUG_INFO) return 0;
+  ljb_hash *h = ljb_xcalloc((size_t)n, sizeof *h);
+  bool *has = ljb_xcalloc((size_t)n, sizeof *has), *shared = ljb_xcalloc((size_t)n, sizeof *shared);
+  int *twin = ljb_xcalloc((size_t)n, sizeof *twin);
+  char body[128], other[128];
+  for (int k = 0; k < n; k++) {
+    snprintf(body, sizeof body, "%s_k%d_body", j->name, k);
+    has[k] = !j->low[k].stream && ljc_body_hash(j->low[k].mod, body, &h[k]);
+  }
+  ljc_find_twins(n, h, has, twin);
+  for (int k = 0; k < n; k++) {
+    if (twin[k] == k) continue;
+    snprintf(body, sizeof body, "%s_k%d_body", j->name, k);
+    snprintf(other, sizeof other, "%s_k%d_body", j->name, twin[k]);
+    ljc_call_twin_body(j->low[k].mod, body, other);
+    shared[twin[k]] = true;
+    twins++;
+  }
+  for (int k = 0; k < n; k++)
+    if (shared[k]) {
+      snprintf(body, sizeof body, "%s_k%d_body", j->name, k);
+      ljc_share_body(j->low[k].mod, body);
+    }
+  free(h);
+  free(has);
+  free(shared);
+  free(twin);
+  return twins;
 }
 
 /* Adds GEMM routine r's object (taken over) to the JIT for the session's lifetime; false
@@ -488,25 +576,25 @@ static bool load_routines(ljc_session *s, const ljg_program *p, const ljc_object
  * the JIT, counting them in *routines (when not NULL); false with the error set. Called with
  * the session lock held. */
 static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph *g, const char *name,
-                          LLVMMemoryBufferRef *objs, kernel_texts *texts, ljc_routine_counts *routines) {
+                          LLVMMemoryBufferRef *objs, kernel_texts *texts, ljc_compile_counts *counts) {
   compile_job j = {.s = s, .p = p, .g = g, .name = name, .objs = objs, .texts = texts};
   int precompiled = 0;
   j.nroutines = missing_routines(s, p, j.routine, &precompiled);
-  if (routines) routines->precompiled = precompiled;
+  if (counts) counts->precompiled = precompiled;
   if (j.nroutines < 0) return false;
-  int items = j.nroutines + p->nkernels;
-  if (items == 0) return true;
+  if (j.nroutines + p->nkernels == 0) return true;
   pthread_mutex_init(&j.lock, NULL);
-  int n = items < s->threads ? items : s->threads;
-  compile_thread t[MAX_COMPILE_THREADS];
-  pthread_t tid[MAX_COMPILE_THREADS];
-  int started = 1;
-  for (int i = 0; i < n; i++) t[i] = (compile_thread){&j, s->tms[i]};
-  for (int i = 1; i < n; i++)
-    if (ljb_thread_start(&tid[i], compile_kernels, &t[i]) == 0) started = i + 1;
-    else break;
-  compile_kernels(&t[0]);
-  for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
+  j.low = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *j.low);
+  run_pass(&j, 0, p->nkernels);
+  int twins = join_twins(&j);
+  run_pass(&j, 1, j.nroutines + p->nkernels);
+  for (int k = 0; k < p->nkernels; k++) /* not emitted: a kernel failed */
+    if (j.low[k].mod) {
+      LLVMDisposeModule(j.low[k].mod);
+      LLVMContextDispose(j.low[k].ctx);
+      free(j.low[k].stream);
+    }
+  free(j.low);
   pthread_mutex_destroy(&j.lock);
   bool ok = !j.failed;
   if (!ok) ljb_error(j.status, "%s", j.msg);
@@ -519,7 +607,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
     ok = add_routine(s, r, j.routine_obj[i]);
     if (ok) keep_routine(s, r);
   }
-  if (ok && routines) routines->compiled = j.nroutines;
+  if (ok && counts) counts->compiled = j.nroutines, counts->twins = twins;
   return ok;
 }
 
@@ -640,8 +728,8 @@ static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemory
 }
 
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
-                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_routine_counts *routines) {
-  if (routines) *routines = (ljc_routine_counts){0};
+                         ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_compile_counts *counts) {
+  if (counts) *counts = (ljc_compile_counts){0};
   pthread_mutex_lock(&s->lock);
   ljc_program *c = share(s, key, fns);
   if (c && !texts && !objs) {
@@ -652,7 +740,7 @@ ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *
   program_name(key, name);
   LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *bufs);
   kernel_texts *kt = texts ? ljb_xcalloc((size_t)p->nkernels + 1, sizeof *kt) : NULL;
-  bool built = build_objects(s, p, g, name, bufs, kt, routines);
+  bool built = build_objects(s, p, g, name, bufs, kt, counts);
   if (kt) join_texts(p, kt, texts);
   free(kt);
   if (built && objs) copy_objects(s, p, bufs, objs);

@@ -59,8 +59,8 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   /* the object files, for LJ_DUMP_DIR and the persistent cache */
   ljc_objects buf = {0};
   ljc_objects *objs = rt->cfg.pub.dump_dir || (rt->cfg.pub.cache_dir && !rt->cfg.pub.cache_readonly) ? &buf : NULL;
-  ljc_routine_counts routines = {0};
-  e->code = ljc_compile(rt->cg, e->prog, e->opt, key, e->fns, e->texts, objs, &routines);
+  ljc_compile_counts counts = {0};
+  e->code = ljc_compile(rt->cg, e->prog, e->opt, key, e->fns, e->texts, objs, &counts);
   if (!e->code) {
     ljr_exec_free(e);
     return NULL;
@@ -68,8 +68,9 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   ljr_dump_compiled(e, e->texts, objs);
   ljr_count(LJR_C_UncachedCompile, 1);
   ljr_count(LJR_C_CompiledKernels, e->prog->nkernels);
-  ljr_count(LJR_C_CompiledGemmRoutines, routines.compiled);
-  ljr_count(LJR_C_PrecompiledGemmRoutines, routines.precompiled);
+  ljr_count(LJR_C_CompiledGemmRoutines, counts.compiled);
+  ljr_count(LJR_C_PrecompiledGemmRoutines, counts.precompiled);
+  ljr_count(LJR_C_TwinKernels, counts.twins);
   ljr_sample(LJR_M_CompileTime, (double)(ljb_now_ns() - t0));
   ljr_disk_store(rt, e, objs);
   ljc_objects_free(&buf);
