@@ -366,7 +366,8 @@ int64_t ljc_stream_peel(const ljc_ir *ir, const ljg_program *p, int ki, const ui
 void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t *stream, int nslots);
 
 /* twins.c: kernels compiled once per distinct body. The hash of the text of function `body`
- * of mod, its name and debug locations left out, in *h; false when mod has no such function. */
+ * of mod, its name and debug locations left out, and of the metadata mod defines, in *h;
+ * false when mod has no such function. */
 bool ljc_body_hash(LLVMModuleRef mod, const char *body, ljb_hash *h);
 /* twin[k]: the first of the n kernels whose body hash equals h[k] (k itself when none does,
  * or has[k] is false). */

@@ -3,7 +3,8 @@
  * kernel's body with them (lower.c), so two kernels that differ only in the slots they use
  * (a transformer's layers: the same products, norms and activations on other buffers) have
  * bodies of the same code. After lowering, each body's text, its name and debug locations
- * left out, is hashed (128 bits), and finds its twin, the first kernel with the same hash; a twin's module then keeps
+ * left out, is hashed (128 bits) with the metadata its module defines, and finds its twin,
+ * the first kernel with the same hash; a twin's module then keeps
  * its entry only, calling the first kernel's body, which that kernel's object exports. The
  * optimizer and code generator, most of a compile, see each body once. */
 #include "codegen_llvm/ir.h"
@@ -40,6 +41,16 @@ bool ljc_body_hash(LLVMModuleRef mod, const char *body, ljb_hash *h) {
   ljb_hasher_init(&x, 0);
   ljb_hash_str(&x, text);
   LLVMDisposeMessage(text);
+  /* the metadata the text refers to by number (loops' hints, aliasing scopes): the module's
+   * lines that define metadata */
+  char *mod_text = LLVMPrintModuleToString(mod);
+  for (const char *line = mod_text; line && *line;) {
+    const char *nl = strchr(line, '\n');
+    size_t n = nl ? (size_t)(nl - line) : strlen(line);
+    if (line[0] == '!') ljb_hash_bytes(&x, line, n);
+    line = nl ? nl + 1 : NULL;
+  }
+  LLVMDisposeMessage(mod_text);
   *h = ljb_hasher_final(&x);
   return true;
 }
