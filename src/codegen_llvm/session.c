@@ -3,7 +3,8 @@
  * whose main JITDylib also resolves process symbols (memset, memcpy, fmod). A program is
  * compiled kernel by kernel on the compile threads, each kernel lowered into a fresh context
  * and module, optimized and emitted as an object file with that thread's target machine
- * (LLVM contexts and target machines are not shared between threads); the objects are then
+ * (LLVM contexts and target machines are not shared between threads), a kernel whose body is
+ * the code of an earlier one's calling that one's instead (twins.c); the objects are then
  * added to the JIT under one resource tracker, so freeing the program frees its code. Object
  * files from the persistent cache are added the same way (ljc_load). The GEMM routines that
  * matmul kernels call (gemm.c) are built once per process and target, with the first program
@@ -381,6 +382,9 @@ static void run_pass(compile_job *j, int pass, int items) {
   for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
 }
 
+/* The name of kernel k's body function (lower.c names it so). */
+static void body_name(const compile_job *j, int k, char name[128]) { snprintf(name, 128, "%s_k%d_body", j->name, k); }
+
 /* Between the passes: a kernel whose body is the code of an earlier one's (twins.c) calls
  * that one's body, which its object then exports. Not for kernels with non-temporal stores
  * (stream.c marks them in the entry, which the body is inlined into) nor with debug info
@@ -393,21 +397,21 @@ static int join_twins(compile_job *j) {
   int *twin = ljb_xcalloc((size_t)n, sizeof *twin);
   char body[128], other[128];
   for (int k = 0; k < n; k++) {
-    snprintf(body, sizeof body, "%s_k%d_body", j->name, k);
+    body_name(j, k, body);
     has[k] = !j->low[k].stream && ljc_body_hash(j->low[k].mod, body, &h[k]);
   }
   ljc_find_twins(n, h, has, twin);
   for (int k = 0; k < n; k++) {
     if (twin[k] == k) continue;
-    snprintf(body, sizeof body, "%s_k%d_body", j->name, k);
-    snprintf(other, sizeof other, "%s_k%d_body", j->name, twin[k]);
+    body_name(j, k, body);
+    body_name(j, twin[k], other);
     ljc_call_twin_body(j->low[k].mod, body, other);
     shared[twin[k]] = true;
     twins++;
   }
   for (int k = 0; k < n; k++)
     if (shared[k]) {
-      snprintf(body, sizeof body, "%s_k%d_body", j->name, k);
+      body_name(j, k, body);
       ljc_share_body(j->low[k].mod, body);
     }
   free(h);
