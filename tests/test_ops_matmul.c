@@ -165,8 +165,10 @@ static void init_dumping(int threads, const char *cpu, bool winograd, char *dir)
  * row wider than a block (6×70: 18 tiles a row, in two segments), a strided image (a
  * permuted NHWC tensor), and a fused bias, relu and max-pool run block by block (the
  * transformed weight kept from one block to the next); and their input and weight
- * gradients, through its variants for them. Against the interpreter, for the host, AVX2 and
- * SSE2. */
+ * gradients, through its variants for them; 20 images of one block of tiles each (7×7: 4
+ * tiles) with more channels than the routine's U holds (136), their products 16 images at a
+ * time and then 4, the threads' ranges cutting some images' rows. Against the interpreter, for
+ * the host, AVX2 and SSE2. */
 START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
@@ -182,7 +184,10 @@ START_TEST(test_matmul_winograd) {
   lj_tensor *b7 = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_ANY, 15);
   lj_tensor *x6 = tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 4, 6), TU_ANY, 11), *w6 = tu_tensor(LJ_F32, LJ_SHAPE(36, 40, 3, 3), TU_ANY, 12);
   lj_tensor *x9 = tu_tensor(LJ_F32, LJ_SHAPE(2, 8, 6, 70), TU_ANY, 18), *w9 = tu_tensor(LJ_F32, LJ_SHAPE(8, 8, 3, 3), TU_ANY, 19);
+  lj_tensor *x10 = tu_tensor(LJ_F32, LJ_SHAPE(20, 136, 7, 7), TU_ANY, 30);
+  lj_tensor *w10 = tu_tensor(LJ_F32, LJ_SHAPE(40, 136, 3, 3), TU_ANY, 31);
   lj_tensor *ts[] = {
+      lj_conv2d(x10, w10, NULL, NULL, one, NULL, 1),
       lj_conv2d(x1, w1, NULL, NULL, one, NULL, 1),
       lj_conv2d(x2, w2, NULL, NULL, NULL, NULL, 1),
       lj_conv2d(x3, w3, NULL, NULL, two, NULL, 1),
@@ -206,8 +211,8 @@ START_TEST(test_matmul_winograd) {
    * of the 81 rows, 9 channels' taps, each thread's range stands for) */
   lj_tensor *x8 = tu_tensor(LJ_F32, LJ_SHAPE(8, 9, 27, 28), TU_ANY, 16), *w8 = tu_tensor(LJ_F32, LJ_SHAPE(32, 9, 3, 3), TU_ANY, 17);
   lj_tensor *x5 = lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2});
-  lj_tensor *xs[] = {x1, x2, x3, x4, x6, x7, x8, x9, x5}, *ws[] = {w1, w2, w3, w4, w6, w7, w8, w9, w5};
-  const int *pads[] = {one, NULL, two, one, one, one, one, one, one};
+  lj_tensor *xs[] = {x1, x2, x3, x4, x6, x7, x8, x9, x10, x5}, *ws[] = {w1, w2, w3, w4, w6, w7, w8, w9, w10, w5};
+  const int *pads[] = {one, NULL, two, one, one, one, one, one, one, one};
   enum { NCASES = sizeof xs / sizeof *xs };
   lj_tensor *dxs[NCASES], *dws[NCASES];
   for (int i = 0; i < NCASES; i++) {

@@ -96,6 +96,10 @@ enum { LJC_KERNEL_ROUTINES_MAX = 72 };
 /* The symbol of the GEMM routine kernel k calls into name ("A, then B" with a trailing product's
  * B); false (name "") when it calls none. */
 bool ljc_kernel_routine(const ljg_kernel *k, char name[LJC_KERNEL_ROUTINES_MAX]);
+/* Whether matmul kernel k's GEMM routine writes the col2im's image itself (Winograd's input
+ * gradient) with nothing after it, and so takes a thread's whole range of tasks in one call,
+ * whatever row blocks the kernel has: its tasks are best handed out as one range a thread. */
+bool ljc_gemm_in_one_call(const ljg_kernel *k);
 /* Text (malloc'd) saying, kernel by kernel, what the lowering does otherwise than p's nests say
  * (LJ_DUMP_DIR's kernels.txt ends with it): the GEMM routine a kernel calls, the nests it does
  * not run because another does their work (a bias the routine starts from, a zero fill under a

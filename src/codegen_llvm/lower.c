@@ -1270,12 +1270,10 @@ static int32_t bias_start(const ljg_program *p, const ljg_kernel *k, const int *
   return k->kind == LJG_K_MATMUL && k->row_block > 0 && k->nnests > 0 && nest_last[0] == 0 ? ljc_gemm_bias(p, k) : -1;
 }
 
-/* Whether matmul kernel k's routine writes the col2im's image itself (Winograd's input
- * gradient) with nothing after it, and so takes a thread's whole range in one call: in the
- * blocks of rows fuse_rows sizes for C, which it never stores, it transformed dY again for
- * every block (a 64-channel input gradient on 56×56, blocks of 5 planes: 46 ms on two
- * threads, 8 in one call, as the forward product). */
-static bool in_one_call(const ljg_kernel *k) {
+/* In one call: in the blocks of rows fuse_rows sizes for C, which the routine never stores,
+ * it transformed dY again for every block (a 64-channel input gradient on 56×56, blocks of 5
+ * planes: 46 ms on two threads, 8 in one call, as the forward product). */
+bool ljc_gemm_in_one_call(const ljg_kernel *k) {
   return k->kind == LJG_K_MATMUL && k->nnests == 0 && ljc_gemm_writes_window(k);
 }
 
@@ -1304,7 +1302,7 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (ljc_kernel_routine(k, routine)) ljb_str_printf(&line, "; calls %s", routine);
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
-    if (k->row_block > 0 && in_one_call(k))
+    if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
     int64_t part = nest_part_rows(p, k);
@@ -2500,7 +2498,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   kc.b_summed = ljb_xcalloc((size_t)k->nnests + 1, sizeof *kc.b_summed);
   kc.found_load = -1;
   for (int s = 0; s <= k->nnests; s++) kc.b_summed[s] = s < k->nnests ? summed_by(p, ki, s) : -1;
-  if (k->kind == LJG_K_MATMUL && (k->row_block == 0 || in_one_call(k)))
+  if (k->kind == LJG_K_MATMUL && (k->row_block == 0 || ljc_gemm_in_one_call(k)))
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
     emit_window(&kc, begin, end);

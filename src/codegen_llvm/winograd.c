@@ -60,7 +60,7 @@
  * stacks); DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile
  * of mr). */
 enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
-enum { NV = 2, TB = 16, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
+enum { NV = 2, TB = 16, TG = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
 enum { DU_ROWS = CB + MR_MAX };
 /* The elements between the buffers' planes of the n² e: a cache line more than a plane holds.
  * At a multiple of 4 KiB the loads or stores of one tile's elements all fall in one L1 set
@@ -138,8 +138,9 @@ typedef struct wino {
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
   int tm, tn, ne;             /* F(tm × tm, 3 × 3): tn = tm + 2 inputs a tile side, ne = tn² */
+  int tcap;                   /* the tiles V and M hold: TG (the products), TB (the weight gradient) */
   LLVMValueRef u, v, m;      /* U [n²][UC][MB] (the weight gradient's dU [n²][DU_ROWS][MB]),
-                                V [n²][TB][CB], M [n²][TB][MB] (dM), each plane PLANE apart */
+                                V [n²][tcap][CB], M [n²][tcap][MB] (dM), each plane PLANE apart */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
@@ -412,8 +413,8 @@ static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRe
   channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), 2), addc(w, mulc(w, tb->nc, w->tm), 2), cb0, clen, w->p, CB);
 }
 
-/* V for the block's tiles and clen channels, from P by vector loads. */
-static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
+/* V for the block's tiles and clen channels, from P by vector loads, at V's tiles from t0. */
+static void inputs(wino *w, const tblock *tb, LLVMValueRef clen, LLVMValueRef t0) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef pw = addc(w, mulc(w, tb->nc, w->tm), 2);
@@ -431,7 +432,7 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen) {
   for (int i = 0; i < w->tn; i++)
     for (int j = 0; j < w->tn; j++) d[i * w->tn + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
   transform_2d(w, &w->mats.bt, d, o);
-  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, TB, CB, T.iv, cv));
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, w->tcap, CB, add(w, t0, T.iv), cv));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -512,8 +513,8 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
   ljc_loop E, Mv, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
-  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB)));
-  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
+  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(w->tcap * CB)));
+  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(w->tcap * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
   LLVMValueRef ut = at(w, u, add(w, mulc(w, uc0, MB), Mv.iv));
   ljc_loop_begin_step(ir, &Tr, i64c(w, 0), whole, w->mr, true, 0, NULL);
@@ -577,9 +578,10 @@ static LLVMValueRef tile_q(wino *w, const tblock *tb, LLVMValueRef qw, LLVMValue
   return add(w, mul(w, mulc(w, r, w->tm), qw), mulc(w, c, w->tm));
 }
 
-/* C's m × m outputs of the block's tiles for rows mb0 .. mb0 + mlen - 1 of the call's:
- * through Q, the block's outputs rows last (m·nr rows of m·nc positions, MB rows of C each). */
-static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef mlen) {
+/* C's m × m outputs of the block's tiles (M's from t0) for rows mb0 .. mb0 + mlen - 1 of the
+ * call's: through Q, the block's outputs rows last (m·nr rows of m·nc positions, MB rows of C
+ * each). */
+static void outputs(wino *w, const tblock *tb, LLVMValueRef t0, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMValueRef qw = mulc(w, tb->nc, w->tm);
   ljc_loop T, Mv;
@@ -588,7 +590,7 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef ml
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
   LLVMValueRef mm[NE_MAX], y[NE_MAX];
-  for (int e = 0; e < w->ne; e++) mm[e] = vload(w, buf_at(w, w->m, e, TB, MB, T.iv, mv));
+  for (int e = 0; e < w->ne; e++) mm[e] = vload(w, buf_at(w, w->m, e, w->tcap, MB, add(w, t0, T.iv), mv));
   /* the rows' bias, at M's point (1, 1): the output transform adds it to all m × m outputs */
   LLVMValueRef rows = LLVMBuildICmp(w->b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
   mm[w->tn + 1] = ljc_gemm_add_row_bias(ir, w->arg, mm[w->tn + 1], w->bi, add(w, add(w, w->m0, mb0), mv), rows);
@@ -601,11 +603,13 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef ml
   copy_out(w, tb, mb0, mlen);
 }
 
-/* Rows m0 .. m0 + len - 1 of matrix bi into C's rows from crow0. U is kept from the last
- * matrix's when it is the one block of rows and channels both need (the same weight for every
- * matrix, A's batch stride 0, as a convolution's): w->u_m0 and w->u_rows say which rows it
- * holds, u_rows -1 for none. */
-static void matrix(wino *w, LLVMValueRef cin) {
+/* Rows m0 .. m0 + len - 1 of the ng matrices from bi into C's rows from crow0 (ng > 1: whole
+ * matrices, m0 0, each image one block of tiles, the same weight for all): their tiles' products
+ * go together, image after image in V and M, so that a block of U serves them all. U is kept
+ * from the last call's when it is the one block of rows and channels both need (the same
+ * weight for every matrix, A's batch stride 0, as a convolution's): w->u_m0 and w->u_rows say
+ * which rows it holds, u_rows -1 for none. */
+static void matrices(wino *w, LLVMValueRef cin, LLVMValueRef ng) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, w->len, MB - 1), i64c(w, MB), "");
@@ -636,13 +640,21 @@ static void matrix(wino *w, LLVMValueRef cin) {
   after = ljc_if_begin(ir, LLVMBuildNot(b, all, ""), "wino.block_weights");
   weights(w, mb0, mlen, mwide, cb0, clen);
   ljc_if_end(ir, after);
-  image im = operand_image(w, LJC_GEMM_B, w->bi);
+  ljc_loop G;
+  ljc_loop_begin(ir, &G, i64c(w, 0), ng, false, 0, NULL);
+  image im = operand_image(w, LJC_GEMM_B, add(w, w->bi, G.iv));
   gather_block(w, &im, &tb, cb0, clen);
-  inputs(w, &tb, clen);
-  products(w, tb.count, mwide, clen, LLVMBuildSelect(b, all, cb0, i64c(w, 0), ""),
+  inputs(w, &tb, clen, mul(w, G.iv, tb.count));
+  ljc_loop_end(ir, &G, NULL, NULL);
+  products(w, mul(w, ng, tb.count), mwide, clen, LLVMBuildSelect(b, all, cb0, i64c(w, 0), ""),
            LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""));
   ljc_loop_end(ir, &Cb, NULL, NULL);
-  outputs(w, &tb, mb0, mlen);
+  LLVMValueRef bi = w->bi, crow0 = w->crow0;
+  ljc_loop_begin(ir, &G, i64c(w, 0), ng, false, 0, NULL);
+  w->bi = add(w, bi, G.iv), w->crow0 = add(w, crow0, mul(w, G.iv, w->arg[LJC_GEMM_M]));
+  outputs(w, &tb, mul(w, G.iv, tb.count), mb0, mlen);
+  w->bi = bi, w->crow0 = crow0;
+  ljc_loop_end(ir, &G, NULL, NULL);
   ljc_loop_end(ir, &Mb, NULL, NULL);
   ljc_loop_end(ir, &Cs, NULL, NULL);
   ljc_loop_end(ir, &Rb, NULL, NULL);
@@ -666,7 +678,7 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
     for (int j = 0; j < w->tm; j++)
       d[i * w->tm + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
   transform_2d(w, &w->mats.a, d, o);
-  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->m, e, TB, MB, T.iv, Mv.iv));
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->m, e, w->tcap, MB, T.iv, Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -677,7 +689,7 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Cr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
-  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TB * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TB * MB)));
+  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(w->tcap * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(w->tcap * MB)));
   LLVMValueRef du = at(w, w->u, mulc(w, E.iv, PLANE(DU_ROWS * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
   ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
@@ -777,7 +789,7 @@ static void weight_gradient(wino *w) {
   ljc_loop_begin(ir, &Cs, i64c(w, 0), w->nseg, false, 0, NULL);
   tblock tb = tile_block(w, Rb.iv, Cs.iv);
   gather_block(w, &x, &tb, cb0, clen);
-  inputs(w, &tb, clen);
+  inputs(w, &tb, clen, i64c(w, 0));
   channels_last(w, &dy, mulc(w, tb.ty0, w->tm), mulc(w, tb.tx0, w->tm), mulc(w, tb.nr, w->tm), mulc(w, tb.nc, w->tm), mb0, mlen,
                 w->q, MB);
   LLVMBasicBlockRef after = ljc_if_begin(ir, summing, "wino.bsum");
@@ -817,9 +829,17 @@ static void products_by_matrix(wino *w, LLVMValueRef fn) {
   LLVMPositionBuilderAtEnd(b, head);
   LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
   w->bi = LLVMBuildUDiv(b, r, M, ""), w->m0 = LLVMBuildURem(b, r, M, ""), w->crow0 = r;
-  w->len = smin(w, sub(w, end, r), sub(w, M, w->m0));
-  matrix(w, cin);
-  LLVMValueRef r_next = add(w, r, w->len);
+  /* whole matrices of images of one block of tiles, the same weight: TG tiles together */
+  LLVMValueRef whole = LLVMBuildSDiv(b, sub(w, end, r), M, "");
+  LLVMValueRef group = LLVMBuildSDiv(b, i64c(w, TG), mul(w, w->th, w->tw), "");
+  LLVMValueRef grouped = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->m0, i64c(w, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntEQ, w->arg[LJC_GEMM_A_SB], i64c(w, 0), ""), "");
+  grouped = LLVMBuildAnd(b, grouped, LLVMBuildICmp(b, LLVMIntEQ, mul(w, w->nrb, w->nseg), i64c(w, 1), ""), "");
+  grouped = LLVMBuildAnd(b, grouped, LLVMBuildICmp(b, LLVMIntSGT, smin(w, whole, group), i64c(w, 1), ""), "");
+  LLVMValueRef ng = LLVMBuildSelect(b, grouped, smin(w, whole, group), i64c(w, 1), "");
+  w->len = LLVMBuildSelect(b, grouped, M, smin(w, sub(w, end, r), sub(w, M, w->m0)), "");
+  matrices(w, cin, ng);
+  LLVMValueRef r_next = add(w, r, mul(w, ng, w->len));
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMBuildCondBr(b, lt(w, r_next, end), head, done);
   LLVMAddIncoming(r, &begin, &entry, 1);
@@ -840,8 +860,9 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int 
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
   /* P: at most (m·a + 2)(m·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
-  w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TB * CB));
-  w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TB * MB));
+  w.tcap = wgrad ? TB : TG;
+  w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(w.tcap * CB));
+  w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(w.tcap * MB));
   w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + 2) + w.vw) * CB);
   w.q = ljc_entry_array(ir, ir->f32, (w.tm * w.tm * TB + w.vw) * MB);
   /* the tiles of the output (of the product, or, for the weight gradient, of dY) */

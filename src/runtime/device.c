@@ -4,6 +4,7 @@
  * large buffers, whose first touch otherwise costs a page fault per 4 KiB) and runs a
  * program's kernels in order, splitting each across the pool when it is big enough. */
 #include "runtime/runtime.h"
+#include "codegen_llvm/codegen.h"
 #include "frontend/frontend.h"
 
 #include <stdio.h>
@@ -50,11 +51,13 @@ static void run_range(void *ctx, int64_t begin, int64_t end) {
 
 /* The chunks a kernel's tasks are handed out in across `parts` threads: about CHUNKS_PER_PART
  * each, whole blocks of a row-fused kernel's rows (any number of tasks of task_rows rows); 0
- * (one contiguous range each) for a matmul
- * kernel whose call packs a B shared by all its rows (a chunk would pack it again) or whose
- * tasks are its columns. */
+ * (one contiguous range each) for a matmul kernel whose call packs a B shared by all its rows
+ * (a chunk would pack it again), whose tasks are its columns, or whose routine takes the
+ * range in one call (Winograd's input gradient: its images go together, 16 of 7×7 against
+ * one block of the transformed weight, where a chunk held 4). */
 static int64_t chunk_of(const ljg_kernel *k, int parts) {
-  if ((!k->task_rows && k->row_block >= k->ntasks) || (k->kind == LJG_K_MATMUL && (k->row_block == 0 || k->mm_col_tasks)))
+  if ((!k->task_rows && k->row_block >= k->ntasks) ||
+      (k->kind == LJG_K_MATMUL && (k->row_block == 0 || k->mm_col_tasks || ljc_gemm_in_one_call(k))))
     return 0;
   int64_t unit = k->row_block > 0 && !k->task_rows ? k->row_block : 1;
   int64_t units = (k->ntasks + unit - 1) / unit, want = (int64_t)parts * CHUNKS_PER_PART;
