@@ -99,6 +99,10 @@ static bool setup_conv(const workload *w, bench_state *s) { return conv_setup(w,
  * output, none for the input, the data. */
 static bool setup_conv_relu(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false); }
 
+/* A deep layer of a network, without pooling: the gradient into the whole output, and the
+ * input's too. */
+static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true); }
+
 static bool setup_sgd(bench_state *s) {
   s->opt = lj_optim_sgd(s->np, s->p, (lj_sgd_options){.lr = 0.01, .momentum = 0.5});
   return s->opt != NULL;
@@ -339,11 +343,12 @@ static void conv_backward(const workload *w, bench_state *s) {
   lj_backward(lj_sum(lj_mul(conv_layer(s->in[0], s->p[0], s->p[1]), s->in[1]), 0, NULL, false));
 }
 
-/* relu(conv2d(x)) of a first layer (its input the data), backward for an upstream gradient
- * g: the weight's and bias's gradients. */
+/* relu(conv2d(x)), backward for an upstream gradient g: the weight's and bias's gradients,
+ * and the input's when it needs one (a first layer's input is the data). */
 static void conv_relu_backward(const workload *w, bench_state *s) {
   lj_tensor_zero_grad(s->p[0]);
   lj_tensor_zero_grad(s->p[1]);
+  lj_tensor_zero_grad(s->in[0]);
   lj_tensor *y = lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, pad1, NULL, 1));
   lj_backward(lj_sum(lj_mul(y, s->in[1]), 0, NULL, false));
 }
@@ -446,6 +451,8 @@ const workload bench_workloads[] = {
      conv_backward, 0, 3 * CONV_FLOPS(64, 32, 64, 14)},
     {"conv_c3_bwd_b64", "relu(conv 3->64 3x3), 64x32x32, forward + weight/bias gradients", {64, 3, 64, 32},
      setup_conv_relu, conv_relu_backward, 0, 2 * CONV_FLOPS(64, 3, 64, 32)},
+    {"conv_c512_bwd_b32", "relu(conv 512->512 3x3), 32x7x7, forward + input/weight/bias gradients", {32, 512, 512, 7},
+     setup_conv_deep, conv_relu_backward, 0, 3 * CONV_FLOPS(32, 512, 512, 7)},
     {"mlp_step_b64", "MLP 784-512-512-10 training step, SGD", {64}, setup_mlp, mlp_step, 0, MLP_FLOPS(64)},
     {"mlp_step_b128", "MLP 784-512-512-10 training step, SGD", {128}, setup_mlp, mlp_step, 0, MLP_FLOPS(128)},
     {"cnn_step_b64", "MNISTNet training step, SGD", {64}, setup_cnn, cnn_step, 0, CNN_FLOPS(64)},

@@ -142,12 +142,13 @@ def transformer(b, t, c, h):
     return step
 
 
-def conv_relu_backward(b, cin, cout, h):
-    x, g = rand(b, cin, h, h), rand(b, cout, h, h)
+def conv_relu_backward(b, cin, cout, h, x_grad=False):
+    x, g = rand(b, cin, h, h, grad=x_grad), rand(b, cout, h, h)
     conv = nn.Conv2d(cin, cout, 3, padding=1)
 
     def step():
         conv.zero_grad(set_to_none=True)
+        x.grad = None
         (torch.relu(conv(x)) * g).sum().backward()
     return step
 
@@ -225,6 +226,7 @@ WORKLOADS = {
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
     "conv_c3_bwd_b64": lambda: conv_relu_backward(64, 3, 64, 32),
+    "conv_c512_bwd_b32": lambda: conv_relu_backward(32, 512, 512, 7, x_grad=True),
     "conv2_fwd_b64": lambda: conv_forward(64, 32, 64, 14),
     "conv2_bwd_b64": lambda: conv_backward(64, 32, 64, 14),
     "mlp_step_b64": lambda: training_step(mlp(), rand(64, 784), labels(64)),

@@ -85,6 +85,16 @@
  * convolution, 64 -> 128 channels of 56×56 at batch 32: 12.8 MB -> none, 39.6-39.7 ->
  * 38.4-39.2 ms). */
 #define MATMUL_BLOCK_L2_BYTES (512 << 10)
+/* A convolution (B an im2col) with an epilogue summing at least this many products into each
+ * element of C: no blocks, the thread's range in one call and C through scratch memory, whose
+ * round trip costs little beside the products; a routine that takes several images at a time
+ * (Winograd's, over small images) then does (512 channels on 7×7 with bias and relu, batch 32,
+ * one thread, in blocks of half an image, each transforming the weight again: the forward
+ * product 74.7 ms -> 18.1). */
+#define MATMUL_WHOLE_K 2048
+/* Independent kernels join only when neither reads an operand transposed across its rows over
+ * this many points (can_join). */
+#define TRANSPOSED_JOIN_POINTS (1 << 20)
 /* A block of one row wider than LOCAL_MAX_BYTES (softmax or cross-entropy over a vocabulary
  * of 32000 words: 125 KiB a row; a depthwise convolution's windows of a 112×112 plane, 441
  * KiB; a softmax over the 64 channels of a 56×56 image, 784 KiB) is still LOCAL up to this,
@@ -109,7 +119,7 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
 /* Rows per block of a matmul kernel with an epilogue. One B shared by all rows (a linear
  * layer's weight) and packed, or products summed over the batch (every row goes through
  * every matrix's B): the whole task range, so B is packed once per thread as without the
- * epilogue. Otherwise as many rows as keep a block of C within a LOCAL slot, at
+ * epilogue; so too for a convolution of MATMUL_WHOLE_K products an element. Otherwise as many rows as keep a block of C within a LOCAL slot, at
  * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway),
  * or, with a trailing product, at least MATMUL_TRAILING_MIN_ROWS that fit half of L2 (8 heads
  * of attention over 4096 keys: 1.6 GB of scratch memory and 545-628 ms on one thread -> none
@@ -127,6 +137,7 @@ static int64_t matmul_row_block(const ljg_kernel *k) {
   bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
+  if (k->mm_cols == LJG_MM_COLS_B && k->mm_k >= MATMUL_WHOLE_K && !ljg_kernel_has_window(k)) return k->ntasks;
   int64_t row = k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype);
   int64_t rb = local_max_bytes(k, k->mm_out_slot) / row;
   if (packed && rb < MATMUL_BLOCK_MIN_ROWS && !ljg_kernel_has_window(k)) rb = MATMUL_BLOCK_L2_BYTES / row;
@@ -345,12 +356,22 @@ static bool elementwise(const ljg_kernel *k) {
   return k->kind == LJG_K_LOOPS;
 }
 
-/* Whether a nest of k reads an operand transposed across its rows (ljg_view_transposed_dim
- * along one of its row dims), which the lowering reads in tiles of LJG_TILE_MIN rows and
- * more, and not in a row-fused kernel's blocks. */
-static bool reads_across_rows(const ljg_kernel *k) {
+/* Whether b may run before a: it reads nothing a writes, and writes nothing a reads or writes. */
+static bool independent(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
+  for (int32_t s = 0; s < p->nslots; s++) {
+    bool a_writes = ljg_kernel_writes(a, s, -1), b_writes = ljg_kernel_writes(b, s, -1);
+    if ((a_writes && (b_writes || kernel_reads(b, s))) || (b_writes && kernel_reads(a, s))) return false;
+  }
+  return true;
+}
+
+/* Whether a nest of k over at least min_points points reads an operand transposed across its
+ * rows (ljg_view_transposed_dim along one of its row dims), which the lowering reads in tiles
+ * of LJG_TILE_MIN rows and more, and not in a row-fused kernel's blocks. */
+static bool reads_across_rows(const ljg_kernel *k, int64_t min_points) {
   bool *used = ljb_xalloc((size_t)k->nexprs * sizeof *used), found = false;
   for (int s = 0; s < k->nnests && !found; s++) {
+    if (ljg_numel(k->nests[s].ndim, k->nests[s].shape) < min_points) continue;
     memset(used, 0, (size_t)k->nexprs * sizeof *used);
     ljg_nest_exprs(k, &k->nests[s], used);
     for (int e = 0; e < k->nexprs && !found; e++) {
@@ -371,10 +392,16 @@ static bool reads_across_rows(const ljg_kernel *k) {
  * planes, larger than the image they add up to). */
 static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
   if (a->tm) return false;
-  /* elementwise kernels share no intermediate a block could keep, and one that reads an
-   * operand transposed across its rows would lose its tiles: a kept x.t() and x.t() * 2, one
-   * thread over [4096, 1024], 17 ms in blocks against ~1 ms apart */
-  if (elementwise(a) && elementwise(b) && (reads_across_rows(a) || reads_across_rows(b))) return false;
+  /* elementwise kernels share no intermediate a block could keep, nor do kernels of which
+   * neither reads what the other writes, and one that reads an operand transposed across its
+   * rows would lose its tiles: a kept x.t() and x.t() * 2, one thread over [4096, 1024], 17
+   * ms in blocks against ~1 ms apart; a convolution's weight gradient [512, 4608] added up
+   * from its two halves, stored transposed, beside its bias gradient's sums, one thread,
+   * 14.0 ms in blocks of a row against 2.2 apart (below TRANSPOSED_JOIN_POINTS, as an SGD
+   * step's updates of small weights, the kernel saved costs more than the tiles would gain) */
+  if (elementwise(a) && elementwise(b) && (reads_across_rows(a, 0) || reads_across_rows(b, 0))) return false;
+  if (independent(p, a, b) && (reads_across_rows(a, TRANSPOSED_JOIN_POINTS) || reads_across_rows(b, TRANSPOSED_JOIN_POINTS)))
+    return false;
   if (adds_up_rows(a, b) || multiplies_rows(p, a, b)) return true;
   if (a->ntasks != b->ntasks) return false;
   if (b->kind == LJG_K_WINDOW) {
@@ -512,15 +539,6 @@ static void localize(ljg_program *p, ljg_kernel *k) {
   if (k->win_op == LJG_OP_IM2COL) localize_slot(p, k, k->win_out_slot, -1 - k->win_at, window_out_row(k), &total);
   for (int w = 0; w < k->nnests; w++)
     localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]), &total);
-}
-
-/* Whether b may run before a: it reads nothing a writes, and writes nothing a reads or writes. */
-static bool independent(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
-  for (int32_t s = 0; s < p->nslots; s++) {
-    bool a_writes = ljg_kernel_writes(a, s, -1), b_writes = ljg_kernel_writes(b, s, -1);
-    if ((a_writes && (b_writes || kernel_reads(b, s))) || (b_writes && kernel_reads(a, s))) return false;
-  }
-  return true;
 }
 
 /* Joins b into *a, on copies: a flat neighbour is read as rows of the other's row count.
