@@ -586,8 +586,9 @@ END_TEST
 /* Elementwise kernels that read an operand transposed across their rows stay apart, so that
  * each reads it in tiles (row-fused, in blocks of a few rows, they gathered it an element a
  * line): a kept x.t() with x.t()·2, which reads the first's output at its own point, and two
- * transposes of as many rows, on one and two threads; values against the interpreter. A
- * transpose within each row still joins (test_nests_share_loops). */
+ * transposes of as many rows, on one and two threads; so does a large one beside a row sum
+ * it shares nothing with; values against the interpreter. A transpose within each row still
+ * joins (test_nests_share_loops). */
 START_TEST(test_transposes_apart) {
   for (int threads = 1; threads <= 2; threads++) {
     tu_init_threads(threads);
@@ -607,6 +608,18 @@ START_TEST(test_transposes_apart) {
       tu_check_interp(2, pairs[i], 1e-6);
       lj_tensor_release(pairs[i][0]);
       lj_tensor_release(pairs[i][1]);
+    }
+    /* a row sum beside a transpose it does not depend on joins it over 64 × 100 points, not
+     * over 1024 × 1024 (TRANSPOSED_JOIN_POINTS), where the transpose keeps its tiles */
+    for (int i = 0; i < 2; i++) {
+      int64_t n = i ? 1024 : 64, m = i ? 1024 : 100;
+      lj_tensor *big = tu_tensor(LJ_F32, LJ_SHAPE(n, m), TU_ANY, 4), *rows = tu_tensor(LJ_F32, LJ_SHAPE(m, 8), TU_ANY, 5);
+      lj_tensor *pair[2] = {lj_mul_scalar(lj_transpose(big, 0, 1), 2.0), lj_sum(rows, 1, (const int[]){1}, false)};
+      ck_assert_int_eq(lj_graph_kernel_count(2, pair), i ? 2 : 1);
+      tu_check_interp_tol(2, pair, 1e-5, 1e-5); /* sums of 8 that may cancel */
+      for (int j = 0; j < 2; j++) lj_tensor_release(pair[j]);
+      lj_tensor_release(big);
+      lj_tensor_release(rows);
     }
     lj_tensor_release(x);
     lj_tensor_release(y);
