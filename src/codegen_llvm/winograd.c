@@ -36,7 +36,11 @@
  * row's bias, when there is one, added to M's point (1, 1) first: Aᵀ adds that point to
  * every output, one vector add for m × m outputs). U is the same for every matrix of a
  * convolution: it is kept in the calling kernel's frame (LJC_GEMM_WORK) from one call to the
- * next of a run.
+ * next of a run. Images that are one block of tiles each (7×7: 4 tiles of F(4×4)) go several
+ * at a time, their tiles one after another in V and M, up to TG (TG_DW for the weight
+ * gradient): a block of U then serves them all, and the products' register tiles run over all
+ * their tiles (3×3, 512 channels on 7×7, batch 32, one thread: the forward product 52.0 ->
+ * 22.3 ms, the input gradient 53.3 -> 22.1, the weight gradient 25.7–26.0 -> 22.4–23.3).
  *
  * Measured on one Zen 4 core with MNISTNet's conv2 (32 channels in, 64 out, 14×14, batch 64),
  * the GEMM's time → F(2×2, 3×3)'s (16 products per 2×2 tile, this file's first version): the
@@ -53,14 +57,16 @@
 #include "codegen_llvm/ir.h"
 
 /* TM_MAX: the largest m (TN_MAX = m + 2 inputs a tile side, NE_MAX = TN_MAX² elements); TB
- * tiles, CB channels, MB rows a block; UC: the most channels U holds (all of a matrix's when
+ * tiles, CB channels, MB rows a block; TG, TG_DW: the most tiles of several images that go
+ * together (the weight gradient's fewer: its V, dM and dU, 1.7 MiB for F(5×5) at 64, left L2,
+ * MNISTNet's conv2 1.05 -> 1.08–1.20 ms; at 32, 1.01–1.06); UC: the most channels U holds (all of a matrix's when
  * they fit, else one block of CB, transformed again for every matrix: a 128 to 64 channel
  * convolution on 14×14 took 2.4–3.1 ms with UC 64, 1.8–1.9 with 128, one thread; U is then
  * 1.2 MiB of the calling kernel's frame for F(4×4), 1.6 for F(5×5), on threads of 8 MiB
  * stacks); DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile
  * of mr). */
 enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
-enum { NV = 2, TB = 16, TG = 64, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
+enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
 enum { DU_ROWS = CB + MR_MAX };
 /* The elements between the buffers' planes of the n² e: a cache line more than a plane holds.
  * At a multiple of 4 KiB the loads or stores of one tile's elements all fall in one L1 set
@@ -138,9 +144,8 @@ typedef struct wino {
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
   int tm, tn, ne;             /* F(tm × tm, 3 × 3): tn = tm + 2 inputs a tile side, ne = tn² */
-  int tcap;                   /* the tiles V and M hold: TG (the products), TB (the weight gradient) */
   LLVMValueRef u, v, m;      /* U [n²][UC][MB] (the weight gradient's dU [n²][DU_ROWS][MB]),
-                                V [n²][tcap][CB], M [n²][tcap][MB] (dM), each plane PLANE apart */
+                                V [n²][TG][CB], M [n²][TG][MB] (dM), each plane PLANE apart */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
@@ -462,7 +467,7 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen, LLVMValueRef t0
   for (int i = 0; i < w->tn; i++)
     for (int j = 0; j < w->tn; j++) d[i * w->tn + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
   transform_2d(w, &w->mats.bt, d, o);
-  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, w->tcap, CB, add(w, t0, T.iv), cv));
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, TG, CB, add(w, t0, T.iv), cv));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -543,8 +548,8 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
   ljc_loop E, Mv, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
-  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(w->tcap * CB)));
-  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(w->tcap * MB)));
+  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TG * CB)));
+  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TG * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
   LLVMValueRef ut = at(w, u, add(w, mulc(w, uc0, MB), Mv.iv));
   ljc_loop_begin_step(ir, &Tr, i64c(w, 0), whole, w->mr, true, 0, NULL);
@@ -620,7 +625,7 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef t0, LLVMValueRef mb0
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
   LLVMValueRef mm[NE_MAX], y[NE_MAX];
-  for (int e = 0; e < w->ne; e++) mm[e] = vload(w, buf_at(w, w->m, e, w->tcap, MB, add(w, t0, T.iv), mv));
+  for (int e = 0; e < w->ne; e++) mm[e] = vload(w, buf_at(w, w->m, e, TG, MB, add(w, t0, T.iv), mv));
   /* the rows' bias, at M's point (1, 1): the output transform adds it to all m × m outputs */
   LLVMValueRef rows = LLVMBuildICmp(w->b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
   mm[w->tn + 1] = ljc_gemm_add_row_bias(ir, w->arg, mm[w->tn + 1], w->bi, add(w, add(w, w->m0, mb0), mv), rows);
@@ -696,7 +701,7 @@ int64_t ljc_winograd_work_bytes(int tm) { return (int64_t)(tm + 2) * (tm + 2) * 
 
 /* dM for the block's tiles and mwide rows m of dY: the output transform's adjoint of each
  * tile's m × m gradient (A·dY·Aᵀ), from Q (dY's positions, rows last). */
-static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
+static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide, LLVMValueRef t0) {
   ljc_ir *ir = w->ir;
   LLVMValueRef qw = mulc(w, tb->nc, w->tm);
   ljc_loop T, Mv;
@@ -708,7 +713,7 @@ static void grad_outputs(wino *w, const tblock *tb, LLVMValueRef mwide) {
     for (int j = 0; j < w->tm; j++)
       d[i * w->tm + j] = vload(w, at(w, q0, add(w, mulc(w, addc(w, mulc(w, qw, i), j), MB), Mv.iv)));
   transform_2d(w, &w->mats.a, d, o);
-  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->m, e, w->tcap, MB, T.iv, Mv.iv));
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->m, e, TG, MB, add(w, t0, T.iv), Mv.iv));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -719,7 +724,7 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
   ljc_ir *ir = w->ir;
   ljc_loop E, Mv, Cr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
-  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(w->tcap * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(w->tcap * MB)));
+  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TG * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TG * MB)));
   LLVMValueRef du = at(w, w->u, mulc(w, E.iv, PLANE(DU_ROWS * MB)));
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
   ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
@@ -811,22 +816,33 @@ static void weight_gradient(wino *w) {
   LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
   LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, w->ne * PLANE(DU_ROWS * MB) * 4), 64);
   LLVMBuildMemSet(b, sums, ljc_const_i(ir->i8, 0), ljc_i64(ir, MB * 4), 64);
-  ljc_loop_begin(ir, &Bl, i64c(w, 0), a[LJC_GEMM_BATCH], false, 0, NULL);
-  image x = operand_image(w, LJC_GEMM_A, Bl.iv);
-  image dy = {at(w, a[LJC_GEMM_B], mul(w, Bl.iv, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
-              a[LJC_GEMM_B_SK], w->oh, w->ow, a[LJC_GEMM_B_SB]};
+  /* images that are one block of tiles go TG tiles at a time, a group's tiles together in V
+   * and dM: the products' sums over them run that much longer between their loads and stores
+   * of dU (a 7×7 image is 4 tiles) */
+  LLVMValueRef one_block = LLVMBuildICmp(b, LLVMIntEQ, mul(w, w->nrb, w->nseg), i64c(w, 1), "");
+  LLVMValueRef per = LLVMBuildSelect(b, one_block, LLVMBuildSDiv(b, i64c(w, TG_DW), mul(w, w->th, w->tw), ""), i64c(w, 1), "");
+  LLVMValueRef ngroups = LLVMBuildSDiv(b, add(w, a[LJC_GEMM_BATCH], addc(w, per, -1)), per, "");
+  ljc_loop_begin(ir, &Bl, i64c(w, 0), ngroups, false, 0, NULL);
+  LLVMValueRef b0 = mul(w, Bl.iv, per), ng = smin(w, per, sub(w, a[LJC_GEMM_BATCH], b0));
   ljc_loop_begin(ir, &Rb, i64c(w, 0), w->nrb, false, 0, NULL);
   ljc_loop_begin(ir, &Cs, i64c(w, 0), w->nseg, false, 0, NULL);
   tblock tb = tile_block(w, Rb.iv, Cs.iv);
+  ljc_loop G;
+  ljc_loop_begin(ir, &G, i64c(w, 0), ng, false, 0, NULL);
+  LLVMValueRef bi = add(w, b0, G.iv), t0 = mul(w, G.iv, tb.count);
+  image x = operand_image(w, LJC_GEMM_A, bi);
+  image dy = {at(w, a[LJC_GEMM_B], mul(w, bi, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
+              a[LJC_GEMM_B_SK], w->oh, w->ow, a[LJC_GEMM_B_SB]};
   gather_block(w, &x, &tb, cb0, clen);
-  inputs(w, &tb, clen, i64c(w, 0));
+  inputs(w, &tb, clen, t0);
   channels_last(w, &dy, mulc(w, tb.ty0, w->tm), mulc(w, tb.tx0, w->tm), mulc(w, tb.nr, w->tm), mulc(w, tb.nc, w->tm), mb0, mlen,
                 w->q, MB);
   LLVMBasicBlockRef after = ljc_if_begin(ir, summing, "wino.bsum");
   sum_block(w, &tb, mlen, sums);
   ljc_if_end(ir, after);
-  grad_outputs(w, &tb, mwide);
-  grad_products(w, tb.count, cwide, mwide);
+  grad_outputs(w, &tb, mwide, t0);
+  ljc_loop_end(ir, &G, NULL, NULL);
+  grad_products(w, mul(w, ng, tb.count), cwide, mwide);
   ljc_loop_end(ir, &Cs, NULL, NULL);
   ljc_loop_end(ir, &Rb, NULL, NULL);
   ljc_loop_end(ir, &Bl, NULL, NULL);
@@ -890,9 +906,8 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int 
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
   /* P: at most (m·a + 2)(m·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
-  w.tcap = wgrad ? TB : TG;
-  w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(w.tcap * CB));
-  w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(w.tcap * MB));
+  w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TG * CB));
+  w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TG * MB));
   w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + 2) + w.vw) * CB);
   w.q = ljc_entry_array(ir, ir->f32, (w.tm * w.tm * TB + w.vw) * MB);
   if (!wgrad) w.ws = ljc_entry_array(ir, ir->f32, (9 * CB + w.vw) * MB);
