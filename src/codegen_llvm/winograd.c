@@ -394,13 +394,15 @@ static void weight_vectors(wino *w, LLVMValueRef *g, LLVMValueRef c, LLVMValueRe
 
 /* U for rows mb0 .. mb0 + mwide - 1 of the call's rows (those past `mlen` repeat the last, or
  * are zeros: their products are never stored) and channels cb0 .. cb0 + clen - 1, at U's
- * channels from 0. When A's rows hold each channel's taps one after another (the forward
- * product's weight [r, c·9 + t]), CB channels at a time are copied rows last (the rows are
- * C·9 elements apart: loads along them, transposed in registers, channels_last) and read from
- * there a vector of vw rows at a time (a gather of vw rows touched a page a lane: 256
- * channels on 14×14, batch 32, one thread, the forward product 16.7–17.0 -> 15.2–15.7 ms in
- * alternated runs); else (the input gradient's flipped weight, its rows 9 elements apart) a
- * gather of vw rows. */
+ * channels from 0. When a row's taps of a channel lie one after another (forward, or
+ * backward: the input gradient's flipped weight), CB channels at a time are copied rows last
+ * by loads along the taps, transposed in registers (channels_last): one row of all the
+ * channels' taps where they run on from one channel to the next (the forward product's
+ * weight [r, c·9 + t]), else a row of 9 taps a channel; then read from there a vector of vw
+ * rows at a time. A gather of vw rows touched a page a lane where the rows are C·9 elements
+ * apart (256 channels on 14×14, batch 32, one thread, the forward product 16.7–17.0 ->
+ * 15.2–15.7 ms in alternated runs; 512 on 7×7, the input gradient 18.8–19.5 -> 17.5–17.7); otherwise it is
+ * what the weights take. */
 static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef mwide, LLVMValueRef cb0,
                     LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
@@ -408,18 +410,28 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   const LLVMValueRef *a = w->arg;
   LLVMValueRef rows = at(w, a[LJC_GEMM_A], add(w, add(w, mul(w, w->bi, a[LJC_GEMM_A_SB]), w->w_origin),
                                                 mul(w, add(w, w->m0, mb0), w->w_row)));
-  LLVMValueRef along = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, 1), ""),
-                                    LLVMBuildICmp(b, LLVMIntEQ, w->w_chan, i64c(w, 9), ""), "");
+  LLVMValueRef flip = LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, -1), "");
+  LLVMValueRef along = LLVMBuildOr(b, flip, LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, 1), ""), "");
+  LLVMValueRef flat = LLVMBuildAnd(b, LLVMBuildNot(b, flip, ""), LLVMBuildICmp(b, LLVMIntEQ, w->w_chan, i64c(w, 9), ""), "");
   ljc_loop Ch, Cl, Mv;
   LLVMBasicBlockRef after = ljc_if_begin(ir, along, "wino.weights_along");
+  /* the first tap as the weight lies (the last one read, flipped) */
+  LLVMValueRef tap0 = LLVMBuildGEP2(b, ir->f32, rows, (LLVMValueRef[]){LLVMBuildSelect(b, flip, i64c(w, -8), i64c(w, 0), "")}, 1, "");
   ljc_loop_begin_step(ir, &Ch, i64c(w, 0), clen, CB, false, 0, NULL);
-  LLVMValueRef cl = smin(w, i64c(w, CB), sub(w, clen, Ch.iv)), k0 = mulc(w, add(w, cb0, Ch.iv), 9);
-  image im = {rows, w->w_row, i64c(w, 0), i64c(w, 1), i64c(w, 1), add(w, k0, mulc(w, cl, 9)), i64c(w, 0)};
-  channels_last(w, &im, i64c(w, 0), k0, i64c(w, 1), mulc(w, cl, 9), i64c(w, 0), mlen, w->ws, MB);
+  LLVMValueRef cl = smin(w, i64c(w, CB), sub(w, clen, Ch.iv)), c0 = add(w, cb0, Ch.iv);
+  LLVMValueRef sel_h = LLVMBuildSelect(b, flat, i64c(w, 1), add(w, c0, cl), "");
+  LLVMValueRef sel_w = LLVMBuildSelect(b, flat, mulc(w, add(w, c0, cl), 9), i64c(w, 9), "");
+  image im = {tap0, w->w_row, w->w_chan, i64c(w, 1), sel_h, sel_w, i64c(w, 0)};
+  channels_last(w, &im, LLVMBuildSelect(b, flat, i64c(w, 0), c0, ""), LLVMBuildSelect(b, flat, mulc(w, c0, 9), i64c(w, 0), ""),
+                LLVMBuildSelect(b, flat, i64c(w, 1), cl, ""), LLVMBuildSelect(b, flat, mulc(w, cl, 9), i64c(w, 9), ""),
+                i64c(w, 0), mlen, w->ws, MB);
   ljc_loop_begin(ir, &Cl, i64c(w, 0), cl, false, 0, NULL);
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef g[9];
-  for (int i = 0; i < 9; i++) g[i] = vload(w, at(w, w->ws, add(w, mulc(w, addc(w, mulc(w, Cl.iv, 9), i), MB), Mv.iv)));
+  for (int i = 0; i < 9; i++) {
+    LLVMValueRef t = LLVMBuildSelect(b, flip, i64c(w, 8 - i), i64c(w, i), "");
+    g[i] = vload(w, at(w, w->ws, add(w, mul(w, add(w, mulc(w, Cl.iv, 9), t), i64c(w, MB)), Mv.iv)));
+  }
   weight_vectors(w, g, add(w, Ch.iv, Cl.iv), Mv.iv);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
