@@ -167,7 +167,8 @@ static void init_dumping(int threads, const char *cpu, bool winograd, char *dir)
  * transformed weight kept from one block to the next); and their input and weight
  * gradients, through its variants for them; 20 images of one block of tiles each (7×7: 4
  * tiles) with more channels than the routine's U holds (136), their products 16 images at a
- * time and then 4, the threads' ranges cutting some images' rows. Against the interpreter, for
+ * time and then 4, the threads' ranges cutting some images' rows; a weight stored [C, 3, 3,
+ * O] (its taps O apart: gathered for the transform). Against the interpreter, for
  * the host, AVX2 and SSE2. */
 START_TEST(test_matmul_winograd) {
   const char *cpu = tile_targets[_i];
@@ -186,7 +187,11 @@ START_TEST(test_matmul_winograd) {
   lj_tensor *x9 = tu_tensor(LJ_F32, LJ_SHAPE(2, 8, 6, 70), TU_ANY, 18), *w9 = tu_tensor(LJ_F32, LJ_SHAPE(8, 8, 3, 3), TU_ANY, 19);
   lj_tensor *x10 = tu_tensor(LJ_F32, LJ_SHAPE(20, 136, 7, 7), TU_ANY, 30);
   lj_tensor *w10 = tu_tensor(LJ_F32, LJ_SHAPE(40, 136, 3, 3), TU_ANY, 31);
+  lj_tensor *cwho = tu_tensor(LJ_F32, LJ_SHAPE(16, 3, 3, 20), TU_ANY, 32); /* [C, H, W, O] */
+  lj_tensor *w11 = lj_permute(cwho, 4, (const int[]){3, 0, 1, 2});
+  lj_tensor *x11 = tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 9, 20), TU_ANY, 33);
   lj_tensor *ts[] = {
+      lj_conv2d(x11, w11, NULL, NULL, one, NULL, 1),
       lj_conv2d(x10, w10, NULL, NULL, one, NULL, 1),
       lj_conv2d(x1, w1, NULL, NULL, one, NULL, 1),
       lj_conv2d(x2, w2, NULL, NULL, NULL, NULL, 1),
@@ -211,19 +216,19 @@ START_TEST(test_matmul_winograd) {
    * of the 81 rows, 9 channels' taps, each thread's range stands for) */
   lj_tensor *x8 = tu_tensor(LJ_F32, LJ_SHAPE(8, 9, 27, 28), TU_ANY, 16), *w8 = tu_tensor(LJ_F32, LJ_SHAPE(32, 9, 3, 3), TU_ANY, 17);
   lj_tensor *x5 = lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2});
-  lj_tensor *xs[] = {x1, x2, x3, x4, x6, x7, x8, x9, x10, x5}, *ws[] = {w1, w2, w3, w4, w6, w7, w8, w9, w10, w5};
-  const int *pads[] = {one, NULL, two, one, one, one, one, one, one, one};
+  lj_tensor *xs[] = {x1, x2, x3, x4, x6, x7, x8, x9, x10, x11, x5}, *ws[] = {w1, w2, w3, w4, w6, w7, w8, w9, w10, w11, w5};
+  const int *pads[] = {one, NULL, two, one, one, one, one, one, one, one, one};
   enum { NCASES = sizeof xs / sizeof *xs };
   lj_tensor *dxs[NCASES], *dws[NCASES];
   for (int i = 0; i < NCASES; i++) {
-    lj_tensor *leaf = i == NCASES - 1 ? nhwc : xs[i];
+    lj_tensor *leaf = i == NCASES - 1 ? nhwc : xs[i], *wleaf = ws[i] == w11 ? cwho : ws[i];
     ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
-    ck_assert_int_eq(lj_tensor_set_requires_grad(ws[i], true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(wleaf, true), LJ_OK);
     lj_tensor *y = lj_conv2d(xs[i], ws[i], NULL, NULL, pads[i], NULL, 1);
     lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 20 + (uint64_t)i);
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
     dxs[i] = lj_tensor_retain(lj_tensor_grad(leaf));
-    dws[i] = lj_tensor_retain(lj_tensor_grad(ws[i]));
+    dws[i] = lj_tensor_retain(lj_tensor_grad(wleaf));
     lj_tensor_release(y);
     lj_tensor_release(g);
   }
@@ -246,6 +251,7 @@ START_TEST(test_matmul_winograd) {
     lj_tensor_release(dws[i]);
   }
   lj_tensor_release(x5);
+  lj_tensor_release(w11);
   tu_remove_dir(dir);
 }
 END_TEST
