@@ -401,8 +401,8 @@ static void weight_vectors(wino *w, LLVMValueRef *g, LLVMValueRef c, LLVMValueRe
  * weight [r, c·9 + t]), else a row of 9 taps a channel; then read from there a vector of vw
  * rows at a time. A gather of vw rows touched a page a lane where the rows are C·9 elements
  * apart (256 channels on 14×14, batch 32, one thread, the forward product 16.7–17.0 ->
- * 15.2–15.7 ms in alternated runs; 512 on 7×7, the input gradient 18.8–19.5 -> 17.5–17.7); otherwise it is
- * what the weights take. */
+ * 15.2–15.7 ms in alternated runs; 512 on 7×7, the input gradient 18.8–19.5 -> 17.5–17.7);
+ * otherwise it is what the weights take. */
 static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef mwide, LLVMValueRef cb0,
                     LLVMValueRef clen) {
   ljc_ir *ir = w->ir;
@@ -828,7 +828,7 @@ static void weight_gradient(wino *w) {
   LLVMValueRef mwide = mulc(w, LLVMBuildSDiv(b, addc(w, mlen, wide - 1), i64c(w, wide), ""), wide);
   LLVMBuildMemSet(b, w->u, ljc_const_i(ir->i8, 0), ljc_i64(ir, w->ne * PLANE(DU_ROWS * MB) * 4), 64);
   LLVMBuildMemSet(b, sums, ljc_const_i(ir->i8, 0), ljc_i64(ir, MB * 4), 64);
-  /* images that are one block of tiles go TG tiles at a time, a group's tiles together in V
+  /* images that are one block of tiles go TG_DW tiles at a time, a group's tiles together in V
    * and dM: the products' sums over them run that much longer between their loads and stores
    * of dU (a 7×7 image is 4 tiles) */
   LLVMValueRef one_block = LLVMBuildICmp(b, LLVMIntEQ, mul(w, w->nrb, w->nseg), i64c(w, 1), "");
