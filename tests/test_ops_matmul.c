@@ -485,6 +485,44 @@ START_TEST(test_matmul_batch_halves) {
 }
 END_TEST
 
+/* A Winograd convolution's output and input gradient on `threads` threads (malloc'd, n floats). */
+static float *winograd_values(int threads, int64_t *n) {
+  tu_init_threads(threads);
+  const int one[2] = {1, 1};
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(30, 40, 14, 14), TU_UNIT, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(48, 40, 3, 3), TU_UNIT, 2);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+  lj_tensor *y = lj_conv2d(x, w, NULL, NULL, one, NULL, 1);
+  lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_UNIT, 3);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  lj_tensor *dx = lj_tensor_grad(x);
+  int64_t ny = lj_tensor_numel(y), nx = lj_tensor_numel(dx);
+  float *all = malloc((size_t)(ny + nx) * sizeof *all);
+  ck_assert_int_eq(lj_tensor_to_host(y, all, (size_t)ny * sizeof *all), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(dx, all + ny, (size_t)nx * sizeof *all), LJ_OK);
+  *n = ny + nx;
+  lj_tensor *ts[] = {x, w, y, g};
+  for (int i = 0; i < 4; i++) lj_tensor_release(ts[i]);
+  lj_shutdown();
+  return all;
+}
+
+/* The Winograd routine takes the images of one block of tiles each several at a time (30 of
+ * 14×14: 9 tiles of F(5×5), 7 images at a time), so that the images a call groups depend on
+ * the thread's range of tasks, and the register tiles a tile's products fall in with them: its
+ * sums are in the order of the channels in every register tile, so 1, 2 and 3 threads give the
+ * same bits for the output and the input gradient. */
+START_TEST(test_matmul_winograd_threads) {
+  int64_t n[3];
+  float *got[3];
+  for (int t = 0; t < 3; t++) got[t] = winograd_values(t + 1, &n[t]);
+  for (int t = 1; t < 3; t++) {
+    ck_assert_int_eq(n[t], n[0]);
+    ck_assert(memcmp(got[t], got[0], (size_t)n[0] * sizeof *got[0]) == 0);
+  }
+  for (int t = 0; t < 3; t++) free(got[t]);
+}
+END_TEST
+
 /* GEMM routines the session took: compiled, or from the library's precompiled ones. */
 static int64_t routines_taken(void) {
   return lj_counter_value("CompiledGemmRoutines") + lj_counter_value("PrecompiledGemmRoutines");
@@ -558,6 +596,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
+  tcase_add_test(tc, test_matmul_winograd_threads);
   tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);

@@ -484,98 +484,97 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen, LLVMValueRef t0
   ljc_loop_end(ir, &T, NULL, NULL);
 }
 
-/* The sets of accumulators a register tile of mr rows sums k in, round robin: a tile of fewer
- * than 4 rows has fewer independent sums (mr·NV) than the FMA's latency takes to hide, so
- * its loop over k ran at a quarter of the FMA's rate: the 1-row tile of MNISTNet's conv2
- * (9 tiles of F(5×5) an image, 8 and 1) took as long as half the 8-row tile's. */
-static int tile_sets(int mr) { return mr >= 4 ? 1 : 4 / mr; }
-
-/* Adds to acc[0 .. mr·NV) the products of k = lo, lo + sets, ... < hi: acc[set·mr·NV + ...] for
- * k = lo + set, the a element broadcast (register_tile's sums, `sets` of them at a time). */
-static void tile_sums(wino *w, int mr, int sets, LLVMValueRef *acc, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef a,
+/* Adds to acc[0 .. mr·nv) the products of k = lo .. hi - 1 in order, the a element broadcast
+ * (register_tile's sums). */
+static void tile_sums(wino *w, int mr, int nv, LLVMValueRef *acc, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef a,
                       int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
   ljc_ir *ir = w->ir;
-  int nacc = mr * NV * sets;
-  LLVMValueRef next[MR_MAX * NV], bv[NV];
+  int nacc = mr * nv;
+  LLVMValueRef next[MR_MAX * NV], bv[MR_MAX * NV];
   ljc_loop K;
-  ljc_loop_begin_step(ir, &K, lo, hi, sets, true, nacc, acc);
-  for (int set = 0; set < sets; set++) {
-    LLVMValueRef k = addc(w, K.iv, set);
-    LLVMValueRef brow = at(w, bp, mulc(w, k, b_step)), arow = at(w, a, mulc(w, k, a_step));
-    for (int j = 0; j < NV; j++) bv[j] = vload(w, at(w, brow, i64c(w, (int64_t)j * w->vw)));
-    for (int r = 0; r < mr; r++) {
-      LLVMValueRef s = splat(w, LLVMBuildLoad2(w->b, ir->f32, at(w, arow, i64c(w, r * a_row)), ""), w->vt);
-      for (int j = 0; j < NV; j++) {
-        int i = (set * mr + r) * NV + j;
-        next[i] = ljc_fmuladd(ir, s, bv[j], K.acc[i]);
-      }
-    }
+  ljc_loop_begin(ir, &K, lo, hi, true, nacc, acc);
+  LLVMValueRef brow = at(w, bp, mulc(w, K.iv, b_step)), arow = at(w, a, mulc(w, K.iv, a_step));
+  for (int j = 0; j < nv; j++) bv[j] = vload(w, at(w, brow, i64c(w, (int64_t)j * w->vw)));
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef s = splat(w, LLVMBuildLoad2(w->b, ir->f32, at(w, arow, i64c(w, r * a_row)), ""), w->vt);
+    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bv[j], K.acc[r * nv + j]);
   }
   ljc_loop_end(ir, &K, next, acc);
 }
 
-/* A register tile: the mr rows of NV vectors at row[r] become (first ? 0 : what they hold;
- * first NULL: what they hold) +
- * Σ_{k<n} a[r·a_row + k·a_step] · (the NV vectors at b + k·b_step), the a element broadcast;
- * summed in tile_sets(mr) sets of accumulators, the k past a multiple of them into the first. */
-static void register_tile(wino *w, int mr, const LLVMValueRef *row, LLVMValueRef first, LLVMValueRef n,
+/* A register tile: the mr rows of nv vectors at row[r] (mr·nv <= MR_MAX·NV) become (first ? 0 :
+ * what they hold; first NULL: what they hold) + Σ_{k<n} a[r·a_row + k·a_step] · (the nv
+ * vectors at b + k·b_step), the a element broadcast, each sum in the order of k whatever the
+ * tile's shape: which tile an output falls in (the images a call groups, so the thread count)
+ * does not change its bits. */
+static void register_tile(wino *w, int mr, int nv, const LLVMValueRef *row, LLVMValueRef first, LLVMValueRef n,
                           LLVMValueRef a, int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
-  int nv = NV, sets = tile_sets(mr);
   LLVMValueRef acc[MR_MAX * NV];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nv; j++) {
       LLVMValueRef held = vload(w, at(w, row[r], i64c(w, (int64_t)j * w->vw)));
       acc[r * nv + j] = first ? LLVMBuildSelect(w->b, first, LLVMConstNull(w->vt), held, "") : held;
     }
-  for (int i = mr * nv; i < mr * nv * sets; i++) acc[i] = LLVMConstNull(w->vt);
-  LLVMValueRef whole = sets > 1 ? mulc(w, LLVMBuildSDiv(w->b, n, i64c(w, sets), ""), sets) : n;
-  tile_sums(w, mr, sets, acc, i64c(w, 0), whole, a, a_row, a_step, bp, b_step);
-  if (sets > 1) {
-    tile_sums(w, mr, 1, acc, whole, n, a, a_row, a_step, bp, b_step);
-    for (int set = 1; set < sets; set++)
-      for (int i = 0; i < mr * nv; i++) acc[i] = LLVMBuildFAdd(w->b, acc[i], acc[set * mr * nv + i], "");
-  }
+  tile_sums(w, mr, nv, acc, i64c(w, 0), n, a, a_row, a_step, bp, b_step);
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nv; j++) vstore(w, acc[r * nv + j], at(w, row[r], i64c(w, (int64_t)j * w->vw)));
 }
 
-/* M[e] (m) for the tiles t0 .. t0 + mr - 1 and the rows mv .. mv + NV·vw - 1 of C: V[e] (v) ·
- * U[e] (u, at those rows) over clen channels. */
-static void product_tile(wino *w, int mr, LLVMValueRef t0, LLVMValueRef mv, LLVMValueRef m, LLVMValueRef v,
+/* M[e] (m) for the tiles t0 .. t0 + mr - 1 and the rows mv .. mv + nv·vw - 1 of C: V[e] (v) ·
+ * U[e] (u, at the call's first row) over clen channels. */
+static void product_tile(wino *w, int mr, int nv, LLVMValueRef t0, LLVMValueRef mv, LLVMValueRef m, LLVMValueRef v,
                          LLVMValueRef u, LLVMValueRef clen, LLVMValueRef first) {
   LLVMValueRef row[MR_MAX];
   for (int r = 0; r < mr; r++) row[r] = at(w, m, add(w, mulc(w, addc(w, t0, r), MB), mv));
-  register_tile(w, mr, row, first, clen, at(w, v, mulc(w, t0, CB)), CB, 1, u, MB);
+  register_tile(w, mr, nv, row, first, clen, at(w, v, mulc(w, t0, CB)), CB, 1, at(w, u, mv), MB);
+}
+
+/* product_tile for the rows lo .. hi - 1 (multiples of NV·vw), nv vectors at a time, then NV. */
+static void product_rows(wino *w, int mr, int nv, LLVMValueRef t0, LLVMValueRef hi, LLVMValueRef m, LLVMValueRef v,
+                         LLVMValueRef u, LLVMValueRef clen, LLVMValueRef first) {
+  ljc_ir *ir = w->ir;
+  int64_t step = (int64_t)nv * w->vw;
+  LLVMValueRef mid = mulc(w, LLVMBuildSDiv(w->b, hi, i64c(w, step), ""), step);
+  ljc_loop Mv;
+  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mid, step, true, 0, NULL);
+  product_tile(w, mr, nv, t0, Mv.iv, m, v, u, clen, first);
+  ljc_loop_end(ir, &Mv, NULL, NULL);
+  if (nv == NV) return;
+  ljc_loop_begin_step(ir, &Mv, mid, hi, NV * w->vw, true, 0, NULL);
+  product_tile(w, mr, NV, t0, Mv.iv, m, v, u, clen, first);
+  ljc_loop_end(ir, &Mv, NULL, NULL);
 }
 
 /* M[e] for the block's count tiles and mwide rows: V[e] · U[e] over the block's clen channels
  * (U's from uc0), added to what M holds unless `first`; e a loop over the n² elements (the
  * routine compiles one product nest). The tiles go mr at a time, the last count mod mr in
  * register tiles of 4, 2 and 1 rows (MNISTNet's conv2, 9 tiles of F(5×5) an image: 8 and 1;
- * a register tile of 9 rows for it measured no faster). */
+ * a register tile of 9 rows for it measured no faster), a tile of fewer than 4 rows over more
+ * of the rows of C (4 / rows times NV vectors, as MB allows): with fewer independent sums
+ * than the FMA's latency takes to hide, its loop over k ran at a quarter of the FMA's rate
+ * (the 1-row tile of MNISTNet's conv2 took as long as half the 8-row tile's). */
 static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
                      LLVMValueRef first) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
-  ljc_loop E, Mv, Tr;
+  ljc_loop E, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
-  LLVMValueRef u = at(w, w->u, mulc(w, E.iv, PLANE(UC * MB))), v = at(w, w->v, mulc(w, E.iv, PLANE(TG * CB)));
-  LLVMValueRef m = at(w, w->m, mulc(w, E.iv, PLANE(TG * MB)));
-  ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, NV * w->vw, false, 0, NULL);
-  LLVMValueRef ut = at(w, u, add(w, mulc(w, uc0, MB), Mv.iv));
+  LLVMValueRef u = at(w, w->u, add(w, mulc(w, E.iv, PLANE(UC * MB)), mulc(w, uc0, MB)));
+  LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TG * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TG * MB)));
   ljc_loop_begin_step(ir, &Tr, i64c(w, 0), whole, w->mr, true, 0, NULL);
-  product_tile(w, w->mr, Tr.iv, Mv.iv, m, v, ut, clen, first);
+  product_rows(w, w->mr, NV, Tr.iv, mwide, m, v, u, clen, first);
   ljc_loop_end(ir, &Tr, NULL, NULL);
   for (int part = 4; part >= 1; part /= 2) {
     if (part >= w->mr) continue;
+    int nv = part >= 4 ? NV : NV * 4 / part;
+    if (nv > MB / w->vw) nv = MB / w->vw;
     LLVMValueRef has = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, rest, i64c(w, part), ""), i64c(w, 0), "");
     LLVMBasicBlockRef after = ljc_if_begin(ir, has, "wino.rest");
     LLVMValueRef t0 = add(w, whole, LLVMBuildAnd(b, rest, i64c(w, ~(int64_t)(2 * part - 1)), ""));
-    product_tile(w, part, t0, Mv.iv, m, v, ut, clen, first);
+    product_rows(w, part, nv, t0, mwide, m, v, u, clen, first);
     ljc_if_end(ir, after);
   }
-  ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
 }
 
@@ -742,7 +741,7 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
   ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
   LLVMValueRef row[MR_MAX];
   for (int r = 0; r < w->mr; r++) row[r] = at(w, du, add(w, mulc(w, addc(w, Cr.iv, r), MB), Mv.iv));
-  register_tile(w, w->mr, row, NULL, count, at(w, v, Cr.iv), 1, CB, at(w, m, Mv.iv), MB);
+  register_tile(w, w->mr, NV, row, NULL, count, at(w, v, Cr.iv), 1, CB, at(w, m, Mv.iv), MB);
   ljc_loop_end(ir, &Cr, NULL, NULL);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
