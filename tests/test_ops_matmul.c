@@ -416,7 +416,7 @@ END_TEST
 
 /* The weight gradients of test_matmul_batch_halves on `threads` threads, checked against the
  * interpreter: their values, one after another (malloc'd), and their count in *n. */
-static double *halves_gradients(int threads, int64_t *n) {
+static void *halves_gradients(int threads, int64_t *n) {
   char dir[] = "/tmp/lj_test_halves_XXXXXX";
   init_dumping(threads, NULL, true, dir);
   const int one[2] = {1, 1}, two[2] = {2, 2};
@@ -466,6 +466,19 @@ static double *halves_gradients(int threads, int64_t *n) {
   return all;
 }
 
+/* values(threads, &n) on 1, 2 and 3 threads (malloc'd): the same n elements of `size` bytes each
+ * time, bit for bit. */
+static void same_bits_on_threads(void *(*values)(int threads, int64_t *n), size_t size) {
+  int64_t n[3];
+  void *got[3];
+  for (int t = 0; t < 3; t++) got[t] = values(t + 1, &n[t]);
+  for (int t = 1; t < 3; t++) {
+    ck_assert_int_eq(n[t], n[0]);
+    ck_assert(memcmp(got[t], got[0], (size_t)n[0] * size) == 0);
+  }
+  for (int t = 0; t < 3; t++) free(got[t]);
+}
+
 /* The batch sums of weight gradients over 8 images or more are computed in two halves added
  * after (pass_matmul.c), the matmul kernel's tasks each half's rows in turn: through the
  * Winograd routine (MNISTNet's conv2 at batch 8) and the taps routine (conv1 with a max-pool
@@ -473,20 +486,11 @@ static double *halves_gradients(int threads, int64_t *n) {
  * gradient that a later kernel's nest then adds up; the window GEMM (a stride-2 convolution);
  * and an i64 batch sum, which no routine takes. Against the interpreter on 1, 2 and 3 threads
  * (a thread's range of tasks then spans the two halves), the same bits on each. */
-START_TEST(test_matmul_batch_halves) {
-  int64_t n[3];
-  double *got[3];
-  for (int t = 0; t < 3; t++) got[t] = halves_gradients(t + 1, &n[t]);
-  for (int t = 1; t < 3; t++) {
-    ck_assert_int_eq(n[t], n[0]);
-    ck_assert(memcmp(got[t], got[0], (size_t)n[0] * sizeof *got[0]) == 0);
-  }
-  for (int t = 0; t < 3; t++) free(got[t]);
-}
+START_TEST(test_matmul_batch_halves) { same_bits_on_threads(halves_gradients, sizeof(double)); }
 END_TEST
 
 /* A Winograd convolution's output and input gradient on `threads` threads (malloc'd, n floats). */
-static float *winograd_values(int threads, int64_t *n) {
+static void *winograd_values(int threads, int64_t *n) {
   tu_init_threads(threads);
   const int one[2] = {1, 1};
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(30, 40, 14, 14), TU_UNIT, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(48, 40, 3, 3), TU_UNIT, 2);
@@ -511,16 +515,7 @@ static float *winograd_values(int threads, int64_t *n) {
  * the thread's range of tasks, and the register tiles a tile's products fall in with them: its
  * sums are in the order of the channels in every register tile, so 1, 2 and 3 threads give the
  * same bits for the output and the input gradient. */
-START_TEST(test_matmul_winograd_threads) {
-  int64_t n[3];
-  float *got[3];
-  for (int t = 0; t < 3; t++) got[t] = winograd_values(t + 1, &n[t]);
-  for (int t = 1; t < 3; t++) {
-    ck_assert_int_eq(n[t], n[0]);
-    ck_assert(memcmp(got[t], got[0], (size_t)n[0] * sizeof *got[0]) == 0);
-  }
-  for (int t = 0; t < 3; t++) free(got[t]);
-}
+START_TEST(test_matmul_winograd_threads) { same_bits_on_threads(winograd_values, sizeof(float)); }
 END_TEST
 
 /* GEMM routines the session took: compiled, or from the library's precompiled ones. */
