@@ -296,6 +296,13 @@ static tblock tile_block(wino *w, LLVMValueRef rb, LLVMValueRef cs) {
   return tb;
 }
 
+/* How many images go together, up to cap tiles: those that are one block of tiles each (the
+ * grid ljc_define_winograd sets up), else 1. */
+static LLVMValueRef images_together(wino *w, int64_t cap) {
+  LLVMValueRef one_block = LLVMBuildICmp(w->b, LLVMIntEQ, mul(w, w->nrb, w->nseg), i64c(w, 1), "");
+  return LLVMBuildSelect(w->b, one_block, LLVMBuildSDiv(w->b, i64c(w, cap), mul(w, w->th, w->tw), ""), i64c(w, 1), "");
+}
+
 /* The vw-channel vectors of a block of clen channels. */
 static LLVMValueRef channel_vectors(wino *w, LLVMValueRef clen) {
   return LLVMBuildSDiv(w->b, addc(w, clen, w->vw - 1), i64c(w, w->vw), "");
@@ -830,8 +837,7 @@ static void weight_gradient(wino *w) {
   /* images that are one block of tiles go TG_DW tiles at a time, a group's tiles together in V
    * and dM: the products' sums over them run that much longer between their loads and stores
    * of dU (a 7×7 image is 4 tiles) */
-  LLVMValueRef one_block = LLVMBuildICmp(b, LLVMIntEQ, mul(w, w->nrb, w->nseg), i64c(w, 1), "");
-  LLVMValueRef per = LLVMBuildSelect(b, one_block, LLVMBuildSDiv(b, i64c(w, TG_DW), mul(w, w->th, w->tw), ""), i64c(w, 1), "");
+  LLVMValueRef per = images_together(w, TG_DW);
   LLVMValueRef ngroups = LLVMBuildSDiv(b, add(w, a[LJC_GEMM_BATCH], addc(w, per, -1)), per, "");
   ljc_loop_begin(ir, &Bl, i64c(w, 0), ngroups, false, 0, NULL);
   LLVMValueRef b0 = mul(w, Bl.iv, per), ng = smin(w, per, sub(w, a[LJC_GEMM_BATCH], b0));
@@ -888,10 +894,9 @@ static void products_by_matrix(wino *w, LLVMValueRef fn) {
   w->bi = LLVMBuildUDiv(b, r, M, ""), w->m0 = LLVMBuildURem(b, r, M, ""), w->crow0 = r;
   /* whole matrices of images of one block of tiles, the same weight: TG tiles together */
   LLVMValueRef whole = LLVMBuildSDiv(b, sub(w, end, r), M, "");
-  LLVMValueRef group = LLVMBuildSDiv(b, i64c(w, TG), mul(w, w->th, w->tw), "");
+  LLVMValueRef group = images_together(w, TG);
   LLVMValueRef grouped = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->m0, i64c(w, 0), ""),
                                       LLVMBuildICmp(b, LLVMIntEQ, w->arg[LJC_GEMM_A_SB], i64c(w, 0), ""), "");
-  grouped = LLVMBuildAnd(b, grouped, LLVMBuildICmp(b, LLVMIntEQ, mul(w, w->nrb, w->nseg), i64c(w, 1), ""), "");
   grouped = LLVMBuildAnd(b, grouped, LLVMBuildICmp(b, LLVMIntSGT, smin(w, whole, group), i64c(w, 1), ""), "");
   LLVMValueRef ng = LLVMBuildSelect(b, grouped, smin(w, whole, group), i64c(w, 1), "");
   w->len = LLVMBuildSelect(b, grouped, M, smin(w, sub(w, end, r), sub(w, M, w->m0)), "");
