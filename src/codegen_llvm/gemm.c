@@ -68,7 +68,7 @@ typedef struct gemm {
   bool a_window;                    /* A an im2col, packed from its image into apack */
   LLVMValueRef arg[LJC_GEMM_NARGS]; /* the argument block's fields */
   LLVMValueRef packed;              /* the packed panels of B: NP panels of KC rows of NV vectors */
-  LLVMValueRef apack, apos;         /* A's block of MC rows of KC, and (a_window) its k's positions */
+  LLVMValueRef apack, apos;         /* A's block of MC rows of KC, and (a_window) its k's positions and lane_base */
   /* the tiles' rows of A, for the block of rows and of k: row m at a_base + m·a_sm, its k
    * a_step apart (in apack where A is packed) */
   LLVMValueRef a_base, a_sm;
@@ -368,15 +368,21 @@ typedef struct lane_rows {
   LLVMValueRef r0, r1;      /* the lanes whose base is first's; last's, not in r0 */
 } lane_rows;
 
-/* The lane_rows of the window positions (ohs, ows) (window_positions). */
-static lane_rows lane_rows_of(gemm *g, const window_pack *w, LLVMValueRef ohs, LLVMValueRef ows, int step) {
-  ljc_ir *ir = g->ir;
+/* lane_rows' base of the window positions (ohs, ows) (window_positions). */
+static LLVMValueRef lane_base(gemm *g, const window_pack *w, LLVMValueRef ohs, LLVMValueRef ows, int step) {
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
   LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ohs, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
                                   LLVMBuildMul(b, ows, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
+  return LLVMBuildSub(b, off, step == 1 ? w->iota : LLVMBuildAdd(b, w->iota, w->iota, ""), "");
+}
+
+/* The lane_rows of a lane_base. */
+static lane_rows lane_rows_at(gemm *g, LLVMValueRef base) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
   lane_rows r;
-  r.base = LLVMBuildSub(b, off, step == 1 ? w->iota : LLVMBuildAdd(b, w->iota, w->iota, ""), "");
+  r.base = base;
   r.first = LLVMBuildExtractElement(b, r.base, ljc_const_i(ir->i32, 0), "");
   r.last = LLVMBuildExtractElement(b, r.base, ljc_const_i(ir->i32, g->vw - 1), "");
   LLVMTypeRef it = LLVMTypeOf(r.base);
@@ -390,24 +396,32 @@ static lane_rows lane_rows_of(gemm *g, const window_pack *w, LLVMValueRef ohs, L
  * elements from b0 = base + c on (row_at) for the lanes whose base is the same, the first
  * lane's row and the last lane's independently of each other, then, where rows are narrower
  * than a vector, one round for each row left between them (the least base of the lanes left);
- * the lanes not in `in` zero. Working the rows out again for every tap took 12% longer for
- * the 3×3 stride-2 convolution of window_read's comment (30.2-30.6 against 26.5-27.2 ms, one
- * thread). */
+ * the lanes not in `in` zero; when the first lane's row holds all of `in` (a vector within one
+ * row of the window positions), that read alone. Working the rows out again for every tap took
+ * 12% longer for the 3×3 stride-2 convolution of window_read's comment (30.2-30.6 against
+ * 26.5-27.2 ms, one thread). The one-row read: ResNet's 7×7 stride-2 stem (3 -> 64 channels,
+ * 224×224, batch 8; every vector within a row of 112), forward 12.8-13.2 -> 11.6-11.9 ms,
+ * weight gradient 15.8-17.1 -> 13.8-14.0 (its A packed likewise, pack_a_rows). */
 static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef plane, LLVMValueRef c, LLVMValueRef in,
                                      int step) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   LLVMTypeRef bits_t = LLVMIntTypeInContext(ir->ctx, (unsigned)g->vw), it = LLVMTypeOf(lr->base);
   LLVMValueRef row0 = LLVMBuildAnd(b, in, lr->r0, ""), row1 = LLVMBuildAnd(b, in, lr->r1, "");
-  LLVMValueRef v = LLVMBuildSelect(b, row0, row_at(g, plane, LLVMBuildAdd(b, lr->first, c, ""), row0, step),
-                                   LLVMConstNull(g->vt), "");
-  v = LLVMBuildSelect(b, row1, row_at(g, plane, LLVMBuildAdd(b, lr->last, c, ""), row1, step), v, "");
-  LLVMValueRef left = LLVMBuildAnd(b, in, LLVMBuildNot(b, LLVMBuildOr(b, lr->r0, lr->r1, ""), ""), "");
+  LLVMValueRef v0 = LLVMBuildSelect(b, row0, row_at(g, plane, LLVMBuildAdd(b, lr->first, c, ""), row0, step),
+                                    LLVMConstNull(g->vt), "");
+  LLVMValueRef others = LLVMBuildBitCast(b, LLVMBuildAnd(b, in, LLVMBuildNot(b, lr->r0, ""), ""), bits_t, "");
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef one = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef more = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.more_rows");
   LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.rows");
-  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.row");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.rows_done");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, others, LLVMConstNull(bits_t), ""), done, more);
+  LLVMPositionBuilderAtEnd(b, more);
+  LLVMValueRef v = LLVMBuildSelect(b, row1, row_at(g, plane, LLVMBuildAdd(b, lr->last, c, ""), row1, step), v0, "");
+  LLVMValueRef left = LLVMBuildAnd(b, in, LLVMBuildNot(b, LLVMBuildOr(b, lr->r0, lr->r1, ""), ""), "");
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.row");
   LLVMBuildBr(b, head);
   LLVMPositionBuilderAtEnd(b, head);
   LLVMValueRef vp = LLVMBuildPhi(b, g->vt, ""), lp = LLVMBuildPhi(b, LLVMTypeOf(in), "");
@@ -424,7 +438,9 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   LLVMAddIncoming(vp, (LLVMValueRef[]){v, v1}, (LLVMBasicBlockRef[]){pre, end}, 2);
   LLVMAddIncoming(lp, (LLVMValueRef[]){left, left1}, (LLVMBasicBlockRef[]){pre, end}, 2);
   LLVMPositionBuilderAtEnd(b, done);
-  return vp;
+  LLVMValueRef out = LLVMBuildPhi(b, g->vt, "");
+  LLVMAddIncoming(out, (LLVMValueRef[]){v0, vp}, (LLVMBasicBlockRef[]){one, head}, 2);
+  return out;
 }
 
 /* Window position vector (ohs = oh·sy - py, ows = ow·sx - px) of tap (kh, kw) of channel
@@ -505,7 +521,7 @@ static void pack_window_panels(gemm *g, void *ctx, int how) {
   lane_rows lr[NV];
   for (int j = 0; j < p->nv; j++) {
     window_positions(g, w, add(g, n0, (int64_t)j * vw), &ohs[j], &ows[j]);
-    if (rows_step(how)) lr[j] = lane_rows_of(g, w, ohs[j], ows[j], rows_step(how));
+    if (rows_step(how)) lr[j] = lane_rows_at(g, lane_base(g, w, ohs[j], ows[j], rows_step(how)));
   }
   LLVMValueRef start[3];
   tap_of(g, g->k0, start);
@@ -581,9 +597,9 @@ typedef struct a_block {
 } a_block;
 
 /* A an im2col (rows are taps, k window positions): the block of rows and of k, row after row
- * into g->apack (KC values a row), the window positions of the block's vectors of k worked
- * out first (into g->apos) and the row's tap carried along; past the block's last k, zeros up
- * to the vector's end. */
+ * into g->apack (KC values a row), the window positions of the block's vectors of k (and
+ * their lane_base, for a read by rows) worked out first (into g->apos) and the row's tap
+ * carried along; past the block's last k, zeros up to the vector's end. */
 static void pack_a_rows(gemm *g, void *ctx, int how) {
   const a_block *ab = ctx;
   ljc_ir *ir = g->ir;
@@ -594,12 +610,14 @@ static void pack_a_rows(gemm *g, void *ctx, int how) {
   LLVMValueRef nkv = LLVMBuildSDiv(b, add(g, LLVMBuildNSWSub(b, g->k1, g->k0, ""), vw - 1), ljc_i64(ir, vw), "");
   ljc_loop P, R, V;
   ljc_loop_begin(ir, &P, ljc_i64(ir, 0), nkv, false, 0, NULL);
-  LLVMValueRef ohs, ows;
-  window_positions(g, &ab->w, vadd(g, g->k0, mul(g, P.iv, vw)), &ohs, &ows);
-  LLVMValueRef at_p = mul(g, P.iv, 2 * vw);
-  LLVMSetAlignment(LLVMBuildStore(b, ohs, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &at_p, 1, "")), (unsigned)ir->vec_bytes);
-  at_p = add(g, at_p, vw);
-  LLVMSetAlignment(LLVMBuildStore(b, ows, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &at_p, 1, "")), (unsigned)ir->vec_bytes);
+  LLVMValueRef pos[3];
+  window_positions(g, &ab->w, vadd(g, g->k0, mul(g, P.iv, vw)), &pos[0], &pos[1]);
+  pos[2] = rows_step(how) ? lane_base(g, &ab->w, pos[0], pos[1], rows_step(how)) : NULL;
+  for (int h = 0; h < 3 && pos[h]; h++) {
+    LLVMValueRef at_p = add(g, mul(g, P.iv, 3 * vw), h * vw);
+    LLVMSetAlignment(LLVMBuildStore(b, pos[h], LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &at_p, 1, "")),
+                     (unsigned)ir->vec_bytes);
+  }
   ljc_loop_end(ir, &P, NULL, NULL);
   LLVMValueRef start[3];
   tap_of(g, ab->m0, start);
@@ -609,15 +627,15 @@ static void pack_a_rows(gemm *g, void *ctx, int how) {
   LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
   LLVMValueRef row = at(g, g->apack, mul(g, R.iv, KC));
   ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nkv, false, 0, NULL);
-  LLVMValueRef k = vadd(g, g->k0, mul(g, V.iv, vw)), pos[2];
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef off = add(g, mul(g, V.iv, 2 * vw), h * vw);
+  LLVMValueRef k = vadd(g, g->k0, mul(g, V.iv, vw));
+  for (int h = 0; h < (rows_step(how) ? 3 : 2); h++) {
+    LLVMValueRef off = add(g, mul(g, V.iv, 3 * vw), h * vw);
     pos[h] = LLVMBuildLoad2(b, iv, LLVMBuildInBoundsGEP2(b, ir->i32, g->apos, &off, 1, ""), "");
     LLVMSetAlignment(pos[h], (unsigned)ir->vec_bytes);
   }
   LLVMValueRef rows_in = LLVMBuildICmp(b, LLVMIntULT, ab->w.iota, splat32(g, LLVMBuildNSWSub(b, g->k1, k, "")), "");
   lane_rows lr;
-  if (rows_step(how)) lr = lane_rows_of(g, &ab->w, pos[0], pos[1], rows_step(how));
+  if (rows_step(how)) lr = lane_rows_at(g, pos[2]);
   LLVMValueRef v = window_vector(g, &ab->w, pos[0], pos[1], plane, dy, dx, k, rows_in, how, &lr);
   packed_store(g, v, at(g, row, mul(g, V.iv, vw)));
   ljc_loop_end(ir, &V, NULL, NULL);
@@ -1282,7 +1300,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->a_window) {
     g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
-    g->apos = ljc_entry_array(ir, ir->i32, 2 * (int64_t)KC);
+    g->apos = ljc_entry_array(ir, ir->i32, 3 * (int64_t)KC);
     g->a_step = ljc_i64(ir, 1);
   } else if (g->variant != LJC_GEMM_DIRECT) {
     g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
