@@ -92,9 +92,10 @@
  * one thread, in blocks of half an image, each transforming the weight again: the forward
  * product 74.7 ms -> 18.1). */
 #define MATMUL_WHOLE_K 2048
-/* Independent kernels join only when neither reads an operand transposed across its rows over
- * this many points (can_join). */
-#define TRANSPOSED_JOIN_POINTS (1 << 20)
+/* Independent kernels join only when neither reads an operand transposed across its rows with
+ * rows of more than this many bytes of lines (a line a column), which would not stay in L1
+ * for the next row to read (can_join). */
+#define TRANSPOSED_JOIN_ROW_BYTES (32 << 10)
 /* A block of one row wider than LOCAL_MAX_BYTES (softmax or cross-entropy over a vocabulary
  * of 32000 words: 125 KiB a row; a depthwise convolution's windows of a 112×112 plane, 441
  * KiB; a softmax over the 64 channels of a 56×56 image, 784 KiB) is still LOCAL up to this,
@@ -365,13 +366,35 @@ static bool independent(const ljg_program *p, const ljg_kernel *a, const ljg_ker
   return true;
 }
 
-/* Whether a nest of k over at least min_points points reads an operand transposed across its
- * rows (ljg_view_transposed_dim along one of its row dims), which the lowering reads in tiles
- * of LJG_TILE_MIN rows and more, and not in a row-fused kernel's blocks. */
-static bool reads_across_rows(const ljg_kernel *k, int64_t min_points) {
+/* The least rows of a block of a kernel of column sums (column_sums): four vectors of f32. */
+enum { COLUMN_ROWS_MIN = 64 };
+
+/* Whether k is a loops kernel of column sums: every nest a reduction in column order
+ * (ljg_column_order; the sums over rows of a layer norm's weight and bias gradients, where
+ * there are too few rows for pass_reduce.c's two stages). Its rows are columns of what it
+ * reads, so a block of R rows reads a run of R elements of each of theirs: sized like a plain
+ * row's block (a few columns where the rows are long), it read a few elements of every line
+ * from memory and summed them in vectors of as many lanes. Blocks of COLUMN_ROWS_MIN or more
+ * instead, one thread: a layer norm's weight and bias gradients over [512, 1024], blocks of
+ * 4 -> 64 columns, their kernel 1.33 -> 0.10 ms (the layer norm forward and backward 1.41 ->
+ * 0.22); the sums of x and x·y over [2048, 128], blocks of 2 -> 64, 0.91 -> 0.044 ms. */
+static bool column_sums(const ljg_kernel *k) {
+  if (k->kind != LJG_K_LOOPS || k->nnests == 0) return false;
+  for (int s = 0; s < k->nnests; s++) {
+    const ljg_nest *n = &k->nests[s];
+    if (!ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask))) return false;
+  }
+  return true;
+}
+
+/* Whether a nest of k with rows of more than min_columns points reads an operand transposed
+ * across its rows (ljg_view_transposed_dim along one of its row dims), which the lowering
+ * reads in tiles of LJG_TILE_MIN rows and more, and not in a row-fused kernel's blocks. */
+static bool reads_across_rows(const ljg_kernel *k, int64_t min_columns) {
   bool *used = ljb_xalloc((size_t)k->nexprs * sizeof *used), found = false;
   for (int s = 0; s < k->nnests && !found; s++) {
-    if (ljg_numel(k->nests[s].ndim, k->nests[s].shape) < min_points) continue;
+    const ljg_nest *n = &k->nests[s];
+    if (ljg_numel(n->ndim - n->row_dims, n->shape + n->row_dims) <= min_columns) continue;
     memset(used, 0, (size_t)k->nexprs * sizeof *used);
     ljg_nest_exprs(k, &k->nests[s], used);
     for (int e = 0; e < k->nexprs && !found; e++) {
@@ -397,10 +420,14 @@ static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel
    * rows would lose its tiles: a kept x.t() and x.t() * 2, one thread over [4096, 1024], 17
    * ms in blocks against ~1 ms apart; a convolution's weight gradient [512, 4608] added up
    * from its two halves, stored transposed, beside its bias gradient's sums, one thread,
-   * 14.0 ms in blocks of a row against 2.2 apart (below TRANSPOSED_JOIN_POINTS, as an SGD
-   * step's updates of small weights, the kernel saved costs more than the tiles would gain) */
+   * 14.0 ms in blocks of a row against 2.2 apart; ResNet-18's [256, 2304] at batch 8, 1.8 ms
+   * against ~0.3 (with rows whose lines stay in L1, TRANSPOSED_JOIN_ROW_BYTES, as an SGD
+   * step's updates of small weights, the kernel saved costs more than the tiles would gain;
+   * column sums together still go in blocks of columns, column_sums) */
   if (elementwise(a) && elementwise(b) && (reads_across_rows(a, 0) || reads_across_rows(b, 0))) return false;
-  if (independent(p, a, b) && (reads_across_rows(a, TRANSPOSED_JOIN_POINTS) || reads_across_rows(b, TRANSPOSED_JOIN_POINTS)))
+  int64_t columns = TRANSPOSED_JOIN_ROW_BYTES / 64;
+  if (independent(p, a, b) && !(column_sums(a) && column_sums(b)) &&
+      (reads_across_rows(a, columns) || reads_across_rows(b, columns)))
     return false;
   if (adds_up_rows(a, b) || multiplies_rows(p, a, b)) return true;
   if (a->ntasks != b->ntasks) return false;
@@ -644,27 +671,6 @@ static void join_task_sums(ljg_program *p) {
     if (!joined) p->kernels[out++] = *b;
   }
   p->nkernels = out;
-}
-
-/* The least rows of a block of a kernel of column sums (column_sums): four vectors of f32. */
-enum { COLUMN_ROWS_MIN = 64 };
-
-/* Whether k is a loops kernel of column sums: every nest a reduction in column order
- * (ljg_column_order; the sums over rows of a layer norm's weight and bias gradients, where
- * there are too few rows for pass_reduce.c's two stages). Its rows are columns of what it
- * reads, so a block of R rows reads a run of R elements of each of theirs: sized like a plain
- * row's block (a few columns where the rows are long), it read a few elements of every line
- * from memory and summed them in vectors of as many lanes. Blocks of COLUMN_ROWS_MIN or more
- * instead, one thread: a layer norm's weight and bias gradients over [512, 1024], blocks of
- * 4 -> 64 columns, their kernel 1.33 -> 0.10 ms (the layer norm forward and backward 1.41 ->
- * 0.22); the sums of x and x·y over [2048, 128], blocks of 2 -> 64, 0.91 -> 0.044 ms. */
-static bool column_sums(const ljg_kernel *k) {
-  if (k->kind != LJG_K_LOOPS || k->nnests == 0) return false;
-  for (int s = 0; s < k->nnests; s++) {
-    const ljg_nest *n = &k->nests[s];
-    if (!ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask))) return false;
-  }
-  return true;
 }
 
 void ljg_fuse_rows(ljg_program *p) {
