@@ -1482,6 +1482,15 @@ bool ljc_gemm_writes_window(const ljg_kernel *k) {
   return r >= 0 && r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX;
 }
 
+bool ljc_gemm_rows_outer(const ljg_kernel *k) {
+  int r = ljc_gemm_routine(k), variant = r % LJC_GEMM_NVARIANTS;
+  if (r < 0 || (variant != LJC_GEMM_WINOGRAD && variant != LJC_GEMM_WINOGRAD_DX) || k->nnests || k->mm_b < 2 ||
+      (k->row_block && !ljc_gemm_in_one_call(k)) || k->views[k->exprs[k->mm_a].view].v[0].stride[0])
+    return false;
+  bool dx = variant == LJC_GEMM_WINOGRAD_DX;
+  return ljc_winograd_images_go_together(winograd_tm(r), dx ? k->win_img[2] : k->mm_oh, dx ? k->win_img[3] : k->mm_ow);
+}
+
 int ljc_gemm_routine(const ljg_kernel *k) {
   if (k->kind != LJG_K_MATMUL || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64)) return -1;
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
@@ -1810,6 +1819,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   for (int i = LJC_GEMM_IMG_SC; i < LJC_GEMM_NARGS; i++) arg[i] = ljc_i64(ir, win[i - LJC_GEMM_IMG_SC]);
   arg[LJC_GEMM_LDC] = arg[LJC_GEMM_N];
   arg[LJC_GEMM_COL_TASKS] = ljc_i64(ir, k->mm_col_tasks);
+  arg[LJC_GEMM_ROWS_OUTER] = ljc_i64(ir, ljc_gemm_rows_outer(k));
   char name[32];
   ljc_gemm_routine_name(routine, name);
   LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);

@@ -237,7 +237,9 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
  * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
  * NULL and 0 for the others. LDC: the elements between C's rows (N but in a call by column
  * tasks). COL_TASKS (ljg_kernel.mm_col_tasks): 0, or [BEGIN, END) are blocks of that many
- * columns, computed for every row (the taps routine's always are). BIAS: NULL, or what every
+ * columns, computed for every row (the taps routine's always are). ROWS_OUTER: 0, or 1 for
+ * the WINOGRAD and WINOGRAD_DX variants when [BEGIN, END) number C's rows m·BATCH + b, row m
+ * of every matrix in turn (ljc_gemm_rows_outer). BIAS: NULL, or what every
  * element of row m of C's matrix b starts from, BIAS[b·BIAS_SB + m·BIAS_SM] (a convolution's bias;
  * ljc_gemm_bias), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW
  * and WINOGRAD variants; NULL and zeros for the others). BSUM: NULL, or where the
@@ -254,7 +256,7 @@ enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_A_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
-  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS,
+  LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS, LJC_GEMM_ROWS_OUTER,
   LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
@@ -302,6 +304,11 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
 /* Whether the kernel's routine writes what its window (a col2im) would: the window is not
  * emitted then. */
 bool ljc_gemm_writes_window(const ljg_kernel *k);
+/* Whether the kernel's tasks number C's rows row by row of all its matrices (m·B + b; the
+ * argument block's ROWS_OUTER): a Winograd forward product or input gradient that takes a
+ * thread's whole range in one call (no nests, no blocks: ljc_gemm_in_one_call, or no row
+ * blocks), the same weight for every matrix, over images that go together. */
+bool ljc_gemm_rows_outer(const ljg_kernel *k);
 /* The LOAD of a bias the kernel's routine starts C's rows from, or -1: when the kernel's
  * first nest computes nothing but C plus a value for each row of C (a convolution's bias),
  * C read by nothing else, so that the routine can write the sum into that nest's slot and
@@ -328,6 +335,9 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
 void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm);
 /* The bytes of the argument block's WORK area of such a routine. */
 int64_t ljc_winograd_work_bytes(int tm);
+/* Whether images of oh × ow outputs go several at a time through such a routine of tm × tm
+ * tiles (each one block of its tiles). */
+bool ljc_winograd_images_go_together(int tm, int64_t oh, int64_t ow);
 
 /* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW (f32). */
 void ljc_define_taps_dw(ljc_ir *ir, const char *name);

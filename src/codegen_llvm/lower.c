@@ -1304,6 +1304,7 @@ char *ljc_lowering_text(const ljg_program *p) {
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
+    if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
     if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
     int64_t part = nest_part_rows(p, k);
     if (part) ljb_str_printf(&line, "; its nests run on %lld rows of a block at a time", (long long)part);
