@@ -167,7 +167,8 @@ static void init_dumping(int threads, const char *cpu, bool winograd, char *dir)
  * transformed weight kept from one block to the next); and their input and weight
  * gradients, through its variants for them; 20 images of one block of tiles each (7×7: 4
  * tiles) with more channels than the routine's U holds (136), their products 16 images at a
- * time and then 4, the threads' ranges cutting some images' rows; a weight stored [C, 3, 3,
+ * time and then 4, the threads' ranges cutting some images' rows (the input gradient's 136
+ * rows, more than a block's, row by row of every image); a weight stored [C, 3, 3,
  * O] (its taps O apart: gathered for the transform). Against the interpreter, for
  * the host, AVX2 and SSE2. */
 START_TEST(test_matmul_winograd) {
@@ -243,6 +244,8 @@ START_TEST(test_matmul_winograd) {
   ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd5; its col2im not run"));
   /* 30×30 planes of 72 rows (259 KB of C an image) had blocks sized for a C it never stores */
   ck_assert(tu_dir_has(dir, ".kernels.txt", "the image; no blocks: the routine takes a thread's planes in one call"));
+  /* 136 rows of 20 images of 7×7 (the input gradient of x10) go row by row of every image */
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "one call; its tasks go row by row of every image"));
   ck_assert(!tu_dir_has(dir, "_dx.o", NULL));
   ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd_dw.o", NULL));
   ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd5_dw.o", NULL));
@@ -493,7 +496,7 @@ END_TEST
 static void *winograd_values(int threads, int64_t *n) {
   tu_init_threads(threads);
   const int one[2] = {1, 1};
-  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(30, 40, 14, 14), TU_UNIT, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(48, 40, 3, 3), TU_UNIT, 2);
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(30, 72, 14, 14), TU_UNIT, 1), *w = tu_tensor(LJ_F32, LJ_SHAPE(80, 72, 3, 3), TU_UNIT, 2);
   ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
   lj_tensor *y = lj_conv2d(x, w, NULL, NULL, one, NULL, 1);
   lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_UNIT, 3);
@@ -514,7 +517,8 @@ static void *winograd_values(int threads, int64_t *n) {
  * 14×14: 9 tiles of F(5×5), 7 images at a time), so that the images a call groups depend on
  * the thread's range of tasks, and the register tiles a tile's products fall in with them: its
  * sums are in the order of the channels in every register tile, so 1, 2 and 3 threads give the
- * same bits for the output and the input gradient. */
+ * same bits for the output and the input gradient. With more rows than a block's (80 and 72
+ * channels), the tasks go row by row of every image, the ranges of 3 threads cutting rows. */
 START_TEST(test_matmul_winograd_threads) { same_bits_on_threads(winograd_values, sizeof(float)); }
 END_TEST
 

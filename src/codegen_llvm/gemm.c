@@ -1488,7 +1488,8 @@ bool ljc_gemm_rows_outer(const ljg_kernel *k) {
       (k->row_block && !ljc_gemm_in_one_call(k)) || k->views[k->exprs[k->mm_a].view].v[0].stride[0])
     return false;
   bool dx = variant == LJC_GEMM_WINOGRAD_DX;
-  return ljc_winograd_images_go_together(winograd_tm(r), dx ? k->win_img[2] : k->mm_oh, dx ? k->win_img[3] : k->mm_ow);
+  return ljc_winograd_rows_outer(winograd_tm(r), dx ? k->win_img[2] : k->mm_oh, dx ? k->win_img[3] : k->mm_ow,
+                                 dx ? k->win_img[1] : k->mm_m);
 }
 
 int ljc_gemm_routine(const ljg_kernel *k) {

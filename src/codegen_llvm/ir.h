@@ -307,7 +307,7 @@ bool ljc_gemm_writes_window(const ljg_kernel *k);
 /* Whether the kernel's tasks number C's rows row by row of all its matrices (m·B + b; the
  * argument block's ROWS_OUTER): a Winograd forward product or input gradient that takes a
  * thread's whole range in one call (no nests, no blocks: ljc_gemm_in_one_call, or no row
- * blocks), the same weight for every matrix, over images that go together. */
+ * blocks), the same weight for every matrix, where ljc_winograd_rows_outer says. */
 bool ljc_gemm_rows_outer(const ljg_kernel *k);
 /* The LOAD of a bias the kernel's routine starts C's rows from, or -1: when the kernel's
  * first nest computes nothing but C plus a value for each row of C (a convolution's bias),
@@ -335,9 +335,10 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
 void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm);
 /* The bytes of the argument block's WORK area of such a routine. */
 int64_t ljc_winograd_work_bytes(int tm);
-/* Whether images of oh × ow outputs go several at a time through such a routine of tm × tm
- * tiles (each one block of its tiles). */
-bool ljc_winograd_images_go_together(int tm, int64_t oh, int64_t ow);
+/* Whether such a routine of tm × tm tiles should number a product's tasks row by row of all
+ * its matrices (ROWS_OUTER, rows_outer in winograd.c): images of oh × ow outputs that go
+ * several at a time (each one block of its tiles), more rows than a block's. */
+bool ljc_winograd_rows_outer(int tm, int64_t oh, int64_t ow, int64_t rows);
 
 /* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW (f32). */
 void ljc_define_taps_dw(ljc_ir *ir, const char *name);

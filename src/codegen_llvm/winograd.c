@@ -296,9 +296,9 @@ static tblock tile_block(wino *w, LLVMValueRef rb, LLVMValueRef cs) {
   return tb;
 }
 
-bool ljc_winograd_images_go_together(int tm, int64_t oh, int64_t ow) {
+bool ljc_winograd_rows_outer(int tm, int64_t oh, int64_t ow, int64_t rows) {
   int64_t th = (oh + tm - 1) / tm, tw = (ow + tm - 1) / tm; /* one block: one segment, one row block */
-  return tw <= TB && th <= TB / tw && TG / (th * tw) > 1;
+  return tw <= TB && th <= TB / tw && TG / (th * tw) > 1 && rows > MB;
 }
 
 /* How many images go together, up to cap tiles: those that are one block of tiles each (the
@@ -878,10 +878,12 @@ static void weight_gradient(wino *w) {
 
 /* The task range [r, end) numbered m·B + b (ROWS_OUTER): from row m of matrix b, the rows
  * of every matrix from there (whole rows of all the matrices, or the rest of row m's), their
- * images the most that go together at a time, so that a thread transforms only its rows'
- * part of the weight: 512 channels on 7×7 at batch 8, whose images one thread's range held
- * all of, where two threads took 4 images each and both transformed all of U, the forward
- * product 5.2 ms on one thread, 4.5 on two -> ... */
+ * images the most that go together at a time. A thread then transforms only its rows' part of
+ * the weight, and the inputs as often as before where there are more rows than a block's (MB:
+ * V is transformed again for every block of rows; with fewer, each thread would transform
+ * every image's): 512 channels on 7×7 at batch 8, where two threads took 4 images each and
+ * both transformed all of U, two threads' forward product 4.5 -> 2.7 ms (one thread's 5.2),
+ * the input gradient 3.8 -> 2.8. */
 static void rows_outer(wino *w, LLVMValueRef fn, LLVMValueRef cin) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
