@@ -661,9 +661,9 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef t0, LLVMValueRef mb0
   copy_out(w, tb, mb0, mlen);
 }
 
-/* Rows m0 .. m0 + len - 1 of the ng matrices from bi into C's rows from crow0 (ng > 1: whole
- * matrices, m0 0, each image one block of tiles, the same weight for all): their tiles' products
- * go together, image after image in V and M, so that a block of U serves them all. U is kept
+/* Rows m0 .. m0 + len - 1 of the ng matrices from bi into C's rows from crow0 (ng > 1: each
+ * image one block of tiles, the same weight for all): their tiles' products go together,
+ * image after image in V and M, so that a block of U serves them all. U is kept
  * from the last call's when it is the one block of rows and channels both need (the same
  * weight for every matrix, A's batch stride 0, as a convolution's): w->u_m0 and w->u_rows say
  * which rows it holds, u_rows -1 for none. */
@@ -876,25 +876,37 @@ static void weight_gradient(wino *w) {
   ljc_loop_end(ir, &Cb, NULL, NULL);
 }
 
-/* The task range [r, end) numbered m·B + b (ROWS_OUTER): from row m of matrix b, the rows
- * of every matrix from there (whole rows of all the matrices, or the rest of row m's), their
+/* The calls of matrices from task r of the range [BEGIN, END) on, numbered b·M + m: the
+ * rest of one matrix's rows, or whole matrices of images of one block of tiles with the same
+ * weight, up to TG tiles together. Returns the task after them. */
+static LLVMValueRef by_matrix(wino *w, LLVMValueRef r, LLVMValueRef cin) {
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef end = w->arg[LJC_GEMM_END], M = w->arg[LJC_GEMM_M];
+  w->bi = LLVMBuildUDiv(b, r, M, ""), w->m0 = LLVMBuildURem(b, r, M, ""), w->crow0 = r;
+  LLVMValueRef whole = LLVMBuildSDiv(b, sub(w, end, r), M, "");
+  LLVMValueRef group = images_together(w, TG);
+  LLVMValueRef grouped = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->m0, i64c(w, 0), ""),
+                                      LLVMBuildICmp(b, LLVMIntEQ, w->arg[LJC_GEMM_A_SB], i64c(w, 0), ""), "");
+  grouped = LLVMBuildAnd(b, grouped, LLVMBuildICmp(b, LLVMIntSGT, smin(w, whole, group), i64c(w, 1), ""), "");
+  LLVMValueRef ng = LLVMBuildSelect(b, grouped, smin(w, whole, group), i64c(w, 1), "");
+  w->len = LLVMBuildSelect(b, grouped, M, smin(w, sub(w, end, r), sub(w, M, w->m0)), "");
+  matrices(w, cin, ng);
+  return add(w, r, mul(w, ng, w->len));
+}
+
+/* As by_matrix, the range numbered m·B + b (ROWS_OUTER): from row m of matrix b, the rows of
+ * every matrix from there (whole rows of all the matrices, or the rest of row m's), their
  * images the most that go together at a time. A thread then transforms only its rows' part of
  * the weight, and the inputs as often as before where there are more rows than a block's (MB:
  * V is transformed again for every block of rows; with fewer, each thread would transform
  * every image's): 512 channels on 7×7 at batch 8, where two threads took 4 images each and
- * both transformed all of U, two threads' forward product 4.5 -> 2.7 ms (one thread's 5.2),
- * the input gradient 3.8 -> 2.8. */
-static void rows_outer(wino *w, LLVMValueRef fn, LLVMValueRef cin) {
+ * both transformed all of U, two threads' forward product 3.3-3.7 -> 2.9-3.0 ms (one
+ * thread's 5.2), the input gradient 3.0-3.2 -> 2.9-3.1. */
+static LLVMValueRef rows_outer(wino *w, LLVMValueRef r, LLVMValueRef cin) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef begin = w->arg[LJC_GEMM_BEGIN], end = w->arg[LJC_GEMM_END];
-  LLVMValueRef M = w->arg[LJC_GEMM_M], B = w->arg[LJC_GEMM_BATCH], group = images_together(w, TG);
-  LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.rows");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.rows_done");
-  LLVMBuildCondBr(b, lt(w, begin, end), head, done);
-  LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
+  LLVMValueRef end = w->arg[LJC_GEMM_END], M = w->arg[LJC_GEMM_M], B = w->arg[LJC_GEMM_BATCH];
+  LLVMValueRef group = images_together(w, TG);
   LLVMValueRef m = LLVMBuildUDiv(b, r, B, ""), b0 = LLVMBuildURem(b, r, B, "");
   LLVMValueRef whole = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntEQ, b0, i64c(w, 0), ""),
                                        LLVMBuildSDiv(b, sub(w, end, r), B, ""), i64c(w, 0), "");
@@ -907,7 +919,22 @@ static void rows_outer(wino *w, LLVMValueRef fn, LLVMValueRef cin) {
   w->bi = add(w, b0, first), w->m0 = m, w->len = len, w->crow0 = add(w, mul(w, w->bi, M), m);
   matrices(w, cin, smin(w, group, sub(w, count, first)));
   ljc_loop_end(ir, &G, NULL, NULL);
-  LLVMValueRef r_next = add(w, r, LLVMBuildSelect(b, all, mul(w, len, B), count, ""));
+  return add(w, r, LLVMBuildSelect(b, all, mul(w, len, B), count, ""));
+}
+
+/* The task range [BEGIN, END), step(w, r, cin) from each task r it returns on. */
+static void over_range(wino *w, LLVMValueRef fn, LLVMValueRef (*step)(wino *, LLVMValueRef, LLVMValueRef),
+                       LLVMValueRef cin) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef begin = w->arg[LJC_GEMM_BEGIN], end = w->arg[LJC_GEMM_END];
+  LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
+  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrix");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrices");
+  LLVMBuildCondBr(b, lt(w, begin, end), head, done);
+  LLVMPositionBuilderAtEnd(b, head);
+  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
+  LLVMValueRef r_next = step(w, r, cin);
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
   LLVMBuildCondBr(b, lt(w, r_next, end), head, done);
   LLVMAddIncoming(r, &begin, &entry, 1);
@@ -915,9 +942,8 @@ static void rows_outer(wino *w, LLVMValueRef fn, LLVMValueRef cin) {
   LLVMPositionBuilderAtEnd(b, done);
 }
 
-/* The forward product's and the input gradient's matrices, the task range's one matrix's run
- * of rows at a time (or rows_outer); U kept in the calling kernel's frame (WORK) from one call
- * to the next. */
+/* The forward product's and the input gradient's matrices (by_matrix, or rows_outer); U kept
+ * in the calling kernel's frame (WORK) from one call to the next. */
 static void products_by_matrix(wino *w, LLVMValueRef fn) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
@@ -931,32 +957,10 @@ static void products_by_matrix(wino *w, LLVMValueRef fn) {
   LLVMValueRef cin = LLVMBuildSDiv(b, w->arg[LJC_GEMM_K], i64c(w, 9), "");
   LLVMValueRef outer = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_ROWS_OUTER], i64c(w, 0), "");
   LLVMBasicBlockRef after = ljc_if_begin(ir, outer, "wino.rows_outer");
-  rows_outer(w, fn, cin);
+  over_range(w, fn, rows_outer, cin);
   LLVMBuildRetVoid(b);
   LLVMPositionBuilderAtEnd(b, after);
-  LLVMValueRef begin = w->arg[LJC_GEMM_BEGIN], end = w->arg[LJC_GEMM_END], M = w->arg[LJC_GEMM_M];
-  LLVMBasicBlockRef entry = LLVMGetInsertBlock(b);
-  LLVMBasicBlockRef head = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrix");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "wino.matrices");
-  LLVMBuildCondBr(b, lt(w, begin, end), head, done);
-  LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef r = LLVMBuildPhi(b, ir->i64, "row");
-  w->bi = LLVMBuildUDiv(b, r, M, ""), w->m0 = LLVMBuildURem(b, r, M, ""), w->crow0 = r;
-  /* whole matrices of images of one block of tiles, the same weight: TG tiles together */
-  LLVMValueRef whole = LLVMBuildSDiv(b, sub(w, end, r), M, "");
-  LLVMValueRef group = images_together(w, TG);
-  LLVMValueRef grouped = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, w->m0, i64c(w, 0), ""),
-                                      LLVMBuildICmp(b, LLVMIntEQ, w->arg[LJC_GEMM_A_SB], i64c(w, 0), ""), "");
-  grouped = LLVMBuildAnd(b, grouped, LLVMBuildICmp(b, LLVMIntSGT, smin(w, whole, group), i64c(w, 1), ""), "");
-  LLVMValueRef ng = LLVMBuildSelect(b, grouped, smin(w, whole, group), i64c(w, 1), "");
-  w->len = LLVMBuildSelect(b, grouped, M, smin(w, sub(w, end, r), sub(w, M, w->m0)), "");
-  matrices(w, cin, ng);
-  LLVMValueRef r_next = add(w, r, mul(w, ng, w->len));
-  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-  LLVMBuildCondBr(b, lt(w, r_next, end), head, done);
-  LLVMAddIncoming(r, &begin, &entry, 1);
-  LLVMAddIncoming(r, &r_next, &latch, 1);
-  LLVMPositionBuilderAtEnd(b, done);
+  over_range(w, fn, by_matrix, cin);
 }
 
 void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm) {
