@@ -68,6 +68,8 @@
 enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
 enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
 enum { DU_ROWS = CB + MR_MAX };
+/* The most elements of an image whose copy prefetches the next image (prefetch_ahead). */
+enum { PREFETCH_IMAGE_MAX = 128 << 10 };
 /* The elements between the buffers' planes of the n² e: a cache line more than a plane holds.
  * At a multiple of 4 KiB the loads or stores of one tile's elements all fall in one L1 set
  * (8 ways): measured, one thread, conv2 at batch 64, the input gradient 3.65 -> 3.35 ms, the
@@ -314,20 +316,35 @@ static LLVMValueRef channel_vectors(wino *w, LLVMValueRef clen) {
 }
 
 /* An image of one matrix: element (c, y, x) at base + c·sc + y·sh + x·sw, h × wd positions;
- * the next matrix's image `next` elements on, prefetched into L2 while this one is read (the
- * loads of the copy to channels last waited on L3 without it: measured on MNISTNet's conv2 at
- * batch 64, fastest of 200 runs, one thread, the weight gradient 2.41-2.60 -> 1.92-2.05 ms,
- * the input gradient 2.27-2.43 -> 2.10-2.22, the forward product 2.28-2.32 -> 2.18-2.26). */
+ * what lies `next` elements on is prefetched into L2 while this is read (prefetch_ahead:
+ * mostly the next matrix's image; the loads of the copy to channels last waited on L3 without
+ * it: measured on MNISTNet's conv2 at batch 64, fastest of 200 runs, one thread, the weight
+ * gradient 2.41-2.60 -> 1.92-2.05 ms, the input gradient 2.27-2.43 -> 2.10-2.22, the forward
+ * product 2.28-2.32 -> 2.18-2.26). */
 typedef struct image {
   LLVMValueRef base, sc, sh, sw, h, wd, next;
 } image;
+
+/* The elements from an image's element to the one the copy to channels last prefetches with
+ * it (image.next), for images sb elements apart, rows sh: the next image's, or, for an image
+ * of more than one block of tiles and over PREFETCH_IMAGE_MAX elements, two blocks' rows on in
+ * the same image, whose next image would not stay in L2 beside it and U. 64 channels of 56×56
+ * (800 KB), one thread, fastest of 70 runs, five alternated pairs: forward 3.84-4.22 ->
+ * 3.62-3.83 ms, input gradient 3.88-4.23 -> 3.55-3.88, weight gradient 4.51-4.99 -> 4.20-4.31;
+ * 128 channels of 28×28 (400 KB) as fast or slower that way, so they keep the next image. */
+static LLVMValueRef prefetch_ahead(wino *w, LLVMValueRef sb, LLVMValueRef sh) {
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef blocks = LLVMBuildICmp(b, LLVMIntSGT, mul(w, w->nrb, w->nseg), i64c(w, 1), "");
+  LLVMValueRef big = LLVMBuildAnd(b, blocks, LLVMBuildICmp(b, LLVMIntSGT, sb, i64c(w, PREFETCH_IMAGE_MAX), ""), "");
+  return LLVMBuildSelect(b, big, mul(w, sh, mulc(w, w->rows_per, 2 * w->tm)), sb, "");
+}
 
 /* The image operand B of a convolution (or A, im2col of the weight gradient's) for matrix bi. */
 static image operand_image(wino *w, int operand, LLVMValueRef bi) {
   const LLVMValueRef *a = w->arg;
   LLVMValueRef base = at(w, a[operand], mul(w, bi, a[operand + 1]));
   return (image){base, a[LJC_GEMM_IMG_SC], a[LJC_GEMM_IMG_SH], a[LJC_GEMM_IMG_SW], a[LJC_GEMM_IMG_H], a[LJC_GEMM_IMG_W],
-                 a[operand + 1]};
+                 prefetch_ahead(w, a[operand + 1], a[LJC_GEMM_IMG_SH])};
 }
 
 /* dst[(Y·cols + X)·run + c] = the image's (c0 + c, y0 + Y, x0 + X) for Y < rows, X < cols and c
@@ -854,7 +871,7 @@ static void weight_gradient(wino *w) {
   LLVMValueRef bi = add(w, b0, G.iv), t0 = mul(w, G.iv, tb.count);
   image x = operand_image(w, LJC_GEMM_A, bi);
   image dy = {at(w, a[LJC_GEMM_B], mul(w, bi, a[LJC_GEMM_B_SB])), a[LJC_GEMM_B_SN], mul(w, w->ow, a[LJC_GEMM_B_SK]),
-              a[LJC_GEMM_B_SK], w->oh, w->ow, a[LJC_GEMM_B_SB]};
+              a[LJC_GEMM_B_SK], w->oh, w->ow, prefetch_ahead(w, a[LJC_GEMM_B_SB], mul(w, w->ow, a[LJC_GEMM_B_SK]))};
   gather_block(w, &x, &tb, cb0, clen);
   inputs(w, &tb, clen, t0);
   channels_last(w, &dy, mulc(w, tb.ty0, w->tm), mulc(w, tb.tx0, w->tm), mulc(w, tb.nr, w->tm), mulc(w, tb.nc, w->tm), mb0, mlen,
