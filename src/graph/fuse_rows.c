@@ -425,7 +425,7 @@ static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel
    * step's updates of small weights, the kernel saved costs more than the tiles would gain;
    * column sums together still go in blocks of columns, column_sums) */
   if (elementwise(a) && elementwise(b) && (reads_across_rows(a, 0) || reads_across_rows(b, 0))) return false;
-  int64_t columns = TRANSPOSED_JOIN_ROW_BYTES / 64;
+  int64_t columns = TRANSPOSED_JOIN_ROW_BYTES / 64; /* a line of 64 bytes a column */
   if (independent(p, a, b) && !(column_sums(a) && column_sums(b)) &&
       (reads_across_rows(a, columns) || reads_across_rows(b, columns)))
     return false;
