@@ -108,6 +108,52 @@ static bool setup_sgd(bench_state *s) {
   return s->opt != NULL;
 }
 
+/* ResNet-18's basic blocks (torchvision's resnet18) after its stem: each block's output
+ * channels and stride; a block of stride 2 takes its shortcut through a 1x1 projection. */
+static const struct {
+  int64_t c;
+  int stride;
+} resnet18_blocks[8] = {{64, 1}, {64, 1}, {128, 2}, {128, 1}, {256, 2}, {256, 1}, {512, 2}, {512, 1}};
+
+/* A convolution without bias (PyTorch's init) and its batch norm: weight, norm weight and bias
+ * (ones, zeros) in p[], the running mean and variance (zeros, ones) in in[] after *nin. */
+static bool add_conv_bn(bench_state *s, int *nin, int64_t cin, int64_t cout, int k) {
+  lj_tensor *unused = NULL;
+  if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){k, k}, 1, false, &s->p[s->np], &unused) != LJ_OK)
+    return false;
+  s->p[s->np + 1] = lj_ones(s->d, LJ_F32, LJ_SHAPE(cout));
+  s->p[s->np + 2] = lj_zeros(s->d, LJ_F32, LJ_SHAPE(cout));
+  s->in[*nin] = lj_zeros(s->d, LJ_F32, LJ_SHAPE(cout));
+  s->in[*nin + 1] = lj_ones(s->d, LJ_F32, LJ_SHAPE(cout));
+  s->np += 3;
+  *nin += 2;
+  return all_set(s->p + s->np - 2, 2) && all_set(s->in + *nin - 2, 2) &&
+         lj_tensor_set_requires_grad(s->p[s->np - 2], true) == LJ_OK &&
+         lj_tensor_set_requires_grad(s->p[s->np - 1], true) == LJ_OK;
+}
+
+/* ResNet-18 with SGD, n = {B, H}: images [B, 3, H, H], labels of 1000 classes, the stem's
+ * and the blocks' convolutions and batch norms in the order resnet18_step walks them, and
+ * the classifier. */
+static bool setup_resnet18(const workload *w, bench_state *s) {
+  int nin = 2;
+  if (!add_conv_bn(s, &nin, 3, 64, 7)) return false;
+  int64_t cin = 64;
+  for (int i = 0; i < 8; i++) {
+    int64_t c = resnet18_blocks[i].c;
+    if (!add_conv_bn(s, &nin, cin, c, 3) || !add_conv_bn(s, &nin, c, c, 3) ||
+        (resnet18_blocks[i].stride > 1 && !add_conv_bn(s, &nin, cin, c, 1)))
+      return false;
+    cin = c;
+  }
+  if (lj_nn_linear_init(s->d, LJ_F32, 512, 1000, true, &s->p[s->np], &s->p[s->np + 1]) != LJ_OK) return false;
+  s->np += 2;
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], 3, w->n[1], w->n[1]));
+  s->in[1] = rand_labels(s, w->n[0], 1000);
+  return all_set(s->in, nin) && lj_sync_tensors(nin, s->in) == LJ_OK && lj_sync_tensors(s->np, s->p) == LJ_OK &&
+         setup_sgd(s);
+}
+
 /* Q, K and V, each [n[0], n[1], n[2]] (batch × heads, tokens, head size). */
 static bool setup_attention(const workload *w, bench_state *s) {
   for (int i = 0; i < 3; i++) s->in[i] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1], w->n[2]));
@@ -378,6 +424,36 @@ static void cnn_step(const workload *w, bench_state *s) {
   train(s, lj_linear(h, p[6], p[7]));
 }
 
+/* The next convolution of setup_resnet18's order and its batch norm, training (the running
+ * statistics updated in place, as PyTorch's BatchNorm2d in train mode). */
+typedef struct resnet_walk {
+  bench_state *s;
+  int p, in;
+} resnet_walk;
+
+static lj_tensor *conv_bn(resnet_walk *k, lj_tensor *x, int stride, int pad) {
+  lj_tensor *const *p = k->s->p + k->p, *const *stats = k->s->in + k->in;
+  k->p += 3;
+  k->in += 2;
+  x = lj_conv2d(x, p[0], NULL, (const int[]){stride, stride}, (const int[]){pad, pad}, NULL, 1);
+  return lj_batch_norm(x, stats[0], stats[1], p[1], p[2], true, 0.1, 1e-5);
+}
+
+static void resnet18_step(const workload *w, bench_state *s) {
+  static const int k3[2] = {3, 3};
+  lj_optim_zero_grad(s->opt);
+  resnet_walk k = {s, 0, 2};
+  lj_tensor *h = lj_max_pool2d(lj_relu(conv_bn(&k, s->in[0], 2, 3)), k3, pool2, pad1);
+  for (int i = 0; i < 8; i++) {
+    int stride = resnet18_blocks[i].stride;
+    lj_tensor *y = lj_relu(conv_bn(&k, h, stride, 1));
+    y = conv_bn(&k, y, 1, 1);
+    h = lj_relu(lj_add(y, stride > 1 ? conv_bn(&k, h, stride, 0) : h));
+  }
+  h = lj_mean(h, 2, (const int[]){2, 3}, false);
+  train(s, lj_linear(h, s->p[k.p], s->p[k.p + 1]));
+}
+
 /* ---- the table ---------------------------------------------------------------------- */
 
 #define MM(m, n, k, trans) {m, n, k, trans}, setup_matmul, matmul, 0, 2.0 * (m) * (n) * (k)
@@ -388,6 +464,13 @@ static void cnn_step(const workload *w, bench_state *s) {
 /* a transformer block's products, forward (its linear layers' 12·C² multiply-adds a token, and
  * attention's Q·Kᵀ and P·V over every pair of tokens) and backward (both operands' gradients) */
 #define TRANSFORMER_FLOPS(b, t, c) (3.0 * (24.0 * (b) * (t) * (c) * (c) + 4.0 * (b) * (t) * (t) * (c)))
+/* ResNet-18's multiply-adds an image at 224x224: the stem, stage 1's four 3x3 convolutions,
+ * and for stages 2-4 a strided 3x3, three more and the 1x1 projection, then the classifier */
+#define RESNET18_MACS                                                                         \
+  (3.0 * 64 * 49 * 112 * 112 + 4.0 * 64 * 64 * 9 * 56 * 56 +                                  \
+   3 * (0.5 * 9 + 3 * 9 + 0.5) * (128.0 * 128 * 28 * 28) + 512.0 * 1000)
+/* forward, the weight gradients and the input gradients but the stem's (the data needs none) */
+#define RESNET18_FLOPS(b) (2.0 * (b) * (3 * RESNET18_MACS - 3.0 * 64 * 49 * 112 * 112))
 #define CNN_FLOPS(b)                                                                                    \
   (3.0 * (CONV_FLOPS(b, 1, 32, 28) + CONV_FLOPS(b, 32, 64, 14) + 2.0 * (b) * (3136 * 128 + 128 * 10)) - \
    CONV_FLOPS(b, 1, 32, 28))
@@ -457,6 +540,8 @@ const workload bench_workloads[] = {
     {"mlp_step_b128", "MLP 784-512-512-10 training step, SGD", {128}, setup_mlp, mlp_step, 0, MLP_FLOPS(128)},
     {"cnn_step_b64", "MNISTNet training step, SGD", {64}, setup_cnn, cnn_step, 0, CNN_FLOPS(64)},
     {"cnn_step_b128", "MNISTNet training step, SGD", {128}, setup_cnn, cnn_step, 0, CNN_FLOPS(128)},
+    {"resnet18_step_b8", "ResNet-18 training step, SGD, 8x3x224x224, 1000 classes", {8, 224}, setup_resnet18,
+     resnet18_step, 0, RESNET18_FLOPS(8)},
     {"graph500", "500-node elementwise graph on 16 floats: cached sync cost", {16, 1}, setup_vectors, graph500,
      0, 0},
 };

@@ -6,7 +6,7 @@
 
 #include <lazyjit.h>
 
-enum { BENCH_MAX_TENSORS = 16 };
+enum { BENCH_MAX_TENSORS = 64 };
 
 /* A matmul workload's n[3]: which operands are stored transposed. */
 enum { GEMM_TA = 1, GEMM_TB = 2 };

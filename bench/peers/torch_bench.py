@@ -31,7 +31,7 @@ reexec_fairly()
 import torch  # noqa: E402  (after the environment is set)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch_models import MNISTNet, conv_layer, mlp  # noqa: E402
+from torch_models import MNISTNet, ResNet18, conv_layer, mlp  # noqa: E402
 
 M1, M16 = 1 << 20, 1 << 24
 
@@ -40,8 +40,8 @@ def rand(*shape, grad=False):
     return torch.rand(*shape).requires_grad_(grad)
 
 
-def labels(b):
-    return torch.randint(0, 10, (b,))
+def labels(b, classes=10):
+    return torch.randint(0, classes, (b,))
 
 
 def training_step(model, x, y):
@@ -233,6 +233,7 @@ WORKLOADS = {
     "mlp_step_b128": lambda: training_step(mlp(), rand(128, 784), labels(128)),
     "cnn_step_b64": lambda: training_step(MNISTNet(), rand(64, 1, 28, 28), labels(64)),
     "cnn_step_b128": lambda: training_step(MNISTNet(), rand(128, 1, 28, 28), labels(128)),
+    "resnet18_step_b8": lambda: training_step(ResNet18(), rand(8, 3, 224, 224), labels(8, 1000)),
     "graph500": graph500,
 }
 

@@ -1,6 +1,6 @@
 """The models of lazyjit's main job and benchmarks in torch.nn, for the peer scripts: MNISTNet
-as in examples/fashion_mnist.c and the 784-512-512-10 MLP of bench/workloads.c. Both return
-log-probabilities."""
+as in examples/fashion_mnist.c, and the 784-512-512-10 MLP and ResNet-18 of bench/workloads.c.
+All return log-probabilities."""
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -27,3 +27,37 @@ class MNISTNet(nn.Module):
 def mlp():
     return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10),
                          nn.LogSoftmax(1))
+
+
+class BasicBlock(nn.Module):
+    """ResNet's basic block; of stride 2, its shortcut is a 1x1 projection of stride 2."""
+
+    def __init__(self, cin, c, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, c, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.down = nn.Sequential(nn.Conv2d(cin, c, 1, stride, bias=False), nn.BatchNorm2d(c)) if stride > 1 else None
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (self.down(x) if self.down else x))
+
+
+class ResNet18(nn.Module):
+    """torchvision's resnet18 (its average pool a mean over the positions)."""
+
+    def __init__(self, classes=1000):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                                  nn.MaxPool2d(3, 2, 1))
+        blocks, cin = [], 64
+        for c, stride in [(64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1)]:
+            blocks.append(BasicBlock(cin, c, stride))
+            cin = c
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        return F.log_softmax(self.fc(self.blocks(self.stem(x)).mean((2, 3))), 1)
