@@ -312,8 +312,9 @@ END_TEST
 
 /* Sums of products whose factors are the same along the summed dims, which pass_simplify.c
  * computes as the factors times sums of the other operands (sum_of_scaled): per-channel and
- * scalar factors, added, subtracted and negated, kept dims and not, f32 and f64; and one term
- * without such a factor (the sum stays whole). Against the interpreter. */
+ * scalar factors, added, subtracted and negated, kept dims and not, f32 and f64, products of
+ * products with such factors inside; and one term without such a factor (the sum stays
+ * whole). Against the interpreter. */
 START_TEST(test_sums_of_scaled) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   static const int dims[2] = {0, 2};
@@ -323,10 +324,11 @@ START_TEST(test_sums_of_scaled) {
     lj_tensor *x = tu_tensor(dt, LJ_SHAPE(6, 5, 70), TU_ANY, 80 + di), *y = tu_tensor(dt, LJ_SHAPE(6, 5, 70), TU_ANY, 82 + di);
     lj_tensor *s = tu_tensor(dt, LJ_SHAPE(1, 5, 1), TU_ANY, 84 + di), *c = tu_tensor(dt, LJ_SHAPE(1), TU_ANY, 86 + di);
     lj_tensor *scaled = lj_sub(lj_mul(x, s), lj_mul(lj_mul(c, y), s));
-    lj_tensor *ts[3] = {lj_sum(lj_neg(lj_add(scaled, lj_mul(y, c))), 2, dims, true),
+    lj_tensor *nested = lj_sub(lj_mul(lj_mul(x, s), lj_mul(y, c)), lj_mul(y, lj_mul(lj_mul(s, x), x)));
+    lj_tensor *ts[4] = {lj_sum(lj_neg(lj_add(scaled, lj_mul(y, c))), 2, dims, true),
                         lj_sum(lj_sub(lj_mul(c, x), lj_neg(lj_mul(s, y))), 2, dims, false),
-                        lj_sum(lj_sub(lj_mul(x, s), y), 2, dims, true)};
-    tu_check_interp_tol(3, ts, dt == LJ_F32 ? 1e-5 : 1e-12, dt == LJ_F32 ? 1e-4 : 1e-12);
+                        lj_sum(lj_sub(lj_mul(x, s), y), 2, dims, true), lj_sum(nested, 2, dims, false)};
+    tu_check_interp_tol(4, ts, dt == LJ_F32 ? 1e-5 : 1e-12, dt == LJ_F32 ? 1e-4 : 1e-12);
     lj_scope_end();
   }
 }

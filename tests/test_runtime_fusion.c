@@ -899,6 +899,41 @@ START_TEST(test_recompute_cheap_nodes) {
 }
 END_TEST
 
+/* The reductions of the optimized graph whose operand has numel elements. */
+static int reductions_over(const ljg_graph *g, int64_t numel) {
+  int n = 0;
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *v = &g->nodes[i];
+    n += (v->op == LJG_OP_SUM || v->op == LJG_OP_MEAN) && ljg_gnumel(&g->nodes[ljg_in(g, v)[0]]) == numel;
+  }
+  return n;
+}
+
+/* A batch norm's backward sums dY·(x - mean) once: its weight's gradient, sum(dY·x̂) with x̂ =
+ * (x - mean)·rstd, and its input gradient's sum(dY·w·(x - mean)) are that sum times per-channel
+ * factors (pass_simplify.c's sum_of_scaled takes their products apart). Five reductions of the
+ * input's size in all: the forward's mean and variance, then sum(dY), sum(dY·(x - mean)) and
+ * sum(x - mean), where the weight's gradient made a sixth, read in a kernel of its own. Values
+ * against the interpreter. */
+START_TEST(test_batch_norm_shares_sums) {
+  lj_scope_begin();
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(8, 16, 20, 20), TU_UNIT, 16);
+  lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(8, 16, 20, 20), TU_UNIT, 17);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(16), TU_UNIT, 18), *b = tu_tensor(LJ_F32, LJ_SHAPE(16), TU_UNIT, 19);
+  lj_tensor *params[3] = {x, w, b};
+  for (int i = 0; i < 3; i++) lj_tensor_set_requires_grad(params[i], true);
+  lj_tensor *y = lj_batch_norm(x, NULL, NULL, w, b, true, 0.1, 1e-5);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  lj_tensor *outs[4] = {y, lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(b)};
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(4, outs, &opt);
+  ck_assert_int_eq(reductions_over(opt, 8 * 16 * 20 * 20), 5);
+  free_program(p, opt);
+  tu_check_interp_tol(4, outs, 1e-4, 1e-4);
+  lj_scope_end();
+}
+END_TEST
+
 /* A depthwise convolution's weight gradient, a sum of its windows times dY over images and
  * positions, is summed per (image, channel) plane first: that stage joins the kernel that
  * cuts the planes' windows, which stay on its stack; no temp is as large as the windows
@@ -2386,6 +2421,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sums_once_a_task);
   tcase_add_test(tc, test_column_sums_blocks);
   tcase_add_test(tc, test_recompute_cheap_nodes);
+  tcase_add_test(tc, test_batch_norm_shares_sums);
   tcase_add_test(tc, test_group_norm_rows);
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);

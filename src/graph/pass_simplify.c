@@ -8,8 +8,9 @@
  * negation removed, x*1, x/1, x-0 (and x+0 on integers: on floats -0+0 is +0) reduced
  * to x, a gather of a float elementwise node made the node's op on its operands'
  * gathers, a scatter-add of one value per line a where of a one-hot compare, a sum of
- * such a one-hot line along it the line's value, a float sum of products whose factors are
- * the same along its dims those factors times sums of the other operands (sum_of_scaled), and
+ * such a one-hot line along it the line's value, a float sum of products with factors the
+ * same along its dims those factors times sums of the other factors' products
+ * (sum_of_scaled), and
  * an im2col or col2im of 1×1 windows of stride 1 without padding (a 1×1 convolution's) a
  * reshape: the matmul then reads the image as a plain operand, and the cost rule of
  * pass_matmul.c orients its weight gradient (the implicit GEMM's packing of such an A is a
@@ -279,13 +280,15 @@ static int sum_of_one_hot(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *i
   return simplify(rw, &m, (int32_t[]){inside, v, z});
 }
 
-/* The most products sum_of_scaled takes apart. */
-enum { SCALED_TERMS_MAX = 8 };
+/* The most products sum_of_scaled takes apart, and the most factors a product may have on
+ * either side (the same along the reduced dims or not). */
+enum { SCALED_TERMS_MAX = 8, SCALED_FACTORS_MAX = 8 };
 
-/* A product a·f of a sum's operand, f the same along every reduced dim, added (or, neg,
- * subtracted). */
+/* A product of a sum's operand, added (or, neg, subtracted): its factors a[] and f[], each f
+ * the same along every reduced dim, both in the order of their nodes. */
 typedef struct scaled_term {
-  int32_t a, f;
+  int32_t a[SCALED_FACTORS_MAX], f[SCALED_FACTORS_MAX];
+  int na, nf;
   bool neg;
 } scaled_term;
 
@@ -300,8 +303,24 @@ static bool along_reduced(const ljg_graph *g, int32_t v, int64_t mask) {
   return true;
 }
 
+/* Adds the factors of the product tree at x to t, in order of their nodes: into f those
+ * along_reduced, into a the others. False past SCALED_FACTORS_MAX on either side. */
+static bool product_factors(const ljg_graph *g, int32_t x, int64_t mask, scaled_term *t) {
+  const ljg_gnode *v = &g->nodes[x];
+  if (v->op == LJG_OP_MUL)
+    return product_factors(g, ljg_in(g, v)[0], mask, t) && product_factors(g, ljg_in(g, v)[1], mask, t);
+  bool along = along_reduced(g, x, mask);
+  int32_t *side = along ? t->f : t->a;
+  int *n = along ? &t->nf : &t->na;
+  if (*n == SCALED_FACTORS_MAX) return false;
+  int i = (*n)++;
+  for (; i > 0 && side[i - 1] > x; i--) side[i] = side[i - 1];
+  side[i] = x;
+  return true;
+}
+
 /* Appends the terms of x (negated with neg) to t: x a sum, difference or negation of products
- * each with a factor along_reduced. False when x is not one, or has more than
+ * each with a factor along_reduced and one not. False when x is not one, or has more than
  * SCALED_TERMS_MAX products. */
 static bool scaled_terms(const ljg_graph *g, int32_t x, int64_t mask, bool neg, scaled_term *t, int *nt) {
   const ljg_gnode *v = &g->nodes[x];
@@ -312,22 +331,34 @@ static bool scaled_terms(const ljg_graph *g, int32_t x, int64_t mask, bool neg, 
   case LJG_OP_SUB:
     return scaled_terms(g, in[0], mask, neg, t, nt) && scaled_terms(g, in[1], mask, v->op == LJG_OP_SUB ? !neg : neg, t, nt);
   case LJG_OP_MUL:
-    for (int k = 0; k < 2; k++)
-      if (along_reduced(g, in[k], mask) && *nt < SCALED_TERMS_MAX) {
-        t[(*nt)++] = (scaled_term){in[1 - k], in[k], neg};
-        return true;
-      }
-    return false;
+    if (*nt == SCALED_TERMS_MAX) return false;
+    t[*nt] = (scaled_term){.neg = neg};
+    if (!product_factors(g, x, mask, &t[*nt]) || !t[*nt].na || !t[*nt].nf) return false;
+    (*nt)++;
+    return true;
   default: return false;
   }
 }
 
-/* A float sum n of ±a_i·f_i, each f_i the same along the reduced dims (a batch norm's
- * per-channel scales): ±sum(a_i)·f_i, each f_i taken at the sum's shape, and each sum(a_i)
- * simplified in turn; -1 otherwise. The gradient autograd writes for a batch norm's input
- * sums such products, one of them scaled by another sum over the same rows: taken apart, every
- * sum it takes reads only what the forward's kernel wrote, so they run in one kernel, and the
- * products they summed, stored for that, are computed in the input gradient's kernel. */
+/* The product of the n nodes at v (each of proto's shape), multiplied in their order. */
+static int32_t product_of(ljg_rewriter *rw, ljg_gnode proto, const int32_t *v, int n) {
+  memset(&proto.attr, 0, sizeof proto.attr);
+  proto.op = LJG_OP_MUL;
+  proto.nin = 2;
+  int32_t acc = v[0];
+  for (int i = 1; i < n; i++) acc = simplify(rw, &proto, (int32_t[]){acc, v[i]});
+  return acc;
+}
+
+/* A float sum n of ±a_i·f_i, each f_i (a product of factors) the same along the reduced dims
+ * (a batch norm's per-channel scales): ±sum(a_i)·f_i, each f_i taken at the sum's shape, and
+ * each sum(a_i) simplified in turn; -1 otherwise. The gradient autograd writes for a batch
+ * norm's input sums such products, one of them scaled by another sum over the same rows: taken
+ * apart, every sum it takes reads only what the forward's kernel wrote, so they run in one
+ * kernel, and the products they summed, stored for that, are computed in the input gradient's
+ * kernel. With a_i's factors in the order of their nodes, the weight's gradient, sum(dY·x̂)
+ * with x̂ = (x - mean)·rstd, and the input gradient's sum(dY·w·(x - mean)) are the per-channel
+ * factors times one sum, sum(dY·(x - mean)): it is taken once, beside the others. */
 static int sum_of_scaled(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out;
   scaled_term t[SCALED_TERMS_MAX];
@@ -335,25 +366,29 @@ static int sum_of_scaled(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in
   if (!ljg_dtype_is_float(n->dtype) || g->nodes[in[0]].dtype != n->dtype ||
       !scaled_terms(g, in[0], n->attr.a[0], false, t, &nt))
     return -1;
+  ljg_gnode operand = g->nodes[in[0]]; /* read before the graph grows */
   int32_t acc = -1;
   for (int i = 0; i < nt; i++) {
     ljg_gnode m = *n;
-    int32_t sum = simplify(rw, &m, &t[i].a);
+    int32_t a = product_of(rw, operand, t[i].a, t[i].na);
+    int32_t sum = simplify(rw, &m, &a);
+    int32_t f[SCALED_FACTORS_MAX];
     memset(&m.attr, 0, sizeof m.attr);
     m.op = LJG_OP_EXPAND;
-    int32_t src = ljg_in(g, &g->nodes[t[i].f])[0]; /* read before the graph grows */
-    int32_t f = simplify(rw, &m, &src);
-    m.op = LJG_OP_MUL;
-    m.nin = 2;
-    int32_t term = simplify(rw, &m, (int32_t[]){sum, f});
+    for (int k = 0; k < t[i].nf; k++) {
+      int32_t src = ljg_in(g, &g->nodes[t[i].f[k]])[0];
+      f[k] = simplify(rw, &m, &src);
+    }
+    int32_t term = product_of(rw, *n, (int32_t[]){sum, product_of(rw, *n, f, t[i].nf)}, 2);
+    m.nin = 1;
     if (acc < 0 && t[i].neg) {
       m.op = LJG_OP_NEG;
-      m.nin = 1;
       acc = simplify(rw, &m, &term);
     } else if (acc < 0) {
       acc = term;
     } else {
       m.op = t[i].neg ? LJG_OP_SUB : LJG_OP_ADD;
+      m.nin = 2;
       acc = simplify(rw, &m, (int32_t[]){acc, term});
     }
   }
