@@ -316,15 +316,18 @@ enum window_read { WINDOW_RUN, WINDOW_ROWS, WINDOW_PAIRS, WINDOW_GATHER };
 /* The elements between a row's lanes when a window_read reads by rows (1 or 2), else 0. */
 static int rows_step(int how) { return how == WINDOW_ROWS ? 1 : how == WINDOW_PAIRS ? 2 : 0; }
 
-/* Prefetches into L1 the n vectors from p of the image's next channel plane, which the taps
- * of the next channel read: a stride-2 window reads twice the image's lines a run does, and
- * the planes are far apart (12.5 KB for 56×56). The 3×3 stride-2 convolution of
- * window_read's comment: 31.5-32.3 -> 27.6-28.4 ms one thread. A run's packing gained 2-3%
- * for a stride-1 convolution of 64 channels and lost as much for MNISTNet's conv1 (one
- * channel: its next plane is the next image's), so only pairs prefetch. */
-static void prefetch_next_plane(gemm *g, LLVMValueRef p, int n) {
+/* Prefetches into L1 the n vectors from p of the image's channel plane two on, which the taps
+ * of the channel after next read: a stride-2 window reads twice the image's lines a run does,
+ * and the planes are far apart (12.5 KB for 56×56). The 3×3 stride-2 convolution of
+ * window_read's comment: 31.5-32.3 -> 27.6-28.4 ms one thread with the next plane; two on,
+ * its 64 -> 128 channel forward product at batch 32 went 20.9-22.4 -> 20.0-21.5 ms (eight
+ * alternated runs; four planes on, or 8 KB on, no better, nor any for 14×14 and 28×28). A
+ * run's packing gained 2-3% for a stride-1 convolution of 64 channels and lost as much for
+ * MNISTNet's conv1 (one channel: its next plane is the next image's), so only pairs prefetch. */
+static void prefetch_plane_ahead(gemm *g, LLVMValueRef p, int n) {
   ljc_ir *ir = g->ir;
-  LLVMValueRef q = LLVMBuildGEP2(g->b, g->t, p, &g->arg[LJC_GEMM_IMG_SC], 1, "");
+  LLVMValueRef two = LLVMBuildShl(g->b, g->arg[LJC_GEMM_IMG_SC], ljc_i64(ir, 1), "");
+  LLVMValueRef q = LLVMBuildGEP2(g->b, g->t, p, &two, 1, "");
   for (int i = 0; i < n; i++) {
     LLVMValueRef off = ljc_i64(ir, (int64_t)i * g->vw);
     LLVMValueRef args[4] = {LLVMBuildGEP2(g->b, g->t, q, &off, 1, ""), ljc_const_i(ir->i32, 0), ljc_const_i(ir->i32, 3),
@@ -347,7 +350,7 @@ static LLVMValueRef pair_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMVa
   }
   LLVMValueRef none = LLVMConstNull(LLVMTypeOf(row)), vw_off = ljc_const_i(ir->i32, vw);
   LLVMValueRef p0 = LLVMBuildGEP2(b, g->t, plane, &b0, 1, ""), p1 = LLVMBuildGEP2(b, g->t, p0, &vw_off, 1, "");
-  prefetch_next_plane(g, p0, 2);
+  prefetch_plane_ahead(g, p0, 2);
   LLVMValueRef m0 = LLVMBuildShuffleVector(b, row, none, LLVMConstVector(lo, (unsigned)vw), "");
   LLVMValueRef m1 = LLVMBuildShuffleVector(b, row, none, LLVMConstVector(hi, (unsigned)vw), "");
   return LLVMBuildShuffleVector(b, masked_load(g, p0, m0), masked_load(g, p1, m1), LLVMConstVector(even, (unsigned)vw),
