@@ -347,6 +347,30 @@ static image operand_image(wino *w, int operand, LLVMValueRef bi) {
                  prefetch_ahead(w, a[operand + 1], a[LJC_GEMM_IMG_SH])};
 }
 
+/* A square of channels_last: the vw channels' elements from ch on (a channel's plane sc on
+ * from the one before) at the lanes of xin, zeros for the channels from `left` on (NULL:
+ * none), transposed into dst, dst + run, ... (vw positions). Where all vw channels are read,
+ * the masks are xin's: working out each channel's took a compare, a select and a mask move a
+ * channel besides its multiply. */
+static void square(wino *w, const image *im, LLVMValueRef ch, LLVMValueRef xin, LLVMValueRef left, LLVMValueRef dst,
+                   int64_t run) {
+  ljc_ir *ir = w->ir;
+  LLVMBuilderRef b = w->b;
+  LLVMValueRef v[64];
+  LLVMValueRef rows = left ? LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, i64c(w, 0)), splat32(w, left), "") : NULL;
+  for (int i = 0; i < w->vw; i++) {
+    LLVMValueRef mask = xin;
+    if (rows)
+      mask = LLVMBuildAnd(b, xin, splat(w, LLVMBuildExtractElement(b, rows, ljc_const_i(ir->i32, i), ""),
+                                       LLVMTypeOf(xin)), "");
+    v[i] = masked_load(w, ch, mask);
+    ljc_prefetch(ir, LLVMBuildGEP2(b, ir->f32, ch, (LLVMValueRef[]){im->next}, 1, ""));
+    ch = LLVMBuildGEP2(b, ir->f32, ch, (LLVMValueRef[]){im->sc}, 1, "");
+  }
+  ljc_transpose(ir, w->vw, v);
+  for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, dst, i64c(w, (int64_t)i * run)));
+}
+
 /* dst[(Y·cols + X)·run + c] = the image's (c0 + c, y0 + Y, x0 + X) for Y < rows, X < cols and c
  * < clen rounded up to vw, channels last: zeros outside the image and past clen. From an image
  * whose rows are contiguous (sw 1): vw channels × vw positions at a time, loaded along the
@@ -378,16 +402,16 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   LLVMValueRef touches =
       LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, xin, lanes_int, ""), LLVMConstNull(lanes_int), "");
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
-  LLVMValueRef c = mulc(w, Cv.iv, w->vw), v[64];
+  LLVMValueRef c = mulc(w, Cv.iv, w->vw);
   LLVMBasicBlockRef inside = ljc_if_begin(ir, touches, "wino.square");
-  for (int i = 0; i < w->vw; i++) {
-    LLVMValueRef ci = addc(w, c, i);
-    LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, c0, ci), im->sc)}, 1, "");
-    v[i] = masked_load(w, ch, LLVMBuildAnd(b, xin, splat(w, lt(w, ci, clen), mvt), ""));
-    ljc_prefetch(ir, LLVMBuildGEP2(b, ir->f32, ch, (LLVMValueRef[]){im->next}, 1, ""));
-  }
-  ljc_transpose(ir, w->vw, v);
-  for (int i = 0; i < w->vw; i++) vstore(w, v[i], at(w, drow, add(w, mulc(w, addc(w, X.iv, i), run), c)));
+  LLVMValueRef ch = LLVMBuildGEP2(b, ir->f32, row, (LLVMValueRef[]){mul(w, add(w, c0, c), im->sc)}, 1, "");
+  LLVMValueRef whole = LLVMBuildICmp(b, LLVMIntSLE, addc(w, c, w->vw), clen, "");
+  LLVMBasicBlockRef done = ljc_if_begin(ir, whole, "wino.whole");
+  square(w, im, ch, xin, NULL, at(w, drow, add(w, mulc(w, X.iv, run), c)), run);
+  ljc_if_end(ir, done);
+  done = ljc_if_begin(ir, LLVMBuildNot(b, whole, ""), "wino.part");
+  square(w, im, ch, xin, LLVMBuildSub(b, clen, c, ""), at(w, drow, add(w, mulc(w, X.iv, run), c)), run);
+  ljc_if_end(ir, done);
   ljc_if_end(ir, inside);
   LLVMBasicBlockRef outside = ljc_if_begin(ir, LLVMBuildNot(b, touches, ""), "wino.zeros");
   for (int i = 0; i < w->vw; i++)
@@ -630,6 +654,19 @@ static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef m
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
   LLVMValueRef v[64];
+  /* a whole square: vw positions and vw rows on from the first's */
+  LLVMValueRef whole = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLE, addc(w, x0, w->vw), ncols, ""),
+                                    LLVMBuildICmp(b, LLVMIntSLE, addc(w, mv, w->vw), mlen, ""), "");
+  LLVMValueRef q0 = at(w, w->q, add(w, mulc(w, add(w, mul(w, Y.iv, qw), x0), MB), mv));
+  LLVMValueRef c0 = at(w, w->arg[LJC_GEMM_C],
+                       sub(w, add(w, mul(w, add(w, crow, mv), w->arg[LJC_GEMM_N]), add(w, col0, x0)),
+                           w->arg[LJC_GEMM_C_ORIGIN]));
+  LLVMBasicBlockRef done = ljc_if_begin(ir, whole, "wino.whole_out");
+  for (int i = 0; i < w->vw; i++) v[i] = vload(w, at(w, q0, i64c(w, (int64_t)i * MB)));
+  ljc_transpose(ir, w->vw, v);
+  for (int j = 0; j < w->vw; j++, c0 = at(w, c0, w->arg[LJC_GEMM_N])) vstore(w, v[j], c0);
+  ljc_if_end(ir, done);
+  done = ljc_if_begin(ir, LLVMBuildNot(b, whole, ""), "wino.part_out");
   for (int i = 0; i < w->vw; i++) {
     LLVMValueRef x = smin(w, addc(w, x0, i), addc(w, ncols, -1));
     v[i] = vload(w, at(w, w->q, add(w, mulc(w, add(w, mul(w, Y.iv, qw), x), MB), mv)));
@@ -641,6 +678,7 @@ static void copy_out(wino *w, const tblock *tb, LLVMValueRef mb0, LLVMValueRef m
     LLVMValueRef off = sub(w, add(w, mul(w, row, w->arg[LJC_GEMM_N]), add(w, col0, x0)), w->arg[LJC_GEMM_C_ORIGIN]);
     masked_store(w, v[j], at(w, w->arg[LJC_GEMM_C], off), LLVMBuildAnd(b, xmask, splat(w, in, mvt), ""));
   }
+  ljc_if_end(ir, done);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Xv, NULL, NULL);
   ljc_loop_end(ir, &Y, NULL, NULL);
