@@ -57,17 +57,22 @@
 #include "codegen_llvm/ir.h"
 
 /* TM_MAX: the largest m (TN_MAX = m + 2 inputs a tile side, NE_MAX = TN_MAX² elements); TB
- * tiles, CB channels, MB rows a block; TG, TG_DW: the most tiles of several images that go
+ * tiles, CB channels (CB_DW for the weight gradient, whose products over a block's tiles then
+ * run twice as long between loads and stores of dU's register tiles: batch 8, one thread,
+ * alternated runs, 128 channels on 28×28 3.96-4.66 -> 3.58-3.63 ms, 256 on 14×14 4.63-4.82 ->
+ * 4.26-4.43, 64 on 56×56 and 512 on 7×7 as fast; the forward product at 64 took 5% longer on
+ * 128 channels of 28×28), MB rows a block; TG, TG_DW: the most tiles of several images that go
  * together (the weight gradient's fewer: its V, dM and dU, 1.7 MiB for F(5×5) at 64, left L2,
  * MNISTNet's conv2 1.05 -> 1.08–1.20 ms; at 32, 1.01–1.06); UC: the most channels U holds (all of a matrix's when
  * they fit, else one block of CB, transformed again for every matrix: a 128 to 64 channel
  * convolution on 14×14 took 2.4–3.1 ms with UC 64, 1.8–1.9 with 128, one thread; U is then
  * 1.2 MiB of the calling kernel's frame for F(4×4), 1.6 for F(5×5), on threads of 8 MiB
- * stacks); DU_ROWS: the weight gradient's dU rows per element (CB, and room for the last tile
- * of mr). */
+ * stacks); DU_ROWS: the weight gradient's dU rows per element (CB_DW, and room for the last
+ * tile of mr). */
 enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
-enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, MB = 64, UC = 128, MR_MAX = 8 };
-enum { DU_ROWS = CB + MR_MAX };
+enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, CB_DW = 64, MB = 64, UC = 128, MR_MAX = 8 };
+enum { DU_ROWS = CB_DW + MR_MAX };
+_Static_assert(TG_DW * CB_DW <= TG * CB, "the weight gradient's V fits the forward product's");
 /* The most elements of an image whose copy prefetches the next image (prefetch_ahead). */
 enum { PREFETCH_IMAGE_MAX = 128 << 10 };
 /* The elements between the buffers' planes of the n² e: a cache line more than a plane holds.
@@ -146,8 +151,9 @@ typedef struct wino {
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
   int tm, tn, ne;             /* F(tm × tm, 3 × 3): tn = tm + 2 inputs a tile side, ne = tn² */
+  int cb;                     /* the channels of a block: CB, the weight gradient's CB_DW */
   LLVMValueRef u, v, m;      /* U [n²][UC][MB] (the weight gradient's dU [n²][DU_ROWS][MB]),
-                                V [n²][TG][CB], M [n²][TG][MB] (dM), each plane PLANE apart */
+                                V [n²][TG·CB / cb][cb], M [n²][TG][MB] (dM), each plane PLANE apart */
   LLVMValueRef u_m0, u_rows; /* i64 cells: the first row and the count of rows U holds */
   LLVMValueRef bi, m0, crow0, len;
   LLVMValueRef p, q;          /* the block's input channels last (P) and outputs rows last (Q) */
@@ -505,12 +511,12 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
 }
 
 /* P: the block's input tiles' positions, rows m·ty0 - py .. m·(ty0 + nr) - py + 1 and
- * columns likewise, channels cb0 .. cb0 + clen - 1 a run of CB each. */
+ * columns likewise, channels cb0 .. cb0 + clen - 1 a run of cb each. */
 static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   const LLVMValueRef *a = w->arg;
   LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, w->tm), a[LJC_GEMM_WIN_PY]);
   LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, w->tm), a[LJC_GEMM_WIN_PX]);
-  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), 2), addc(w, mulc(w, tb->nc, w->tm), 2), cb0, clen, w->p, CB);
+  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), 2), addc(w, mulc(w, tb->nc, w->tm), 2), cb0, clen, w->p, w->cb);
 }
 
 /* V for the block's tiles and clen channels, from P by vector loads, at V's tiles from t0. */
@@ -524,15 +530,15 @@ static void inputs(wino *w, const tblock *tb, LLVMValueRef clen, LLVMValueRef t0
   LLVMValueRef rows[TN_MAX];
   for (int i = 0; i < w->tn; i++) {
     LLVMValueRef pos = add(w, mul(w, addc(w, mulc(w, r, w->tm), i), pw), mulc(w, c, w->tm));
-    rows[i] = at(w, w->p, mulc(w, pos, CB));
+    rows[i] = at(w, w->p, mulc(w, pos, w->cb));
   }
   ljc_loop_begin(ir, &Cv, i64c(w, 0), channel_vectors(w, clen), false, 0, NULL);
   LLVMValueRef cv = mulc(w, Cv.iv, w->vw);
   LLVMValueRef d[NE_MAX], o[NE_MAX];
   for (int i = 0; i < w->tn; i++)
-    for (int j = 0; j < w->tn; j++) d[i * w->tn + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * CB)));
+    for (int j = 0; j < w->tn; j++) d[i * w->tn + j] = vload(w, at(w, rows[i], addc(w, cv, (int64_t)j * w->cb)));
   transform_2d(w, &w->mats.bt, d, o);
-  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, TG, CB, add(w, t0, T.iv), cv));
+  for (int e = 0; e < w->ne; e++) vstore(w, o[e], buf_at(w, w->v, e, TG * CB / w->cb, w->cb, add(w, t0, T.iv), cv));
   ljc_loop_end(ir, &Cv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
 }
@@ -579,7 +585,7 @@ static void product_tile(wino *w, int mr, int nv, LLVMValueRef t0, LLVMValueRef 
                          LLVMValueRef u, LLVMValueRef clen, LLVMValueRef first) {
   LLVMValueRef row[MR_MAX];
   for (int r = 0; r < mr; r++) row[r] = at(w, m, add(w, mulc(w, addc(w, t0, r), MB), mv));
-  register_tile(w, mr, nv, row, first, clen, at(w, v, mulc(w, t0, CB)), CB, 1, at(w, u, mv), MB);
+  register_tile(w, mr, nv, row, first, clen, at(w, v, mulc(w, t0, w->cb)), w->cb, 1, at(w, u, mv), MB);
 }
 
 /* product_tile for the rows lo .. hi - 1 (multiples of NV·vw), nv vectors at a time, then NV. */
@@ -726,7 +732,7 @@ static void matrices(wino *w, LLVMValueRef cin, LLVMValueRef ng) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, w->len, MB - 1), i64c(w, MB), "");
-  LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, cin, CB - 1), i64c(w, CB), "");
+  LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, cin, w->cb - 1), i64c(w, w->cb), "");
   /* all: U holds every channel of the one block of rows, computed once for the matrices */
   LLVMValueRef all = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, nm, i64c(w, 1), ""),
                                   LLVMBuildICmp(b, LLVMIntSLE, cin, i64c(w, UC), ""), "");
@@ -749,7 +755,7 @@ static void matrices(wino *w, LLVMValueRef cin, LLVMValueRef ng) {
   LLVMBuildStore(b, mlen, w->u_rows);
   ljc_if_end(ir, after);
   ljc_loop_begin(ir, &Cb, i64c(w, 0), ncb, false, 0, NULL);
-  LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
+  LLVMValueRef cb0 = mulc(w, Cb.iv, w->cb), clen = smin(w, i64c(w, w->cb), sub(w, cin, cb0));
   after = ljc_if_begin(ir, LLVMBuildNot(b, all, ""), "wino.block_weights");
   weights(w, mb0, mlen, mwide, cb0, clen);
   ljc_if_end(ir, after);
@@ -808,7 +814,7 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
   ljc_loop_begin_step(ir, &Cr, i64c(w, 0), cwide, w->mr, false, 0, NULL);
   LLVMValueRef row[MR_MAX];
   for (int r = 0; r < w->mr; r++) row[r] = at(w, du, add(w, mulc(w, addc(w, Cr.iv, r), MB), Mv.iv));
-  register_tile(w, w->mr, NV, row, NULL, count, at(w, v, Cr.iv), 1, CB, at(w, m, Mv.iv), MB);
+  register_tile(w, w->mr, NV, row, NULL, count, at(w, v, Cr.iv), 1, w->cb, at(w, m, Mv.iv), MB);
   ljc_loop_end(ir, &Cr, NULL, NULL);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &E, NULL, NULL);
@@ -879,7 +885,7 @@ static void weight_gradient(wino *w) {
   LLVMValueRef n_lo = LLVMBuildSDiv(b, mul(w, a[LJC_GEMM_BEGIN], N), rows, "");
   LLVMValueRef n_hi = LLVMBuildSDiv(b, mul(w, a[LJC_GEMM_END], N), rows, "");
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, sub(w, n_hi, n_lo), MB - 1), i64c(w, MB), "");
-  LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, cin, CB - 1), i64c(w, CB), "");
+  LLVMValueRef ncb = LLVMBuildSDiv(b, addc(w, cin, w->cb - 1), i64c(w, w->cb), "");
   int64_t wide = NV * w->vw;
   LLVMValueRef sums = ljc_entry_array(ir, ir->f32, MB);
   ljc_loop Cb, Mb, Bl, Rb, Cs;
@@ -887,7 +893,7 @@ static void weight_gradient(wino *w) {
   /* B's sums (BSUM) with the first block of channels' pass over dY */
   LLVMValueRef summing = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, Cb.iv, i64c(w, 0), ""),
                                       LLVMBuildIsNotNull(b, a[LJC_GEMM_BSUM], ""), "");
-  LLVMValueRef cb0 = mulc(w, Cb.iv, CB), clen = smin(w, i64c(w, CB), sub(w, cin, cb0));
+  LLVMValueRef cb0 = mulc(w, Cb.iv, w->cb), clen = smin(w, i64c(w, w->cb), sub(w, cin, cb0));
   LLVMValueRef cwide = mulc(w, LLVMBuildSDiv(b, addc(w, clen, w->mr - 1), i64c(w, w->mr), ""), w->mr);
   ljc_loop_begin(ir, &Mb, i64c(w, 0), nm, true, 0, NULL);
   LLVMValueRef mb0 = add(w, n_lo, mulc(w, Mb.iv, MB)), mlen = smin(w, i64c(w, MB), sub(w, n_hi, mb0));
@@ -1030,10 +1036,11 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int 
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
+  w.cb = wgrad ? CB_DW : CB;
   /* P: at most (m·a + 2)(m·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
   w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TG * CB));
   w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TG * MB));
-  w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + 2) + w.vw) * CB);
+  w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + 2) + w.vw) * w.cb);
   w.q = ljc_entry_array(ir, ir->f32, (w.tm * w.tm * TB + w.vw) * MB);
   if (!wgrad) w.ws = ljc_entry_array(ir, ir->f32, (9 * CB + w.vw) * MB);
   /* the tiles of the output (of the product, or, for the weight gradient, of dY) */
