@@ -303,12 +303,15 @@ static bool along_reduced(const ljg_graph *g, int32_t v, int64_t mask) {
   return true;
 }
 
-/* Adds the factors of the product tree at x to t, in order of their nodes: into f those
- * along_reduced, into a the others. False past SCALED_FACTORS_MAX on either side. */
-static bool product_factors(const ljg_graph *g, int32_t x, int64_t mask, scaled_term *t) {
+/* Adds the factors of the product tree at x (depth products down) to t, in order of their
+ * nodes: into f those along_reduced, into a the others. False past SCALED_FACTORS_MAX on either
+ * side, or deeper than two sides' worth of products (a long chain of them is not walked to its
+ * end). */
+static bool product_factors(const ljg_graph *g, int32_t x, int64_t mask, scaled_term *t, int depth) {
   const ljg_gnode *v = &g->nodes[x];
   if (v->op == LJG_OP_MUL)
-    return product_factors(g, ljg_in(g, v)[0], mask, t) && product_factors(g, ljg_in(g, v)[1], mask, t);
+    return depth < 2 * SCALED_FACTORS_MAX && product_factors(g, ljg_in(g, v)[0], mask, t, depth + 1) &&
+           product_factors(g, ljg_in(g, v)[1], mask, t, depth + 1);
   bool along = along_reduced(g, x, mask);
   int32_t *side = along ? t->f : t->a;
   int *n = along ? &t->nf : &t->na;
@@ -319,21 +322,23 @@ static bool product_factors(const ljg_graph *g, int32_t x, int64_t mask, scaled_
   return true;
 }
 
-/* Appends the terms of x (negated with neg) to t: x a sum, difference or negation of products
- * each with a factor along_reduced and one not. False when x is not one, or has more than
- * SCALED_TERMS_MAX products. */
-static bool scaled_terms(const ljg_graph *g, int32_t x, int64_t mask, bool neg, scaled_term *t, int *nt) {
+/* Appends the terms of x (negated with neg; depth sums and negations down) to t: x a sum,
+ * difference or negation of products each with a factor along_reduced and one not. False when
+ * x is not one, has more than SCALED_TERMS_MAX products, or nests deeper than twice that. */
+static bool scaled_terms(const ljg_graph *g, int32_t x, int64_t mask, bool neg, scaled_term *t, int *nt, int depth) {
   const ljg_gnode *v = &g->nodes[x];
   const int32_t *in = ljg_in(g, v);
+  if (depth > 2 * SCALED_TERMS_MAX) return false;
   switch (v->op) {
-  case LJG_OP_NEG: return scaled_terms(g, in[0], mask, !neg, t, nt);
+  case LJG_OP_NEG: return scaled_terms(g, in[0], mask, !neg, t, nt, depth + 1);
   case LJG_OP_ADD:
   case LJG_OP_SUB:
-    return scaled_terms(g, in[0], mask, neg, t, nt) && scaled_terms(g, in[1], mask, v->op == LJG_OP_SUB ? !neg : neg, t, nt);
+    return scaled_terms(g, in[0], mask, neg, t, nt, depth + 1) &&
+           scaled_terms(g, in[1], mask, v->op == LJG_OP_SUB ? !neg : neg, t, nt, depth + 1);
   case LJG_OP_MUL:
     if (*nt == SCALED_TERMS_MAX) return false;
     t[*nt] = (scaled_term){.neg = neg};
-    if (!product_factors(g, x, mask, &t[*nt]) || !t[*nt].na || !t[*nt].nf) return false;
+    if (!product_factors(g, x, mask, &t[*nt], 0) || !t[*nt].na || !t[*nt].nf) return false;
     (*nt)++;
     return true;
   default: return false;
@@ -364,7 +369,7 @@ static int sum_of_scaled(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in
   scaled_term t[SCALED_TERMS_MAX];
   int nt = 0;
   if (!ljg_dtype_is_float(n->dtype) || g->nodes[in[0]].dtype != n->dtype ||
-      !scaled_terms(g, in[0], n->attr.a[0], false, t, &nt))
+      !scaled_terms(g, in[0], n->attr.a[0], false, t, &nt, 0))
     return -1;
   ljg_gnode operand = g->nodes[in[0]]; /* read before the graph grows */
   int32_t acc = -1;
