@@ -211,6 +211,109 @@ START_TEST(test_flush_denormal) {
 }
 END_TEST
 
+/* ---- runs on the syncing thread ---------------------------------------------------------- */
+
+static int64_t inline_runs(void) { return lj_counter_value("InlineRuns"); }
+
+/* q = x // y (floor division) on four int32s, synced; whether the sync ran it itself. */
+static lj_tensor *divide(lj_device *d, lj_tensor *x, lj_tensor *y, bool want_inline) {
+  int64_t before = inline_runs();
+  lj_tensor *q = lj_floor_divide(x, y);
+  ck_assert_int_eq(lj_sync(d), LJ_OK);
+  ck_assert_int_eq(inline_runs(), before + want_inline);
+  if (want_inline) ck_assert_uint_eq(atomic_load(&d->queue.done), d->queue.submitted);
+  return q;
+}
+
+static void check_quotients(lj_tensor *q) {
+  int32_t got[4];
+  ck_assert_int_eq(lj_tensor_to_host(q, got, sizeof got), LJ_OK);
+  ck_assert_int_eq(got[0], 3);
+  ck_assert_int_eq(got[1], -3);
+  ck_assert_int_eq(got[2], 2);
+  ck_assert_int_eq(got[3], 2);
+  lj_tensor_release(q);
+}
+
+/* A host that waits for every step runs a short step itself: from an executable's second run
+ * on (its first is timed on the executor), a sync made after the host waited for the last job
+ * (lj_wait, a read of its outputs) runs the job before it returns, with the values a queued
+ * run gives, in the device's floating-point mode and with the host thread's left as it was. A
+ * sync after a sync, or after a read of an older job's output, queues its job; so does one
+ * while the queue is held back, one whose last run took longer than the bound, and any on a
+ * process of several devices. A run made at the sync leaves its error for the next barrier,
+ * as a queued one does. The bound is lifted (here_max_ns) so a slow test machine times every
+ * run short. */
+START_TEST(test_short_runs_inline) {
+  lj_config cfg = lj_config_default();
+  cfg.flush_denormal = true;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  lj_device *d = lj_default_device();
+  d->queue.here_max_ns = UINT64_MAX / 4;
+  lj_tensor *x = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), (int32_t[]){7, -7, 8, 9});
+  lj_tensor *y = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), (int32_t[]){2, 3, 3, 4});
+  check_quotients(divide(d, x, y, false)); /* compiled and queued: its first run */
+  for (int step = 0; step < 3; step++) check_quotients(divide(d, x, y, true));
+
+  lj_tensor *q1 = divide(d, x, y, true), *q2 = divide(d, x, y, false); /* no wait between */
+  check_quotients(q2);
+  lj_tensor *q3 = divide(d, x, y, true), *q4 = divide(d, x, y, false);
+  check_quotients(q3); /* an older job's output */
+  lj_tensor *q5 = divide(d, x, y, false);
+  check_quotients(q1);
+  check_quotients(q4);
+  check_quotients(q5);
+
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+  lj_tensor *zero = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), (int32_t[]){2, 0, 3, 4});
+  lj_tensor *bad = divide(d, x, zero, true);
+  ck_assert_int_eq(lj_wait(d), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "div_floor", "integer division by zero", NULL);
+  int32_t got[4];
+  ck_assert_int_eq(lj_tensor_to_host(bad, got, sizeof got), LJ_ERR_RUNTIME);
+  tu_expect_error(LJ_ERR_RUNTIME, "not computed", NULL);
+  lj_tensor_release(bad);
+  lj_tensor_release(zero);
+
+  ck_assert_int_eq(lj_wait(d), LJ_OK);
+  ljr_queue_pause(d, true);
+  lj_tensor *held = divide(d, x, y, false);
+  ck_assert_uint_lt(atomic_load(&d->queue.done), d->queue.submitted);
+  ljr_queue_pause(d, false);
+  check_quotients(held);
+  d->queue.here_max_ns = 0;
+  check_quotients(divide(d, x, y, false));
+  d->queue.here_max_ns = UINT64_MAX / 4;
+
+  /* 2^-120 * 2^-10 is subnormal: flushed to zero */
+  lj_tensor *small = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(2), (float[]){ldexpf(1, -120), 1.5f});
+  for (int step = 0; step < 2; step++) {
+    int64_t before = inline_runs();
+    lj_tensor *r = lj_mul_scalar(small, ldexp(1, -10));
+    float v[2];
+    ck_assert_int_eq(lj_tensor_to_host(r, v, sizeof v), LJ_OK);
+    ck_assert_int_eq(inline_runs(), before + step);
+    ck_assert(v[0] == 0.0f && v[1] == ldexpf(1.5f, -10));
+    ck_assert(!ljb_flushes_subnormals());
+    lj_tensor_release(r);
+  }
+  lj_tensor_release(small);
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+
+  lj_shutdown();
+  cfg.num_devices = 2;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  d = lj_default_device();
+  d->queue.here_max_ns = UINT64_MAX / 4;
+  x = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), (int32_t[]){7, -7, 8, 9});
+  y = lj_tensor_from_host(d, LJ_I32, LJ_SHAPE(4), (int32_t[]){2, 3, 3, 4});
+  for (int step = 0; step < 3; step++) check_quotients(divide(d, x, y, false));
+  lj_tensor_release(x);
+  lj_tensor_release(y);
+}
+END_TEST
+
 /* ---- host threads ------------------------------------------------------------------------ */
 
 typedef struct trainer {
@@ -285,6 +388,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_pool_chunks);
   tcase_add_test(tc, test_pool_home_ranges);
   tcase_add_test(tc, test_flush_denormal);
+  tcase_add_test(tc, test_short_runs_inline);
   tcase_add_test(tc, test_threads_on_separate_devices);
   suite_add_tcase(s, tc);
   return s;

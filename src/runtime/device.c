@@ -103,6 +103,7 @@ void ljr_device_init(struct lj_device *d, int ordinal, const ljr_config *cfg) {
   d->pool = ljr_threadpool_new(cfg->pub.num_threads);
   d->flush_denormal = cfg->pub.flush_denormal;
   if ((int64_t)cfg->pub.num_devices * cfg->pub.num_threads < ljr_online_cpus()) d->queue.wait_spin_ns = WAIT_SPIN_NS;
+  d->queue.runs_here = cfg->pub.num_devices == 1;
   ljr_pool_init(&d->buffers);
   ljg_trace_init(&d->trace);
   d->trace.call_sites = cfg->pub.ir_debug || cfg->pub.hlo_debug;

@@ -152,6 +152,9 @@ typedef struct ljr_exec {
   bool has_walk;
   uint32_t *walk_ids;      /* the trace ids of graph's nodes in that walk (ljg_replay), or NULL */
   struct ljr_profile *profile; /* LJ_PROFILE_KERNELS: its kernels' times, or NULL */
+  uint64_t run_ns;         /* its last run's time, 0 before the first (written by the thread
+                              that ran it; read by the host with no job in flight) */
+  bool ran_here;           /* whether its last run was on the syncing thread (queue.c) */
   struct ljr_exec *lru_prev, *lru_next, *bucket_next, *walk_next;
 } ljr_exec;
 
@@ -161,7 +164,8 @@ void ljr_exec_free(ljr_exec *e);
  * printed to stderr when the executable is freed. */
 typedef struct ljr_profile ljr_profile;
 ljr_profile *ljr_profile_new(int nkernels);
-/* Kernel k of a run took ns nanoseconds (called by the device's executor thread only). */
+/* Kernel k of a run took ns nanoseconds (called by the thread that runs the device's jobs,
+ * one job at a time). */
 void ljr_profile_add(ljr_profile *p, int k, uint64_t ns);
 /* The Kernel Profile of e's runs on stderr (nothing when it never ran), then frees e->profile. */
 void ljr_profile_report(ljr_exec *e);
@@ -216,7 +220,7 @@ struct lj_tensor;
  * buffers it holds (parameters and outputs, released when it ends). */
 typedef struct ljr_job {
   uint64_t seq;
-  const struct ljr_exec *e;
+  struct ljr_exec *e;
   void **slots;          /* per slot: its address */
   uint64_t *cells;       /* per slot: a scalar parameter's value */
   ljr_buffer **owned;    /* per slot: the buffer it holds, or NULL */
@@ -236,6 +240,11 @@ typedef struct ljr_queue {
   uint64_t gap_ns;               /* executor side: from the end of a job to the next one's
                                     arrival, last time */
   uint64_t submitted;            /* host side: the last job's number */
+  bool host_waited;              /* host side: whether the host waited for the last job (lj_wait,
+                                    a read of its outputs) after queuing it */
+  bool runs_here;                /* whether short jobs may run on the syncing thread (one device) */
+  uint64_t here_max_ns;          /* the longest last run of a job run there (queue.c; tests
+                                    change it) */
   atomic_ullong done;            /* the last finished job's number */
   uint64_t wait_spin_ns;         /* how long a wait spins before it sleeps (ljr_queue_wait) */
   atomic_int error;              /* a failed job's lj_status, not yet reported (set under lock) */
@@ -295,7 +304,7 @@ struct lj_device {
   ljg_binding_vec scratch_binds;
   ljr_buffer *scratch_arena;
   ljr_queue queue;
-  uint64_t last_run_ns;    /* the executor's last run time (read after waiting for it) */
+  uint64_t last_run_ns;    /* the last job's run time (read after waiting for it) */
   bool flush_denormal;     /* kernels run with subnormals flushed to zero (LJ_FLUSH_DENORMAL) */
   /* dump.c and analysis.c: the current sync and what LJ_DEBUG counts between warnings */
   ljr_cause cause;
