@@ -11,10 +11,9 @@ lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b) {
   if (!ljf_arg(name, "a", a) || !ljf_arg(name, "b", b)) return NULL;
   if (!ljf_same_device(name, a, b)) return NULL;
   char sa[LJB_SHAPE_STR_MAX], sb[LJB_SHAPE_STR_MAX];
-  ljb_shape_str(sa, a->ndim, a->shape);
-  ljb_shape_str(sb, b->ndim, b->shape);
   if (a->ndim == 0 || b->ndim == 0) {
-    ljb_error(LJ_ERR_SHAPE, "%s: both operands need at least 1 dim (got %s and %s)", name, sa, sb);
+    ljb_error(LJ_ERR_SHAPE, "%s: both operands need at least 1 dim (got %s and %s)", name,
+              ljb_shape_str(sa, a->ndim, a->shape), ljb_shape_str(sb, b->ndim, b->shape));
     return NULL;
   }
   if (a->dtype != b->dtype) {
@@ -43,8 +42,9 @@ lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b) {
   }
   int64_t m = as[an - 2], k = as[an - 1], k2 = bs[bn - 2], n = bs[bn - 1];
   if (k != k2) {
-    ljb_error(LJ_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied (%lld vs %lld)", name, sa,
-              sb, (long long)k, (long long)k2);
+    ljb_error(LJ_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied (%lld vs %lld)", name,
+              ljb_shape_str(sa, a->ndim, a->shape), ljb_shape_str(sb, b->ndim, b->shape), (long long)k,
+              (long long)k2);
     return NULL;
   }
   int batch_n;

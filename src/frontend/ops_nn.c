@@ -87,12 +87,11 @@ lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[
       !same_dtype(name, x, w) || (b && !same_dtype(name, x, b)))
     return NULL;
   int64_t N = x->shape[0], C = x->shape[1], O = w->shape[0];
-  char xs[LJB_SHAPE_STR_MAX], ws[LJB_SHAPE_STR_MAX];
-  ljb_shape_str(xs, x->ndim, x->shape);
-  ljb_shape_str(ws, w->ndim, w->shape);
   if (groups < 1 || C % groups || O % groups || w->shape[1] * groups != C) {
-    ljb_error(LJ_ERR_SHAPE, "%s: x %s has %lld channels but weight %s with groups=%d expects %lld", name, xs,
-              (long long)C, ws, groups, (long long)(w->shape[1] * groups));
+    char xs[LJB_SHAPE_STR_MAX], ws[LJB_SHAPE_STR_MAX];
+    ljb_error(LJ_ERR_SHAPE, "%s: x %s has %lld channels but weight %s with groups=%d expects %lld", name,
+              ljb_shape_str(xs, x->ndim, x->shape), (long long)C, ljb_shape_str(ws, w->ndim, w->shape), groups,
+              (long long)(w->shape[1] * groups));
     return NULL;
   }
   if (b && (b->ndim != 1 || b->shape[0] != O)) {
