@@ -120,7 +120,7 @@ static bool waits(void) {
  * place of a parameter (ljg_donate) takes the parameter's buffer when the caller donates it
  * and nothing but the trace holds it; otherwise it gets a fresh buffer with a copy of the
  * parameter. out[r] receives root r's buffer, written once the job has run. */
-static lj_status run(struct lj_device *d, ljr_exec *e, const ljg_binding *binds, bool donate,
+static lj_status run(struct lj_device *d, const ljr_exec *e, const ljg_binding *binds, bool donate,
                      ljr_buffer **out) {
   const ljg_program *p = e->prog;
   /* one run in flight per device: this sync reports the previous run's error */
@@ -206,7 +206,7 @@ static lj_status job_inputs(struct lj_device *d, const ljr_job *j) {
 }
 
 void ljr_job_run(struct lj_device *d, ljr_job *j) {
-  ljr_exec *e = j->e;
+  const ljr_exec *e = j->e;
   const ljg_program *p = e->prog;
   lj_status st = job_inputs(d, j);
   if (st == LJ_OK) {
@@ -217,7 +217,7 @@ void ljr_job_run(struct lj_device *d, ljr_job *j) {
     bool flushed = ljb_flush_subnormals(d->flush_denormal); /* the pool's workers take it on */
     d->backend->execute(d, e, j->slots, &err);
     ljb_flush_subnormals(flushed);
-    d->last_run_ns = e->run_ns = ljb_now_ns() - t0;
+    d->last_run_ns = ljb_now_ns() - t0;
     ljr_sample(LJR_M_ExecuteTime, (double)d->last_run_ns);
     if (err.code) st = runtime_error(e, &err);
   }

@@ -8,25 +8,22 @@
  * sleeping, as the thread pool does; the executor stays awake longer when jobs have been
  * coming in quick succession.
  *
- * A short job runs on the syncing thread instead (run_here) when the host waited for the job
- * before it: a host that waits for every step has nothing to do while it runs, and handing
- * the job to the executor and its end back cost more than a short run (a 4x4 matmul step,
- * sync then lj_wait, one thread: 5.3 -> 1.2 us; the hand-over's cache lines passed between
- * cores, and the lines of buffers both threads count references on). A host that goes on
- * tracing while its steps run keeps them on the executor; one that changes its mind loses at
- * most one short run's overlap. With several devices every job goes to its executor, so that
+ * A job runs on the syncing thread instead (run_here) when the host waited for the job before
+ * it: a host that waits for every step has nothing to do while it runs, and handing the job
+ * to the executor and its end back cost more than a short run (a 4x4 matmul step, sync then
+ * lj_wait, one thread: 5.3 -> 1.2 us; the hand-over's cache lines passed between cores, and
+ * the lines of buffers both threads count references on). It does so for long runs too: the
+ * executor, asleep while the host runs the jobs, was woken onto the CPU where the host then
+ * spun waiting for it, and the next runs went at one thread's speed on two (sigmoid over 1M
+ * floats: 0.07 -> 0.15 ms, in half the processes, with short runs alone kept there). A host
+ * that goes on tracing while its steps run keeps them on the executor; one that changes its
+ * mind loses one run's overlap. With several devices every job goes to its executor, so that
  * one device's run does not hold up the host's sync of the next. */
 #include "runtime/runtime.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* The longest last run of a job that runs on the syncing thread (run_here), twice as long for
- * an executable whose last run was there: a run about this long would otherwise go back and
- * forth, and the threads' moves between the cores cost each of those runs (relu(x*w+b)*0.5
- * over 1M floats on two threads, 0.10 ms a run: 0.24 ms a step). */
-enum { HERE_MAX_NS = 100000 };
 
 /* The next job, or NULL when the queue stops. Stays awake a while (ljr_awake_ns) before
  * sleeping. */
@@ -76,7 +73,6 @@ void ljr_queue_start(struct lj_device *d) {
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->wake, NULL);
   pthread_cond_init(&q->finished, NULL);
-  q->here_max_ns = HERE_MAX_NS;
   q->started = ljb_thread_start(&q->thread, executor, d) == 0;
 }
 
@@ -96,20 +92,16 @@ void ljr_queue_stop(struct lj_device *d) {
 
 uint64_t ljr_queue_next(const struct lj_device *d) { return d->queue.submitted + 1; }
 
-/* Whether job j runs on the syncing thread: no executor thread, or (above) a job whose last
- * run was short, queued after the host waited for the one before, with none in flight. */
-static bool run_here(const ljr_queue *q, const ljr_job *j) {
-  if (!q->started) return true;
-  const ljr_exec *e = j->e;
-  return q->runs_here && q->host_waited && !q->paused && atomic_load(&q->done) == q->submitted &&
-         e->run_ns > 0 && e->run_ns / (e->ran_here ? 2 : 1) <= q->here_max_ns;
+/* Whether a job runs on the syncing thread: no executor thread, or (above) the host waited for
+ * the job before, none is in flight and the queue is not held back. */
+static bool run_here(const ljr_queue *q) {
+  return !q->started || (q->runs_here && q->host_waited && !q->paused && atomic_load(&q->done) == q->submitted);
 }
 
 void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
   ljr_queue *q = &d->queue;
   LJ_ASSERT(j->seq == ljr_queue_next(d));
-  bool here = run_here(q, j);
-  j->e->ran_here = here;
+  bool here = run_here(q);
   q->submitted = j->seq;
   q->host_waited = false;
   if (here) {

@@ -152,9 +152,6 @@ typedef struct ljr_exec {
   bool has_walk;
   uint32_t *walk_ids;      /* the trace ids of graph's nodes in that walk (ljg_replay), or NULL */
   struct ljr_profile *profile; /* LJ_PROFILE_KERNELS: its kernels' times, or NULL */
-  uint64_t run_ns;         /* its last run's time, 0 before the first (written by the thread
-                              that ran it; read by the host with no job in flight) */
-  bool ran_here;           /* whether its last run was on the syncing thread (queue.c) */
   struct ljr_exec *lru_prev, *lru_next, *bucket_next, *walk_next;
 } ljr_exec;
 
@@ -220,7 +217,7 @@ struct lj_tensor;
  * buffers it holds (parameters and outputs, released when it ends). */
 typedef struct ljr_job {
   uint64_t seq;
-  struct ljr_exec *e;
+  const struct ljr_exec *e;
   void **slots;          /* per slot: its address */
   uint64_t *cells;       /* per slot: a scalar parameter's value */
   ljr_buffer **owned;    /* per slot: the buffer it holds, or NULL */
@@ -242,9 +239,7 @@ typedef struct ljr_queue {
   uint64_t submitted;            /* host side: the last job's number */
   bool host_waited;              /* host side: whether the host waited for the last job (lj_wait,
                                     a read of its outputs) after queuing it */
-  bool runs_here;                /* whether short jobs may run on the syncing thread (one device) */
-  uint64_t here_max_ns;          /* the longest last run of a job run there (queue.c; tests
-                                    change it) */
+  bool runs_here;                /* whether jobs may run on the syncing thread (one device) */
   atomic_ullong done;            /* the last finished job's number */
   uint64_t wait_spin_ns;         /* how long a wait spins before it sleeps (ljr_queue_wait) */
   atomic_int error;              /* a failed job's lj_status, not yet reported (set under lock) */
