@@ -105,18 +105,20 @@ static bool step(const workload *w, bench_state *s, sample *t) {
   lj_scope_begin();
   w->step(w, s);
   lj_scope_end();
-  double t1 = now();
+  double traced = now();
+  /* a step the host waits for runs inside the sync (InlineRuns): its kernels are not the
+   * sync's own cost */
   int64_t inl = lj_counter_value("InlineRuns");
+  double e1 = metric("ExecuteTime"), t1 = now();
   if (lj_last_status() != LJ_OK || lj_sync(s->d) != LJ_OK) return false;
   double t2 = now();
+  double in_sync = lj_counter_value("InlineRuns") > inl ? metric("ExecuteTime") - e1 : 0;
   if (lj_wait(s->d) != LJ_OK) return false; /* the sync may only have queued the run */
   double t3 = now();
-  t->trace = t1 - t0;
+  t->trace = traced - t0;
+  t->sync = t2 - t1 - in_sync;
   t->exec = metric("ExecuteTime") - e0;
-  /* a step the host waits for runs inside the sync (InlineRuns): its kernels are not the
-   * sync's overhead */
-  t->sync = t2 - t1 - (lj_counter_value("InlineRuns") > inl ? t->exec : 0);
-  t->step = t3 - t0;
+  t->step = t3 - t0 - (t1 - traced); /* not the bench's own reads of the counters */
   t->compile = metric("CompileTime") - c0;
   return true;
 }
