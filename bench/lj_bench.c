@@ -113,12 +113,13 @@ static bool step(const workload *w, bench_state *s, sample *t) {
   if (lj_last_status() != LJ_OK || lj_sync(s->d) != LJ_OK) return false;
   double t2 = now();
   double in_sync = lj_counter_value("InlineRuns") > inl ? metric("ExecuteTime") - e1 : 0;
+  double waits = now();
   if (lj_wait(s->d) != LJ_OK) return false; /* the sync may only have queued the run */
   double t3 = now();
   t->trace = traced - t0;
   t->sync = t2 - t1 - in_sync;
   t->exec = metric("ExecuteTime") - e0;
-  t->step = t3 - t0 - (t1 - traced); /* not the bench's own reads of the counters */
+  t->step = t3 - t0 - (t1 - traced) - (waits - t2); /* not the bench's own reads of the counters */
   t->compile = metric("CompileTime") - c0;
   return true;
 }
