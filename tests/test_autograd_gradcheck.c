@@ -385,6 +385,43 @@ START_TEST(test_nondifferentiable_points) {
 }
 END_TEST
 
+static lj_tensor *g_relu_max_pool(lj_tensor *x, lj_tensor *y) {
+  static const float w[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  lj_tensor *p = lj_max_pool2d(lj_relu(x), (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1});
+  return lj_mul(p, lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(1, 1, 3, 3), w));
+}
+
+/* relu then max-pool (ResNet's stem): the relu's mask goes on the pooled gradient, before
+ * it is scattered to the windows' maxima, instead of over the image. Values from PyTorch
+ * 1.13: a maximum four overlapping windows share, windows of zeros after the relu (their
+ * first element, not positive, gets nothing), a maximum at the image's edge. The gradient's
+ * graph has no where over the image; with the relu's output read elsewhere too, it has. */
+START_TEST(test_relu_then_max_pool) {
+  static const float x0[25] = {1,  -2, 3,  -1, 0,  -3, 4,  -5, -6, -2, 2,  -1, -7,
+                               -5, -4, -2, -3, -8, -9, -1, 6,  -3, 0,  -2, -3};
+  float want[25] = {0};
+  want[6] = 1 + 2 + 4 + 5, want[20] = 7;
+  expect_grad("relu then max_pool2d", g_relu_max_pool, LJ_SHAPE(1, 1, 5, 5), x0, NULL, want, NULL);
+  for (int elsewhere = 0; elsewhere < 2; elsewhere++) {
+    lj_tensor *x = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(1, 1, 5, 5), x0);
+    lj_tensor_set_requires_grad(x, true);
+    lj_scope_begin();
+    lj_tensor *r = lj_relu(x);
+    lj_tensor *loss = lj_sum(lj_max_pool2d(r, (const int[]){3, 3}, (const int[]){2, 2}, (const int[]){1, 1}), 0, NULL, false);
+    if (elsewhere) loss = lj_add(loss, lj_sum(r, 0, NULL, false));
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    lj_tensor *g = lj_tensor_grad(x);
+    char *text = lj_tensors_text(1, &g);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_msg((strstr(text, "f32[1,1,5,5] where(") != NULL) == elsewhere, "%s", text);
+    ck_assert_msg(strstr(text, "f32[1,1,1,9] where(") != NULL || elsewhere, "%s", text);
+    free(text);
+    lj_scope_end();
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
 /* A cast between floats hands the gradient on in its input's dtype (PyTorch 1.13): the 0.1
  * reaching the f16 tensor is rounded to f16, 0.0999755859375, before it reaches x (f32). */
 START_TEST(test_cast_gradient_dtype) {
@@ -458,6 +495,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_gradcheck, 0, (int)(sizeof cases / sizeof *cases));
   tcase_add_test(tc, test_accumulation_and_detach);
   tcase_add_test(tc, test_nondifferentiable_points);
+  tcase_add_test(tc, test_relu_then_max_pool);
   tcase_add_test(tc, test_cast_gradient_dtype);
   tcase_add_test(tc, test_grad_after_same_op_synced);
   tcase_add_test(tc, test_leaves_made_alike);
