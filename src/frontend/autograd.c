@@ -174,10 +174,12 @@ static ljg_node *relu_of_max_pool(struct lj_device *d, ljg_node *n, ljg_node *g)
   if (g->op != LJG_OP_COL2IM || g->in[0]->op != LJG_OP_RESHAPE) return NULL;
   ljg_node *s = g->in[0]->in[0];
   if (s->op != LJG_OP_SCATTER_ADD || s->attr.a[0] != 2) return NULL;
-  ljg_node *at = s->in[1], *cols = at->in[0];
-  if (at->op != LJG_OP_ARGMAX || cols->op != LJG_OP_RESHAPE || cols->in[0]->op != LJG_OP_IM2COL) return NULL;
+  ljg_node *at = s->in[1];
+  if (at->op != LJG_OP_ARGMAX) return NULL;
+  ljg_node *cols = at->in[0];
+  if (cols->op != LJG_OP_RESHAPE || cols->in[0]->op != LJG_OP_IM2COL) return NULL;
   const ljg_node *im = cols->in[0];
-  if (im->in[0] != n || memcmp(im->attr.a, g->attr.a, 8 * sizeof *g->attr.a) != 0) return NULL;
+  if (im->in[0] != n || memcmp(im->attr.a, g->attr.a, sizeof g->attr.a) != 0) return NULL;
   ljg_node *pick[2] = {cols, at};
   ljg_node *y = mk(d, LJG_OP_GATHER, n->dtype, at, 2, pick, &s->attr); /* the pool's output */
   ljg_node *gp = s->in[2];
