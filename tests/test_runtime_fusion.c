@@ -548,6 +548,102 @@ START_TEST(test_argmax_maps_found) {
 }
 END_TEST
 
+/* A tensor of dtype dt holding the doubles v, rounded to it. */
+static lj_tensor *from_doubles(lj_dtype dt, int ndim, const int64_t *shape, const double *v) {
+  int64_t n = ljg_numel(ndim, shape);
+  void *buf = malloc((size_t)n * lj_dtype_size(dt));
+  for (int64_t i = 0; i < n; i++) ljg_store_f64(dt, buf, i, v[i]);
+  lj_tensor *t = lj_tensor_from_host(lj_default_device(), dt, ndim, shape, buf);
+  free(buf);
+  return t;
+}
+
+/* x's gradient from sum(max_pool2d(r) * g), r = x or relu(x) read back (planes of h×w, pooled
+ * planes of oh×ow), summed as col2im sums it: each window's first maximum (a NaN first) gets
+ * 0 + its g (0 where a relu's mask drops it: the pooled value not positive), the taps in order
+ * for each element, in f32 arithmetic or f64. */
+static void unpool_reference(const double *r, const double *g, int64_t planes, int64_t h, int64_t w, const int *k,
+                             const int *st, const int *pad, int64_t oh, int64_t ow, bool relu, bool f32, double *dx) {
+  int64_t kk = k[0] * k[1];
+  for (int64_t i = 0; i < planes * h * w; i++) dx[i] = 0;
+  for (int64_t t = 0; t < kk; t++)
+    for (int64_t pl = 0; pl < planes; pl++)
+      for (int64_t p = 0; p < oh * ow; p++) {
+        int64_t best = -1, at = -1;
+        double bv = -INFINITY;
+        for (int64_t u = 0; u < kk; u++) {
+          int64_t ih = p / ow * st[0] - pad[0] + u / k[1], iw = p % ow * st[1] - pad[1] + u % k[1];
+          double v = ih >= 0 && ih < h && iw >= 0 && iw < w ? r[(pl * h + ih) * w + iw] : -INFINITY;
+          if (best < 0 || (!isnan(bv) && (isnan(v) || v > bv))) best = u, bv = v, at = ih * w + iw;
+        }
+        if (best != t) continue;
+        double v = relu && !(bv > 0) ? 0 : g[pl * oh * ow + p];
+        double sum = dx[pl * h * w + at] + (f32 ? (double)(0.0f + (float)v) : 0.0 + v);
+        dx[pl * h * w + at] = f32 ? (double)(float)sum : sum;
+      }
+}
+
+/* A max-pool's gradient stores the image's rows from each window's value and position instead
+ * of laying out a column buffer by col2im: windows that overlap (3×3 of stride 2 with padding,
+ * ResNet's stem's; 3×3 of stride 1), that tile in pairs (2×2), of row stride 3 over rows not a
+ * multiple of it; rows of fewer columns than a vector, and more, not a multiple of it (the last
+ * vector overlapping the one before); f32 and f64; a relu before the pool (its mask on the
+ * pooled gradient) or not. The values: ties, so that windows share maxima, and a NaN; the
+ * gradients of magnitudes 1e-2 to 1e2 (sums that round by their order), with a NaN and zeros of
+ * both signs; the same bits as col2im's sums in the order of its taps (unpool_reference; the
+ * interpreter sums in another order). An odd width at a column stride of 2 keeps the buffer.
+ * The lowering's text says which. */
+START_TEST(test_unpool_rows) {
+  static const struct {
+    int k[2], s[2], pad[2];
+    int64_t h, w;
+    bool rows;
+  } cases[] = {{{3, 3}, {2, 2}, {1, 1}, 12, 40, true}, {{3, 3}, {2, 2}, {1, 1}, 9, 8, true},
+               {{2, 2}, {2, 2}, {0, 0}, 14, 14, true}, {{3, 3}, {1, 1}, {1, 1}, 7, 19, true},
+               {{3, 2}, {3, 2}, {0, 0}, 10, 6, true},  {{3, 3}, {2, 2}, {1, 1}, 7, 7, false}};
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+    for (int t = 0; t < 2; t++)
+      for (int relu = 0; relu < 2; relu++) {
+        int64_t n = 2 * 3 * cases[c].h * cases[c].w;
+        double *v = malloc((size_t)n * sizeof *v);
+        for (int64_t i = 0; i < n; i++) v[i] = (double)(i * 7 % 11) - 5.0;
+        v[5] = NAN;
+        lj_tensor *x = from_doubles(dts[t], LJ_SHAPE(2, 3, cases[c].h, cases[c].w), v);
+        lj_tensor_set_requires_grad(x, true);
+        lj_scope_begin();
+        lj_tensor *r = relu ? lj_relu(x) : x, *y = lj_max_pool2d(r, cases[c].k, cases[c].s, cases[c].pad);
+        int64_t m = lj_tensor_numel(y);
+        double *gv = malloc((size_t)m * sizeof *gv);
+        for (int64_t i = 0; i < m; i++) gv[i] = (double)(i * 13 % 7 - 3) * pow(10.0, (double)(i % 5) - 2.0);
+        gv[1] = -0.0, gv[m / 2] = NAN;
+        lj_tensor *g = from_doubles(dts[t], 4, lj_tensor_shape(y), gv);
+        ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+        lj_tensor *dx = lj_tensor_grad(x);
+        ljg_graph *opt;
+        ljg_program *p = program_of(dx, &opt);
+        char *lowering = ljc_lowering_text(p);
+        bool rows = strstr(lowering, "store the image's rows") != NULL;
+        ck_assert_msg(rows == cases[c].rows, "case %zu: %s", c, lowering);
+        free(lowering);
+        free_program(p, opt);
+        int64_t cnt;
+        double *got = tu_read(dx, &cnt), *rv = tu_read(r, &cnt), *gr = tu_read(g, &m);
+        double *want = malloc((size_t)n * sizeof *want);
+        const int64_t *ys = lj_tensor_shape(y);
+        unpool_reference(rv, gr, 6, cases[c].h, cases[c].w, cases[c].k, cases[c].s, cases[c].pad, ys[2], ys[3], relu,
+                         dts[t] == LJ_F32, want);
+        for (int64_t i = 0; i < n; i++)
+          ck_assert_msg(got[i] == want[i] || (isnan(got[i]) && isnan(want[i])),
+                        "case %zu, %s, relu %d: dx[%lld] %.17g, want %.17g", c, lj_dtype_name(dts[t]), relu,
+                        (long long)i, got[i], want[i]);
+        free(got), free(rv), free(gr), free(want), free(v), free(gv);
+        lj_scope_end();
+        lj_tensor_release(x);
+      }
+}
+END_TEST
+
 /* Nests over the same points share one loop when what each reads of another's output is the
  * element being written (SGD with momentum: the state, then the parameter from it); a
  * reduction of the first output keeps a loop of its own. One kernel either way; values
@@ -2440,6 +2536,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
   tcase_add_test(tc, test_argmax_maps_found);
+  tcase_add_test(tc, test_unpool_rows);
   tcase_add_test(tc, test_conv_bias_grad_summed);
   tcase_add_test(tc, test_pool_grad_unpooled);
   tcase_add_test(tc, test_conv_pool_row_fusion);

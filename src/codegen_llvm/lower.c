@@ -516,6 +516,7 @@ static bool nest_has(const ljg_kernel *k, const ljg_nest *nest, bool (*is)(const
 static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
+static bool unpools(const ljg_program *p, const ljg_kernel *k);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1302,6 +1303,7 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (ljc_kernel_routine(k, routine)) ljb_str_printf(&line, "; calls %s", routine);
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
+    if (unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
@@ -2351,6 +2353,177 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_loop_end(ir, &tasks, NULL, NULL);
 }
 
+/* ---- a max-pool's gradient straight into the image ------------------------------------------ */
+
+/* The most window rows, and the largest row stride, a max-pool's gradient has for emit_unpool
+ * (each a row of its code). */
+enum { UNPOOL_ROWS_MAX = 8 };
+
+/* Whether kernel k is a max-pool's gradient laid out by col2im (max_pool2d's vjp): its nests
+ * fill a LOCAL column buffer with zeros and scatter one value per window along the taps into
+ * it (fills_for_scatter), its window the col2im of that buffer, of f32 or f64, with a column
+ * stride of 1 or 2 that divides the image's width (one or two vectors to interleave; at
+ * least 2 columns of each residue, every target's vectors at least 2 lanes). Then the buffer
+ * is not written: emit_unpool stores each image row from the windows' values and positions. */
+static bool unpools(const ljg_program *p, const ljg_kernel *k) {
+  if (k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_COL2IM || k->nnests != 2 || k->win_at != 2 ||
+      !fills_for_scatter(k, 0))
+    return false;
+  const ljg_nest *sc = &k->nests[1];
+  const int64_t *a = k->win, *img = k->win_img;
+  int64_t KK = a[0] * a[1], P = k->win_oh * k->win_ow;
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  if ((dt != LJ_F32 && dt != LJ_F64) || sc->out_dtype != dt || a[6] != 1 || a[7] != 1 || (a[3] != 1 && a[3] != 2) ||
+      img[3] % a[3] != 0 || img[3] / a[3] < 2 || a[0] > UNPOOL_ROWS_MAX || a[2] > UNPOOL_ROWS_MAX)
+    return false;
+  if (sc->ndim != 4 || sc->scatter_dim != 2 || sc->shape[0] != img[0] || sc->shape[1] != img[1] || sc->shape[2] != 1 ||
+      sc->shape[3] != P)
+    return false;
+  const ljg_kexpr *src = &k->exprs[k->win_src];
+  const ljg_view *sv = &k->views[sc->out_view], *cv = &k->views[src->view];
+  if (sc->out_slot != src->slot || p->slots[sc->out_slot].kind != LJG_SLOT_LOCAL || sv->n != 1 || cv->n != 1)
+    return false;
+  const int64_t taps[4] = {img[0], img[1], KK, P}, cols[3] = {img[0], img[1] * KK, P};
+  return ljg_view1_walks(&sv->v[0], 4, taps) && ljg_view1_walks(&cv->v[0], 3, cols) && sv->v[0].offset == cv->v[0].offset;
+}
+
+/* The columns of emit_unpool's buffers around a row's OW windows: *left before them, *width
+ * in all, so that every window a vector of the image's columns of one residue reads is in. */
+static void unpool_columns(const ljg_kernel *k, int64_t *left, int64_t *width) {
+  const int64_t *a = k->win;
+  int64_t J = k->win_img[3] / a[3], lo = 0, hi = 0;
+  for (int64_t r = 0; r < a[3]; r++)
+    for (int64_t kw = 0; kw < a[1]; kw++)
+      if ((r + a[5] - kw) % a[3] == 0) {
+        int64_t dj = (r + a[5] - kw) / a[3];
+        lo = dj < lo ? dj : lo, hi = dj > hi ? dj : hi;
+      }
+  *left = -lo;
+  int64_t right = J - 1 + hi - (k->win_ow - 1);
+  *width = *left + k->win_ow + (right > 0 ? right : 0);
+}
+
+/* vw columns of each residue (column mod stride) of an image row, at dst, from j0 on: each
+ * column the sum, from +0 in the order of the taps (col2im's), of the windows' values whose
+ * position is that tap, read from vals and pos at the rows rowoff (per tap row; NULL: none
+ * reaches the image row) from column `left` (pos -1 where no window is), the residues
+ * interleaved. */
+static void unpool_vector(ljc_kctx *kc, LLVMValueRef vals, LLVMValueRef pos, const LLVMValueRef *rowoff, int64_t left,
+                          int vw, LLVMValueRef dst, LLVMValueRef j0) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  const int64_t *a = k->win;
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  LLVMTypeRef ct = ljc_compute_type(ir, dt), vt = LLVMVectorType(ct, (unsigned)vw);
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)vw);
+  unsigned esize = (unsigned)lj_dtype_size(dt);
+  LLVMValueRef zero = LLVMConstNull(vt), sum[2] = {zero, zero};
+  for (int64_t r = 0; r < a[3]; r++)
+    for (int64_t kh = 0; kh < a[0]; kh++) {
+      if (!rowoff[kh]) continue;
+      for (int64_t kw = 0; kw < a[1]; kw++) {
+        if ((r + a[5] - kw) % a[3] != 0) continue;
+        LLVMValueRef at = LLVMBuildNSWAdd(b, rowoff[kh], j0, "");
+        at = LLVMBuildNSWAdd(b, at, ljc_i64(ir, left + (r + a[5] - kw) / a[3]), "");
+        LLVMValueRef v = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, ct, vals, &at, 1, ""), "");
+        LLVMValueRef t = LLVMBuildLoad2(b, it, LLVMBuildInBoundsGEP2(b, ir->i32, pos, &at, 1, ""), "");
+        LLVMSetAlignment(v, esize);
+        LLVMSetAlignment(t, 4);
+        LLVMValueRef hit = LLVMBuildICmp(b, LLVMIntEQ, t, ljc_splat(ir, ljc_const_i(ir->i32, kh * a[1] + kw), it), "");
+        sum[r] = LLVMBuildFAdd(b, sum[r], LLVMBuildSelect(b, hit, v, zero, ""), "");
+      }
+    }
+  LLVMValueRef row = sum[0], col = j0;
+  if (a[3] == 2) {
+    LLVMValueRef lanes[128];
+    for (int i = 0; i < 2 * vw; i++) lanes[i] = ljc_const_i(ir->i32, (i & 1) * vw + i / 2);
+    row = LLVMBuildShuffleVector(b, sum[0], sum[1], LLVMConstVector(lanes, (unsigned)(2 * vw)), "");
+    col = LLVMBuildNSWMul(b, j0, ljc_i64(ir, 2), "");
+  }
+  LLVMSetAlignment(LLVMBuildStore(b, row, LLVMBuildInBoundsGEP2(b, ct, dst, &col, 1, "")), esize);
+}
+
+/* A max-pool's gradient (unpools): per plane, the scatter's values and positions at each
+ * window (vals and pos, LOCAL to the call; a bad position reported, stored as -1), then each
+ * image row from them (unpool_vector): no column buffer of KH·KW rows written and read back,
+ * no zeros stored first, the same sums in the same order as the col2im's. */
+static void emit_unpool(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin, LLVMValueRef end) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  const ljg_nest *sc = &k->nests[1];
+  const int64_t *a = k->win;
+  int64_t C = k->win_img[1], H = k->win_img[2], W = k->win_img[3], OH = k->win_oh, OW = k->win_ow, KK = a[0] * a[1];
+  int64_t J = W / a[3], left, cw;
+  unpool_columns(k, &left, &cw);
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  LLVMTypeRef ct = ljc_compute_type(ir, dt);
+  int vw = ir->vec_bytes / (int)lj_dtype_size(dt);
+  while (vw > J) vw /= 2;
+  int64_t n = (OH + 1) * cw; /* a last row of no windows for the rows past the image's */
+  LLVMValueRef vals = ljc_entry_array(ir, ct, n), pos = ljc_entry_array(ir, ir->i32, n);
+  LLVMBuildMemSet(b, vals, LLVMConstInt(ir->i8, 0, 0), ljc_i64(ir, n * (int64_t)lj_dtype_size(dt)), 64);
+  LLVMBuildMemSet(b, pos, LLVMConstInt(ir->i8, 0xff, 0), ljc_i64(ir, n * 4), 64);
+  /* the windows one loop when the buffers' rows are the windows' rows (no columns around
+   * them), so that short rows (7 windows) vectorize */
+  bool flat = left == 0 && cw == OW;
+  ljc_loop task, oh, ow, m, j;
+  ljc_loop_begin(ir, &task, begin, end, true, 0, NULL);
+  ljc_point pt = {4, {LLVMBuildUDiv(b, task.iv, ljc_i64(ir, C), ""), LLVMBuildURem(b, task.iv, ljc_i64(ir, C), ""),
+                      ljc_i64(ir, 0), NULL}};
+  ljc_loop_begin(ir, &oh, ljc_i64(ir, 0), ljc_i64(ir, flat ? 1 : OH), false, 0, NULL);
+  ljc_loop_begin(ir, &ow, ljc_i64(ir, 0), ljc_i64(ir, flat ? OH * OW : OW), false, 0, NULL);
+  pt.idx[3] = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, OW), ""), ow.iv, "");
+  ljc_emit_exprs(kc, &pt, sc->value);
+  LLVMValueRef v = kc->vals[sc->value];
+  ljc_emit_exprs(kc, &pt, sc->scatter_index);
+  LLVMValueRef index = LLVMBuildIntCast2(b, kc->vals[sc->scatter_index], ir->i64, 1, "");
+  LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
+                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, KK), ""), "");
+  ljc_fail_where(kc, nest_check[1], bad, index);
+  LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, cw), ""), ow.iv, "");
+  at = LLVMBuildNSWAdd(b, at, ljc_i64(ir, left), "");
+  /* col2im's element: the scatter's 0 + v, in the output's dtype */
+  v = ljc_round_to(ir, LLVMBuildFAdd(b, ljc_const_f(LLVMTypeOf(v), 0), v, ""), sc->out_dtype);
+  LLVMBuildStore(b, v, LLVMBuildInBoundsGEP2(b, ct, vals, &at, 1, ""));
+  LLVMValueRef t = LLVMBuildSelect(b, bad, ljc_i64(ir, -1), index, "");
+  LLVMBuildStore(b, LLVMBuildTrunc(b, t, ir->i32, ""), LLVMBuildInBoundsGEP2(b, ir->i32, pos, &at, 1, ""));
+  ljc_loop_end(ir, &ow, NULL, NULL);
+  ljc_loop_end(ir, &oh, NULL, NULL);
+  LLVMValueRef base = LLVMBuildNSWMul(b, task.iv, ljc_i64(ir, H * W), "");
+  if (kc->slot_origin[k->win_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->win_out_slot], "");
+  LLVMValueRef plane = LLVMBuildInBoundsGEP2(b, ct, kc->slot_ptr[k->win_out_slot], &base, 1, "");
+  int64_t sh = a[2], rows = (H + sh - 1) / sh;
+  ljc_loop_begin(ir, &m, ljc_i64(ir, 0), ljc_i64(ir, rows), false, 0, NULL);
+  for (int q = 0; q < sh; q++) {
+    LLVMValueRef ih = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, m.iv, ljc_i64(ir, sh), ""), ljc_i64(ir, q), "");
+    LLVMBasicBlockRef after = NULL;
+    if (q > 0 && H % sh != 0)
+      after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, ih, ljc_i64(ir, H), ""), "unpool.row");
+    /* the buffers' row of each tap row kh that reaches image row ih (else NULL), that of no
+     * windows where its window row is outside [0, OH) */
+    LLVMValueRef rowoff[UNPOOL_ROWS_MAX] = {0};
+    for (int64_t kh = 0; kh < a[0]; kh++) {
+      int64_t d = q + a[4] - kh;
+      if (((d % sh) + sh) % sh != 0) continue;
+      LLVMValueRef wr = LLVMBuildNSWAdd(b, m.iv, ljc_i64(ir, d / sh), "");
+      LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, wr, ljc_i64(ir, 0), ""),
+                                     LLVMBuildICmp(b, LLVMIntSLT, wr, ljc_i64(ir, OH), ""), "");
+      rowoff[kh] = LLVMBuildNSWMul(b, LLVMBuildSelect(b, in, wr, ljc_i64(ir, OH), ""), ljc_i64(ir, cw), "");
+    }
+    LLVMValueRef off = LLVMBuildNSWMul(b, ih, ljc_i64(ir, W), "");
+    LLVMValueRef dst = LLVMBuildInBoundsGEP2(b, ct, plane, &off, 1, "");
+    ljc_loop_begin(ir, &j, ljc_i64(ir, 0), ljc_i64(ir, J / vw), false, 0, NULL);
+    unpool_vector(kc, vals, pos, rowoff, left, vw, dst, LLVMBuildNSWMul(b, j.iv, ljc_i64(ir, vw), ""));
+    ljc_loop_end(ir, &j, NULL, NULL);
+    if (J % vw) unpool_vector(kc, vals, pos, rowoff, left, vw, dst, ljc_i64(ir, J - vw));
+    if (after) ljc_if_end(ir, after);
+  }
+  ljc_loop_end(ir, &m, NULL, NULL);
+  ljc_loop_end(ir, &task, NULL, NULL);
+}
+
 /* ---- kernels ------------------------------------------------------------------------------- */
 
 /* used[s]: 1 when the kernel reads slot s, 2 when it writes it. */
@@ -2503,6 +2676,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
     emit_window(&kc, begin, end);
+  else if (unpools(p, k))
+    emit_unpool(&kc, nest_check, begin, end);
   else if (k->row_block > 0 && k->mm_col_tasks)
     emit_column_block(&kc, nest_check, begin, end);
   else if (k->task_rows > 0)
