@@ -2461,7 +2461,9 @@ static void emit_unpool(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin,
   LLVMTypeRef ct = ljc_compute_type(ir, dt);
   int vw = ir->vec_bytes / (int)lj_dtype_size(dt);
   while (vw > J) vw /= 2;
-  int64_t n = (OH + 1) * cw; /* a last row of no windows for the rows past the image's */
+  /* a last row of no windows for the rows past the image's; about two of the column buffer's
+   * KH·KW rows, which the fusion keeps LOCAL only up to an L2's size */
+  int64_t n = (OH + 1) * cw;
   LLVMValueRef vals = ljc_entry_array(ir, ct, n), pos = ljc_entry_array(ir, ir->i32, n);
   LLVMBuildMemSet(b, vals, LLVMConstInt(ir->i8, 0, 0), ljc_i64(ir, n * (int64_t)lj_dtype_size(dt)), 64);
   LLVMBuildMemSet(b, pos, LLVMConstInt(ir->i8, 0xff, 0), ljc_i64(ir, n * 4), 64);
