@@ -249,6 +249,20 @@ static void emit_reduced(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *ou
   ljc_loop_end(ir, &L, next, out);
 }
 
+/* Scatter nest n's index at point pt (i64) and, in *bad, whether it is outside [0, bound),
+ * which its check records. */
+static LLVMValueRef scatter_index(ljc_kctx *kc, const ljg_nest *n, int check, const ljc_point *pt, int64_t bound,
+                                  LLVMValueRef *bad) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  ljc_emit_exprs(kc, pt, n->scatter_index);
+  LLVMValueRef index = LLVMBuildIntCast2(b, kc->vals[n->scatter_index], ir->i64, 1, ""); /* i8, i32 or i64 */
+  *bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
+                     LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, bound), ""), "");
+  ljc_fail_where(kc, check, *bad, index);
+  return index;
+}
+
 static void store_point(nest_gen *g, LLVMValueRef v) {
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -262,12 +276,8 @@ static void store_point(nest_gen *g, LLVMValueRef v) {
     return;
   }
   /* scatter-add: out[point with dim = index] += v, a bad index adding nothing */
-  ljc_emit_exprs(g->kc, &g->pt, nest->scatter_index);
-  LLVMValueRef index = LLVMBuildIntCast2(b, g->kc->vals[nest->scatter_index], ir->i64, 1, ""); /* i32 or i64 */
   int64_t bound = ljg_view_top(view)->shape[nest->scatter_dim];
-  LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
-                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, bound), ""), "");
-  ljc_fail_where(g->kc, g->check, bad, index);
+  LLVMValueRef bad, index = scatter_index(g->kc, nest, g->check, &g->pt, bound, &bad);
   ljc_point q = g->pt;
   bool isfloat = ljg_dtype_is_float(nest->out_dtype);
   if (bound >= 1 && bound <= LJC_SMALL_DIM) {
@@ -2479,11 +2489,7 @@ static void emit_unpool(ljc_kctx *kc, const int *nest_check, LLVMValueRef begin,
   pt.idx[3] = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, OW), ""), ow.iv, "");
   ljc_emit_exprs(kc, &pt, sc->value);
   LLVMValueRef v = kc->vals[sc->value];
-  ljc_emit_exprs(kc, &pt, sc->scatter_index);
-  LLVMValueRef index = LLVMBuildIntCast2(b, kc->vals[sc->scatter_index], ir->i64, 1, "");
-  LLVMValueRef bad = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSLT, index, ljc_i64(ir, 0), ""),
-                                 LLVMBuildICmp(b, LLVMIntSGE, index, ljc_i64(ir, KK), ""), "");
-  ljc_fail_where(kc, nest_check[1], bad, index);
+  LLVMValueRef bad, index = scatter_index(kc, sc, nest_check[1], &pt, KK, &bad);
   LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, cw), ""), ow.iv, "");
   at = LLVMBuildNSWAdd(b, at, ljc_i64(ir, left), "");
   /* col2im's element: the scatter's 0 + v, in the output's dtype */
