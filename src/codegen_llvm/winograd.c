@@ -67,10 +67,11 @@
  * they fit, else one block of CB, transformed again for every matrix: a 128 to 64 channel
  * convolution on 14×14 took 2.4–3.1 ms with UC 64, 1.8–1.9 with 128, one thread; U is then
  * 1.2 MiB of the calling kernel's frame for F(4×4), 1.6 for F(5×5), on threads of 8 MiB
- * stacks); DU_ROWS: the weight gradient's dU rows per element (CB_DW, and room for the last
- * tile of mr). */
+ * stacks); MR_MAX: the most rows of a register tile (the GEMM's 8 with 32 vector registers, or
+ * 9 over a multiple of 9 tiles: products); DU_ROWS: the weight gradient's dU rows per element
+ * (CB_DW, and room for the last tile of mr). */
 enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
-enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, CB_DW = 64, MB = 64, UC = 128, MR_MAX = 8 };
+enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, CB_DW = 64, MB = 64, UC = 128, MR_MAX = 9 };
 enum { DU_ROWS = CB_DW + MR_MAX };
 _Static_assert(TG_DW * CB_DW <= TG * CB, "the weight gradient's V fits the forward product's");
 /* The most elements of an image whose copy prefetches the next image (prefetch_ahead). */
@@ -607,20 +608,35 @@ static void product_rows(wino *w, int mr, int nv, LLVMValueRef t0, LLVMValueRef 
 /* M[e] for the block's count tiles and mwide rows: V[e] · U[e] over the block's clen channels
  * (U's from uc0), added to what M holds unless `first`; e a loop over the n² elements (the
  * routine compiles one product nest). The tiles go mr at a time, the last count mod mr in
- * register tiles of 4, 2 and 1 rows (MNISTNet's conv2, 9 tiles of F(5×5) an image: 8 and 1;
- * a register tile of 9 rows for it measured no faster), a tile of fewer than 4 rows over more
- * of the rows of C (4 / rows times NV vectors, as MB allows): with fewer independent sums
- * than the FMA's latency takes to hide, its loop over k ran at a quarter of the FMA's rate
- * (the 1-row tile of MNISTNet's conv2 took as long as half the 8-row tile's). */
+ * register tiles of 4, 2 and 1 rows, a tile of fewer than 4 rows over more of the rows of C
+ * (4 / rows times NV vectors, as MB allows): with fewer independent sums than the FMA's
+ * latency takes to hide, its loop over k ran at a quarter of the FMA's rate (the 1-row tile
+ * of MNISTNet's conv2 took as long as half the 8-row tile's). A multiple of 9 tiles, with 32
+ * vector registers, goes 9 at a time instead (18 sums, two vectors of U and a broadcast): an
+ * image of 14×14 is 9 tiles of F(5×5), which a fused epilogue's blocks of one image each
+ * took as 8 and 1 (MNISTNet's conv2 forward with its relu and max-pool at batch 64, fastest
+ * of 300 runs, five alternated pairs: one thread 1.08-1.17 -> 1.04-1.07 ms, two 0.58-0.69 ->
+ * 0.55-0.62; 7 images together, 63 tiles, as fast either way). */
 static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueRef clen, LLVMValueRef uc0,
                      LLVMValueRef first) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
+  bool can_nine = w->mr + 1 == MR_MAX;
+  LLVMValueRef nines = can_nine ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSRem(b, count, i64c(w, MR_MAX), ""), i64c(w, 0), "")
+                                : LLVMConstInt(ir->i1, 0, 0);
   ljc_loop E, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
   LLVMValueRef u = at(w, w->u, add(w, mulc(w, E.iv, PLANE(UC * MB)), mulc(w, uc0, MB)));
   LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TG * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TG * MB)));
+  if (can_nine) {
+    LLVMBasicBlockRef after = ljc_if_begin(ir, nines, "wino.nines");
+    ljc_loop_begin_step(ir, &Tr, i64c(w, 0), count, MR_MAX, true, 0, NULL);
+    product_rows(w, MR_MAX, NV, Tr.iv, mwide, m, v, u, clen, first);
+    ljc_loop_end(ir, &Tr, NULL, NULL);
+    ljc_if_end(ir, after);
+  }
+  LLVMBasicBlockRef by_mr = ljc_if_begin(ir, LLVMBuildNot(b, nines, ""), "wino.by_mr");
   ljc_loop_begin_step(ir, &Tr, i64c(w, 0), whole, w->mr, true, 0, NULL);
   product_rows(w, w->mr, NV, Tr.iv, mwide, m, v, u, clen, first);
   ljc_loop_end(ir, &Tr, NULL, NULL);
@@ -634,6 +650,7 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
     product_rows(w, part, nv, t0, mwide, m, v, u, clen, first);
     ljc_if_end(ir, after);
   }
+  ljc_if_end(ir, by_mr);
   ljc_loop_end(ir, &E, NULL, NULL);
 }
 
