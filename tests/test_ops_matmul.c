@@ -164,10 +164,11 @@ static void init_dumping(int threads, const char *cpu, bool winograd, char *dir)
 /* 3×3 convolutions of stride 1 go through the Winograd routines (the dump holds their
  * objects), both tilings: F(5×5, 3×3) where it takes fewer products (the 14×14 and 30×30
  * outputs), else F(4×4, 3×3); output sizes odd and even (tiles past the edge), padding 0, 1
- * and 2, channels in and out beyond one block of the routine (40 in: 32 and 8; 72 out: 64 and 8), more tiles than a
- * block (30×30), fewer than a register tile's rows (4×6: 2 tiles, in a register tile of 2;
- * 27×28's blocks of 14 and 7 tiles take tiles of 4, 2 and 1 past a multiple of 8), a tile
- * row wider than a block (6×70: 18 tiles a row, in two segments), a strided image (a
+ * and 2, channels in and out beyond one block of the routine (40 in: 32 and 8; 72 out: 64
+ * and 8), more tiles than a block (30×30), fewer than a register tile's rows (4×6: 2 tiles,
+ * in a register tile of 2; 27×28's blocks of 14 and 7 tiles take tiles of 4, 2 and 1 past a
+ * multiple of 8; 14×14's 9 tiles an image, one register tile of 9 rows), a tile row wider
+ * than a block (6×70: 18 tiles a row, in two segments), a strided image (a
  * permuted NHWC tensor), and a fused bias, relu and max-pool run block by block (the
  * transformed weight kept from one block to the next); and their input and weight
  * gradients, through its variants for them; 20 images of one block of tiles each (7×7: 4
