@@ -527,6 +527,7 @@ static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
 static bool unpools(const ljg_program *p, const ljg_kernel *k);
+static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1314,6 +1315,8 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
+    if (pools_rows(p, k, last, k->win_at))
+      ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
@@ -1341,11 +1344,11 @@ char *ljc_lowering_text(const ljg_program *p) {
       if (picks_found(k, last, s, &unused))
         ljb_str_printf(&line, "; nest %d not run: nest %d stores the elements it found", s + 1, s);
       int32_t load;
-      if (maps_found(k, last, s, &load, &unused))
+      if (maps_found(k, last, s, &load, &unused) && !pools_rows(p, k, last, s))
         ljb_str_printf(&line, "; nest %d not run: nest %d stores what it maps them to", s + 2, s);
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
       const ljg_nest *n = &k->nests[s];
-      if (ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)))
+      if (ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)) && !pools_rows(p, k, last, s))
         ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
       if (k->task_rows && sums_by_block(k, last, by >= 0, s))
         ljb_str_printf(&line, "; nest %d adds up each block's rows after the nests before %d", s, k->per_task_at);
@@ -1450,7 +1453,8 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     return;
   }
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
-      picks_found(kc->k, kc->nest_last, s - 1, &pick_view) || maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view))
+      picks_found(kc->k, kc->nest_last, s - 1, &pick_view) ||
+      (maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view) && !pools_rows(kc->p, kc->k, kc->nest_last, s - 2)))
     return;
   nest_gen g, first, last;
   nest_gen_init(&g, kc, nest, check, begin, end);
@@ -1487,6 +1491,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
 static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first);
 
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
+static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi);
 
 /* Whether a nest of k reads a LOCAL slot that an earlier nest wrote (a softmax: the max, the
  * exps and their sum, each read again by the nests after the one that made it). */
@@ -1661,6 +1666,10 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
     }
   } else {
     for (int s = 0; s < k->nnests; s++) {
+      if (k->win_at == s && pools_rows(kc->p, k, kc->nest_last, s)) {
+        emit_pool_rows(kc, s, lo, hi);
+        continue;
+      }
       if (k->win_at == s) emit_window(kc, lo, hi);
       emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
     }
@@ -2361,6 +2370,144 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
     ljc_loop_end(ir, &kh, NULL, NULL);
   }
   ljc_loop_end(ir, &tasks, NULL, NULL);
+}
+
+/* ---- a max-pool's windows straight from the image ------------------------------------------ */
+
+/* The most window rows emit_pool_rows takes (each a row of its code). */
+enum { POOL_ROWS_MAX = 4 };
+
+/* Whether nest s of kernel k is a max-pool's argmax over its window's im2col that reads the
+ * image's rows instead (emit_pool_rows), in a kernel of row blocks whose code runs the window
+ * between its nests (emit_row_blocks): windows of two columns that do not overlap (the
+ * column stride 2, the rows' as many as the window's, at most POOL_ROWS_MAX), no padding or
+ * dilation, f32 or f64 rows of contiguous columns; the argmax over the im2col's taps of each
+ * position (its value the window's LOCAL buffer in im2col's layout, which no other nest
+ * reads), whose found element the next nest gathers (picks_found); its output and that
+ * nest's contiguous along the positions. Then the im2col is not written. */
+static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
+  if (s < 0 || s >= k->nnests || !ljg_kernel_has_window(k) || k->win_op != LJG_OP_IM2COL || k->win_at != s ||
+      k->row_block <= 0 || k->task_rows > 0 || k->mm_col_tasks ||
+      (k->kind == LJG_K_MATMUL && (ljc_gemm_in_one_call(k) || ljc_gemm_writes_window(k))))
+    return false;
+  const int64_t *a = k->win;
+  int64_t P = k->win_oh * k->win_ow, KK = a[0] * a[1];
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  if ((dt != LJ_F32 && dt != LJ_F64) || a[1] != 2 || a[3] != 2 || a[0] != a[2] || a[0] > POOL_ROWS_MAX || a[4] || a[5] ||
+      a[6] != 1 || a[7] != 1 || k->win_ow < 2 || p->slots[k->win_out_slot].kind != LJG_SLOT_LOCAL)
+    return false;
+  const ljg_nest *n = &k->nests[s];
+  ljg_view pick;
+  if (n->rop != LJG_OP_ARGMAX || n->ndim != 3 || n->rmask != 4u || n->shape[1] != P || n->shape[2] != KK ||
+      !picks_found(k, nest_last, s, &pick))
+    return false;
+  const ljg_kexpr *x = &k->exprs[n->value], *src = &k->exprs[k->win_src];
+  const ljg_view *xv = &k->views[x->view], *sv = &k->views[src->view], *ov = &k->views[n->out_view];
+  if (x->kind != LJG_X_LOAD || x->slot != k->win_out_slot || x->dtype != dt || xv->n != 1 || sv->n != 1 ||
+      ljg_view_top(sv)->ndim != 4 || ljg_view_top(sv)->stride[3] != 1 || ov->n != 1 || ov->v[0].stride[1] != 1 ||
+      pick.n != 1 || pick.v[0].stride[1] != 1)
+    return false;
+  const ljg_view1 *t = &xv->v[0];
+  if (t->ndim != 3 || t->offset != 0 || t->stride[0] != KK * P || t->stride[1] != 1 || t->stride[2] != P)
+    return false;
+  /* no other nest reads the buffer (the gather, s + 1, does not run) */
+  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), alone = true;
+  for (int o = 0; o < k->nnests && alone; o++) {
+    if (o == s || o == s + 1) continue;
+    memset(used, 0, (size_t)k->nexprs * sizeof *used);
+    ljg_nest_exprs(k, &k->nests[o], used);
+    for (int e = 0; e < k->nexprs && alone; e++)
+      alone = !(used[e] && (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_BUFFER) &&
+                k->exprs[e].slot == k->win_out_slot);
+  }
+  free(used);
+  return alone;
+}
+
+/* The argmax and maximum of the vw windows of output row oy from column ox0 on (pools_rows),
+ * stored at position p0 of nest n's output and of the gathering nest's (pick): each of the
+ * window's image rows two vectors of 2·vw columns, their even and odd lanes the window's two
+ * taps, combined in the im2col's order of the taps as the argmax's reduction does (the first
+ * of equal maxima, the first NaN). */
+static void pool_vector(ljc_kctx *kc, const ljg_nest *n, const ljg_nest *pick, const ljg_view *pick_view,
+                        const LLVMValueRef *rows, int vw, LLVMValueRef r, LLVMValueRef p0, LLVMValueRef ox0) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  LLVMTypeRef ct = ljc_compute_type(ir, dt), vt = LLVMVectorType(ct, (unsigned)vw);
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)vw);
+  unsigned esize = (unsigned)lj_dtype_size(dt);
+  LLVMValueRef best = ljc_splat(ir, ljc_const_f(ct, -INFINITY), vt), at = LLVMConstNull(it);
+  LLVMValueRef lanes[2][64];
+  for (int odd = 0; odd < 2; odd++)
+    for (int i = 0; i < vw; i++) lanes[odd][i] = ljc_const_i(ir->i32, 2 * i + odd);
+  LLVMValueRef col = LLVMBuildNSWMul(b, ox0, ljc_i64(ir, 2), "");
+  for (int64_t kh = 0; kh < k->win[0]; kh++) {
+    LLVMValueRef half[2];
+    for (int h = 0; h < 2; h++) {
+      LLVMValueRef c = LLVMBuildNSWAdd(b, col, ljc_i64(ir, h * vw), "");
+      half[h] = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, ct, rows[kh], &c, 1, ""), "");
+      LLVMSetAlignment(half[h], esize);
+    }
+    for (int kw = 0; kw < 2; kw++) {
+      LLVMValueRef v = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[kw], (unsigned)vw), "");
+      LLVMValueRef better = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealUGT, v, best, ""),
+                                         LLVMBuildFCmp(b, LLVMRealORD, best, best, ""), "");
+      best = LLVMBuildSelect(b, better, v, best, "");
+      at = LLVMBuildSelect(b, better, ljc_splat(ir, ljc_const_i(ir->i32, kh * 2 + kw), it), at, "");
+    }
+  }
+  ljc_point pt = {3, {r, p0, ljc_i64(ir, 0)}};
+  LLVMTypeRef xt = LLVMVectorType(ljc_compute_type(ir, n->out_dtype), (unsigned)vw);
+  LLVMValueRef off = ljc_slot_offset(kc, n->out_slot, &k->views[n->out_view], &pt);
+  LLVMTypeRef st = ljc_storage_type(ir, n->out_dtype);
+  LLVMValueRef store = LLVMBuildStore(b, LLVMBuildIntCast2(b, at, xt, 0, ""),
+                                      LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[n->out_slot], &off, 1, ""));
+  LLVMSetAlignment(store, (unsigned)lj_dtype_size((lj_dtype)n->out_dtype));
+  off = ljc_slot_offset(kc, pick->out_slot, pick_view, &pt);
+  store = LLVMBuildStore(b, best, LLVMBuildInBoundsGEP2(b, ct, kc->slot_ptr[pick->out_slot], &off, 1, ""));
+  LLVMSetAlignment(store, esize);
+}
+
+/* A max-pool of a row-fused kernel (pools_rows) on the block's planes [lo, hi): each output
+ * row's windows read from the image's rows a vector of positions at a time (the last vector
+ * overlapping the one before it), their argmax and maximum stored as nests s and s + 1 would
+ * (a nest mapping the maximum, maps_found, then runs on what nest s + 1's slot holds): no
+ * im2col of KH·KW rows written and read back. */
+static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi) {
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = kc->k;
+  const ljg_nest *n = &k->nests[s];
+  ljg_view pick_view;
+  LJ_ASSERT(picks_found(k, kc->nest_last, s, &pick_view));
+  int64_t C = k->win_img[1], OH = k->win_oh, OW = k->win_ow, KH = k->win[0];
+  int vw = ir->vec_bytes / (int)lj_dtype_size((lj_dtype)k->win_dtype);
+  while (vw > OW) vw /= 2;
+  window_gen w = {0};
+  w.kc = kc;
+  w.st = ljc_storage_type(ir, (lj_dtype)k->win_dtype);
+  ljc_loop task, oy, j;
+  ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
+  w.n = LLVMBuildUDiv(b, task.iv, ljc_i64(ir, C), "");
+  w.c = LLVMBuildURem(b, task.iv, ljc_i64(ir, C), "");
+  ljc_loop_begin(ir, &oy, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
+  LLVMValueRef rows[POOL_ROWS_MAX];
+  for (int64_t kh = 0; kh < KH; kh++)
+    rows[kh] = window_src(&w, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, KH), ""), ljc_i64(ir, kh), ""),
+                          ljc_i64(ir, 0));
+  LLVMValueRef p_row = LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, OW), "");
+  ljc_loop_begin(ir, &j, ljc_i64(ir, 0), ljc_i64(ir, OW / vw), false, 0, NULL);
+  LLVMValueRef ox0 = LLVMBuildNSWMul(b, j.iv, ljc_i64(ir, vw), "");
+  pool_vector(kc, n, n + 1, &pick_view, rows, vw, task.iv, LLVMBuildNSWAdd(b, p_row, ox0, ""), ox0);
+  ljc_loop_end(ir, &j, NULL, NULL);
+  if (OW % vw) {
+    LLVMValueRef last = ljc_i64(ir, OW - vw);
+    pool_vector(kc, n, n + 1, &pick_view, rows, vw, task.iv, LLVMBuildNSWAdd(b, p_row, last, ""), last);
+  }
+  ljc_loop_end(ir, &oy, NULL, NULL);
+  ljc_loop_end(ir, &task, NULL, NULL);
 }
 
 /* ---- a max-pool's gradient straight into the image ------------------------------------------ */
