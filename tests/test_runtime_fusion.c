@@ -585,6 +585,14 @@ static void unpool_reference(const double *r, const double *g, int64_t planes, i
       }
 }
 
+/* A max-pool's window, stride and padding on an image of h × w, and whether the lowering takes
+ * the rows path under test for it. */
+typedef struct pool_case {
+  int k[2], s[2], pad[2];
+  int64_t h, w;
+  bool rows;
+} pool_case;
+
 /* A max-pool's gradient stores the image's rows from each window's value and position instead
  * of laying out a column buffer by col2im: windows that overlap (3×3 of stride 2 with padding,
  * ResNet's stem's; 3×3 of stride 1), that tile in pairs (2×2), of row stride 3 over rows not a
@@ -596,13 +604,9 @@ static void unpool_reference(const double *r, const double *g, int64_t planes, i
  * interpreter sums in another order). An odd width at a column stride of 2 keeps the buffer.
  * The lowering's text says which. */
 START_TEST(test_unpool_rows) {
-  static const struct {
-    int k[2], s[2], pad[2];
-    int64_t h, w;
-    bool rows;
-  } cases[] = {{{3, 3}, {2, 2}, {1, 1}, 12, 40, true}, {{3, 3}, {2, 2}, {1, 1}, 9, 8, true},
-               {{2, 2}, {2, 2}, {0, 0}, 14, 14, true}, {{3, 3}, {1, 1}, {1, 1}, 7, 19, true},
-               {{3, 2}, {3, 2}, {0, 0}, 10, 6, true},  {{3, 3}, {2, 2}, {1, 1}, 7, 7, false}};
+  static const pool_case cases[] = {{{3, 3}, {2, 2}, {1, 1}, 12, 40, true}, {{3, 3}, {2, 2}, {1, 1}, 9, 8, true},
+                                    {{2, 2}, {2, 2}, {0, 0}, 14, 14, true}, {{3, 3}, {1, 1}, {1, 1}, 7, 19, true},
+                                    {{3, 2}, {3, 2}, {0, 0}, 10, 6, true},  {{3, 3}, {2, 2}, {1, 1}, 7, 7, false}};
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
     for (int t = 0; t < 2; t++)
@@ -656,14 +660,10 @@ END_TEST
  * for bit against the interpreter. Windows with padding, that overlap or of three columns keep
  * the im2col. The lowering's text says which. */
 START_TEST(test_pool_rows) {
-  static const struct {
-    int k[2], s[2], pad[2];
-    int64_t h, w;
-    bool rows;
-  } cases[] = {{{2, 2}, {2, 2}, {0, 0}, 6, 9, true},  {{2, 2}, {2, 2}, {0, 0}, 10, 37, true},
-               {{2, 2}, {2, 2}, {0, 0}, 4, 70, true}, {{3, 2}, {3, 2}, {0, 0}, 9, 28, true},
-               {{1, 2}, {1, 2}, {0, 0}, 3, 6, true},  {{2, 2}, {2, 2}, {1, 1}, 6, 8, false},
-               {{3, 3}, {2, 2}, {1, 1}, 7, 9, false}, {{2, 3}, {2, 3}, {0, 0}, 6, 9, false}};
+  static const pool_case cases[] = {{{2, 2}, {2, 2}, {0, 0}, 6, 9, true},  {{2, 2}, {2, 2}, {0, 0}, 10, 37, true},
+                                    {{2, 2}, {2, 2}, {0, 0}, 4, 70, true}, {{3, 2}, {3, 2}, {0, 0}, 9, 28, true},
+                                    {{1, 2}, {1, 2}, {0, 0}, 3, 6, true},  {{2, 2}, {2, 2}, {1, 1}, 6, 8, false},
+                                    {{3, 3}, {2, 2}, {1, 1}, 7, 9, false}, {{2, 3}, {2, 3}, {0, 0}, 6, 9, false}};
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
     for (int t = 0; t < 2; t++)
