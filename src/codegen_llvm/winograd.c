@@ -67,11 +67,11 @@
  * they fit, else one block of CB, transformed again for every matrix: a 128 to 64 channel
  * convolution on 14×14 took 2.4–3.1 ms with UC 64, 1.8–1.9 with 128, one thread; U is then
  * 1.2 MiB of the calling kernel's frame for F(4×4), 1.6 for F(5×5), on threads of 8 MiB
- * stacks); MR_MAX: the most rows of a register tile (the GEMM's 8 with 32 vector registers, or
- * 9 over a multiple of 9 tiles: products); DU_ROWS: the weight gradient's dU rows per element
+ * stacks); MR_MAX: the most rows of the GEMM's register tile, MR_WIDE a tile's rows over a
+ * multiple of MR_WIDE tiles (products); DU_ROWS: the weight gradient's dU rows per element
  * (CB_DW, and room for the last tile of mr). */
 enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
-enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, CB_DW = 64, MB = 64, UC = 128, MR_MAX = 9 };
+enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, CB_DW = 64, MB = 64, UC = 128, MR_MAX = 8, MR_WIDE = 9 };
 enum { DU_ROWS = CB_DW + MR_MAX };
 _Static_assert(TG_DW * CB_DW <= TG * CB, "the weight gradient's V fits the forward product's");
 /* The most elements of an image whose copy prefetches the next image (prefetch_ahead). */
@@ -550,7 +550,7 @@ static void tile_sums(wino *w, int mr, int nv, LLVMValueRef *acc, LLVMValueRef l
                       int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
   ljc_ir *ir = w->ir;
   int nacc = mr * nv;
-  LLVMValueRef next[MR_MAX * NV], bv[MR_MAX * NV];
+  LLVMValueRef next[MR_WIDE * NV], bv[MR_WIDE * NV];
   ljc_loop K;
   ljc_loop_begin(ir, &K, lo, hi, true, nacc, acc);
   LLVMValueRef brow = at(w, bp, mulc(w, K.iv, b_step)), arow = at(w, a, mulc(w, K.iv, a_step));
@@ -562,14 +562,14 @@ static void tile_sums(wino *w, int mr, int nv, LLVMValueRef *acc, LLVMValueRef l
   ljc_loop_end(ir, &K, next, acc);
 }
 
-/* A register tile: the mr rows of nv vectors at row[r] (mr·nv <= MR_MAX·NV) become (first ? 0 :
+/* A register tile: the mr rows of nv vectors at row[r] (mr·nv <= MR_WIDE·NV) become (first ? 0 :
  * what they hold; first NULL: what they hold) + Σ_{k<n} a[r·a_row + k·a_step] · (the nv
  * vectors at b + k·b_step), the a element broadcast, each sum in the order of k whatever the
  * tile's shape: which tile an output falls in (the images a call groups, so the thread count)
  * does not change its bits. */
 static void register_tile(wino *w, int mr, int nv, const LLVMValueRef *row, LLVMValueRef first, LLVMValueRef n,
                           LLVMValueRef a, int64_t a_row, int64_t a_step, LLVMValueRef bp, int64_t b_step) {
-  LLVMValueRef acc[MR_MAX * NV];
+  LLVMValueRef acc[MR_WIDE * NV];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nv; j++) {
       LLVMValueRef held = vload(w, at(w, row[r], i64c(w, (int64_t)j * w->vw)));
@@ -584,7 +584,7 @@ static void register_tile(wino *w, int mr, int nv, const LLVMValueRef *row, LLVM
  * U[e] (u, at the call's first row) over clen channels. */
 static void product_tile(wino *w, int mr, int nv, LLVMValueRef t0, LLVMValueRef mv, LLVMValueRef m, LLVMValueRef v,
                          LLVMValueRef u, LLVMValueRef clen, LLVMValueRef first) {
-  LLVMValueRef row[MR_MAX];
+  LLVMValueRef row[MR_WIDE];
   for (int r = 0; r < mr; r++) row[r] = at(w, m, add(w, mulc(w, addc(w, t0, r), MB), mv));
   register_tile(w, mr, nv, row, first, clen, at(w, v, mulc(w, t0, w->cb)), w->cb, 1, at(w, u, mv), MB);
 }
@@ -622,17 +622,17 @@ static void products(wino *w, LLVMValueRef count, LLVMValueRef mwide, LLVMValueR
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   LLVMValueRef whole = mulc(w, LLVMBuildSDiv(b, count, i64c(w, w->mr), ""), w->mr), rest = sub(w, count, whole);
-  bool can_nine = w->mr + 1 == MR_MAX;
-  LLVMValueRef nines = can_nine ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSRem(b, count, i64c(w, MR_MAX), ""), i64c(w, 0), "")
-                                : LLVMConstInt(ir->i1, 0, 0);
+  bool wide = w->mr == MR_MAX; /* 32 vector registers */
+  LLVMValueRef nines = wide ? LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSRem(b, count, i64c(w, MR_WIDE), ""), i64c(w, 0), "")
+                            : LLVMConstInt(ir->i1, 0, 0);
   ljc_loop E, Tr;
   ljc_loop_begin(ir, &E, i64c(w, 0), i64c(w, w->ne), false, 0, NULL);
   LLVMValueRef u = at(w, w->u, add(w, mulc(w, E.iv, PLANE(UC * MB)), mulc(w, uc0, MB)));
   LLVMValueRef v = at(w, w->v, mulc(w, E.iv, PLANE(TG * CB))), m = at(w, w->m, mulc(w, E.iv, PLANE(TG * MB)));
-  if (can_nine) {
+  if (wide) {
     LLVMBasicBlockRef after = ljc_if_begin(ir, nines, "wino.nines");
-    ljc_loop_begin_step(ir, &Tr, i64c(w, 0), count, MR_MAX, true, 0, NULL);
-    product_rows(w, MR_MAX, NV, Tr.iv, mwide, m, v, u, clen, first);
+    ljc_loop_begin_step(ir, &Tr, i64c(w, 0), count, MR_WIDE, true, 0, NULL);
+    product_rows(w, MR_WIDE, NV, Tr.iv, mwide, m, v, u, clen, first);
     ljc_loop_end(ir, &Tr, NULL, NULL);
     ljc_if_end(ir, after);
   }
