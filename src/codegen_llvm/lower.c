@@ -88,6 +88,14 @@ static LLVMValueRef reassoc(LLVMValueRef v) {
   return v;
 }
 
+/* Whether v (a float, or a vector of them) replaces acc in an argmax (mx) or argmin: v beyond
+ * acc or v NaN, unless acc is already a NaN (the first NaN wins): two compares, the second
+ * masked by the first (AVX-512), instead of four. */
+static LLVMValueRef float_arg_better(LLVMBuilderRef b, bool mx, LLVMValueRef v, LLVMValueRef acc) {
+  return LLVMBuildAnd(b, LLVMBuildFCmp(b, mx ? LLVMRealUGT : LLVMRealULT, v, acc, ""),
+                      LLVMBuildFCmp(b, LLVMRealORD, acc, acc, ""), "");
+}
+
 static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc, LLVMValueRef v,
                               LLVMValueRef index, LLVMValueRef *out) {
   LLVMBuilderRef b = ir->b;
@@ -122,10 +130,7 @@ static void reduction_combine(ljc_ir *ir, const reduction *r, LLVMValueRef *acc,
     bool mx = r->op == LJG_OP_ARGMAX;
     LLVMValueRef better;
     if (r->isfloat) {
-      /* v beyond acc or v NaN, unless acc is already a NaN (the first NaN wins): two compares,
-       * the second masked by the first (AVX-512), instead of four */
-      better = LLVMBuildAnd(b, LLVMBuildFCmp(b, mx ? LLVMRealUGT : LLVMRealULT, v, acc[0], ""),
-                            LLVMBuildFCmp(b, LLVMRealORD, acc[0], acc[0], ""), "");
+      better = float_arg_better(b, mx, v, acc[0]);
     } else {
       LLVMIntPredicate p = r->sgn ? (mx ? LLVMIntSGT : LLVMIntSLT) : (mx ? LLVMIntUGT : LLVMIntULT);
       better = LLVMBuildICmp(b, p, v, acc[0], "");
@@ -2439,9 +2444,8 @@ static void pool_vector(ljc_kctx *kc, const ljg_nest *n, const ljg_nest *pick, c
   LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)vw);
   unsigned esize = (unsigned)lj_dtype_size(dt);
   LLVMValueRef best = ljc_splat(ir, ljc_const_f(ct, -INFINITY), vt), at = LLVMConstNull(it);
-  LLVMValueRef lanes[2][64];
-  for (int odd = 0; odd < 2; odd++)
-    for (int i = 0; i < vw; i++) lanes[odd][i] = ljc_const_i(ir->i32, 2 * i + odd);
+  LLVMValueRef lanes[2][64], spread[2][64];
+  for (int odd = 0; odd < 2; odd++) stride2_lanes(ir, vw, odd, lanes[odd], spread);
   LLVMValueRef col = LLVMBuildNSWMul(b, ox0, ljc_i64(ir, 2), "");
   for (int64_t kh = 0; kh < k->win[0]; kh++) {
     LLVMValueRef half[2];
@@ -2452,8 +2456,7 @@ static void pool_vector(ljc_kctx *kc, const ljg_nest *n, const ljg_nest *pick, c
     }
     for (int kw = 0; kw < 2; kw++) {
       LLVMValueRef v = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[kw], (unsigned)vw), "");
-      LLVMValueRef better = LLVMBuildAnd(b, LLVMBuildFCmp(b, LLVMRealUGT, v, best, ""),
-                                         LLVMBuildFCmp(b, LLVMRealORD, best, best, ""), "");
+      LLVMValueRef better = float_arg_better(b, true, v, best);
       best = LLVMBuildSelect(b, better, v, best, "");
       at = LLVMBuildSelect(b, better, ljc_splat(ir, ljc_const_i(ir->i32, kh * 2 + kw), it), at, "");
     }
