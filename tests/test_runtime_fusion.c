@@ -1876,7 +1876,9 @@ START_TEST(test_transformer_block_grads) {
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, r), 0, NULL, false)), LJ_OK);
     grads[0] = lj_tensor_grad(x);
     for (int i = 0; i < 8; i++) grads[1 + i] = lj_tensor_grad(p[i]);
-    tu_check_interp_tol(9, grads, 1e-4, 1e-4);
+    /* the gradients reach 2.2e3, whose ulp is 2.4e-4: a sum that cancels to 0.45 beside them
+     * keeps an error of that size in any order of its terms (AVX2's order is 2.5e-4 off f64's) */
+    tu_check_interp_tol(9, grads, 1e-4, 1e-3);
     lj_scope_end();
     lj_shutdown();
   }
