@@ -1407,6 +1407,96 @@ START_TEST(test_matmul_batch_sum) {
 }
 END_TEST
 
+/* The matmul kernels of p: how many, and the largest k among them. */
+static int matmul_kernels(const ljg_program *p, int64_t *k) {
+  int n = 0;
+  *k = 0;
+  for (int i = 0; i < p->nkernels; i++)
+    if (p->kernels[i].kind == LJG_K_MATMUL) {
+      n++;
+      if (p->kernels[i].mm_k > *k) *k = p->kernels[i].mm_k;
+    }
+  return n;
+}
+
+/* A sum of products of one shape that only the sum reads (a weight's gradient when the weight
+ * served several steps: an RNN's, Σ_t h_tᵀ · dg_t) is one product over the operands
+ * concatenated along k, when copying them costs less than storing the products and adding
+ * them: one matmul kernel with k = Σ k_t. Values against the interpreter on two threads, f32
+ * and f64: steps of k 1, 7 and 32 with A transposed and one A a broadcast zero, a term that is
+ * no product added too; an RNN's weight gradients through autograd. Products of a k large next
+ * to m and n (cheaper stored), one read elsewhere too and a lone product keep their kernels. */
+START_TEST(test_matmul_sums_joined) {
+  static const lj_dtype dts[2] = {LJ_F32, LJ_F64};
+  static const int64_t ks[4] = {1, 7, 32, 5};
+  tu_init_threads(2);
+  for (int i = 0; i < 2; i++) {
+    lj_scope_begin();
+    double tol = dts[i] == LJ_F32 ? 1e-5 : 1e-12;
+    lj_tensor *sum = tu_tensor(dts[i], LJ_SHAPE(24, 40), TU_ANY, 10), *prods[4];
+    for (int t = 0; t < 4; t++) {
+      lj_tensor *a = t == 3 ? lj_zeros(lj_default_device(), dts[i], LJ_SHAPE(24, ks[t]))
+                            : lj_transpose(tu_tensor(dts[i], LJ_SHAPE(ks[t], 24), TU_ANY, 11 + t), 0, 1);
+      prods[t] = lj_matmul(a, tu_tensor(dts[i], LJ_SHAPE(ks[t], 40), TU_ANY, 20 + t));
+      sum = lj_add(sum, prods[t]);
+    }
+    ljg_graph *opt;
+    ljg_program *p = program_of(sum, &opt);
+    int64_t k;
+    char *text = ljg_program_text(p, opt);
+    ck_assert_msg(matmul_kernels(p, &k) == 1 && k == 45, "%s", text);
+    free(text);
+    free_program(p, opt);
+    lj_tensor *shared[2] = {sum, prods[1]}; /* the second product is a root too: the others join */
+    p = program_of_n(2, shared, &opt);
+    ck_assert_int_eq(matmul_kernels(p, &k), 2);
+    ck_assert_int_eq(k, 38);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &sum, tol, tol);
+    tu_check_interp_tol(1, &prods[1], tol, tol);
+    lj_scope_end();
+  }
+  lj_scope_begin();
+  lj_tensor *a[2], *b[2];
+  for (int t = 0; t < 2; t++) {
+    a[t] = tu_tensor(LJ_F32, LJ_SHAPE(8, 64), TU_ANY, 30 + t);
+    b[t] = tu_tensor(LJ_F32, LJ_SHAPE(64, 8), TU_ANY, 32 + t);
+  }
+  lj_tensor *deep = lj_add(lj_matmul(a[0], b[0]), lj_matmul(a[1], b[1])); /* copies of 2·64·16 > 2·64 */
+  lj_tensor *lone = lj_add(lj_matmul(a[0], b[0]), tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 34));
+  int64_t k;
+  ljg_graph *opt;
+  for (int c = 0; c < 2; c++) {
+    ljg_program *p = program_of(c ? lone : deep, &opt);
+    ck_assert_int_eq(matmul_kernels(p, &k), c ? 1 : 2);
+    ck_assert_int_eq(k, 64);
+    free_program(p, opt);
+  }
+  /* an RNN, h_t = tanh(x_t·Wxᵀ + h_{t-1}·Whᵀ) from h_0 = 0 over 6 steps of a batch of 4 */
+  enum { T = 6, B = 4, I = 5, H = 12 };
+  lj_tensor *w[2] = {tu_tensor(LJ_F32, LJ_SHAPE(H, I), TU_ANY, 40), tu_tensor(LJ_F32, LJ_SHAPE(H, H), TU_ANY, 41)};
+  lj_tensor *xs = tu_tensor(LJ_F32, LJ_SHAPE(T, B, I), TU_ANY, 42), *r = tu_tensor(LJ_F32, LJ_SHAPE(B, H), TU_ANY, 43);
+  for (int i = 0; i < 2; i++) lj_tensor_set_requires_grad(w[i], true);
+  lj_tensor *h = lj_zeros(lj_default_device(), LJ_F32, LJ_SHAPE(B, H));
+  for (int t = 0; t < T; t++) {
+    lj_tensor *x = lj_reshape(lj_slice(xs, 0, t, t + 1, 1), LJ_SHAPE(B, I));
+    h = lj_tanh(lj_add(lj_linear(x, w[0], NULL), lj_linear(h, w[1], NULL)));
+  }
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(h, r), 0, NULL, false)), LJ_OK);
+  lj_tensor *grads[2] = {lj_tensor_grad(w[0]), lj_tensor_grad(w[1])};
+  for (int i = 0; i < 2; i++) {
+    ljg_program *p = program_of(grads[i], &opt);
+    char *text = ljg_program_text(p, opt);
+    ck_assert_msg(matmul_kernels(p, &k) >= 1 && k == T * B, "%s", text); /* every step's product in one */
+    free(text);
+    free_program(p, opt);
+  }
+  tu_check_interp_tol(2, grads, 1e-4, 1e-4); /* f32 through six tanh steps: 3e-5 off either way */
+  lj_scope_end();
+  lj_shutdown();
+}
+END_TEST
+
 /* A matmul read only through a transpose is computed transposed: a linear layer's weight
  * gradient, d(Wᵀ) = xᵀ·dY transposed back to W's layout, is one matmul kernel writing W's
  * layout (its root a reshape of the product, no copy), with the SGD update as its epilogue. */
@@ -2583,6 +2673,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nests_share_loops);
   tcase_add_test(tc, test_transposes_apart);
   tcase_add_test(tc, test_matmul_batch_sum);
+  tcase_add_test(tc, test_matmul_sums_joined);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);
   tcase_add_test(tc, test_rows_ahead);

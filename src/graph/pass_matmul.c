@@ -1,4 +1,4 @@
-/* pass_matmul.c — batch sums and orientation of matmuls.
+/* pass_matmul.c — batch sums, sums of products and orientation of matmuls.
  * Requires: a verified graph whose view chains are merged (after simplify). Guarantees: the
  * same values at every root (up to the order of float sums), and
  *  - a matmul whose only use is a sum over its batch dim in its dtype (through reshapes that
@@ -6,6 +6,10 @@
  *    never stored per matrix. This is a weight's gradient when the weight was expanded over
  *    the batch: a convolution's, dW = Σ_b dY_b · cols_bᵀ. A large one sums each half of the
  *    batch, [2, M, N], and an add of its two slices sums them (in_halves);
+ *  - a sum of matmuls of one shape, each read only by the sum, is one matmul over their
+ *    operands concatenated along k where copying those costs less than storing the products
+ *    and adding them (worth_joining): a weight's gradient when the weight served several
+ *    steps, an RNN's Σ_t h_tᵀ · dg_t;
  *  - a matmul read only through transposes is replaced by permute(matmul(permute(B),
  *    permute(A))): its readers then read it as it lies, and a transposed root (a linear
  *    layer's weight gradient, computed by autograd as d(Wᵀ) = xᵀ·dY) becomes a reshape of the
@@ -218,6 +222,164 @@ static void batch_sums(ljg_graph *g) {
   ljg_rw_finish(&rw, g);
 }
 
+typedef LJB_VEC(int32_t) index_vec;
+
+/* Whether node x is an add inside sum n that only the sum reads: of n's dtype and shape, used
+ * once. */
+static bool own_add(const ljg_graph *g, int32_t x, const ljg_gnode *n, const int *uses) {
+  const ljg_gnode *t = &g->nodes[x];
+  return t->op == LJG_OP_ADD && uses[x] == 1 && t->dtype == n->dtype && t->ndim == n->ndim &&
+         memcmp(t->shape, n->shape, sizeof n->shape) == 0;
+}
+
+/* The matmul that term x of sum n is, seen through a reshape to n's shape (a product of
+ * matrices, [1, m, n], added as [m, n]), when only the sum reads it; else -1. */
+static int32_t own_product(const ljg_graph *g, int32_t x, const ljg_gnode *n, const int *uses) {
+  const ljg_gnode *t = &g->nodes[x];
+  if (uses[x] != 1 || t->dtype != n->dtype || t->ndim != n->ndim || memcmp(t->shape, n->shape, sizeof n->shape))
+    return -1;
+  if (t->op == LJG_OP_RESHAPE) {
+    x = ljg_in(g, t)[0];
+    t = &g->nodes[x];
+    if (uses[x] != 1) return -1;
+  }
+  return t->op == LJG_OP_MATMUL ? x : -1;
+}
+
+/* A product of a sum and its operands, ordered by B, then A. */
+typedef struct product {
+  int32_t b, a, node;
+} product;
+
+static int by_operands(const void *x, const void *y) {
+  const product *p = x, *q = y;
+  return p->b != q->b ? (p->b > q->b) - (p->b < q->b) : (p->a > q->a) - (p->a < q->a);
+}
+
+/* The terms of the sum whose last add is node n (a tree of the adds that are its own parts):
+ * its products in prods, by their operands (sums over the same steps then concatenate an
+ * operand they share alike, an LSTM's input and recurrent weight gradients their dg_t: one
+ * cat), the other terms in rest. */
+static void sum_terms(const ljg_graph *g, int32_t n, const int *uses, index_vec *prods, index_vec *rest) {
+  index_vec stack = {0};
+  ljb_vec_push(&stack, n);
+  while (stack.n) {
+    int32_t x = stack.a[--stack.n], mm;
+    if (x == n || own_add(g, x, &g->nodes[n], uses)) {
+      ljb_vec_push(&stack, ljg_in(g, &g->nodes[x])[1]);
+      ljb_vec_push(&stack, ljg_in(g, &g->nodes[x])[0]);
+    } else if ((mm = own_product(g, x, &g->nodes[n], uses)) >= 0) {
+      ljb_vec_push(prods, mm);
+    } else {
+      ljb_vec_push(rest, x);
+    }
+  }
+  ljb_vec_free(&stack);
+  product *p = ljb_xalloc((size_t)prods->n * sizeof *p + 1);
+  for (int i = 0; i < prods->n; i++) {
+    const int32_t *in = ljg_in(g, &g->nodes[prods->a[i]]);
+    p[i] = (product){.b = in[1], .a = in[0], .node = prods->a[i]};
+  }
+  qsort(p, (size_t)prods->n, sizeof *p, by_operands);
+  for (int i = 0; i < prods->n; i++) prods->a[i] = p[i].node;
+  free(p);
+}
+
+/* Whether the products prods ([b, m, k_i] · [b, k_i, n] each) cost less as one product of
+ * their operands concatenated along k: the copies of the operands, Σ k_i · (m + n) elements
+ * a matrix, against the products but one stored and read back by the adds, 2 · m · n each.
+ * An LSTM's recurrent weight gradient, Σ_t h_tᵀ · dg_t over T steps of a batch of 32 (k_i),
+ * is one product of k = 32·T instead of T products written in full. */
+static bool worth_joining(const ljg_graph *g, const index_vec *prods) {
+  if (prods->n < 2 || ljg_gnumel(&g->nodes[prods->a[0]]) == 0) return false;
+  const ljg_gnode *first = &g->nodes[prods->a[0]];
+  double m = (double)first->shape[1], n = (double)first->shape[2], k = 0;
+  for (int i = 0; i < prods->n; i++) {
+    const ljg_gnode *p = &g->nodes[prods->a[i]];
+    int64_t ki = g->nodes[ljg_in(g, p)[0]].shape[2];
+    if (ki == 0 || memcmp(p->shape, first->shape, sizeof p->shape)) return false;
+    k += (double)ki;
+  }
+  return k * (m + n) <= 2.0 * (prods->n - 1) * m * n;
+}
+
+/* Whether node x is a transpose of its last two dims: a permute, or a matrix's transpose
+ * reshaped to one matrix of a batch (how the simplify pass leaves a linear layer's xᵀ). */
+static bool is_transpose(const ljg_graph *g, int32_t x) {
+  const ljg_gnode *n = &g->nodes[x];
+  if (n->op == LJG_OP_PERMUTE) return n->ndim == 3 && n->attr.a[0] == 0 && n->attr.a[1] == 2;
+  if (n->op != LJG_OP_RESHAPE || n->ndim != 3 || n->shape[0] != 1) return false;
+  const ljg_gnode *p = &g->nodes[ljg_in(g, n)[0]];
+  return p->op == LJG_OP_PERMUTE && p->ndim == 2 && p->attr.a[0] == 1 && n->shape[1] == p->shape[0];
+}
+
+/* Operand `which` (0: A, 1: B) of the products, concatenated along k: when one of them is a
+ * transpose (a weight gradient's xᵀ), the transpose of the cat of their transposes (which
+ * the simplify pass then folds with theirs), so that the cat copies rows as they lie. */
+static int32_t joined_operand(ljg_rewriter *rw, const ljg_graph *g, const index_vec *prods, int which) {
+  bool swapped = false;
+  for (int i = 0; i < prods->n; i++) swapped |= is_transpose(g, ljg_in(g, &g->nodes[prods->a[i]])[which]);
+  int dim = (which == 0) != swapped ? 2 : 1;
+  int32_t *in = ljb_xalloc((size_t)prods->n * sizeof *in);
+  int64_t k = 0;
+  for (int i = 0; i < prods->n; i++) {
+    int32_t x = rw->map[ljg_in(g, &g->nodes[prods->a[i]])[which]];
+    in[i] = swapped ? transposed(rw, &rw->out.nodes[x], x) : x;
+    k += rw->out.nodes[in[i]].shape[dim];
+  }
+  ljg_gnode c = rw->out.nodes[in[0]];
+  memset(&c.attr, 0, sizeof c.attr);
+  c.op = LJG_OP_CAT;
+  c.nin = prods->n;
+  c.param = -1;
+  c.shape[dim] = k;
+  c.attr.a[0] = dim;
+  int32_t r = ljg_rw_add(rw, &c, in);
+  free(in);
+  return swapped ? transposed(rw, &rw->out.nodes[r], r) : r;
+}
+
+/* Sums of products of one shape that pay (worth_joining) become one product over their
+ * operands concatenated along k, the sum's other terms added to it; true when one did. */
+static bool join_sums(ljg_graph *g) {
+  int *uses = count_uses(g);
+  bool *part = ljb_xcalloc((size_t)g->n + 1, 1), joined = false;
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    if (n->op != LJG_OP_ADD) continue;
+    for (int k = 0; k < 2; k++) part[ljg_in(g, n)[k]] |= own_add(g, ljg_in(g, n)[k], n, uses);
+  }
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, g);
+  index_vec prods = {0}, rest = {0};
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    prods.n = rest.n = 0;
+    if (n->op == LJG_OP_ADD && !part[i]) sum_terms(g, i, uses, &prods, &rest);
+    if (!worth_joining(g, &prods)) {
+      rw.map[i] = ljg_rw_copy(&rw, g, i);
+      continue;
+    }
+    int32_t in[2] = {joined_operand(&rw, g, &prods, 0), joined_operand(&rw, g, &prods, 1)};
+    int32_t c = ljg_rw_add(&rw, &g->nodes[prods.a[0]], in);
+    if (memcmp(rw.out.nodes[c].shape, n->shape, sizeof n->shape) || rw.out.nodes[c].ndim != n->ndim) {
+      ljg_gnode r = *n;
+      r.op = LJG_OP_RESHAPE;
+      r.nin = 1;
+      c = ljg_rw_add(&rw, &r, &c);
+    }
+    for (int t = 0; t < rest.n; t++) c = ljg_rw_add(&rw, n, (const int32_t[]){c, rw.map[rest.a[t]]});
+    rw.map[i] = c;
+    joined = true;
+  }
+  ljb_vec_free(&prods);
+  ljb_vec_free(&rest);
+  free(part);
+  free(uses);
+  ljg_rw_finish(&rw, g);
+  return joined;
+}
+
 /* Whether each node is used, and only as the operand of transposes of its last two dims
  * (never as a root). */
 static bool *read_transposed(const ljg_graph *g, const bool *root) {
@@ -267,6 +429,7 @@ static void orient(ljg_graph *g) {
 }
 
 void ljg_pass_matmul(ljg_graph *g) {
+  if (join_sums(g)) ljg_pass_dce(g); /* the products joined are read by no one: uses counted next */
   batch_sums(g);
   orient(g);
 }
