@@ -241,6 +241,21 @@ static bool setup_transformer(const workload *w, bench_state *s) {
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
+/* An LSTM classifier with SGD, n = {B, T, I, H}: inputs [T, B, I], labels of 10 classes, the
+ * input and recurrent projections of the gates (each with its bias, as torch.nn.LSTM's) and
+ * the classifier. */
+static bool setup_lstm(const workload *w, bench_state *s) {
+  const int64_t *n = w->n;
+  s->np = 6;
+  if (lj_nn_linear_init(s->d, LJ_F32, n[2], 4 * n[3], true, &s->p[0], &s->p[1]) != LJ_OK ||
+      lj_nn_linear_init(s->d, LJ_F32, n[3], 4 * n[3], true, &s->p[2], &s->p[3]) != LJ_OK ||
+      lj_nn_linear_init(s->d, LJ_F32, n[3], 10, true, &s->p[4], &s->p[5]) != LJ_OK)
+    return false;
+  s->in[0] = rand_f32(s, LJ_SHAPE(n[1], n[0], n[2]));
+  s->in[1] = rand_labels(s, n[0], 10);
+  return all_set(s->in, 2) && setup_sgd(s);
+}
+
 /* The MLP 784-512-512-10 with SGD; n[0] is the batch. */
 static bool setup_mlp(const workload *w, bench_state *s) {
   static const int64_t sizes[] = {784, 512, 512, 10};
@@ -424,6 +439,23 @@ static void cnn_step(const workload *w, bench_state *s) {
   train(s, lj_linear(h, p[6], p[7]));
 }
 
+/* torch.nn.LSTM's cell (gates i, f, g, o) unrolled over the T steps from zero states, the
+ * classifier on the last hidden state. */
+static void lstm_step(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], hs = w->n[3];
+  lj_tensor *const *p = s->p;
+  lj_optim_zero_grad(s->opt);
+  lj_tensor *h = lj_zeros(s->d, LJ_F32, LJ_SHAPE(b, hs)), *c = h;
+  for (int64_t t = 0; t < w->n[1]; t++) {
+    lj_tensor *x = lj_reshape(lj_slice(s->in[0], 0, t, t + 1, 1), LJ_SHAPE(b, w->n[2]));
+    lj_tensor *g = lj_add(lj_linear(x, p[0], p[1]), lj_linear(h, p[2], p[3])), *gate[4];
+    for (int k = 0; k < 4; k++) gate[k] = lj_slice(g, 1, k * hs, (k + 1) * hs, 1);
+    c = lj_add(lj_mul(lj_sigmoid(gate[1]), c), lj_mul(lj_sigmoid(gate[0]), lj_tanh(gate[2])));
+    h = lj_mul(lj_sigmoid(gate[3]), lj_tanh(c));
+  }
+  train(s, lj_linear(h, p[4], p[5]));
+}
+
 /* The next convolution of setup_resnet18's order and its batch norm, training (the running
  * statistics updated in place, as PyTorch's BatchNorm2d in train mode). */
 typedef struct resnet_walk {
@@ -471,6 +503,9 @@ static void resnet18_step(const workload *w, bench_state *s) {
    3 * (0.5 * 9 + 3 * 9 + 0.5) * (128.0 * 128 * 28 * 28) + 512.0 * 1000)
 /* forward, the weight gradients and the input gradients but the stem's (the data needs none) */
 #define RESNET18_FLOPS(b) (2.0 * (b) * (3 * RESNET18_MACS - 3.0 * 64 * 49 * 112 * 112))
+/* an LSTM's gate products forward (input and recurrent), their weight gradients and the
+ * hidden state's gradients (the input needs none) */
+#define LSTM_FLOPS(b, t, i, h) (2.0 * (b) * (t) * 4 * (h) * (2.0 * (i) + 3.0 * (h)))
 #define CNN_FLOPS(b)                                                                                    \
   (3.0 * (CONV_FLOPS(b, 1, 32, 28) + CONV_FLOPS(b, 32, 64, 14) + 2.0 * (b) * (3136 * 128 + 128 * 10)) - \
    CONV_FLOPS(b, 1, 32, 28))
@@ -520,6 +555,8 @@ const workload bench_workloads[] = {
      setup_group_norm, group_norm, 3.0 * 32 * 64 * 28 * 28 * 4, 0},
     {"transformer_b4x256", "GPT-2 block (768 wide, 12 heads, causal, 4x256 tokens), fwd + bwd", {4, 256, 768, 12},
      setup_transformer, transformer, 0, TRANSFORMER_FLOPS(4, 256, 768)},
+    {"lstm_step_b32", "LSTM 64 -> 256 over 32 steps, batch 32, classifier, SGD", {32, 32, 64, 256}, setup_lstm,
+     lstm_step, 0, LSTM_FLOPS(32, 32, 64, 256)},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},

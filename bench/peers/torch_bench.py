@@ -31,7 +31,7 @@ reexec_fairly()
 import torch  # noqa: E402  (after the environment is set)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch_models import MNISTNet, ResNet18, conv_layer, mlp  # noqa: E402
+from torch_models import LSTMClassifier, MNISTNet, ResNet18, conv_layer, mlp  # noqa: E402
 
 M1, M16 = 1 << 20, 1 << 24
 
@@ -221,6 +221,7 @@ WORKLOADS = {
     "layer_norm_512x1024": lambda: layer_norm(512, 1024),
     "group_norm_32x64x28": lambda: group_norm(32, 64, 28, 8),
     "transformer_b4x256": lambda: transformer(4, 256, 768, 12),
+    "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),

@@ -1,5 +1,6 @@
 """The models of lazyjit's main job and benchmarks in torch.nn, for the peer scripts: MNISTNet
-as in examples/fashion_mnist.c, and the 784-512-512-10 MLP and ResNet-18 of bench/workloads.c.
+as in examples/fashion_mnist.c, and the 784-512-512-10 MLP, the LSTM classifier and ResNet-18
+of bench/workloads.c.
 All return log-probabilities."""
 import torch.nn as nn
 import torch.nn.functional as F
@@ -27,6 +28,19 @@ class MNISTNet(nn.Module):
 def mlp():
     return nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10),
                          nn.LogSoftmax(1))
+
+
+class LSTMClassifier(nn.Module):
+    """torch.nn.LSTM over [T, B, I] from zero states, a linear classifier on the last hidden state."""
+
+    def __init__(self, i, h, classes=10):
+        super().__init__()
+        self.lstm = nn.LSTM(i, h)
+        self.head = nn.Linear(h, classes)
+
+    def forward(self, x):
+        _, (h, _) = self.lstm(x)
+        return F.log_softmax(self.head(h[0]), 1)
 
 
 class BasicBlock(nn.Module):
