@@ -82,6 +82,38 @@ START_TEST(test_partial_sync) {
 }
 END_TEST
 
+static int64_t buffers_live(void) {
+  return lj_counter_value("CreateDataHandles") - lj_counter_value("DestroyDataHandles");
+}
+
+/* A sync of some tensors while another stays pending (a constant made once and kept) cannot
+ * reset the trace; it drops the buffers of the results no live tensor reaches: a loop reading
+ * its outputs holds as many buffers as it keeps, not one more a step. A pending tensor still
+ * reads what it reaches: a result and a host tensor the caller released. */
+START_TEST(test_partial_sync_drops_unreached) {
+  enum { N = 1000 };
+  lj_device *d = lj_default_device();
+  static float host[N], got[N];
+  for (int k = 0; k < N; k++) host[k] = (float)k / 8;
+  lj_tensor *x = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(N), host), *h = lj_tensor_from_host(d, LJ_F32, LJ_SHAPE(N), host);
+  lj_tensor *scale = lj_full(d, LJ_F32, LJ_SCALAR_SHAPE, 0.5), *later = lj_add(h, x);
+  lj_tensor_release(h);
+  int64_t live = 0;
+  for (int i = 0; i < 20; i++) {
+    lj_tensor *y = lj_mul(x, scale);
+    ck_assert_int_eq(lj_tensor_to_host(y, got, sizeof got), LJ_OK);
+    for (int k = 0; k < N; k++) ck_assert_float_eq(got[k], host[k] * 0.5f);
+    if (i == 10) later = lj_mul(later, y); /* reads y's buffer */
+    lj_tensor_release(y);
+    if (i == 0) live = buffers_live(); /* x, h and the last y, released after its sync */
+    ck_assert_int_le(buffers_live(), live + (i >= 10));
+  }
+  ck_assert(lj_tensor_is_pending(scale));
+  ck_assert_int_eq(lj_tensor_to_host(later, got, sizeof got), LJ_OK);
+  for (int k = 0; k < N; k++) ck_assert_float_eq(got[k], 2 * host[k] * (host[k] * 0.5f));
+}
+END_TEST
+
 START_TEST(test_host_round_trip_all_dtypes) {
   lj_device *d = lj_default_device();
   for (int di = 0; di < LJ_NUM_DTYPES; di++) {
@@ -133,6 +165,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_scopes);
   tcase_add_test(tc, test_assign);
   tcase_add_test(tc, test_partial_sync);
+  tcase_add_test(tc, test_partial_sync_drops_unreached);
   tcase_add_test(tc, test_host_round_trip_all_dtypes);
   tcase_add_test(tc, test_shutdown_with_live_tensors);
   suite_add_tcase(s, tc);

@@ -1,6 +1,7 @@
 /* sync.c — barriers and inspection: lj_sync runs every live pending tensor of a device,
  * lj_sync_tensors the ones given, and the inspection calls collect the same graph a sync
- * would, without running it. A sync that leaves nothing pending resets the trace. Runs are
+ * would, without running it. A sync that leaves nothing pending resets the trace, one that
+ * leaves some drops the buffers only the rest of the trace held. Runs are
  * queued (runtime/queue.c); a barrier reports the error the previous run left. */
 #include "frontend/frontend.h"
 
@@ -25,10 +26,24 @@ static lj_status run(struct lj_device *d, int n, lj_tensor *const *ts, bool dona
   return st;
 }
 
-static void reset_if_idle(struct lj_device *d) {
-  for (lj_tensor *t = d->live_head; t; t = t->next)
-    if (ljf_pending(t)) return;
-  ljg_trace_reset(&d->trace);
+/* After a sync of some tensors: the trace resets when no live tensor is pending; else it drops
+ * the buffers of the nodes no live tensor reaches (a pending tensor kept across steps, a
+ * constant made once, kept every later result's buffer: a leak of every step's outputs, each
+ * step page-faulting in fresh memory). */
+static void trim_trace(struct lj_device *d) {
+  LJB_VEC(ljg_node *) live = {0};
+  bool pending = false;
+  for (lj_tensor *t = d->live_head; t; t = t->next) {
+    pending |= ljf_pending(t);
+    if (t->epoch != d->trace.epoch) continue;
+    if (t->node) ljb_vec_push(&live, t->node);
+    if (t->donor) ljb_vec_push(&live, t->donor);
+  }
+  if (pending)
+    ljg_trace_release_unreached(&d->trace, live.n, live.a);
+  else
+    ljg_trace_reset(&d->trace);
+  ljb_vec_free(&live);
 }
 
 lj_status ljf_sync(lj_device *d, ljr_cause cause) {
@@ -78,7 +93,7 @@ lj_status ljf_sync_tensors(int n, lj_tensor *const *ts, ljr_cause cause) {
     qsort(roots.a, (size_t)roots.n, sizeof *roots.a, by_id);
     struct lj_device *d = roots.a[0]->dev;
     st = run(d, roots.n, roots.a, false, cause);
-    if (st == LJ_OK) reset_if_idle(d);
+    if (st == LJ_OK) trim_trace(d);
   } else if (n > 0) {
     st = ljr_queue_finish(ts[0]->dev);
   }

@@ -128,6 +128,9 @@ typedef struct ljg_trace {
 void ljg_trace_init(ljg_trace *t);
 /* Drops every node and the buffer references they hold. */
 void ljg_trace_reset(ljg_trace *t);
+/* Drops the buffer references of the nodes that none of live[0..n) reaches through operands:
+ * no op can read them any more, while the trace lives on for the pending ones. */
+void ljg_trace_release_unreached(ljg_trace *t, int n, ljg_node *const *live);
 void ljg_trace_free(ljg_trace *t);
 /* The node for op(in...) with the given result type and attributes (hash-consed). attr may
  * be NULL (all zero). */

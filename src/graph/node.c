@@ -5,7 +5,8 @@
  * there is one (common subexpressions are free). Data nodes are keyed by their buffer, so
  * one buffer has one node per trace; scalar parameters carry a unique sequence number so two
  * uses of the same value stay two parameters. The arena is reset when a sync leaves no
- * pending tensor on the device. */
+ * pending tensor on the device; a sync that leaves some drops the buffers of the nodes no live
+ * tensor reaches. */
 #include "graph/graph.h"
 #include "runtime/runtime.h"
 
@@ -27,6 +28,36 @@ void ljg_trace_reset(ljg_trace *t) {
   t->by_id.n = 0;
   ljb_arena_reset(&t->arena);
   t->epoch++;
+}
+
+void ljg_trace_release_unreached(ljg_trace *t, int n, ljg_node *const *live) {
+  uint64_t stamp = ++t->walk;
+  LJB_VEC(ljg_node *) stack = {0};
+  for (int i = 0; i < n; i++)
+    if (live[i]->walk != stamp) {
+      live[i]->walk = stamp;
+      ljb_vec_push(&stack, live[i]);
+    }
+  while (stack.n) {
+    ljg_node *x = stack.a[--stack.n];
+    for (int k = 0; k < x->nin; k++)
+      if (x->in[k]->walk != stamp) {
+        x->in[k]->walk = stamp;
+        ljb_vec_push(&stack, x->in[k]);
+      }
+  }
+  ljb_vec_free(&stack);
+  int kept = 0;
+  for (int i = 0; i < t->held.n; i++) {
+    ljg_node *x = t->held.a[i];
+    if (x->walk == stamp) {
+      t->held.a[kept++] = x;
+    } else {
+      ljr_buffer_release(x->data);
+      x->data = NULL;
+    }
+  }
+  t->held.n = kept;
 }
 
 void ljg_trace_free(ljg_trace *t) {
