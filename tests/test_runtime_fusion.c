@@ -1934,6 +1934,38 @@ START_TEST(test_gradient_of_slices) {
 }
 END_TEST
 
+/* A cat of parts of one shape (a stack of steps) that its first dim would split into fewer
+ * than 8 tasks splits the parts' leading dims as rows: task r writes row r of every part. Along
+ * the first dim (one task before) and along the second with a first dim of 1; parts of two
+ * shapes keep one task. Values against the interpreter on two threads, f32 and i32. */
+START_TEST(test_cat_rows) {
+  static const int64_t rows[3] = {21, 4, 1};
+  tu_init_threads(2);
+  for (int c = 0; c < 3; c++) {
+    lj_scope_begin();
+    lj_tensor *parts[5];
+    for (int i = 0; i < 5; i++) {
+      lj_dtype dt = i % 2 ? LJ_I32 : LJ_F32;
+      lj_tensor *x = c == 0   ? tu_tensor(dt, LJ_SHAPE(3, 7, 33), TU_ANY, 60 + i)
+                     : c == 1 ? tu_tensor(dt, LJ_SHAPE(1, 4, 40), TU_ANY, 60 + i)
+                              : tu_tensor(dt, LJ_SHAPE(2 + i % 2, 7, 33), TU_ANY, 60 + i);
+      parts[i] = lj_cast(lj_abs(x), LJ_F32);
+    }
+    lj_tensor *y = lj_cat(5, parts, c == 1);
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    char *text = ljg_program_text(p, opt);
+    ck_assert_msg(p->nkernels == 1 && p->kernels[0].ntasks == rows[c], "%s", text);
+    ck_assert_int_eq(p->kernels[0].nests[0].row_dims, c < 2 ? 2 : 1);
+    free(text);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &y, 0, 0);
+    lj_scope_end();
+  }
+  lj_shutdown();
+}
+END_TEST
+
 /* A GPT-2 block, B = 2 sequences of T = 12 tokens, C = 16 wide in H = 2 heads: x + attn(ln(x))
  * (q, k and v sliced from one projection, causal), then that + mlp(ln(that)) with gelu; the
  * gradients of x and of every parameter against the interpreter on one and two threads. It
@@ -2668,6 +2700,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_attention_grads_unpermuted);
   tcase_add_test(tc, test_gradient_of_slices);
+  tcase_add_test(tc, test_cat_rows);
   tcase_add_test(tc, test_transformer_block_grads);
   tcase_add_test(tc, test_matmul_bias_start);
   tcase_add_test(tc, test_nests_share_loops);

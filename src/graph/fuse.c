@@ -551,6 +551,30 @@ static ljg_nest nest_for(const ljg_gnode *space, int32_t value, int32_t out_slot
   return nest;
 }
 
+/* Rows a cat's task should have at least: a cat of parts [1, 32, 1024] along its second dim
+ * (the operand of joined products, pass_matmul.c) ran as one task, 0.25 ms of a two-thread
+ * LSTM step of 9.6. */
+enum { CAT_MIN_TASKS = 8 };
+
+/* A cat of parts of one shape (a stack of steps) whose tasks would be fewer than
+ * CAT_MIN_TASKS (one, along its first dim; the parts' first dim, else) splits the parts'
+ * leading dims as rows instead: task r writes row r of every part. */
+static void cat_rows(fuser *f, ljg_kernel *k) {
+  ljg_nest *nests = f->nests.a;
+  if (f->nests.n < 2 || (k->task_dim == 0 && k->ntasks >= CAT_MIN_TASKS)) return;
+  for (int s = 1; s < f->nests.n; s++)
+    if (nests[s].ndim != nests[0].ndim || memcmp(nests[s].shape, nests[0].shape, sizeof nests[0].shape) ||
+        nests[s].scatter_index >= 0)
+      return;
+  int nd = 0;
+  int64_t rows = 1;
+  while (nd < nests[0].ndim - 1 && rows < CAT_MIN_TASKS) rows *= nests[0].shape[nd++];
+  if (nd == 0 || rows <= (k->task_dim == 0 ? k->ntasks : 1)) return;
+  for (int s = 0; s < f->nests.n; s++) nests[s].row_dims = nd;
+  k->task_dim = 0;
+  k->ntasks = rows;
+}
+
 /* A BUFFER expression for a buffer operand: the slot and view of its LOAD. */
 static int32_t buffer_expr(fuser *f, int32_t i) {
   ljg_kexpr x = f->exprs.a[build(f, i, 0, false)];
@@ -662,6 +686,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
       k->task_dim = 0;
       k->ntasks = f->nests.a[0].shape[0];
     }
+    cat_rows(f, k);
     break;
   }
   case LJG_MATMUL: {
