@@ -1407,13 +1407,14 @@ START_TEST(test_matmul_batch_sum) {
 }
 END_TEST
 
-/* The matmul kernels of p: how many, and the largest k among them. */
-static int matmul_kernels(const ljg_program *p, int64_t *k) {
+/* The matmul kernels of p: how many, and the largest m and k among them. */
+static int matmul_kernels(const ljg_program *p, int64_t *m, int64_t *k) {
   int n = 0;
-  *k = 0;
+  *m = *k = 0;
   for (int i = 0; i < p->nkernels; i++)
     if (p->kernels[i].kind == LJG_K_MATMUL) {
       n++;
+      if (p->kernels[i].mm_m > *m) *m = p->kernels[i].mm_m;
       if (p->kernels[i].mm_k > *k) *k = p->kernels[i].mm_k;
     }
   return n;
@@ -1442,14 +1443,14 @@ START_TEST(test_matmul_sums_joined) {
     }
     ljg_graph *opt;
     ljg_program *p = program_of(sum, &opt);
-    int64_t k;
+    int64_t m, k;
     char *text = ljg_program_text(p, opt);
-    ck_assert_msg(matmul_kernels(p, &k) == 1 && k == 45, "%s", text);
+    ck_assert_msg(matmul_kernels(p, &m, &k) == 1 && k == 45, "%s", text);
     free(text);
     free_program(p, opt);
     lj_tensor *shared[2] = {sum, prods[1]}; /* the second product is a root too: the others join */
     p = program_of_n(2, shared, &opt);
-    ck_assert_int_eq(matmul_kernels(p, &k), 2);
+    ck_assert_int_eq(matmul_kernels(p, &m, &k), 2);
     ck_assert_int_eq(k, 38);
     free_program(p, opt);
     tu_check_interp_tol(1, &sum, tol, tol);
@@ -1464,11 +1465,11 @@ START_TEST(test_matmul_sums_joined) {
   }
   lj_tensor *deep = lj_add(lj_matmul(a[0], b[0]), lj_matmul(a[1], b[1])); /* copies of 2·64·16 > 2·64 */
   lj_tensor *lone = lj_add(lj_matmul(a[0], b[0]), tu_tensor(LJ_F32, LJ_SHAPE(8, 8), TU_ANY, 34));
-  int64_t k;
+  int64_t m, k;
   ljg_graph *opt;
   for (int c = 0; c < 2; c++) {
     ljg_program *p = program_of(c ? lone : deep, &opt);
-    ck_assert_int_eq(matmul_kernels(p, &k), c ? 1 : 2);
+    ck_assert_int_eq(matmul_kernels(p, &m, &k), c ? 1 : 2);
     ck_assert_int_eq(k, 64);
     free_program(p, opt);
   }
@@ -1487,11 +1488,42 @@ START_TEST(test_matmul_sums_joined) {
   for (int i = 0; i < 2; i++) {
     ljg_program *p = program_of(grads[i], &opt);
     char *text = ljg_program_text(p, opt);
-    ck_assert_msg(matmul_kernels(p, &k) >= 1 && k == T * B, "%s", text); /* every step's product in one */
+    ck_assert_msg(matmul_kernels(p, &m, &k) >= 1 && k == T * B, "%s", text); /* every step's product in one */
     free(text);
     free_program(p, opt);
   }
   tu_check_interp_tol(2, grads, 1e-4, 1e-4); /* f32 through six tanh steps: 3e-5 off either way */
+  lj_scope_end();
+  lj_shutdown();
+}
+END_TEST
+
+/* The products of every step of a sequence by one matrix (an RNN's input projections: a
+ * linear layer on each slice x_t of [T, B, I]) are one product of all T·B rows, each step's
+ * product a slice of it: one matmul kernel. Steps of [6, 7] rows, and of [3, 2, 7] read as
+ * [6, 7]; values against the interpreter on two threads. Four of five steps, or one step by
+ * another matrix, keep a product a step. */
+START_TEST(test_matmul_steps_joined) {
+  enum { T = 5 };
+  tu_init_threads(2);
+  lj_scope_begin();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(9, 7), TU_ANY, 70), *w2 = tu_tensor(LJ_F32, LJ_SHAPE(9, 7), TU_ANY, 71);
+  lj_tensor *seqs[2] = {tu_tensor(LJ_F32, LJ_SHAPE(T, 6, 7), TU_ANY, 72), tu_tensor(LJ_F32, LJ_SHAPE(T, 3, 2, 7), TU_ANY, 73)};
+  for (int c = 0; c < 4; c++) {
+    lj_tensor *y[T];
+    int n = c == 2 ? T - 1 : T;
+    for (int t = 0; t < n; t++) {
+      lj_tensor *x = lj_reshape(lj_slice(seqs[c == 1], 0, t, t + 1, 1), LJ_SHAPE(6, 7));
+      y[t] = lj_linear(x, c == 3 && t == 2 ? w2 : w, NULL);
+    }
+    int64_t m, k;
+    ljg_graph *opt;
+    ljg_program *p = program_of_n(n, y, &opt);
+    ck_assert_int_eq(matmul_kernels(p, &m, &k), c < 2 ? 1 : n);
+    free_program(p, opt);
+    ck_assert_int_eq(m, c < 2 ? T * 6 : 6);
+    if (c < 2) tu_check_interp_tol(T, y, 1e-5, 1e-5);
+  }
   lj_scope_end();
   lj_shutdown();
 }
@@ -2707,6 +2739,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_transposes_apart);
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_sums_joined);
+  tcase_add_test(tc, test_matmul_steps_joined);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);
   tcase_add_test(tc, test_rows_ahead);

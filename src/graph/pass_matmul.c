@@ -6,6 +6,9 @@
  *    never stored per matrix. This is a weight's gradient when the weight was expanded over
  *    the batch: a convolution's, dW = Σ_b dY_b · cols_bᵀ. A large one sums each half of the
  *    batch, [2, M, N], and an add of its two slices sums them (in_halves);
+ *  - the matmuls of every step of a sequence by one matrix, x_t · B for the T slices of a
+ *    [T, ...] tensor, are one matmul of its T·R rows, each step's a slice of it (join_steps:
+ *    an RNN's input projections);
  *  - a sum of matmuls of one shape, each read only by the sum, is one matmul over their
  *    operands concatenated along k where copying those costs less than storing the products
  *    and adding them (worth_joining): a weight's gradient when the weight served several
@@ -380,6 +383,102 @@ static bool join_sums(ljg_graph *g) {
   return joined;
 }
 
+/* The step of a sequence x that matmul i multiplies: its A is slice t of x along x's first
+ * dim (seen through a reshape to [1, R, K]: x is [T, ...] of T·R·K elements), and its B one
+ * matrix; else -1. */
+static int64_t step_of(const ljg_graph *g, int32_t i, int32_t *x) {
+  const ljg_gnode *n = &g->nodes[i];
+  if (n->op != LJG_OP_MATMUL || n->shape[0] != 1 || g->nodes[ljg_in(g, n)[1]].shape[0] != 1) return -1;
+  const ljg_gnode *a = &g->nodes[ljg_in(g, n)[0]], *s = a;
+  if (s->op == LJG_OP_RESHAPE) s = &g->nodes[ljg_in(g, s)[0]];
+  if (s->op != LJG_OP_SLICE || s->attr.a[0] != 0 || s->attr.a[2] != 1 || s->shape[0] != 1) return -1;
+  *x = ljg_in(g, s)[0];
+  const ljg_gnode *seq = &g->nodes[*x];
+  return ljg_gnumel(seq) == seq->shape[0] * a->shape[1] * a->shape[2] ? s->attr.a[1] : -1;
+}
+
+/* A product of one step: the sequence, B, the step and the matmul. */
+typedef struct step_product {
+  int32_t x, b;
+  int64_t t;
+  int32_t node;
+} step_product;
+
+static int by_sequence(const void *p, const void *q) {
+  const step_product *u = p, *v = q;
+  if (u->x != v->x) return (u->x > v->x) - (u->x < v->x);
+  if (u->b != v->b) return (u->b > v->b) - (u->b < v->b);
+  return (u->t > v->t) - (u->t < v->t);
+}
+
+/* Products of every step of a sequence by one matrix, x_t · B for the T slices x_t of a [T, R,
+ * K] tensor (an RNN's input projections, a head applied at every step), are one product of
+ * its T·R rows, each step's product the slice of its rows: one kernel, B's panels packed once
+ * for all rows. True when some were joined. */
+static bool join_steps(ljg_graph *g) {
+  step_product *sp = ljb_xalloc(((size_t)g->n + 1) * sizeof *sp);
+  int count = 0;
+  for (int i = 0; i < g->n; i++) {
+    int32_t x;
+    int64_t t = step_of(g, i, &x);
+    if (t >= 0) sp[count++] = (step_product){.x = x, .b = ljg_in(g, &g->nodes[i])[1], .t = t, .node = i};
+  }
+  qsort(sp, (size_t)count, sizeof *sp, by_sequence);
+  int32_t *first = ljb_xalloc(((size_t)g->n + 1) * sizeof *first); /* per matmul joined: its group's first */
+  for (int i = 0; i < g->n; i++) first[i] = -1;
+  bool joined = false;
+  for (int lo = 0, hi; lo < count; lo = hi) {
+    bool whole = true;
+    for (hi = lo; hi < count && sp[hi].x == sp[lo].x && sp[hi].b == sp[lo].b; hi++) whole &= sp[hi].t == hi - lo;
+    if (!whole || hi - lo < 2 || hi - lo != g->nodes[sp[lo].x].shape[0]) continue;
+    int32_t f = sp[lo].node;
+    for (int k = lo; k < hi; k++) f = sp[k].node < f ? sp[k].node : f;
+    for (int k = lo; k < hi; k++) first[sp[k].node] = f;
+    joined = true;
+  }
+  free(sp);
+  if (!joined) {
+    free(first);
+    return false;
+  }
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, g);
+  int32_t *joint = ljb_xalloc(((size_t)g->n + 1) * sizeof *joint); /* per group's first: the product */
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    if (first[i] < 0) {
+      rw.map[i] = ljg_rw_copy(&rw, g, i);
+      continue;
+    }
+    int32_t x;
+    int64_t t = step_of(g, i, &x), rows = g->nodes[ljg_in(g, n)[0]].shape[1];
+    if (first[i] == i) { /* x as [1, T·R, K] */
+      ljg_gnode r = g->nodes[ljg_in(g, n)[0]];
+      memset(&r.attr, 0, sizeof r.attr);
+      r.op = LJG_OP_RESHAPE;
+      r.nin = 1;
+      r.param = -1;
+      r.shape[1] = g->nodes[x].shape[0] * rows;
+      int32_t in[2] = {ljg_rw_add(&rw, &r, &rw.map[x]), rw.map[ljg_in(g, n)[1]]};
+      ljg_gnode mm = *n;
+      mm.shape[1] = r.shape[1];
+      joint[i] = ljg_rw_add(&rw, &mm, in);
+    }
+    ljg_gnode sl = *n;
+    memset(&sl.attr, 0, sizeof sl.attr);
+    sl.op = LJG_OP_SLICE;
+    sl.nin = 1;
+    sl.attr.a[0] = 1;
+    sl.attr.a[1] = t * rows;
+    sl.attr.a[2] = 1;
+    rw.map[i] = ljg_rw_add(&rw, &sl, &joint[first[i]]);
+  }
+  free(joint);
+  free(first);
+  ljg_rw_finish(&rw, g);
+  return true;
+}
+
 /* Whether each node is used, and only as the operand of transposes of its last two dims
  * (never as a root). */
 static bool *read_transposed(const ljg_graph *g, const bool *root) {
@@ -429,7 +528,9 @@ static void orient(ljg_graph *g) {
 }
 
 void ljg_pass_matmul(ljg_graph *g) {
-  if (join_sums(g)) ljg_pass_dce(g); /* the products joined are read by no one: uses counted next */
+  /* the products joined are read by no one: the uses are counted next */
+  if (join_steps(g)) ljg_pass_dce(g);
+  if (join_sums(g)) ljg_pass_dce(g);
   batch_sums(g);
   orient(g);
 }
