@@ -367,6 +367,7 @@ static bool join_sums(ljg_graph *g) {
     int32_t c = ljg_rw_add(&rw, &g->nodes[prods.a[0]], in);
     if (memcmp(rw.out.nodes[c].shape, n->shape, sizeof n->shape) || rw.out.nodes[c].ndim != n->ndim) {
       ljg_gnode r = *n;
+      memset(&r.attr, 0, sizeof r.attr);
       r.op = LJG_OP_RESHAPE;
       r.nin = 1;
       c = ljg_rw_add(&rw, &r, &c);
