@@ -1425,7 +1425,7 @@ static int matmul_kernels(const ljg_program *p, int64_t *m, int64_t *k) {
  * concatenated along k, when copying them costs less than storing the products and adding
  * them: one matmul kernel with k = Σ k_t. Values against the interpreter on two threads, f32
  * and f64: steps of k 1, 7 and 32 with A transposed and one A a broadcast zero, a term that is
- * no product added too; an RNN's weight gradients through autograd. Products of a k large next
+ * no product added too; batched products; an RNN's weight gradients through autograd. Products of a k large next
  * to m and n (cheaper stored), one read elsewhere too and a lone product keep their kernels. */
 START_TEST(test_matmul_sums_joined) {
   static const lj_dtype dts[2] = {LJ_F32, LJ_F64};
@@ -1473,6 +1473,18 @@ START_TEST(test_matmul_sums_joined) {
     ck_assert_int_eq(k, 64);
     free_program(p, opt);
   }
+  /* batched, [3, 10, k_t] · [3, k_t, 12] with A transposed */
+  lj_tensor *bsum = NULL;
+  for (int t = 0; t < 3; t++) {
+    lj_tensor *x = lj_transpose(tu_tensor(LJ_F32, LJ_SHAPE(3, 2 + t, 10), TU_ANY, 35 + t), 1, 2);
+    lj_tensor *prod = lj_matmul(x, tu_tensor(LJ_F32, LJ_SHAPE(3, 2 + t, 12), TU_ANY, 38 + t));
+    bsum = bsum ? lj_add(bsum, prod) : prod;
+  }
+  ljg_program *bp = program_of(bsum, &opt);
+  ck_assert_int_eq(matmul_kernels(bp, &m, &k), 1);
+  ck_assert_int_eq(k, 9);
+  free_program(bp, opt);
+  tu_check_interp_tol(1, &bsum, 1e-5, 1e-5);
   /* an RNN, h_t = tanh(x_t·Wxᵀ + h_{t-1}·Whᵀ) from h_0 = 0 over 6 steps of a batch of 4 */
   enum { T = 6, B = 4, I = 5, H = 12 };
   lj_tensor *w[2] = {tu_tensor(LJ_F32, LJ_SHAPE(H, I), TU_ANY, 40), tu_tensor(LJ_F32, LJ_SHAPE(H, H), TU_ANY, 41)};
