@@ -109,6 +109,11 @@ static bool worth_swapping(const ljg_graph *g, const ljg_gnode *n, const int32_t
   return cheaper_turned(&a, &b, batch, m, nn, k, n->dtype, read_transposed);
 }
 
+/* Whether n permutes the last two dims of a batch of matrices. */
+static bool swaps_last(const ljg_gnode *n) {
+  return n->op == LJG_OP_PERMUTE && n->ndim == 3 && n->attr.a[0] == 0 && n->attr.a[1] == 2;
+}
+
 static int transposed(ljg_rewriter *rw, const ljg_gnode *x, int32_t in) {
   ljg_gnode p = *x;
   memset(&p.attr, 0, sizeof p.attr);
@@ -227,20 +232,22 @@ static void batch_sums(ljg_graph *g) {
 
 typedef LJB_VEC(int32_t) index_vec;
 
-/* Whether node x is an add inside sum n that only the sum reads: of n's dtype and shape, used
- * once. */
-static bool own_add(const ljg_graph *g, int32_t x, const ljg_gnode *n, const int *uses) {
+/* Whether node x is a term only sum n reads: of n's dtype and shape, used once. */
+static bool own_term(const ljg_graph *g, int32_t x, const ljg_gnode *n, const int *uses) {
   const ljg_gnode *t = &g->nodes[x];
-  return t->op == LJG_OP_ADD && uses[x] == 1 && t->dtype == n->dtype && t->ndim == n->ndim &&
-         memcmp(t->shape, n->shape, sizeof n->shape) == 0;
+  return uses[x] == 1 && t->dtype == n->dtype && t->ndim == n->ndim && memcmp(t->shape, n->shape, sizeof n->shape) == 0;
+}
+
+/* Whether node x is an add inside sum n that only the sum reads. */
+static bool own_add(const ljg_graph *g, int32_t x, const ljg_gnode *n, const int *uses) {
+  return g->nodes[x].op == LJG_OP_ADD && own_term(g, x, n, uses);
 }
 
 /* The matmul that term x of sum n is, seen through a reshape to n's shape (a product of
  * matrices, [1, m, n], added as [m, n]), when only the sum reads it; else -1. */
 static int32_t own_product(const ljg_graph *g, int32_t x, const ljg_gnode *n, const int *uses) {
+  if (!own_term(g, x, n, uses)) return -1;
   const ljg_gnode *t = &g->nodes[x];
-  if (uses[x] != 1 || t->dtype != n->dtype || t->ndim != n->ndim || memcmp(t->shape, n->shape, sizeof n->shape))
-    return -1;
   if (t->op == LJG_OP_RESHAPE) {
     x = ljg_in(g, t)[0];
     t = &g->nodes[x];
@@ -249,14 +256,17 @@ static int32_t own_product(const ljg_graph *g, int32_t x, const ljg_gnode *n, co
   return t->op == LJG_OP_MATMUL ? x : -1;
 }
 
-/* A product of a sum and its operands, ordered by B, then A. */
-typedef struct product {
-  int32_t b, a, node;
-} product;
+/* A matmul with the keys it is ordered by, the first first. */
+typedef struct keyed {
+  int64_t key[3];
+  int32_t node;
+} keyed;
 
-static int by_operands(const void *x, const void *y) {
-  const product *p = x, *q = y;
-  return p->b != q->b ? (p->b > q->b) - (p->b < q->b) : (p->a > q->a) - (p->a < q->a);
+static int by_keys(const void *x, const void *y) {
+  const keyed *p = x, *q = y;
+  for (int i = 0; i < 3; i++)
+    if (p->key[i] != q->key[i]) return (p->key[i] > q->key[i]) - (p->key[i] < q->key[i]);
+  return 0;
 }
 
 /* The terms of the sum whose last add is node n (a tree of the adds that are its own parts):
@@ -278,12 +288,12 @@ static void sum_terms(const ljg_graph *g, int32_t n, const int *uses, index_vec 
     }
   }
   ljb_vec_free(&stack);
-  product *p = ljb_xalloc((size_t)prods->n * sizeof *p + 1);
+  keyed *p = ljb_xalloc((size_t)prods->n * sizeof *p + 1);
   for (int i = 0; i < prods->n; i++) {
     const int32_t *in = ljg_in(g, &g->nodes[prods->a[i]]);
-    p[i] = (product){.b = in[1], .a = in[0], .node = prods->a[i]};
+    p[i] = (keyed){.key = {in[1], in[0]}, .node = prods->a[i]}; /* by B, then A */
   }
-  qsort(p, (size_t)prods->n, sizeof *p, by_operands);
+  qsort(p, (size_t)prods->n, sizeof *p, by_keys);
   for (int i = 0; i < prods->n; i++) prods->a[i] = p[i].node;
   free(p);
 }
@@ -310,7 +320,7 @@ static bool worth_joining(const ljg_graph *g, const index_vec *prods) {
  * reshaped to one matrix of a batch (how the simplify pass leaves a linear layer's xᵀ). */
 static bool is_transpose(const ljg_graph *g, int32_t x) {
   const ljg_gnode *n = &g->nodes[x];
-  if (n->op == LJG_OP_PERMUTE) return n->ndim == 3 && n->attr.a[0] == 0 && n->attr.a[1] == 2;
+  if (n->op == LJG_OP_PERMUTE) return swaps_last(n);
   if (n->op != LJG_OP_RESHAPE || n->ndim != 3 || n->shape[0] != 1) return false;
   const ljg_gnode *p = &g->nodes[ljg_in(g, n)[0]];
   return p->op == LJG_OP_PERMUTE && p->ndim == 2 && p->attr.a[0] == 1 && n->shape[1] == p->shape[0];
@@ -398,40 +408,27 @@ static int64_t step_of(const ljg_graph *g, int32_t i, int32_t *x) {
   return ljg_gnumel(seq) == seq->shape[0] * a->shape[1] * a->shape[2] ? s->attr.a[1] : -1;
 }
 
-/* A product of one step: the sequence, B, the step and the matmul. */
-typedef struct step_product {
-  int32_t x, b;
-  int64_t t;
-  int32_t node;
-} step_product;
-
-static int by_sequence(const void *p, const void *q) {
-  const step_product *u = p, *v = q;
-  if (u->x != v->x) return (u->x > v->x) - (u->x < v->x);
-  if (u->b != v->b) return (u->b > v->b) - (u->b < v->b);
-  return (u->t > v->t) - (u->t < v->t);
-}
-
 /* Products of every step of a sequence by one matrix, x_t · B for the T slices x_t of a [T, R,
  * K] tensor (an RNN's input projections, a head applied at every step), are one product of
  * its T·R rows, each step's product the slice of its rows: one kernel, B's panels packed once
  * for all rows. True when some were joined. */
 static bool join_steps(ljg_graph *g) {
-  step_product *sp = ljb_xalloc(((size_t)g->n + 1) * sizeof *sp);
+  keyed *sp = ljb_xalloc(((size_t)g->n + 1) * sizeof *sp); /* by sequence, B, step */
   int count = 0;
   for (int i = 0; i < g->n; i++) {
     int32_t x;
     int64_t t = step_of(g, i, &x);
-    if (t >= 0) sp[count++] = (step_product){.x = x, .b = ljg_in(g, &g->nodes[i])[1], .t = t, .node = i};
+    if (t >= 0) sp[count++] = (keyed){.key = {x, ljg_in(g, &g->nodes[i])[1], t}, .node = i};
   }
-  qsort(sp, (size_t)count, sizeof *sp, by_sequence);
+  qsort(sp, (size_t)count, sizeof *sp, by_keys);
   int32_t *first = ljb_xalloc(((size_t)g->n + 1) * sizeof *first); /* per matmul joined: its group's first */
   for (int i = 0; i < g->n; i++) first[i] = -1;
   bool joined = false;
   for (int lo = 0, hi; lo < count; lo = hi) {
     bool whole = true;
-    for (hi = lo; hi < count && sp[hi].x == sp[lo].x && sp[hi].b == sp[lo].b; hi++) whole &= sp[hi].t == hi - lo;
-    if (!whole || hi - lo < 2 || hi - lo != g->nodes[sp[lo].x].shape[0]) continue;
+    for (hi = lo; hi < count && sp[hi].key[0] == sp[lo].key[0] && sp[hi].key[1] == sp[lo].key[1]; hi++)
+      whole &= sp[hi].key[2] == hi - lo;
+    if (!whole || hi - lo < 2 || hi - lo != g->nodes[sp[lo].key[0]].shape[0]) continue;
     int32_t f = sp[lo].node;
     for (int k = lo; k < hi; k++) f = sp[k].node < f ? sp[k].node : f;
     for (int k = lo; k < hi; k++) first[sp[k].node] = f;
@@ -486,7 +483,7 @@ static bool *read_transposed(const ljg_graph *g, const bool *root) {
   bool *t = calloc((size_t)g->n + 1, 1), *used = calloc((size_t)g->n + 1, 1);
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
-    bool swap = n->op == LJG_OP_PERMUTE && n->ndim == 3 && n->attr.a[0] == 0 && n->attr.a[1] == 2;
+    bool swap = swaps_last(n);
     for (int k = 0; k < n->nin; k++) {
       int32_t x = ljg_in(g, n)[k];
       t[x] = (used[x] ? t[x] : true) && swap;
