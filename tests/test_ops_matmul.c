@@ -76,8 +76,9 @@ START_TEST(test_matmul_fused_and_large) {
 END_TEST
 
 /* The GEMM routines around their tile edges: rows 1, 3, 5, 6, 8, 13, 17 (with B transposed,
- * up to 4 of them as dot products; fewer rows than a tile, whole tiles of 6 rows under AVX2
- * and of 8 under AVX-512, a tile for the rows left),
+ * up to 4 of them as dot products; with B contiguous along n, read where it is, up to 4 as
+ * sums of B's rows; fewer rows than a tile, whole tiles of 6 rows under AVX2 and of 8 under
+ * AVX-512, a tile for the rows left) and 70 (more than read B in place: packed),
  * columns 1, 12, 17, 150, 300 (a last panel with its first vector partial, with its second
  * partial for 12 under AVX2 and 150 under AVX-512, one column past a full panel under AVX2,
  * more panels than one packed block: 150 under AVX2, 300 under both), k of 1 and 16 (B read
@@ -90,7 +91,7 @@ END_TEST
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
 START_TEST(test_matmul_tiles) {
-  static const int64_t Ms[] = {1, 3, 5, 6, 8, 13, 17}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
+  static const int64_t Ms[] = {1, 3, 5, 6, 8, 13, 17, 70}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
   lj_config cfg = lj_config_default();
@@ -99,9 +100,9 @@ START_TEST(test_matmul_tiles) {
   for (int di = 0; di < 2; di++) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
     for (int layout = 0; layout < 4; layout++) {
-      lj_tensor *ts[140];
+      lj_tensor *ts[160];
       int n = 0;
-      for (int mi = 0; mi < 7; mi++)
+      for (int mi = 0; mi < 8; mi++)
         for (int ni = 0; ni < 5; ni++)
           for (int ki = 0; ki < 4; ki++) {
             int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
@@ -537,7 +538,7 @@ static int64_t routines_taken(void) {
  * (contiguous along n, f32) calls the routine the first took; f64 has its own. */
 START_TEST(test_matmul_routines_compiled_once) {
   int64_t c0 = routines_taken();
-  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(9, 40), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2);
+  lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(90, 40), TU_ANY, 1), *b = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2);
   tu_check1(lj_matmul(a, b), 1e-4);
   int64_t c1 = routines_taken();
   ck_assert_int_le(c1 - c0, 1);

@@ -375,7 +375,7 @@ static void profiled_steps(void) {
   lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(30, 20), TU_ANY, 1);
   for (int step = 0; step < 5; step++) {
     lj_scope_begin();
-    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 2 + (uint64_t)step);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(80, 30), TU_ANY, 2 + (uint64_t)step);
     lj_item(lj_sum(lj_tanh(lj_matmul(x, w)), 0, NULL, false));
     lj_scope_end();
   }

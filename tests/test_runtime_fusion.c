@@ -1541,6 +1541,37 @@ START_TEST(test_matmul_steps_joined) {
 }
 END_TEST
 
+/* A transposed B that several products of few rows read (an RNN's h_t·W_hhᵀ at every step)
+ * is stored once, contiguous along n, and each product reads it where it lies: three linear
+ * layers of 6 rows by one weight are three matmul kernels and the copy, each product's B read
+ * in place; values against the interpreter on two threads. One such product alone, or
+ * products of more rows than read B in place (100), read the weight transposed, no copy. */
+START_TEST(test_matmul_shared_transpose_stored) {
+  tu_init_threads(2);
+  lj_scope_begin();
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(40, 30), TU_ANY, 80);
+  for (int c = 0; c < 3; c++) {
+    int n = c == 1 ? 1 : 3, stored = c == 0;
+    lj_tensor *y[3];
+    for (int t = 0; t < n; t++)
+      y[t] = lj_linear(tu_tensor(LJ_F32, LJ_SHAPE(c == 2 ? 100 : 6, 30), TU_ANY, 81 + 3 * (uint64_t)c + (uint64_t)t), w,
+                       NULL);
+    ljg_graph *opt;
+    ljg_program *p = program_of_n(n, y, &opt);
+    int products = 0, in_place = 0;
+    for (int i = 0; i < p->nkernels; i++)
+      if (p->kernels[i].kind == LJG_K_MATMUL) products++, in_place += ljg_kernel_b_in_place(&p->kernels[i]);
+    ck_assert_int_eq(products, n);
+    ck_assert_int_eq(p->nkernels, n + stored);
+    ck_assert_int_eq(in_place, stored ? n : 0);
+    free_program(p, opt);
+    tu_check_interp_tol(n, y, 1e-5, 1e-5);
+  }
+  lj_scope_end();
+  lj_shutdown();
+}
+END_TEST
+
 /* A matmul read only through a transpose is computed transposed: a linear layer's weight
  * gradient, d(Wᵀ) = xᵀ·dY transposed back to W's layout, is one matmul kernel writing W's
  * layout (its root a reshape of the product, no copy), with the SGD update as its epilogue. */
@@ -2752,6 +2783,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_batch_sum);
   tcase_add_test(tc, test_matmul_sums_joined);
   tcase_add_test(tc, test_matmul_steps_joined);
+  tcase_add_test(tc, test_matmul_shared_transpose_stored);
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);
   tcase_add_test(tc, test_rows_ahead);

@@ -24,12 +24,13 @@
  * page). Three packers: B contiguous along n (vector copies; the block's part of a row is one
  * run), contiguous along k (vw × vw transposes in registers, e.g. a transposed weight), any
  * other layout (element by element, as is the narrower last panel of a B contiguous along k).
- * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows is read where it is: its panel
- * already sits in L1 and packing would cost more than it saves. A B that is an im2col is
- * packed from the image (pack_window); an A that is one, a block of MC rows at a time into
- * a buffer of KC values a row, from which the tiles broadcast (pack_a); and, chosen at run
- * time, an A contiguous along m whose k are a whole number of pages apart likewise, by
- * transposes (pack_a_rows_of).
+ * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows, or that few rows share
+ * (ljg_matmul_b_in_place), is read where it is, a block of k at a time: its panel already sits
+ * in L1, or the few tiles that read it find it in the caches, and packing would cost more than
+ * it saves. A B that is an im2col is packed from the image (pack_window); an A that is one, a
+ * block of MC rows at a time into a buffer of KC values a row, from which the tiles broadcast
+ * (pack_a); and, chosen at run time, an A contiguous along m whose k are a whole number of
+ * pages apart likewise, by transposes (pack_a_rows_of).
  *
  * The micro-kernel: an mr × NV-vector tile of C lives in registers; for each k, the NV vectors
  * of the panel's row are loaded once and multiplied by mr broadcast elements of A's column k.
@@ -42,8 +43,8 @@
  * stored with masks. The vector width is the target's (ljc_ir.vec_bytes).
  *
  * A call of a few rows packs nothing (few_rows): the COLS routine takes dot products along k
- * (dot_rows_of), the ROWS routine adds B's rows into its rows' sums kept in L1
- * (axpy_rows_of); both read B once, where it is. */
+ * (dot_rows_of), the ROWS and DIRECT routines add B's rows into its rows' sums kept in L1
+ * (axpy_rows_of); all read B once, where it is. */
 #include "codegen_llvm/ir.h"
 
 #include <stdint.h>
@@ -923,18 +924,11 @@ static void k_blocks_begin(gemm *g, ljc_loop *kb) {
   g->first = LLVMBuildAnd(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, kb->iv, ljc_i64(ir, 0), ""), g->batch_first, "");
 }
 
-/* panel_run for every block of k (k_blocks_begin), or the whole of k where B is read in place.
- * The blocks of k go inside the blocks of panels, so that the passes over C for each block of
- * k stay on the panels' NP·NV vectors of columns (in L2 or L3) rather than sweep all of C's
- * rows each time. */
+/* panel_run for every block of k (k_blocks_begin), B packed or read in place. The blocks of k
+ * go inside the blocks of panels, so that the passes over C for each block of k stay on the
+ * panels' NP·NV vectors of columns (in L2 or L3) rather than sweep all of C's rows each time. */
 static void panel_k_blocks(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) {
   ljc_ir *ir = g->ir;
-  LLVMValueRef K = g->arg[LJC_GEMM_K];
-  if (g->variant == LJC_GEMM_DIRECT) {
-    g->k0 = ljc_i64(ir, 0), g->k1 = K, g->first = g->batch_first;
-    panel_run(g, rw, p, np);
-    return;
-  }
   ljc_loop kb;
   k_blocks_begin(g, &kb);
   panel_run(g, rw, p, np);
@@ -1193,14 +1187,14 @@ static void few_rows_then(gemm *g, void *ctx) {
   f->rows_of(g, &f->rw, f->nr);
 }
 
-/* Whether the call has at most max rows, or FEW_GROUPS·max and a B that stays in cache, and
+/* Whether the call has at most max rows, or ngroups·max and a B that stays in cache, and
  * `ok` (an i1); if so, rows_of for each whole group of max rows, then for the rows left. */
-static LLVMValueRef few_rows(gemm *g, const rows *rw, int max, LLVMValueRef ok,
+static LLVMValueRef few_rows(gemm *g, const rows *rw, int max, int ngroups, LLVMValueRef ok,
                              void (*rows_of)(gemm *, const rows *, int)) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   LLVMValueRef b_bytes = mul(g, vmul(g, g->arg[LJC_GEMM_K], g->arg[LJC_GEMM_N]), g->esize);
-  LLVMValueRef in_groups = LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, FEW_GROUPS * max), "");
+  LLVMValueRef in_groups = LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, ngroups * max), "");
   LLVMValueRef cached = LLVMBuildICmp(b, LLVMIntSLE, b_bytes, ljc_i64(ir, FEW_GROUPS_B_BYTES), "");
   LLVMValueRef groups_pay = LLVMBuildAnd(b, in_groups, cached, "");
   LLVMValueRef one = LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, max), "");
@@ -1299,7 +1293,9 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   ljc_add_fn_attr(ir, fn, "noinline");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), g->arg);
-  if (g->variant != LJC_GEMM_DIRECT) g->packed = ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw);
+  /* the packed panels, or the few rows' sums where B is read in place (axpy_rows_of) */
+  g->packed = g->variant != LJC_GEMM_DIRECT ? ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw)
+                                            : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->a_window) {
     g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
@@ -1319,9 +1315,15 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   LLVMValueRef few = NULL;
   if (g->variant == LJC_GEMM_COLS && !g->a_window) {
     LLVMValueRef a_along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(ir, 1), "");
-    few = few_rows(g, &rw, dot_max_rows(g), a_along_k, dot_rows_of);
+    few = few_rows(g, &rw, dot_max_rows(g), FEW_GROUPS, a_along_k, dot_rows_of);
   } else if (g->variant == LJC_GEMM_ROWS && !g->a_window) {
-    few = few_rows(g, &rw, AXPY_ROWS, ljc_const_i(ir->i1, 1), axpy_rows_of);
+    few = few_rows(g, &rw, AXPY_ROWS, FEW_GROUPS, ljc_const_i(ir->i1, 1), axpy_rows_of);
+  } else if (g->variant == LJC_GEMM_DIRECT && !g->a_window) {
+    /* up to 4 rows only: the tiles, which read B once for 8 rows, beat groups of a few rows'
+     * sums, once for 4 (16 rows by 784×512, one thread: 74-82 -> 60 µs); a k of a few stays
+     * in a tile's registers */
+    LLVMValueRef long_k = LLVMBuildICmp(g->b, LLVMIntSGT, g->arg[LJC_GEMM_K], ljc_i64(ir, LJG_MATMUL_DIRECT_K), "");
+    few = few_rows(g, &rw, AXPY_ROWS, 1, long_k, axpy_rows_of);
   }
   if (few)
     when(g, LLVMBuildNot(g->b, few, ""), panels_then, &rw);
@@ -1508,7 +1510,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
                 : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW
                 : ljg_taps_dw(k)              ? LJC_GEMM_TAPS_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
-                : bs[2] == 1                  ? (k->mm_k <= LJG_MATMUL_DIRECT_K ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
+                : bs[2] == 1                  ? (ljg_kernel_b_in_place(k) ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS
                                               : LJC_GEMM_ELEMENTS;
   int kind = is_winograd(variant) ? winograd_tile(k, variant) - 4

@@ -264,7 +264,7 @@ enum {
   LJC_GEMM_WIN_DY, LJC_GEMM_WIN_DX, LJC_GEMM_WIN_OW, LJC_GEMM_NARGS
 };
 /* How a routine reads B: packed from rows contiguous along n, from columns contiguous along
- * k, element by element, where it is (contiguous along n, at most LJG_MATMUL_DIRECT_K rows),
+ * k, element by element, where it is (contiguous along n: ljg_matmul_b_in_place),
  * packed from the image of an im2col (ljg_kernel.mm_cols), or, for an f32 im2col of a 3×3
  * window of stride and dilation 1, through Winograd's transforms (winograd.c); WINOGRAD_DX:
  * the same for a matmul Wᵀ·dY whose col2im (3×3, stride and dilation 1) joined its kernel, a

@@ -135,7 +135,7 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
  * conv1, 32 rows of 784, took blocks of 20 rows, 0.84–0.86 ms on one thread; blocks of 16,
  * 0.73–0.79); in tasks, which a col2im's join makes several rows each. */
 static int64_t matmul_row_block(const ljg_kernel *k) {
-  bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
+  bool packed = k->mm_k > LJG_MATMUL_DIRECT_K && !ljg_kernel_b_in_place(k);
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
   if (k->mm_cols == LJG_MM_COLS_B && k->mm_k >= MATMUL_WHOLE_K && !ljg_kernel_has_window(k)) return k->ntasks;

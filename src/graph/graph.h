@@ -412,9 +412,17 @@ typedef struct ljg_nest {
 
 typedef enum ljg_kkind { LJG_K_LOOPS, LJG_K_MATMUL, LJG_K_WINDOW } ljg_kkind;
 
-/* A MATMUL whose B is contiguous along n and whose k is at most this reads B where it is;
- * longer ones pack it, block of rows by block of rows. */
+/* A MATMUL whose B is contiguous along n and whose k is at most LJG_MATMUL_DIRECT_K reads B
+ * where it is; longer ones pack it, block of rows by block of rows, unless few rows share it
+ * (ljg_matmul_b_in_place). */
 enum { LJG_MATMUL_DIRECT_K = 16 };
+/* Whether a matmul of m rows a matrix over `batch` matrices, k by n, of dtype dt, reads B
+ * (seen through view b, [batch, K, N]) where it is rather than packed (codegen_llvm/gemm.c's
+ * DIRECT variant): B contiguous along n, and k at most LJG_MATMUL_DIRECT_K, or few rows sharing
+ * B (a matrix's, or the batch's where B is the same for all): each register tile of rows reads
+ * B's panels where they lie, and packing them costs more than it saves while those reads stay
+ * in the caches (pass_matmul.c). */
+bool ljg_matmul_b_in_place(const ljg_view1 *b, int64_t batch, int64_t m, int64_t k, int64_t n, lj_dtype dt);
 /* A MATMUL kernel of at most LJG_MATMUL_COL_SPLIT_ROWS rows of C (over all its matrices),
  * f32 or f64, whose nests allow it (fuse.c's nests_by_columns), splits its columns between
  * threads instead of its rows when that gives as many tasks as its rows or
@@ -555,6 +563,13 @@ bool ljg_column_order(const ljg_kernel *k, const ljg_nest *nest, int nkept);
 
 static inline bool ljg_kernel_has_window(const ljg_kernel *k) {
   return k->win_op == LJG_OP_IM2COL || k->win_op == LJG_OP_COL2IM;
+}
+
+/* Whether matmul kernel k reads B where it is (ljg_matmul_b_in_place; never an im2col's). */
+static inline bool ljg_kernel_b_in_place(const ljg_kernel *k) {
+  const ljg_view *b = &k->views[k->exprs[k->mm_bm].view];
+  return k->mm_cols != LJG_MM_COLS_B && b->n == 1 &&
+         ljg_matmul_b_in_place(&b->v[0], k->mm_b, k->mm_m, k->mm_k, k->mm_n, (lj_dtype)k->mm_dtype);
 }
 
 /* Whether expression x reads slot's elements (a LOAD, or a BUFFER a GATHER reads). */
