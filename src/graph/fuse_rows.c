@@ -118,9 +118,12 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
 }
 
 /* Rows per block of a matmul kernel with an epilogue. One B shared by all rows (a linear
- * layer's weight) and packed, or products summed over the batch (every row goes through
- * every matrix's B): the whole task range, so B is packed once per thread as without the
- * epilogue; so too for a convolution of MATMUL_WHOLE_K products an element. Otherwise as many rows as keep a block of C within a LOCAL slot, at
+ * layer's weight) of more than LJG_MATMUL_DIRECT_K rows, or products summed over the batch
+ * (every row goes through every matrix's B): the whole task range, so B is packed once per
+ * thread as without the epilogue, or, read in place by few rows (ljg_matmul_b_in_place), split
+ * by columns between threads (fuse.c's column tasks; by blocks of 16 rows instead, an LSTM's
+ * steps' products of 32 rows by a 1024×256 weight took 3.5-4.3 ms of its step on two threads
+ * rather than 3.4-3.6); so too for a convolution of MATMUL_WHOLE_K products an element. Otherwise as many rows as keep a block of C within a LOCAL slot, at
  * least MATMUL_BLOCK_MIN_ROWS when B is packed (each matrix of a batch has its own B anyway),
  * or, with a trailing product, at least MATMUL_TRAILING_MIN_ROWS that fit half of L2 (8 heads
  * of attention over 4096 keys: 1.6 GB of scratch memory and 545-628 ms on one thread -> none
@@ -135,7 +138,7 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
  * conv1, 32 rows of 784, took blocks of 20 rows, 0.84–0.86 ms on one thread; blocks of 16,
  * 0.73–0.79); in tasks, which a col2im's join makes several rows each. */
 static int64_t matmul_row_block(const ljg_kernel *k) {
-  bool packed = k->mm_k > LJG_MATMUL_DIRECT_K && !ljg_kernel_b_in_place(k);
+  bool packed = k->mm_k > LJG_MATMUL_DIRECT_K;
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
   if (packed && shared) return k->ntasks;
   if (k->mm_cols == LJG_MM_COLS_B && k->mm_k >= MATMUL_WHOLE_K && !ljg_kernel_has_window(k)) return k->ntasks;
