@@ -58,8 +58,8 @@ static int64_t rows_sharing_b(const ljg_view1 *b, int64_t batch, int64_t m) {
 /* B read in place by at most DIRECT_ROWS rows, and B's bytes times those rows at most
  * DIRECT_ROW_BYTES (64 rows of a B of 2 MiB, 16 of 8 MiB): the register tiles each read B's
  * panels where they lie, from the caches after the first. One Zen 5 thread, f32, µs packed ->
- * in place: m × k × n of 32×1024×256 102 -> 79, 32×256×1024 95 -> 89, 32×1024×1024 382 ->
- * 353, 16×2048×1024 394 -> 382, 64×512×784 272 -> 238; two threads 32×1024×256 57 -> 48,
+ * in place: m × k × n of 32×1024×256 102 -> 79, 32×256×1024 95 -> 89, 32×1024×1024 382 -> 353,
+ * 16×2048×1024 394 -> 382, 64×784×512 259-285 -> 225-251; two threads 32×1024×256 57 -> 48,
  * 16×784×512 47 -> 36. Past them the tiles read B from memory: 32×4096×4096 8.8 -> 9.3 ms,
  * 64×1024×1024 678 -> 696 µs. */
 enum { DIRECT_ROWS = 64 };
