@@ -125,10 +125,12 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *tall = tu_tensor(dt, LJ_SHAPE(2, 803, 40), TU_ANY, 903), *tw = tu_tensor(dt, LJ_SHAPE(37, 40), TU_ANY, 904);
     /* convolutions: B packed from the image (padded, strided), a pooled epilogue */
     lj_tensor *img = tu_tensor(dt, LJ_SHAPE(2, 5, 11, 11), TU_ANY, 905), *k = tu_tensor(dt, LJ_SHAPE(7, 5, 3, 3), TU_ANY, 906);
-    /* a few rows without packing: batched with B broadcast, summed over the batch, and x·W
-     * over two chunks of columns (the second partial) and blocks of k whose last leaves rows
-     * of B after whole steps; one row's chunks are longer: 4133 columns */
+    /* a few rows without packing: batched with B broadcast, summed over the batch (B
+     * transposed, and contiguous along n: read in place by 2 and by 37 rows), and x·W over two
+     * chunks of columns (the second partial) and blocks of k whose last leaves rows of B after
+     * whole steps; one row's chunks are longer: 4133 columns */
     lj_tensor *few = tu_tensor(dt, LJ_SHAPE(3, 2, 300), TU_ANY, 907), *fb = tu_tensor(dt, LJ_SHAPE(3, 45, 300), TU_ANY, 908);
+    lj_tensor *fbn = tu_tensor(dt, LJ_SHAPE(3, 300, 45), TU_ANY, 916);
     lj_tensor *x2 = tu_tensor(dt, LJ_SHAPE(3, 643), TU_ANY, 909), *wide = tu_tensor(dt, LJ_SHAPE(643, 2100), TU_ANY, 910);
     lj_tensor *x1 = tu_tensor(dt, LJ_SHAPE(1, 50), TU_ANY, 911), *wider = tu_tensor(dt, LJ_SHAPE(50, 4133), TU_ANY, 912);
     /* A transposed, its k a page apart, packed by transposes: batched, 1000 rows of 1024 (a
@@ -136,14 +138,15 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *bat = lj_slice(tu_tensor(dt, LJ_SHAPE(3, 300, 1024), TU_ANY, 913), 2, 0, 1000, 1);
     lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(700, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(700, 20), TU_ANY, 915);
     static const int batch[1] = {0};
-    lj_tensor *ts[11] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+    lj_tensor *ts[13] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
                         lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
                                       (const int[]){2, 2}, NULL, NULL),
                         lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1),
                         lj_matmul(few, lj_transpose(wt, 0, 1)), lj_sum(lj_matmul(few, lj_transpose(fb, 1, 2)), 1, batch, false),
                         lj_matmul(x2, wide), lj_matmul(x1, wider), lj_matmul(lj_transpose(bat, 1, 2), w),
-                        lj_matmul(lj_transpose(tallt, 0, 1), b20)};
-    tu_check_interp_tol(11, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+                        lj_matmul(lj_transpose(tallt, 0, 1), b20), lj_sum(lj_matmul(few, fbn), 1, batch, false),
+                        lj_sum(lj_matmul(ba, fbn), 1, batch, false)};
+    tu_check_interp_tol(13, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST
