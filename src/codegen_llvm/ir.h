@@ -206,8 +206,8 @@ typedef struct ljc_kctx {
   int behind;             /* the last nest, when nest `ahead` also runs it over the previous
                              block's rows (lower.c's runs_behind), or 0 */
   LLVMValueRef behind_begin; /* then: the start of the call's rows */
-  LLVMValueRef *behind_slot; /* and per slot: where the previous block's copy of a LOCAL slot
-                                nest `behind` reads is, or NULL */
+  LLVMValueRef *behind_slot; /* and per slot: where the previous block wrote a LOCAL slot
+                                nest `behind` reads, or NULL */
 } ljc_kctx;
 /* Element offset (i64) of view v at point p. */
 LLVMValueRef ljc_view_offset(ljc_ir *ir, const ljg_view *v, const ljc_point *p);
