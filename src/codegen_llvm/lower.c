@@ -850,7 +850,11 @@ enum { BEHIND_ROW_BYTES = 4 << 10 };
  * and so do the blocks and the LOCAL slots' rows. One thread,
  * log_softmax over [4096, 1024] (16 MiB, in L3) 0.60-0.61 -> 0.48 ms; from memory, [16384,
  * 1024] 3.45-3.49 -> 2.97-3.24 and [32768, 256] 1.46 -> 1.27-1.30; two threads over [4096,
- * 1024] 0.39-0.40 -> 0.375. Larger rows or blocks lose from memory, as the loop reads three
+ * 1024] 0.39-0.40 -> 0.375. A softmax's, exps / sum, one thread: [4096, 1024] 0.69-0.72 ->
+ * 0.58-0.63 ms (medians of 60), [16384, 1024] 2.91-2.93 -> 2.60-2.65 (fastest of 100), [128,
+ * 1024] in L2 19-20 -> 17 µs; two threads within noise of before (0.46 ms over [4096, 1024]).
+ * Summing the exps in that loop as well, rather than in a pass of their own over the row in
+ * L1, gained nothing measurable. Larger rows or blocks lose from memory, as the loop reads three
  * blocks' rows: rows of 6 KiB over 48 MiB 1.97 -> 2.84 ms, blocks of two 4 KiB rows over 64
  * MiB 3.5 -> 4.2 (in L3 those blocks gain a little more: 0.44-0.46 ms over 16 MiB). */
 static int runs_behind(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {

@@ -16,14 +16,14 @@
  * stores, and the thread that joins the kernel's tasks must see them.
  *
  * The output of a nest the lowering runs a block behind in the loop of the exps
- * (ljc_behind_nest, log_softmax's x − max − log sum) streams too, but on a Zen 4 core
- * (znver4, whose AVX-512 runs on 256-bit halves): there non-temporal stores in that loop
- * slowed it by a fifth, in L3 and from memory alike, and ordinary stores made it the fastest
- * of the ways tried (log_softmax over [4096, 1024], one thread: 1.60-1.82 ms streamed,
- * 1.29-1.47 not, 1.33-1.48 with the output in a pass of its own and streamed; over
- * [16384, 1024] from memory 6.8-7.5, 5.6-6.1 and 5.8-7.0). A Zen 5 core is the other way
- * round: with ordinary stores, which read every line of the output before writing it, that
- * loop took 0.78-0.82 ms against 0.58-0.61 streamed ([4096, 1024], one thread), and from
+ * (ljc_behind_nest: log_softmax's x − max − log sum, softmax's exps / sum) streams too, but on
+ * a Zen 4 core (znver4, whose AVX-512 runs on 256-bit halves): there non-temporal stores in
+ * that loop slowed it by a fifth, in L3 and from memory alike, and ordinary stores made it the
+ * fastest of the ways tried (log_softmax over [4096, 1024], one thread: 1.60-1.82 ms streamed,
+ * 1.29-1.47 not, 1.33-1.48 with the output in a pass of its own and streamed; over [16384,
+ * 1024] from memory 6.8-7.5, 5.6-6.1 and 5.8-7.0). A Zen 5 core is the other way round: with
+ * ordinary stores, which read every line of the output before writing it, that loop took
+ * 0.78-0.82 ms against 0.58-0.61 streamed ([4096, 1024], one thread), and from
  * memory 3.97-4.25 against 2.92-3.27 ([16384, 1024]). */
 #include "codegen_llvm/ir.h"
 
