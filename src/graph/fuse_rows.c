@@ -128,16 +128,19 @@ static int64_t local_max_bytes(const ljg_kernel *k, int32_t slot) {
  * MATMUL_BLOCK_MIN_ROWS when B is packed or read in place by few rows (each matrix of a batch
  * has its own B anyway), or, with a trailing product, at least MATMUL_TRAILING_MIN_ROWS that
  * fit half of L2 (8 heads of attention over 4096 keys: 1.6 GB of scratch memory and 545-628 ms
- * on one thread -> none and 458-539); when that many rows do not fit one, C goes through
- * scratch memory anyway, and blocks take up to MATMUL_BLOCK_L2_BYTES of it (unless a window
- * follows, a pooling whose windows of the block are to stay on the stack), so that B is packed
- * once per matrix where a matrix fits (a window packed from an image costs most: a stride-2
- * convolution's 128 rows of 784 in blocks of 48 packed each image's window three times, 27.5 ms
- * on one thread; 19.2 in one block) and the epilogue reads C from L2. Rounded down to whole
- * matrices when more than one fits, else to equal parts of a matrix when its rows divide
- * evenly, so that no block straddles two matrices (packing both Bs, and a register tile short
- * at each end: MNISTNet's conv1, 32 rows of 784, took blocks of 20 rows, 0.84–0.86 ms on one
- * thread; blocks of 16, 0.73–0.79); in tasks, which a col2im's join makes several rows each. */
+ * on one thread -> none and 458-539), and a whole matrix where its C fits there, so that its B
+ * is packed once (attention over 256 keys, one thread, blocks of 64 rows -> 256: 32 heads of
+ * 64, 3.12-3.49 -> 3.07-3.24 ms; 16 heads of 128, 3.19-3.29 -> 2.98-2.99; two threads within
+ * noise); when that many rows do not fit one, C goes through scratch memory anyway, and blocks
+ * take up to MATMUL_BLOCK_L2_BYTES of it (unless a window follows, a pooling whose windows of
+ * the block are to stay on the stack), so that B is packed once per matrix where a matrix fits
+ * (a window packed from an image costs most: a stride-2 convolution's 128 rows of 784 in blocks
+ * of 48 packed each image's window three times, 27.5 ms on one thread; 19.2 in one block) and
+ * the epilogue reads C from L2. Rounded down to whole matrices when more than one fits, else to
+ * equal parts of a matrix when its rows divide evenly, so that no block straddles two matrices
+ * (packing both Bs, and a register tile short at each end: MNISTNet's conv1, 32 rows of 784,
+ * took blocks of 20 rows, 0.84–0.86 ms on one thread; blocks of 16, 0.73–0.79); in tasks, which
+ * a col2im's join makes several rows each. */
 static int64_t matmul_row_block(const ljg_kernel *k) {
   bool long_k = k->mm_k > LJG_MATMUL_DIRECT_K; /* B packed, or read in place by few rows */
   bool shared = k->mm_b == 1 || k->mm_sum || ljg_view_top(&k->views[k->exprs[k->mm_bm].view])->stride[0] == 0;
@@ -145,7 +148,9 @@ static int64_t matmul_row_block(const ljg_kernel *k) {
   if (k->mm_cols == LJG_MM_COLS_B && k->mm_k >= MATMUL_WHOLE_K && !ljg_kernel_has_window(k)) return k->ntasks;
   int64_t row = k->mm_n * (int64_t)lj_dtype_size((lj_dtype)k->mm_dtype);
   int64_t rb = local_max_bytes(k, k->mm_out_slot) / row;
-  if (long_k && rb < MATMUL_BLOCK_MIN_ROWS && !ljg_kernel_has_window(k)) rb = MATMUL_BLOCK_L2_BYTES / row;
+  int64_t l2_rows = MATMUL_BLOCK_L2_BYTES / row;
+  if (long_k && k->tm && rb < k->mm_m) rb = l2_rows < k->mm_m ? l2_rows : k->mm_m;
+  if (long_k && rb < MATMUL_BLOCK_MIN_ROWS && !ljg_kernel_has_window(k)) rb = l2_rows;
   if (long_k && rb < MATMUL_BLOCK_MIN_ROWS && !(k->tm && rb >= MATMUL_TRAILING_MIN_ROWS)) rb = MATMUL_BLOCK_MIN_ROWS;
   int64_t parts = (k->mm_m + rb - 1) / rb;
   if (rb > k->mm_m) rb = rb / k->mm_m * k->mm_m; /* a block straddling two matrices packs both */
