@@ -1912,16 +1912,18 @@ static lj_tensor *attention(lj_tensor *q, lj_tensor *k, lj_tensor *v, double sca
  * parts of a matrix), 5 (blocks of several matrices: a call of the routine over rows of two
  * matrices and more), rows of 3000 and 9000 keys (a block of C, the exps and P each up to
  * half of L2, fewer than the 48 rows a matmul's block takes otherwise, still on the stack;
- * in scratch memory for 9000 f64, 8 of whose rows take more). Not joined: V one matrix for every row (a weight, which every block
+ * in scratch memory for 9000 f64, 8 of whose rows take more), 96 rows of 300 keys (a whole
+ * matrix a block, so that its K is packed once: its C takes more than a LOCAL slot's 64 KiB
+ * but at most half of L2). Not joined: V one matrix for every row (a weight, which every block
  * would pack again), and the product of a matrix that no nest wrote. Joined, P not LOCAL,
  * where P is an output too. */
 START_TEST(test_trailing_product) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
-  static const int64_t ms[4] = {37, 5, 40, 40}, ns[4] = {45, 45, 3000, 9000};
+  static const int64_t ms[5] = {37, 5, 40, 40, 96}, ns[5] = {45, 45, 3000, 9000, 300};
   for (int threads = 1; threads <= 2; threads++) {
     tu_init_threads(threads);
     for (size_t i = 0; i < 2; i++)
-      for (int c = 0; c < 4; c++) {
+      for (int c = 0; c < 5; c++) {
         lj_scope_begin();
         lj_tensor *q = tu_tensor(dts[i], LJ_SHAPE(6, ms[c], 20), TU_ANY, 70 + c);
         lj_tensor *k = tu_tensor(dts[i], LJ_SHAPE(6, ns[c], 20), TU_ANY, 80 + c);
@@ -1934,10 +1936,11 @@ START_TEST(test_trailing_product) {
         const ljg_kernel *kr = &p->kernels[0];
         ck_assert_int_eq(kr->tm_n, 13);
         ck_assert_int_eq(kr->tm_k, ns[c]);
-        bool local = c < 3 || dts[i] == LJ_F32; /* 8 rows of 9000 f64 take 576 KB */
+        bool local = c != 3 || dts[i] == LJ_F32; /* 8 rows of 9000 f64 take 576 KB */
         ck_assert_msg((p->slots[kr->exprs[kr->tm_a].slot].kind == LJG_SLOT_LOCAL) == local, "%s", text);
         ck_assert_msg((p->scratch_bytes == 0) == local, "%s", text);
         ck_assert(c != 1 || kr->row_block > ms[c]); /* several matrices a block */
+        ck_assert_msg(c != 4 || kr->row_block == ms[c], "%s", text);
         ck_assert_msg(strstr(lowering, "the trailing product runs on each block") != NULL, "%s", lowering);
         free(text);
         free(lowering);
