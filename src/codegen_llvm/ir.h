@@ -205,7 +205,7 @@ typedef struct ljc_kctx {
   LLVMValueRef ahead_slot; /* and where the first nest's LOCAL slot for the next block is */
   int behind;             /* the last nest, when nest `ahead` also runs it over the previous
                              block's rows (lower.c's runs_behind), or 0 */
-  LLVMValueRef behind_begin; /* then: the start of the call's rows */
+  LLVMValueRef behind_first; /* then: whether the block is the call's first (an i1) */
   LLVMValueRef *behind_slot; /* and per slot: where the previous block wrote a LOCAL slot
                                 nest `behind` reads, or NULL */
 } ljc_kctx;

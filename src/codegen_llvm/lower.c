@@ -960,12 +960,14 @@ static void behind_row(nest_gen *h, LLVMValueRef row) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   LLVMValueRef prev = LLVMBuildSub(b, row, ljc_i64(ir, kc->block_rows), "");
-  h->pt.idx[0] = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGE, prev, kc->behind_begin, ""), prev, row, "");
+  h->pt.idx[0] = LLVMBuildSelect(b, kc->behind_first, row, prev, "");
 }
 
-/* Points the LOCAL slots the last nest reads to the previous block's copies (behind_slot),
+/* Points the LOCAL slots the last nest reads to the previous block's buffers (behind_slot),
  * their origins a block back (the same element offsets a block of rows before), keeping what
- * they were in saved (two per slot) for behind_slots_end. */
+ * they were in saved (two per slot) for behind_slots_end. In a task's first block, whose rows
+ * the nest reads itself (behind_row), the origins stay, so that its reads stay within the
+ * buffers (the other buffer's zeros: that output is written again). */
 static void behind_slots_begin(ljc_kctx *kc, LLVMValueRef *saved) {
   size_t n = (size_t)kc->p->nslots;
   memcpy(saved, kc->slot_ptr, n * sizeof *saved);
@@ -973,9 +975,10 @@ static void behind_slots_begin(ljc_kctx *kc, LLVMValueRef *saved) {
   for (size_t s = 0; s < n; s++) {
     if (!kc->behind_slot[s]) continue;
     const ljg_slot *sl = &kc->p->slots[s];
+    LLVMValueRef back = ljc_i64(kc->ir, kc->block_rows * (sl->row_bytes / lj_dtype_size(sl->dtype)));
+    back = LLVMBuildSelect(kc->ir->b, kc->behind_first, ljc_i64(kc->ir, 0), back, "");
     kc->slot_ptr[s] = kc->behind_slot[s];
-    kc->slot_origin[s] = LLVMBuildSub(kc->ir->b, saved[n + s],
-                                      ljc_i64(kc->ir, kc->block_rows * (sl->row_bytes / lj_dtype_size(sl->dtype))), "");
+    kc->slot_origin[s] = LLVMBuildSub(kc->ir->b, saved[n + s], back, "");
   }
 }
 
@@ -1629,7 +1632,6 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   }
   LLVMValueRef *own = NULL, *other = NULL; /* the LOCAL slots the last nest reads: two buffers */
   if (kc->behind) {
-    kc->behind_begin = begin;
     kc->behind_slot = ljb_xcalloc((size_t)kc->p->nslots, sizeof *kc->behind_slot);
     own = ljb_xcalloc((size_t)kc->p->nslots, sizeof *own);
     other = ljb_xcalloc((size_t)kc->p->nslots, sizeof *other);
@@ -1650,6 +1652,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   LLVMValueRef lo, hi;
   begin_row_blocks(kc, &B, begin, end, &lo, &hi);
   if (kc->behind) { /* odd blocks write the other buffer and read the previous block's in their own */
+    kc->behind_first = LLVMBuildICmp(b, LLVMIntEQ, lo, begin, "");
     LLVMValueRef odd = LLVMBuildTrunc(b, B.iv, ir->i1, "");
     for (int s = 0; s < kc->p->nslots; s++)
       if (other[s]) {
