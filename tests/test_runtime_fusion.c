@@ -1668,16 +1668,16 @@ END_TEST
  * along the row), which reads them into cache while it computes: rows of 1001 columns, f64 in
  * blocks of one row, at most 8 KiB a block, and f32 and bf16. Both run their last nest
  * (x - max - log sum, exps / sum) over the previous block's rows in that loop too where a row
- * takes at most 4 KiB, in blocks of at most 4 KiB (f32 one row, bf16 two), softmax reading
- * the exps the previous block stored in the other of its two buffers. A softmax with noise added to its input
- * (a random number in the first nest) prefetches those rows instead where the input is large
- * (4 MiB), and does neither where it is not. Neither for a small input (8 rows), nor for a
- * variance (a sum of squares: no exps). Values against the interpreter, on one and two
+ * takes at most 4 KiB, in blocks of at most 4 KiB (f32 one row, bf16 two), softmax reading the
+ * exps the previous block stored in the other of its two buffers. A softmax with noise added to its
+ * input (a random number in the first nest) prefetches those rows instead where the input is
+ * large (4 MiB), and does neither where it is not. Neither for a small input (8 rows), nor for
+ * a variance (a sum of squares: no exps). Values against the interpreter, on one and two
  * threads (blocks split across tasks: 97 rows of bf16 on one thread end with a block of one
- * row, on two in chunks of 16 rows and a last of one, a call whose first block is its last
- * and shorter), with a NaN and infinities in rows that are computed ahead or behind, and rows
- * far apart (a row shifted by another's max overflows); and a softmax whose max is an output
- * too, stored a block ahead into it. */
+ * row, on two in chunks of 16 rows and a last of one, a call whose first block is its last and
+ * shorter), with a NaN and infinities in rows that are computed ahead or behind, and rows far
+ * apart (a row shifted by another's max overflows); and a softmax whose max is an output too,
+ * stored a block ahead into it. */
 START_TEST(test_rows_ahead) {
   static const lj_dtype dts[] = {LJ_F32, LJ_F64, LJ_BF16};
   static const int dims[1] = {1};

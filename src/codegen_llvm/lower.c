@@ -847,16 +847,16 @@ enum { BEHIND_ROW_BYTES = 4 << 10 };
  * LOCAL slots (a row's max, the log of its sum, a softmax's exps: each has a second buffer,
  * behind_slot, and the blocks take turns writing the one and reading the other); no checks,
  * random numbers, tiles or column order. The first nest's rows take at most BEHIND_ROW_BYTES,
- * and so do the blocks and the LOCAL slots' rows. One thread,
- * log_softmax over [4096, 1024] (16 MiB, in L3) 0.60-0.61 -> 0.48 ms; from memory, [16384,
- * 1024] 3.45-3.49 -> 2.97-3.24 and [32768, 256] 1.46 -> 1.27-1.30; two threads over [4096,
- * 1024] 0.39-0.40 -> 0.375. A softmax's, exps / sum, one thread: [4096, 1024] 0.69-0.72 ->
- * 0.58-0.63 ms (medians of 60), [16384, 1024] 2.91-2.93 -> 2.60-2.65 (fastest of 100), [128,
- * 1024] in L2 19-20 -> 17 µs; two threads within noise of before (0.46 ms over [4096, 1024]).
- * Summing the exps in that loop as well, rather than in a pass of their own over the row in
- * L1, gained nothing measurable. Larger rows or blocks lose from memory, as the loop reads three
- * blocks' rows: rows of 6 KiB over 48 MiB 1.97 -> 2.84 ms, blocks of two 4 KiB rows over 64
- * MiB 3.5 -> 4.2 (in L3 those blocks gain a little more: 0.44-0.46 ms over 16 MiB). */
+ * and so do the blocks and the LOCAL slots' rows. One thread, log_softmax over [4096, 1024] (16
+ * MiB, in L3) 0.60-0.61 -> 0.48 ms; from memory, [16384, 1024] 3.45-3.49 -> 2.97-3.24 and
+ * [32768, 256] 1.46 -> 1.27-1.30; two threads over [4096, 1024] 0.39-0.40 -> 0.375. A
+ * softmax's, exps / sum, one thread: [4096, 1024] 0.69-0.72 -> 0.58-0.63 ms (medians of 60),
+ * [16384, 1024] 2.91-2.93 -> 2.60-2.65 (fastest of 100), [128, 1024] in L2 19-20 -> 17 µs; two
+ * threads within noise of before (0.46 ms over [4096, 1024]). Summing the exps in that loop as
+ * well, rather than in a pass of their own over the row in L1, gained nothing measurable.
+ * Larger rows or blocks lose from memory, as the loop reads three blocks' rows: rows of 6 KiB
+ * over 48 MiB 1.97 -> 2.84 ms, blocks of two 4 KiB rows over 64 MiB 3.5 -> 4.2 (in L3 those
+ * blocks gain a little more: 0.44-0.46 ms over 16 MiB). */
 static int runs_behind(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
   int t = k->nnests - 1;
   const ljg_nest *n = &k->nests[t], *ns = &k->nests[s];
@@ -998,14 +998,14 @@ static void emit_behind_point(nest_gen *h, LLVMValueRef c) {
   free(saved);
 }
 
-/* The columns [lo, hi) of the row g->pt.idx[0] of nest s (runs_ahead), and in the same loop
- * the first nest's row a block later, combined into its accumulators and stored after the
- * loop (into the next block's copy of its LOCAL slot, ahead_slot, or the buffer the next
- * block reads it from where the last nest reads it behind, or into its slot in memory). In a
- * task's last block that row is past the call's rows: the loop then reads the current row for it again (from cache) and
- * stores nothing, so that the loop is the same for every row. Where the last nest runs behind
- * (runs_behind), the loop also stores its points a block back. A reduction (acc not NULL)
- * carries its accumulators through into out. */
+/* The columns [lo, hi) of the row g->pt.idx[0] of nest s (runs_ahead), and in the same loop the
+ * first nest's row a block later, combined into its accumulators and stored after the loop
+ * (into the next block's copy of its LOCAL slot, ahead_slot, or the buffer the next block reads
+ * it from where the last nest reads it behind, or into its slot in memory). In a task's last
+ * block that row is past the call's rows: the loop then reads the current row for it again
+ * (from cache) and stores nothing, so that the loop is the same for every row. Where the last
+ * nest runs behind (runs_behind), the loop also stores its points a block back. A reduction
+ * (acc not NULL) carries its accumulators through into out. */
 static void emit_ahead(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out) {
   ljc_kctx *kc = g->kc;
   ljc_ir *ir = kc->ir;
