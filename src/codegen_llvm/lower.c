@@ -1651,8 +1651,9 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
   ljc_loop B;
   LLVMValueRef lo, hi;
   begin_row_blocks(kc, &B, begin, end, &lo, &hi);
+  LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), "");
   if (kc->behind) { /* odd blocks write the other buffer and read the previous block's in their own */
-    kc->behind_first = LLVMBuildICmp(b, LLVMIntEQ, lo, begin, "");
+    kc->behind_first = first;
     LLVMValueRef odd = LLVMBuildTrunc(b, B.iv, ir->i1, "");
     for (int s = 0; s < kc->p->nslots; s++)
       if (other[s]) {
@@ -1661,7 +1662,6 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
       }
   }
   bool window = ljg_kernel_has_window(k) && !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k));
-  LLVMValueRef first = LLVMBuildICmp(b, LLVMIntEQ, B.iv, ljc_i64(ir, 0), "");
   if (k->kind == LJG_K_MATMUL) emit_matmul(kc, lo, hi, first);
   if (kc->ahead) { /* the first block's first nest; each block's nest `ahead` runs the next's */
     LLVMBasicBlockRef after = ljc_if_begin(ir, first, "first_block");
