@@ -115,11 +115,15 @@ END_TEST
 /* Graphs written as IR text, replayed against the interpreter: a per-image product whose A is
  * an im2col (the public ops only make the summed one, a weight gradient) packs A from the
  * image, in runs (stride 1, padding 1) and gathered (stride 2, no padding); a batch sum into
- * two matrices, each of half the batch (the matmul pass makes them of larger batches only). */
+ * two matrices, each of half the batch (the matmul pass makes them of larger batches only);
+ * products of 16-bit floats, which the frontend records as f32 ones between casts, computed
+ * so by the f32 routine (their results were once stored as f32 into a buffer of half the
+ * size, corrupting the heap). */
 START_TEST(test_ir_text_graphs) {
+  enum { NGRAPHS = 5 };
   static const struct {
     const char *text, *kernel; /* what the dump's kernels.txt says */
-  } graphs[3] = {
+  } graphs[NGRAPHS] = {
       {"IR {\n  %0 = f32[3,5,9,11] data(), param=0\n"
        "  %1 = f32[3,45,99] im2col(%0), window=(3,3,1,1,1,1,1,1), fill=0\n"
        "  %2 = f32[3,99,37] data(), param=1\n  %3 = f32[3,45,37] matmul(%1, %2), ROOT=0\n}\n",
@@ -131,10 +135,16 @@ START_TEST(test_ir_text_graphs) {
       {"IR {\n  %0 = f32[4,6,50] data(), param=0\n  %1 = f32[4,50,7] data(), param=1\n"
        "  %2 = f32[2,6,7] matmul_sum(%0, %1), ROOT=0\n}\n",
        "summed over the batch in 2 runs"},
+      {"IR {\n  %0 = bf16[2,33,17] data(), param=0\n  %1 = bf16[2,17,40] data(), param=1\n"
+       "  %2 = bf16[2,33,40] matmul(%0, %1), ROOT=0\n}\n",
+       "calls lj_gemm_f32"},
+      {"IR {\n  %0 = f16[4,6,50] data(), param=0\n  %1 = f16[4,50,7] data(), param=1\n"
+       "  %2 = f16[2,6,7] matmul_sum(%0, %1), ROOT=0\n}\n",
+       "calls lj_gemm_f32"},
   };
   char dir[] = "/tmp/lj_test_lj_run_XXXXXX";
   ck_assert(mkdtemp(dir));
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < NGRAPHS; i++) {
     char path[300], args[1024], *out;
     snprintf(path, sizeof path, "%s/graph%d.txt", dir, i);
     FILE *f = fopen(path, "w");

@@ -1931,6 +1931,7 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVM
   }
   if (k->mm_n == 0 || ljc_emit_gemm(kc, begin, end, first)) return;
   LJ_ASSERT(!k->mm_col_tasks); /* given only to the matmuls a routine takes (fuse.c) */
+  LJ_ASSERT(k->mm_dtype != LJ_BF16 && k->mm_dtype != LJ_F16); /* f32 products by now (pass_matmul.c) */
   LLVMTypeRef t = ljc_compute_type(ir, k->mm_dtype);
   const ljg_view1 *bview = ljg_view_top(&k->views[k->exprs[k->mm_bm].view]);
   bool dot = bview->stride[2] != 1 && bview->stride[1] == 1;

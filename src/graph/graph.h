@@ -284,7 +284,7 @@ int ljg_rw_const(ljg_rewriter *rw, lj_dtype dt, double v, int ndim, const int64_
 /* Each pass rewrites g in place and keeps parameters and roots (their values unchanged). */
 void ljg_pass_simplify(ljg_graph *g);   /* algebraic identities, view folding */
 void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only subgraphs */
-void ljg_pass_matmul(ljg_graph *g);     /* batch sums into matmul_sum; steps' and summed products joined; (Bᵀ·Aᵀ)ᵀ where it pays */
+void ljg_pass_matmul(ljg_graph *g);     /* 16-bit float products in f32; batch sums into matmul_sum; steps' and summed products joined; (Bᵀ·Aᵀ)ᵀ where it pays */
 void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
 void ljg_pass_reduce(ljg_graph *g);     /* long reductions over leading dims in two stages */
 /* The pipeline: simplify, fold, dce, matmul, simplify, dce, with the verifier after each. */

@@ -25,7 +25,11 @@
  *    sequences, d(Wᵀ) = Σ xᵀ·dY read only through a transpose, is turned unless its tiles
  *    waste more turned than the copy costs. A B that is the transpose of an im2col is always
  *    turned: as A, the matmul routine packs it from the image (fuse.c), and the im2col is
- *    never stored.
+ *    never stored;
+ *  - a matmul or matmul_sum of 16-bit floats (bf16, f16: only a graph read from text has one;
+ *    the frontend records its own as this) is one of f32 between casts: its products summed
+ *    in f32 and rounded once, as PyTorch's CPU matmul of 16-bit floats does (semantics.md),
+ *    by the f32 kernels (they store what they compute, and compute 16-bit floats in f32).
  *
  * The matmul kernels (codegen_llvm/gemm.c) copy B into panels that serve every row sharing
  * them: the M rows of its matrix, or all rows of the batch when B is the same for each (a
@@ -548,7 +552,44 @@ static void orient(ljg_graph *g) {
   ljg_rw_finish(&rw, g);
 }
 
+static bool is_half_product(const ljg_gnode *n) {
+  return (n->op == LJG_OP_MATMUL || n->op == LJG_OP_MATMUL_SUM) && (n->dtype == LJ_BF16 || n->dtype == LJ_F16);
+}
+
+/* Node x (new index) cast to dtype dt. */
+static int cast_to(ljg_rewriter *rw, int32_t x, lj_dtype dt) {
+  ljg_gnode c = rw->out.nodes[x];
+  memset(&c.attr, 0, sizeof c.attr);
+  c.op = LJG_OP_CAST;
+  c.dtype = (uint8_t)dt;
+  c.nin = 1;
+  c.param = -1;
+  return ljg_rw_add(rw, &c, &x);
+}
+
+static void widen_half_products(ljg_graph *g) {
+  bool any = false;
+  for (int i = 0; i < g->n && !any; i++) any = is_half_product(&g->nodes[i]);
+  if (!any) return;
+  ljg_rewriter rw;
+  ljg_rw_init(&rw, g);
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    if (!is_half_product(n)) {
+      rw.map[i] = ljg_rw_copy(&rw, g, i);
+      continue;
+    }
+    const int32_t *oin = ljg_in(g, n);
+    int32_t in[2] = {cast_to(&rw, rw.map[oin[0]], LJ_F32), cast_to(&rw, rw.map[oin[1]], LJ_F32)};
+    ljg_gnode mm = *n;
+    mm.dtype = LJ_F32;
+    rw.map[i] = cast_to(&rw, ljg_rw_add(&rw, &mm, in), (lj_dtype)n->dtype);
+  }
+  ljg_rw_finish(&rw, g);
+}
+
 void ljg_pass_matmul(ljg_graph *g) {
+  widen_half_products(g);
   /* the products joined are read by no one: the uses are counted next */
   if (join_steps(g)) ljg_pass_dce(g);
   if (join_sums(g)) ljg_pass_dce(g);
