@@ -249,6 +249,21 @@ START_TEST(test_parse_errors) {
        "a batch sum's matrices must divide the batch"},
       {"IR {\n  %0 = f32[2] data(), param=1\n  %1 = f32[2] data(), param=0\n  %2 = f32[2] add(%0, %1), ROOT=0\n}\n",
        "parameters must be numbered in order"},
+      /* what the compiler does not take (the frontend casts or rejects before recording) */
+      {"IR {\n  %0 = i32[2] data(), param=0\n  %1 = i32[2] exp(%0), ROOT=0\n}\n",
+       "node %1 (exp): operands of dtype i32 (it takes floats only)"},
+      {"IR {\n  %0 = u8[2] data(), param=0\n  %1 = u8[2] div(%0, %0), ROOT=0\n}\n",
+       "node %1 (div): operands of dtype u8 (it takes floats only)"},
+      {"IR {\n  %0 = bool[2] data(), param=0\n  %1 = bool[2] sub(%0, %0), ROOT=0\n}\n",
+       "node %1 (sub): operands of dtype bool (it takes numbers only)"},
+      {"IR {\n  %0 = bool[2] data(), param=0\n  %1 = bool[2] neg(%0), ROOT=0\n}\n",
+       "node %1 (neg): operands of dtype bool (it takes numbers only)"},
+      {"IR {\n  %0 = i64[2] data(), param=0\n  %1 = bool[2] lt(%0, %0)\n  %2 = bool[2] sqrt(%1), ROOT=0\n}\n",
+       "node %2 (sqrt): operands of dtype bool (it takes floats only)"},
+      {"IR {\n  %0 = f32[3,0] data(), param=0\n  %1 = f32[3,1] amax(%0), dims=(1), ROOT=0\n}\n",
+       "node %1 (amax): reduces a dim of size 0"},
+      {"IR {\n  %0 = i32[0,2] data(), param=0\n  %1 = i64[1,2] argmin(%0), dims=(0), ROOT=0\n}\n",
+       "node %1 (argmin): reduces a dim of size 0"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     ljg_graph g;

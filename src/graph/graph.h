@@ -11,7 +11,7 @@ struct ljr_buffer;
 /* ---- op table (ops.def) ------------------------------------------------------------- */
 
 typedef enum ljg_op {
-#define X(name, str, arity, kind, attrs) LJG_OP_##name,
+#define X(name, str, arity, kind, attrs, types) LJG_OP_##name,
 #include "graph/ops.def"
 #undef X
   LJG_NUM_OPS
@@ -42,11 +42,19 @@ typedef enum ljg_attrs {
   LJG_A_WINDOW /* a[0..7]: kh, kw, sh, sw, ph, pw, dh, dw; f: padding value */
 } ljg_attrs;
 
+/* The dtypes an elementwise op's operands may have. */
+typedef enum ljg_types {
+  LJG_T_ANY,    /* every dtype */
+  LJG_T_NUMBER, /* every dtype but bool */
+  LJG_T_FLOAT   /* floats only: the frontend computes integers and bool in f32 */
+} ljg_types;
+
 typedef struct ljg_opinfo {
   const char *name;
   int arity;
   ljg_kind kind;
   ljg_attrs attrs;
+  ljg_types types;
 } ljg_opinfo;
 
 extern const ljg_opinfo ljg_ops[LJG_NUM_OPS];

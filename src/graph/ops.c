@@ -4,7 +4,7 @@
 #include <string.h>
 
 const ljg_opinfo ljg_ops[LJG_NUM_OPS] = {
-#define X(name, str, arity, kind, attrs) {str, arity, kind, attrs},
+#define X(name, str, arity, kind, attrs, types) {str, arity, kind, attrs, types},
 #include "graph/ops.def"
 #undef X
 };

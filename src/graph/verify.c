@@ -3,6 +3,7 @@
  * cannot crash the compiler) and the pass pipeline between passes in debug builds. */
 #include "graph/graph.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static bool fail(const ljg_graph *g, int i, const char *what) {
@@ -21,6 +22,18 @@ static bool is_compare(int op) {
          op == LJG_OP_LOGICAL_OR || op == LJG_OP_LOGICAL_NOT || op == LJG_OP_ISNAN;
 }
 
+/* Whether the operands' dtype dt is one the op takes (ops.def's operand dtypes): the
+ * frontend casts integers and bool to f32 for the float functions, and has no negation,
+ * subtraction or division of bools. */
+static bool check_types(const ljg_graph *g, int i, lj_dtype dt) {
+  ljg_types t = ljg_ops[g->nodes[i].op].types;
+  if ((t != LJG_T_FLOAT || ljg_dtype_is_float(dt)) && (t != LJG_T_NUMBER || dt != LJ_BOOL)) return true;
+  char what[80];
+  snprintf(what, sizeof what, "operands of dtype %s (it takes %s only)", lj_dtype_name(dt),
+           t == LJG_T_FLOAT ? "floats" : "numbers");
+  return fail(g, i, what);
+}
+
 static bool check_elemwise(const ljg_graph *g, int i) {
   const ljg_gnode *n = &g->nodes[i];
   const int32_t *in = ljg_in(g, n);
@@ -36,10 +49,9 @@ static bool check_elemwise(const ljg_graph *g, int i) {
   if (n->op == LJG_OP_INDEX_CHECK &&
       (odt != LJ_I64 || n->attr.a[0] < 0 || n->attr.a[1] < 0 || n->attr.a[1] >= LJG_NUM_OPS))
     return fail(g, i, "index_check needs i64, a bound >= 0 and an op or none");
-  if (is_compare(n->op)) return n->dtype == LJ_BOOL ? true : fail(g, i, "result is not bool");
-  if (n->dtype != odt) return fail(g, i, "result dtype differs from operands");
-  if (n->op == LJG_OP_DIV && !ljg_dtype_is_float(odt)) return fail(g, i, "div needs floats");
-  return true;
+  if (is_compare(n->op) && n->dtype != LJ_BOOL) return fail(g, i, "result is not bool");
+  if (!is_compare(n->op) && n->dtype != odt) return fail(g, i, "result dtype differs from operands");
+  return check_types(g, i, odt);
 }
 
 static bool check_view(const ljg_graph *g, int i) {
@@ -89,6 +101,10 @@ static bool check_reduce(const ljg_graph *g, int i) {
     if (n->shape[d] != want) return fail(g, i, "shape is not the reduced shape");
   }
   bool intlike = !ljg_dtype_is_float(x->dtype);
+  bool has_identity = n->op == LJG_OP_SUM || n->op == LJG_OP_MEAN || n->op == LJG_OP_PROD;
+  for (int d = 0; d < n->ndim; d++)
+    if ((mask >> d & 1) && x->shape[d] == 0 && !has_identity)
+      return fail(g, i, "reduces a dim of size 0, which it has no value for");
   switch (n->op) {
   case LJG_OP_SUM:
   case LJG_OP_PROD:
