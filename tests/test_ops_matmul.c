@@ -56,8 +56,16 @@ START_TEST(test_matmul_shapes) {
 END_TEST
 
 /* A linear layer: fused producer (relu) and consumers (bias, tanh) around the matmul; big
- * enough to be split across threads; an empty inner dim gives zeros. */
+ * enough to be split across threads; an empty inner dim gives zeros, in f32 and in bf16 (the
+ * first graph of the test: its casts' outputs, empty, are all the scratch it has, and it ran
+ * while the device had no scratch memory yet). */
 START_TEST(test_matmul_fused_and_large) {
+  lj_tensor *h0 = tu_tensor(LJ_BF16, LJ_SHAPE(3, 0), TU_ANY, 7), *h1 = tu_tensor(LJ_BF16, LJ_SHAPE(0, 5), TU_ANY, 8);
+  lj_tensor *h = lj_matmul(h0, h1);
+  tu_check_interp_tol(1, &h, 0, 0);
+  lj_tensor_release(h0);
+  lj_tensor_release(h1);
+  lj_tensor_release(h);
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(160, 96), TU_ANY, 1);
   lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(80, 96), TU_UNIT, 2);
   lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(80), TU_ANY, 3);

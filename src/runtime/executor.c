@@ -210,8 +210,11 @@ void ljr_job_run(struct lj_device *d, ljr_job *j) {
   const ljg_program *p = e->prog;
   lj_status st = job_inputs(d, j);
   if (st == LJ_OK) {
+    /* without scratch (every temporary empty: a product over an empty inner dim of casts)
+     * there may be no arena yet */
+    char *scratch = p->scratch_bytes > 0 ? d->scratch_arena->data : NULL;
     for (int s = 0; s < p->nslots; s++)
-      if (p->slots[s].kind == LJG_SLOT_TEMP) j->slots[s] = (char *)d->scratch_arena->data + p->slots[s].offset;
+      if (p->slots[s].kind == LJG_SLOT_TEMP) j->slots[s] = scratch ? scratch + p->slots[s].offset : NULL;
     uint64_t t0 = ljb_now_ns();
     ljg_kerr err = {0};
     bool flushed = ljb_flush_subnormals(d->flush_denormal); /* the pool's workers take it on */
