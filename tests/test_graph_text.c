@@ -260,6 +260,11 @@ START_TEST(test_parse_errors) {
        "node %1 (neg): operands of dtype bool (it takes numbers only)"},
       {"IR {\n  %0 = i64[2] data(), param=0\n  %1 = bool[2] lt(%0, %0)\n  %2 = bool[2] sqrt(%1), ROOT=0\n}\n",
        "node %2 (sqrt): operands of dtype bool (it takes floats only)"},
+      {"IR {\n  %0 = bool[1,2,2] data(), param=0\n  %1 = bool[1,2,2] matmul(%0, %0), ROOT=0\n}\n",
+       "node %1 (matmul): operands of dtype bool (it takes numbers only)"},
+      {"IR {\n  %0 = bool[2,3] data(), param=0\n  %1 = i64[2,3] data(), param=1\n"
+       "  %2 = bool[2,3] scatter_add(%0, %1, %0), dim=1, ROOT=0\n}\n",
+       "node %2 (scatter_add): operands of dtype bool (it takes numbers only)"},
       {"IR {\n  %0 = f32[3,0] data(), param=0\n  %1 = f32[3,1] amax(%0), dims=(1), ROOT=0\n}\n",
        "node %1 (amax): reduces a dim of size 0"},
       {"IR {\n  %0 = i32[0,2] data(), param=0\n  %1 = i64[1,2] argmin(%0), dims=(0), ROOT=0\n}\n",

@@ -42,7 +42,8 @@ typedef enum ljg_attrs {
   LJG_A_WINDOW /* a[0..7]: kh, kw, sh, sw, ph, pw, dh, dw; f: padding value */
 } ljg_attrs;
 
-/* The dtypes an elementwise op's operands may have. */
+/* The dtypes an op's values may have: an elementwise op's operands (where's cond aside), a
+ * matmul's, col2im's and scatter_add's result. */
 typedef enum ljg_types {
   LJG_T_ANY,    /* every dtype */
   LJG_T_NUMBER, /* every dtype but bool */

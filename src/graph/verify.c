@@ -22,9 +22,9 @@ static bool is_compare(int op) {
          op == LJG_OP_LOGICAL_OR || op == LJG_OP_LOGICAL_NOT || op == LJG_OP_ISNAN;
 }
 
-/* Whether the operands' dtype dt is one the op takes (ops.def's operand dtypes): the
- * frontend casts integers and bool to f32 for the float functions, and has no negation,
- * subtraction or division of bools. */
+/* Whether dt is a dtype node i's values may have (ops.def's operand dtypes): the frontend
+ * casts integers and bool to f32 for the float functions, and takes no bools for negation,
+ * subtraction, products or the sums of col2im and scatter_add. */
 static bool check_types(const ljg_graph *g, int i, lj_dtype dt) {
   ljg_types t = ljg_ops[g->nodes[i].op].types;
   if ((t != LJG_T_FLOAT || ljg_dtype_is_float(dt)) && (t != LJG_T_NUMBER || dt != LJ_BOOL)) return true;
@@ -176,6 +176,7 @@ static bool check_node(const ljg_graph *g, int i) {
   const int32_t *in = ljg_in(g, n);
   for (int k = 0; k < n->nin; k++)
     if (in[k] < 0 || in[k] >= i) return fail(g, i, "operand is not an earlier node");
+  if (info->kind != LJG_ELEMWISE && !check_types(g, i, n->dtype)) return false;
   switch (info->kind) {
   case LJG_LEAF:
     if (n->op != LJG_OP_DATA && n->ndim != 0) return fail(g, i, "scalar is not 0-d");
