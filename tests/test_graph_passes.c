@@ -280,6 +280,17 @@ static const pass_case cases[] = {
      "  %3 = f32[2,4,3] permute(%1), perm=(0,2,1), ROOT=1\n"
      "}\n",
      NULL},
+    {"simplify: an add of two cats empty along their dim stays (no part to add: a cat of none "
+     "broke the graph)",
+     ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f64[0,3] data(), param=0\n"
+     "  %1 = f64[0,3] data(), param=1\n"
+     "  %2 = f64[0,3] cat(%0, %1), dim=0\n"
+     "  %3 = f64[0,3] cat(%1, %0), dim=0\n"
+     "  %4 = f64[0,3] add(%2, %3), ROOT=0\n"
+     "}\n",
+     NULL},
     {"simplify: an add of two cats along one dim is the cat of the adds of their parts, each cut "
      "where the other's begin (autograd's sum of the gradients of q, k and v sliced from one "
      "projection; a slice of a broadcast is a broadcast); cats along other dims stay",

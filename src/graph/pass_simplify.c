@@ -408,12 +408,12 @@ enum { ADDED_CATS_MAX_PARTS = 64 };
  * tensor, each a cat of it and zeros (a fused projection split into a transformer's q, k and
  * v; an LSTM's gates): one kernel then writes the sum, instead of one for each cat and one
  * for the adds, each through memory. The same adds of the same values. -1 when n's operands
- * are not two such cats. */
+ * are not two such cats, or are empty along their dim (no part to sum: a cat needs one). */
 static int add_of_cats(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out; /* its nodes move as simplify adds some: read first */
   const ljg_gnode *a = &g->nodes[in[0]], *b = &g->nodes[in[1]];
   if (a->op != LJG_OP_CAT || b->op != LJG_OP_CAT || a->attr.a[0] != b->attr.a[0] ||
-      a->nin + b->nin > ADDED_CATS_MAX_PARTS)
+      a->nin + b->nin > ADDED_CATS_MAX_PARTS || n->shape[a->attr.a[0]] == 0)
     return -1;
   int dim = (int)a->attr.a[0], nparts[2] = {a->nin, b->nin};
   int32_t part[2][ADDED_CATS_MAX_PARTS];
