@@ -350,6 +350,28 @@ START_TEST(test_reduce_errors) {
 }
 END_TEST
 
+/* softmax and log_softmax along an empty dim, which has no max to shift by: empty results,
+ * as PyTorch's (they named lj_amax's error), and an empty gradient. */
+START_TEST(test_softmax_empty_dim) {
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 0), TU_ANY, 1);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+  lj_tensor *ts[2] = {lj_softmax(x, 1), lj_log_softmax(x, -1)};
+  for (int i = 0; i < 2; i++) {
+    ck_assert_msg(ts[i], "%s", lj_last_error());
+    ck_assert_int_eq(lj_tensor_ndim(ts[i]), 2);
+    ck_assert_int_eq(lj_tensor_shape(ts[i])[0], 2);
+    ck_assert_int_eq(lj_tensor_shape(ts[i])[1], 0);
+  }
+  ck_assert_int_eq(lj_backward(lj_sum(lj_add(ts[0], ts[1]), 0, NULL, false)), LJ_OK);
+  lj_tensor *g = lj_tensor_grad(x);
+  ck_assert(g && lj_tensor_numel(g) == 0 && lj_tensor_shape(g)[0] == 2);
+  lj_tensor *all[3] = {ts[0], ts[1], g};
+  tu_check_interp(3, all, 0);
+  for (int i = 0; i < 2; i++) lj_tensor_release(ts[i]);
+  lj_tensor_release(x);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("ops_reduce");
   TCase *tc = tu_tcase("reduce");
@@ -363,6 +385,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_reductions_in_blocks);
   tcase_add_test(tc, test_sums_of_scaled);
   tcase_add_test(tc, test_reduce_errors);
+  tcase_add_test(tc, test_softmax_empty_dim);
   suite_add_tcase(s, tc);
   return s;
 }

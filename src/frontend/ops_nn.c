@@ -176,11 +176,13 @@ lj_tensor *lj_avg_pool2d(lj_tensor *x, const int kernel[2], const int stride[2],
 /* ---- softmax and losses ------------------------------------------------------------------- */
 
 /* x - max(x) along dim, the max detached: the shift cannot change the result, so it gets no
- * gradient. */
+ * gradient. Along an empty dim there is no max, nor any element to shift: x itself (the
+ * result has no elements, as PyTorch's). */
 static lj_tensor *shifted(const char *name, lj_tensor *x, int dim) {
   if (!ljf_arg(name, "x", x) || !require_float(name, "x", x)) return NULL;
   int d;
   if (!ljf_dim(name, x->ndim, dim, &d)) return NULL;
+  if (x->ndim > 0 && x->shape[d] == 0) return lj_sub_scalar(x, 0);
   return lj_sub(x, lj_detach(lj_amax(x, 1, &d, true)));
 }
 
