@@ -619,8 +619,11 @@ lj_status lj_tensor_set_requires_grad(lj_tensor *t, bool on);
 bool lj_tensor_requires_grad(const lj_tensor *t);
 /** Adds d(loss)/d(t) to the grad of every live tensor t that requires grad and that the loss
  *  depends on (a tensor's grad starts as NULL; each call accumulates, like PyTorch). The
- *  gradient is recorded lazily. Errors: LJ_ERR_ARG (NULL), LJ_ERR_DTYPE (non-float loss),
- *  LJ_ERR_SHAPE (a loss with more than one element). */
+ *  gradient is recorded lazily, from the pending graph below the loss: a loss already read or
+ *  synced is a value without that graph, so record lj_backward before reading the loss.
+ *  Errors: LJ_ERR_ARG (NULL, or a loss that depends on no tensor that requires grad, as
+ *  PyTorch's backward of a tensor without grad_fn; as well a loss read or synced before),
+ *  LJ_ERR_DTYPE (non-float loss), LJ_ERR_SHAPE (a loss with more than one element). */
 lj_status lj_backward(lj_tensor *loss);
 /** t's accumulated gradient, borrowed (valid until the next lj_backward, zero_grad or t's
  *  release); NULL when it has none. */

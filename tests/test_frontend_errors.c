@@ -279,6 +279,21 @@ START_TEST(test_list_and_shape_argument_errors) {
   lj_tensor *loss = lj_sum(lj_cast(x, LJ_I32), 0, NULL, false); /* i64, as in PyTorch */
   ck_assert_int_eq(lj_backward(loss), LJ_ERR_DTYPE);
   tu_expect_error(LJ_ERR_DTYPE, "lj_backward: the loss must be a float tensor, not i64", NULL);
+  /* a loss below which no tensor requires grad, and one read before its backward (which kept
+   * its value only and once gave no gradient and no error) */
+  lj_tensor *plain = lj_sum(lj_mul(x, x), 0, NULL, false);
+  ck_assert_int_eq(lj_backward(plain), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_backward: the loss depends on no tensor that requires grad", NULL);
+  lj_tensor *leaf = lj_ones(d, LJ_F32, LJ_SHAPE(3));
+  ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
+  lj_tensor *read = lj_sum(lj_mul(leaf, leaf), 0, NULL, false);
+  ck_assert(lj_item(read) == 3);
+  ck_assert_int_eq(lj_backward(read), LJ_ERR_ARG);
+  tu_expect_error(LJ_ERR_ARG, "lj_backward", "read or synced before", NULL);
+  ck_assert(!lj_tensor_grad(leaf));
+  lj_tensor *again = lj_sum(lj_mul(leaf, leaf), 0, NULL, false);
+  ck_assert_int_eq(lj_backward(again), LJ_OK);
+  ck_assert(lj_item(again) == 3 && lj_item(lj_sum(lj_tensor_grad(leaf), 0, NULL, false)) == 6);
 }
 END_TEST
 

@@ -441,6 +441,14 @@ lj_status lj_backward(lj_tensor *loss) {
     ljb_vec_push(&order, nd);
     ljb_vec_push(&needs, need);
   }
+  lj_status st = LJ_OK;
+  if (!needs.a[root->index]) {
+    /* PyTorch's "does not require grad and does not have a grad_fn"; a loss read or synced
+     * before has a value and no graph left to walk back through */
+    ljb_error(LJ_ERR_ARG, "%s: the loss depends on no tensor that requires grad (a loss read or synced before "
+              "lj_backward keeps its value only: record lj_backward first, then read it)", name);
+    st = LJ_ERR_ARG;
+  }
   /* gradients in reverse post-order */
   ljg_node **grads = ljb_xcalloc((size_t)order.n + 1, sizeof *grads);
   if (needs.a[root->index]) grads[root->index] = constant(d, root->dtype, 1, root);
@@ -475,7 +483,7 @@ lj_status lj_backward(lj_tensor *loss) {
   ljb_vec_free(&needs);
   ljb_vec_free(&stack);
   free(leaves.slots);
-  return LJ_OK;
+  return st;
 }
 
 /* ---- tensor flags ------------------------------------------------------------------------------ */
