@@ -567,6 +567,7 @@ static int cast_to(ljg_rewriter *rw, int32_t x, lj_dtype dt) {
   return ljg_rw_add(rw, &c, &x);
 }
 
+/* Each 16-bit float matmul and matmul_sum as an f32 one between casts (the file's comment). */
 static void widen_half_products(ljg_graph *g) {
   bool any = false;
   for (int i = 0; i < g->n && !any; i++) any = is_half_product(&g->nodes[i]);
