@@ -442,12 +442,6 @@ START_TEST(test_edited_graphs) {
 }
 END_TEST
 
-static bool is_compare_op(int op) {
-  return op == LJG_OP_EQ || op == LJG_OP_NE || op == LJG_OP_LT || op == LJG_OP_LE || op == LJG_OP_GT ||
-         op == LJG_OP_GE || op == LJG_OP_LOGICAL_AND || op == LJG_OP_LOGICAL_OR || op == LJG_OP_LOGICAL_NOT ||
-         op == LJG_OP_ISNAN;
-}
-
 /* Every elementwise op, product and reduction over every dtype, as a graph read from text:
  * the verifier refuses what the lowering does not take (integers and bool in the float
  * functions, bool in negation and products, a max over an empty dim, ...) with a message
@@ -463,7 +457,7 @@ START_TEST(test_ops_by_dtype) {
     for (int dt = 0; dt < LJ_NUM_DTYPES; dt++)
       for (int empty = 0; empty < 2; empty++) {
         const char *name = ljg_ops[op].name, *dn = lj_dtype_name((lj_dtype)dt);
-        const char *out = op == LJG_OP_CAST ? (dt == LJ_F32 ? "i32" : "f32") : is_compare_op(op) ? "bool" : dn;
+        const char *out = op == LJG_OP_CAST ? (dt == LJ_F32 ? "i32" : "f32") : ljg_op_gives_bool(op) ? "bool" : dn;
         char text[512];
         int cols = empty ? 0 : 5;
         if (kind == LJG_MATMUL)

@@ -61,6 +61,9 @@ typedef struct ljg_opinfo {
 extern const ljg_opinfo ljg_ops[LJG_NUM_OPS];
 /* Op by printed name; -1 if unknown. */
 int ljg_op_by_name(const char *name);
+/* Whether elementwise op op gives bool whatever its operands' dtype (comparisons, logic,
+ * isnan). */
+bool ljg_op_gives_bool(int op);
 
 /* dtype.c: facts about dtypes and the host conversions of 16-bit floats. */
 bool ljg_dtype_is_float(lj_dtype dt);

@@ -14,3 +14,9 @@ int ljg_op_by_name(const char *name) {
     if (strcmp(ljg_ops[i].name, name) == 0) return i;
   return -1;
 }
+
+bool ljg_op_gives_bool(int op) {
+  return op == LJG_OP_EQ || op == LJG_OP_NE || op == LJG_OP_LT || op == LJG_OP_LE || op == LJG_OP_GT ||
+         op == LJG_OP_GE || op == LJG_OP_LOGICAL_AND || op == LJG_OP_LOGICAL_OR || op == LJG_OP_LOGICAL_NOT ||
+         op == LJG_OP_ISNAN;
+}

@@ -16,12 +16,6 @@ static bool same_shape(const ljg_gnode *a, const ljg_gnode *b) {
   return a->ndim == b->ndim && memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof(int64_t)) == 0;
 }
 
-static bool is_compare(int op) {
-  return op == LJG_OP_EQ || op == LJG_OP_NE || op == LJG_OP_LT || op == LJG_OP_LE ||
-         op == LJG_OP_GT || op == LJG_OP_GE || op == LJG_OP_LOGICAL_AND ||
-         op == LJG_OP_LOGICAL_OR || op == LJG_OP_LOGICAL_NOT || op == LJG_OP_ISNAN;
-}
-
 /* Whether dt is a dtype node i's values may have (ops.def's operand dtypes): the frontend
  * casts integers and bool to f32 for the float functions, and takes no bools for negation,
  * subtraction, products or the sums of col2im and scatter_add. */
@@ -49,8 +43,8 @@ static bool check_elemwise(const ljg_graph *g, int i) {
   if (n->op == LJG_OP_INDEX_CHECK &&
       (odt != LJ_I64 || n->attr.a[0] < 0 || n->attr.a[1] < 0 || n->attr.a[1] >= LJG_NUM_OPS))
     return fail(g, i, "index_check needs i64, a bound >= 0 and an op or none");
-  if (is_compare(n->op) && n->dtype != LJ_BOOL) return fail(g, i, "result is not bool");
-  if (!is_compare(n->op) && n->dtype != odt) return fail(g, i, "result dtype differs from operands");
+  if (ljg_op_gives_bool(n->op) && n->dtype != LJ_BOOL) return fail(g, i, "result is not bool");
+  if (!ljg_op_gives_bool(n->op) && n->dtype != odt) return fail(g, i, "result dtype differs from operands");
   return check_types(g, i, odt);
 }
 
