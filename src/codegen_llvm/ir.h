@@ -123,8 +123,8 @@ void ljc_prefetch(ljc_ir *ir, LLVMValueRef p);
  * not each wait for it. */
 void ljc_prefetch_write(ljc_ir *ir, LLVMValueRef p);
 
-/* vmath.c: transcendentals as straight-line polynomial code (vectorizable, no libm). Each
- * takes and returns a float or double value. */
+/* vmath.c: transcendentals as straight-line polynomial code (vectorizable; libm only for sin
+ * and cos beyond 2^20). Each takes and returns a float or double value. */
 LLVMValueRef ljc_vm_exp(ljc_ir *ir, LLVMValueRef x);
 /* exp of an x known to be at most 0 or NaN (a softmax's x - max): with AVX-512, x is not
  * clamped above (a vminps less a vector: one thread, softmax over [4096, 1024] 0.554-0.573 ->
@@ -135,6 +135,9 @@ LLVMValueRef ljc_vm_log(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_log1p(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_sin(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_cos(ljc_ir *ir, LLVMValueRef x);
+/* cos of a double known to be within ±2^20 (an angle of the normal sampler): inline code,
+ * without ljc_vm_cos's helper call and its branch for huge arguments. */
+LLVMValueRef ljc_vm_cos_reduced(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_tanh(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x);
 LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x);

@@ -65,7 +65,7 @@ LLVMValueRef ljc_random(ljc_ir *ir, ljg_op op, lj_dtype dt, LLVMValueRef index,
     rad = ljc_intrinsic1(ir, "sqrt", rad);
     /* the angle in double: rounding 2 pi u2 to f32 would cost accuracy near cos = 0 */
     LLVMValueRef u2d = d ? u2 : LLVMBuildFPExt(b, u2, ir->f64, "");
-    LLVMValueRef c = ljc_vm_cos(ir, LLVMBuildFMul(b, u2d, ljc_const_f(ir->f64, 6.283185307179586), ""));
+    LLVMValueRef c = ljc_vm_cos_reduced(ir, LLVMBuildFMul(b, u2d, ljc_const_f(ir->f64, 6.283185307179586), ""));
     if (!d) c = LLVMBuildFPTrunc(b, c, ir->f32, "");
     v = LLVMBuildFMul(b, rad, c, "");
   }

@@ -1,14 +1,15 @@
 /* vmath.c — transcendental functions emitted as branch-free IR: range reduction, a
- * polynomial, reconstruction, and selects for the special values. No libm calls, so the loop
- * vectorizer turns them into AVX-512 code. f64 versions use enough terms for ~1 ulp; f32
- * versions fewer (sin, cos and pow of f32 are computed in f64, which keeps them accurate
- * over the whole range at little cost).
+ * polynomial, reconstruction, and selects for the special values. No libm calls (but for sin
+ * and cos of huge arguments), so the loop vectorizer turns them into AVX-512 code. f64
+ * versions use enough terms for ~1 ulp; f32 versions fewer (sin, cos and pow of f32 are
+ * computed in f64, which keeps them accurate over the whole range at little cost).
  *
  * Polynomials are Taylor series where those converge fast on the reduced range (f64 exp, log,
  * sin, cos, expm1, erf near 0) and fitted ones for f32 exp (tools/gen_exp_coeffs.py: one term
  * fewer for the same accuracy) and erfc (pieces: vmath_erf.h, from tools/gen_erf_coeffs.py).
- * Accuracy limits, documented in docs/semantics.md: sin/cos lose accuracy for |x| > 2^20
- * (three-part Cody-Waite reduction); f64 pow has relative error about |y·ln x|·2^-53. */
+ * sin and cos reduce by π/2 in three parts up to |x| = 2^20 and call libm beyond (a branch
+ * no vector takes unless one of its lanes is that large). Accuracy limits, documented in
+ * docs/semantics.md: f64 pow has relative error about |y·ln x|·2^-53. */
 #include "codegen_llvm/ir.h"
 #include "codegen_llvm/vmath_erf.h"
 
@@ -83,9 +84,7 @@ static void exp_reduce(ljc_ir *ir, LLVMValueRef x, LLVMValueRef *t, LLVMValueRef
  * vscalefps/pd, which rounds once into the subnormals and gives 0 and inf beyond them: the
  * generic code's integer add into p's exponent and its selects for the ranges (a compare and
  * a blend each, on the multiply-add pipes) made an exp of 16 lanes 7.3 cycles on Zen 5; this
- * one took 6.2 with exp_reduce's polynomial (f32 now reduces to sixteenths: 5.4). The scalar
- * function runs the variant on one lane, so every point gets the same result however its
- * loop runs. */
+ * one took 6.2 with exp_reduce's polynomial (f32 now reduces to sixteenths: 5.4). */
 #define EXP_CLAMP_F32 110.0
 #define EXP_CLAMP_F64 1100.0
 
@@ -186,12 +185,17 @@ static LLVMValueRef vm_function(ljc_ir *ir, const char *name, LLVMTypeRef fty) {
   return fn;
 }
 
-static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
-  bool d = ljc_is_f64(x);
-  char name[48], vname[64];
-  snprintf(name, sizeof name, LJC_VM_PREFIX "exp%s_f%d", nonpositive ? "_nonpositive" : "", d ? 64 : 32);
-  snprintf(vname, sizeof vname, "%sx%d", name, d ? 8 : 16);
-  unsigned lanes = d ? 8 : 16;
+/* The body of a helper on a vector of lanes: builds its result from the helper's parameter x
+ * at the builder's position (the helper's entry block), in which it may add blocks. */
+typedef LLVMValueRef (*vm_body)(ljc_ir *ir, LLVMValueRef x, int variant);
+
+/* A call of helper `name` on scalar x, with its variant over `lanes` lanes (the call's
+ * vector-function-abi-variant) built by body(ir, vector, variant); the scalar helper runs the
+ * variant on one lane, so every point gets the same result however its loop runs. */
+static LLVMValueRef vm_call(ljc_ir *ir, LLVMValueRef x, const char *name, unsigned lanes, vm_body body,
+                            int variant) {
+  char vname[64];
+  snprintf(vname, sizeof vname, "%sx%u", name, lanes);
   LLVMTypeRef st = LLVMTypeOf(x), vt = LLVMVectorType(st, lanes);
   LLVMTypeRef fty = LLVMFunctionType(st, &st, 1, 0), vfty = LLVMFunctionType(vt, &vt, 1, 0);
   LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);
@@ -200,7 +204,7 @@ static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
     LLVMMetadataRef saved_loc = LLVMGetCurrentDebugLocation2(ir->b); /* the helpers have no debug info */
     LLVMSetCurrentDebugLocation2(ir->b, NULL);
     LLVMValueRef vfn = vm_function(ir, vname, vfty);
-    LLVMBuildRet(ir->b, exp_avx512(ir, LLVMGetParam(vfn, 0), nonpositive));
+    LLVMBuildRet(ir->b, body(ir, LLVMGetParam(vfn, 0), variant));
     fn = vm_function(ir, name, fty);
     LLVMValueRef zero = ljc_const_i(ir->i32, 0);
     LLVMValueRef v = LLVMBuildInsertElement(ir->b, LLVMGetUndef(vt), LLVMGetParam(fn, 0), zero, "");
@@ -211,12 +215,21 @@ static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
     LLVMSetCurrentDebugLocation2(ir->b, saved_loc);
   }
   LLVMValueRef call = LLVMBuildCall2(ir->b, fty, fn, &x, 1, "");
-  char variant[128];
-  int n = snprintf(variant, sizeof variant, "_ZGV_LLVM_N%uv_%s(%s)", lanes, name, vname);
+  char variant_attr[160];
+  int n = snprintf(variant_attr, sizeof variant_attr, "_ZGV_LLVM_N%uv_%s(%s)", lanes, name, vname);
   static const char key[] = "vector-function-abi-variant";
   LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                           LLVMCreateStringAttribute(ir->ctx, key, sizeof key - 1, variant, (unsigned)n));
+                           LLVMCreateStringAttribute(ir->ctx, key, sizeof key - 1, variant_attr, (unsigned)n));
   return call;
+}
+
+static LLVMValueRef exp_body(ljc_ir *ir, LLVMValueRef x, int nonpositive) { return exp_avx512(ir, x, nonpositive); }
+
+static LLVMValueRef exp_call(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
+  bool d = ljc_is_f64(x);
+  char name[48];
+  snprintf(name, sizeof name, LJC_VM_PREFIX "exp%s_f%d", nonpositive ? "_nonpositive" : "", d ? 64 : 32);
+  return vm_call(ir, x, name, d ? 8 : 16, exp_body, nonpositive);
 }
 
 LLVMValueRef ljc_vm_exp_nonpositive(ljc_ir *ir, LLVMValueRef x) {
@@ -303,7 +316,13 @@ LLVMValueRef ljc_vm_log1p(ljc_ir *ir, LLVMValueRef x) {
 
 /* ---- sin, cos ---------------------------------------------------------------------------- */
 
-/* sin or cos of a double, computed to f64 accuracy when `full`, else to f32 accuracy. */
+/* x reduced by k π/2 with π/2 in three parts of 33, 33 and 53 bits (fdlibm's pio2_1, pio2_2,
+ * pio2_2t): k·part is exact for |k| < 2^20, so the reduction is good to about 2^20 (to 2^50
+ * where the multiply-adds are fused); beyond TRIG_REDUCED_MAX the helpers call libm. */
+#define TRIG_REDUCED_MAX 0x1p20
+
+/* sin or cos of a double (or a vector of them), computed to f64 accuracy when `full`, else to
+ * f32 accuracy, for |x| <= TRIG_REDUCED_MAX. */
 static LLVMValueRef sin_cos(ljc_ir *ir, LLVMValueRef x, bool want_cos, bool full) {
   int ns = full ? 8 : 5, nc = full ? 9 : 6;
   double sc[10], cc[10];
@@ -317,12 +336,16 @@ static LLVMValueRef sin_cos(ljc_ir *ir, LLVMValueRef x, bool want_cos, bool full
     f *= (2 * i + 1) * (2 * i + 2);
     cc[i] = (i % 2 ? 1 : -1) / f;
   }
-  LLVMValueRef k = ljc_intrinsic1(ir, "roundeven", vmul(ir, x, K(x, 0.63661977236758134308)));
+  /* k rounded by adding 1.5·2^52 (so -0 gives +0 and r keeps x's sign); beyond 2^51 garbage,
+   * but only lanes that the callers take libm's results for get there */
+  LLVMValueRef magic = K(x, 0x1.8p52);
+  LLVMValueRef k = vsub(ir, ljc_fmuladd(ir, x, K(x, 0.63661977236758134308), magic), magic);
   LLVMValueRef r = ljc_fmuladd(ir, k, K(x, -1.57079632673412561417e+00), x);
-  r = ljc_fmuladd(ir, k, K(x, -6.07710050650619224932e-11), r);
+  r = ljc_fmuladd(ir, k, K(x, -6.07710050630396597660e-11), r);
   r = ljc_fmuladd(ir, k, K(x, -2.02226624879595063154e-21), r);
   LLVMValueRef r2 = vmul(ir, r, r);
-  LLVMValueRef s = ljc_fmuladd(ir, vmul(ir, r, r2), poly(ir, r2, sc, ns), r);
+  /* r (1 + r² P(r²)) rather than r + r³ P(r²): sin(±0) is ±0 (that add gave +0) */
+  LLVMValueRef s = vmul(ir, r, ljc_fmuladd(ir, r2, poly(ir, r2, sc, ns), K(x, 1)));
   LLVMValueRef c = ljc_fmuladd(ir, r2, poly(ir, r2, cc, nc), K(x, 1));
   /* quadrant q = k mod 4, in float so no conversion can be poison */
   LLVMValueRef q = vsub(ir, k, vmul(ir, ljc_intrinsic1(ir, "floor", vmul(ir, k, K(x, 0.25))), K(x, 4)));
@@ -333,14 +356,100 @@ static LLVMValueRef sin_cos(ljc_ir *ir, LLVMValueRef x, bool want_cos, bool full
   return sel(ir, q1, c, sel(ir, q2, ns_, sel(ir, q3, nc_, s)));
 }
 
-LLVMValueRef ljc_vm_sin(ljc_ir *ir, LLVMValueRef x) {
-  if (ljc_is_f64(x)) return sin_cos(ir, x, false, true);
-  return to_f32(ir, sin_cos(ir, to_f64(ir, x), false, false));
+/* sin_cos of a vector of doubles, with libm's sin or cos on its lanes beyond
+ * TRIG_REDUCED_MAX, which it reduces exactly (the interpreter's results). */
+static LLVMValueRef trig_exact(ljc_ir *ir, LLVMValueRef xd, LLVMValueRef big, int want_cos, bool full) {
+  LLVMBuilderRef b = ir->b;
+  unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(xd));
+  const char *libm = want_cos ? "cos" : "sin";
+  LLVMTypeRef lty = LLVMFunctionType(ir->f64, &ir->f64, 1, 0);
+  LLVMValueRef lfn = LLVMGetNamedFunction(ir->mod, libm);
+  if (!lfn) {
+    lfn = LLVMAddFunction(ir->mod, libm, lty);
+    ljc_add_fn_attr(ir, lfn, "nounwind");
+  }
+  /* other lanes pass libm a 0, so it never sets errno */
+  LLVMValueRef arg = sel(ir, big, xd, LLVMConstNull(LLVMTypeOf(xd))), exact = LLVMGetUndef(LLVMTypeOf(xd));
+  for (unsigned i = 0; i < lanes; i++) {
+    LLVMValueRef li = ljc_const_i(ir->i32, i);
+    LLVMValueRef e = LLVMBuildExtractElement(b, arg, li, "");
+    exact = LLVMBuildInsertElement(b, exact, LLVMBuildCall2(b, lty, lfn, &e, 1, ""), li, "");
+  }
+  return sel(ir, big, exact, sin_cos(ir, xd, want_cos, full));
 }
 
-LLVMValueRef ljc_vm_cos(ljc_ir *ir, LLVMValueRef x) {
-  if (ljc_is_f64(x)) return sin_cos(ir, x, true, true);
-  return to_f32(ir, sin_cos(ir, to_f64(ir, x), true, false));
+/* The variant of lj_vm_sin_f32/_f64 (variant 0) or lj_vm_cos_ (1): sin_cos on every lane
+ * unless a finite lane lies beyond TRIG_REDUCED_MAX; then (rare: a branch around it) an
+ * out-of-line function that calls libm for those lanes, which keeps the calls' clobbered
+ * registers off the loop. f32 lanes are computed in f64 and rounded once. */
+static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
+  LLVMBuilderRef b = ir->b;
+  unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(x));
+  LLVMTypeRef vd = LLVMVectorType(ir->f64, lanes);
+  bool d = ljc_is_f64(x);
+  LLVMValueRef xd = d ? x : LLVMBuildFPExt(b, x, vd, "");
+  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", xd);
+  LLVMValueRef big = LLVMBuildAnd(b, fcmp(ir, LLVMRealOGT, ax, K(xd, TRIG_REDUCED_MAX)),
+                                  fcmp(ir, LLVMRealOLT, ax, K(xd, INFINITY)), "");
+  LLVMTypeRef mask_int = LLVMIntTypeInContext(ir->ctx, lanes);
+  LLVMValueRef any = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, big, mask_int, ""), LLVMConstNull(mask_int), "");
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(ir->ctx, fn, "beyond");
+  LLVMBasicBlockRef fast_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "reduced");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "done");
+  LLVMValueRef br = LLVMBuildCondBr(b, any, slow, fast_bb);
+  LLVMMetadataRef weights[3] = {LLVMMDStringInContext2(ir->ctx, "branch_weights", 14),
+                                LLVMValueAsMetadata(ljc_const_i(ir->i32, 1)),
+                                LLVMValueAsMetadata(ljc_const_i(ir->i32, 1 << 20))};
+  LLVMSetMetadata(br, LLVMGetMDKindIDInContext(ir->ctx, "prof", 4),
+                  LLVMMetadataAsValue(ir->ctx, LLVMMDNodeInContext2(ir->ctx, weights, 3)));
+
+  LLVMPositionBuilderAtEnd(b, fast_bb);
+  LLVMValueRef fast = sin_cos(ir, xd, want_cos, d);
+  LLVMBuildBr(b, done);
+
+  LLVMPositionBuilderAtEnd(b, slow);
+  char name[64];
+  snprintf(name, sizeof name, "lj_trig_beyond_%s_f%dx%u", want_cos ? "cos" : "sin", d ? 64 : 32, lanes);
+  LLVMTypeRef params[2] = {vd, LLVMTypeOf(big)};
+  LLVMTypeRef ety = LLVMFunctionType(vd, params, 2, 0);
+  LLVMValueRef efn = LLVMGetNamedFunction(ir->mod, name);
+  if (!efn) {
+    efn = LLVMAddFunction(ir->mod, name, ety);
+    LLVMSetLinkage(efn, LLVMInternalLinkage);
+    ljc_add_fn_attr(ir, efn, "nounwind");
+    ljc_add_fn_attr(ir, efn, "noinline");
+    ljc_add_fn_attr(ir, efn, "cold");
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, efn, "entry"));
+    LLVMBuildRet(b, trig_exact(ir, LLVMGetParam(efn, 0), LLVMGetParam(efn, 1), want_cos, d));
+    LLVMPositionBuilderAtEnd(b, slow);
+  }
+  LLVMValueRef args[2] = {xd, big};
+  LLVMValueRef exact = LLVMBuildCall2(b, ety, efn, args, 2, "");
+  LLVMBuildBr(b, done);
+
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMValueRef res = LLVMBuildPhi(b, vd, "");
+  LLVMValueRef in_vals[2] = {fast, exact};
+  LLVMBasicBlockRef in_blocks[2] = {fast_bb, slow};
+  LLVMAddIncoming(res, in_vals, in_blocks, 2);
+  return d ? res : LLVMBuildFPTrunc(b, res, LLVMTypeOf(x), "");
+}
+
+static LLVMValueRef trig_call(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
+  bool d = ljc_is_f64(x);
+  char name[48];
+  snprintf(name, sizeof name, LJC_VM_PREFIX "%s_f%d", want_cos ? "cos" : "sin", d ? 64 : 32);
+  return vm_call(ir, x, name, (unsigned)ir->vec_bytes / (d ? 8u : 4u), trig_body, want_cos);
+}
+
+LLVMValueRef ljc_vm_sin(ljc_ir *ir, LLVMValueRef x) { return trig_call(ir, x, false); }
+
+LLVMValueRef ljc_vm_cos(ljc_ir *ir, LLVMValueRef x) { return trig_call(ir, x, true); }
+
+LLVMValueRef ljc_vm_cos_reduced(ljc_ir *ir, LLVMValueRef x) {
+  LJ_ASSERT(ljc_is_f64(x));
+  return sin_cos(ir, x, true, true);
 }
 
 /* ---- tanh, erf ----------------------------------------------------------------------------- */
