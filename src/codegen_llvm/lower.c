@@ -1250,7 +1250,8 @@ static bool shares_loop(const ljg_kernel *k, int first, int s) {
 /* Whether a nest computes random numbers (Philox). Their 64-bit products, 16 lanes wide, are
  * two registers each, which instruction selection splits: such a nest's loops are vectorized
  * a register of 64-bit lanes wide instead (three random kernels compiled in 59-68 ms instead
- * of 86-110 on one thread; they run 10% slower, once, to initialize parameters). */
+ * of 86-110 on one thread; they run 10% slower, once, to initialize parameters); but a
+ * scatter-add's nest, which stays scalar, gets no width to fail to reach. */
 static bool is_random(const ljg_kexpr *x) {
   return x->kind == LJG_X_INDEX && (x->op == LJG_OP_RAND_UNIFORM || x->op == LJG_OP_RAND_NORMAL);
 }
@@ -1479,9 +1480,9 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     }
   }
   ljc_dbg_at(kc->ir, kc->k->exprs[nest->value].node);
-  kc->ir->loop_width = ljg_numel(nest->ndim, nest->shape) <= LJC_SMALL_POINTS ? 1
-                      : has_random(kc->k, nest)                        ? kc->ir->vec_bytes / 8
-                                                                       : 0;
+  kc->ir->loop_width = ljg_numel(nest->ndim, nest->shape) <= LJC_SMALL_POINTS        ? 1
+                      : has_random(kc->k, nest) && nest->scatter_index < 0 ? kc->ir->vec_bytes / 8
+                                                                           : 0;
   kc->ir->loop_interleave = vmath_interleave(kc, nest, g.last, g.ahead != NULL);
   tiles tl;
   if (find_tiles(kc->k, nest, g.last, &tl)) {

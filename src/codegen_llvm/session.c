@@ -233,10 +233,25 @@ typedef struct lowered {
   bool vectorize;
 } lowered;
 
+/* LLVM's diagnostics of a kernel's compile: its remarks and notes (the loop vectorizer's on a
+ * loop it leaves scalar although the lowering asked for vectors, which LLVM's own handler
+ * printed on the user's stderr) are dropped; warnings and errors, which no kernel should
+ * cause, are printed as the library's internal errors are. */
+static void diagnostic(LLVMDiagnosticInfoRef info, void *unused) {
+  (void)unused;
+  LLVMDiagnosticSeverity sev = LLVMGetDiagInfoSeverity(info);
+  if (sev == LLVMDSRemark || sev == LLVMDSNote) return;
+  char *msg = LLVMGetDiagInfoDescription(info);
+  fprintf(stderr, "lazyjit: internal error: LLVM %s while compiling a kernel: %s\n",
+          sev == LLVMDSError ? "error" : "warning", msg);
+  LLVMDisposeMessage(msg);
+}
+
 /* Lowers kernel k of p (k < 0: GEMM routine -1 - k) into l, for tm's data layout. */
 static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p, const ljg_graph *g, int k,
                   const char *name, lowered *l) {
   l->ctx = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(l->ctx, diagnostic, NULL);
   if (k < 0)
     ljc_gemm_routine_name(-1 - k, l->mname);
   else
