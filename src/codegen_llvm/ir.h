@@ -17,6 +17,7 @@ typedef struct ljc_ir {
   LLVMBuilderRef b;
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
+  bool fma;      /* the target fuses multiply-adds (ljc_fmuladd rounds once) */
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
   int loop_width;      /* loops closed while it is 1 are marked not to be vectorized, while it
                           is n > 1 to be vectorized n lanes wide; 0: no mark */

@@ -264,6 +264,7 @@ static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
   ljc_ir ir;
   ljc_ir_init(&ir, l->ctx, l->mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
+  ir.fma = s->features && strstr(s->features, "+fma");
   int64_t nt_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* x86's sfence */
   l->stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
   if (k >= 0 && !ljc_stream_slots(p, k, nt_bytes, s->cpu, l->stream)) {

@@ -1,8 +1,8 @@
 /* vmath.c — transcendental functions emitted as branch-free IR: range reduction, a
  * polynomial, reconstruction, and selects for the special values. No libm calls (but for sin
  * and cos of huge arguments), so the loop vectorizer turns them into AVX-512 code. f64
- * versions use enough terms for ~1 ulp; f32 versions fewer (sin, cos and pow of f32 are
- * computed in f64, which keeps them accurate over the whole range at little cost).
+ * versions use enough terms for ~1 ulp; f32 versions fewer (pow of f32 is computed in f64,
+ * which keeps it accurate over the whole range at little cost).
  *
  * Polynomials are Taylor series where those converge fast on the reduced range (f64 exp, log,
  * sin, cos, expm1, erf near 0) and fitted ones for f32 exp (tools/gen_exp_coeffs.py: one term
@@ -378,19 +378,69 @@ static LLVMValueRef trig_exact(ljc_ir *ir, LLVMValueRef xd, LLVMValueRef big, in
   return sel(ir, big, exact, sin_cos(ir, xd, want_cos, full));
 }
 
-/* The variant of lj_vm_sin_f32/_f64 (variant 0) or lj_vm_cos_ (1): sin_cos on every lane
- * unless a finite lane lies beyond TRIG_REDUCED_MAX; then (rare: a branch around it) an
- * out-of-line function that calls libm for those lanes, which keeps the calls' clobbered
- * registers off the loop. f32 lanes are computed in f64 and rounded once. */
+/* A vector of type vt whose lanes are all v. */
+static LLVMValueRef ivec(LLVMTypeRef vt, int64_t v) {
+  LLVMValueRef lanes[64];
+  unsigned n = LLVMGetVectorSize(vt);
+  LJ_ASSERT(n <= 64);
+  for (unsigned i = 0; i < n; i++) lanes[i] = ljc_const_i(LLVMGetElementType(vt), v);
+  return LLVMConstVector(lanes, n);
+}
+
+/* sin or cos of a vector of floats within ±TRIG_REDUCED_MAX, in f32 (with fused
+ * multiply-adds: sin_cos in f64 without them). x = k π/2 + rh + rl: k from a multiply-add
+ * with 1.5·2^23, whose low bits are k (the quadrant, with no conversion that could be poison
+ * for NaN); π/2 in three floats (c1 + c2 + c3), x - k c1 exact in the multiply-add, the rest
+ * carried as r + rl. Cephes's sinf and cosf polynomials, rl's term added last. */
+static LLVMValueRef sin_cos_f32(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
+  static const double sc[] = {-1.6666654611e-1, 8.3321608736e-3, -1.9515295891e-4};
+  static const double cc[] = {4.166664568298827e-2, -1.388731625493765e-3, 2.443315711809948e-5};
+  LLVMBuilderRef b = ir->b;
+  unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(x));
+  LLVMTypeRef vi = LLVMVectorType(ir->i32, lanes);
+  if (!ir->fma) {
+    LLVMValueRef y = sin_cos(ir, LLVMBuildFPExt(b, x, LLVMVectorType(ir->f64, lanes), ""), want_cos, false);
+    return LLVMBuildFPTrunc(b, y, LLVMTypeOf(x), "");
+  }
+  LLVMValueRef magic = K(x, 0x1.8p23);
+  LLVMValueRef t = ljc_fmuladd(ir, x, K(x, 0x1.45f306p-1), magic), k = vsub(ir, t, magic);
+  LLVMValueRef r1 = ljc_fmuladd(ir, k, K(x, -0x1.921fb6p+0), x);
+  /* + k (c2 + c3) = eh + el (eh + el: k c2 exactly, then k c3), r1 + eh two-summed */
+  LLVMValueRef eh = vmul(ir, k, K(x, 0x1.777a5cp-25));
+  LLVMValueRef el = ljc_fmuladd(ir, k, K(x, 0x1.777a5cp-25), LLVMBuildFNeg(b, eh, ""));
+  el = ljc_fmuladd(ir, k, K(x, 0x1.ee59dap-50), el);
+  LLVMValueRef r = vadd(ir, r1, eh), bb = vsub(ir, r, r1);
+  LLVMValueRef err = vadd(ir, vsub(ir, r1, vsub(ir, r, bb)), vsub(ir, eh, bb));
+  LLVMValueRef rl = vadd(ir, err, el);
+  LLVMValueRef q = LLVMBuildBitCast(b, t, vi, "");
+  LLVMValueRef z = vmul(ir, r, r);
+  /* sin: r + (rl + r z P(z)); sin(-0) is -0, which r1 + eh is not */
+  LLVMValueRef sv = vadd(ir, r, ljc_fmuladd(ir, vmul(ir, r, z), poly(ir, z, sc, 3), rl));
+  if (!want_cos) sv = sel(ir, fcmp(ir, LLVMRealOEQ, x, K(x, 0)), x, sv);
+  /* cos: w + ((1 - w) - z/2 + (z² Q(z) - r rl)) with w = 1 - z/2 (fdlibm's kernel_cos) */
+  LLVMValueRef hz = vmul(ir, z, K(x, 0.5)), w = vsub(ir, K(x, 1), hz);
+  LLVMValueRef tail = ljc_fmuladd(ir, vmul(ir, z, z), poly(ir, z, cc, 3), LLVMBuildFNeg(b, vmul(ir, r, rl), ""));
+  LLVMValueRef cv = vadd(ir, w, vadd(ir, vsub(ir, vsub(ir, K(x, 1), w), hz), tail));
+  /* quadrant q: sin is s, c, -s, -c and cos c, -s, -c, s */
+  LLVMValueRef odd = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, q, ivec(vi, 1), ""), LLVMConstNull(vi), "");
+  LLVMValueRef res = sel(ir, odd, want_cos ? sv : cv, want_cos ? cv : sv);
+  LLVMValueRef qs = want_cos ? LLVMBuildAdd(b, q, ivec(vi, 1), "") : q;
+  LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, qs, ivec(vi, 2), ""), ivec(vi, 30), "");
+  return LLVMBuildBitCast(b, LLVMBuildXor(b, LLVMBuildBitCast(b, res, vi, ""), sign, ""), LLVMTypeOf(x), "");
+}
+
+/* The variant of lj_vm_sin_f32/_f64 (variant 0) or lj_vm_cos_ (1): sin_cos or sin_cos_f32
+ * on every lane unless a finite lane lies beyond TRIG_REDUCED_MAX; then (rare: a branch
+ * around it) an out-of-line function that calls libm for those lanes, which keeps the calls'
+ * clobbered registers off the loop. */
 static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
   LLVMBuilderRef b = ir->b;
   unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(x));
   LLVMTypeRef vd = LLVMVectorType(ir->f64, lanes);
   bool d = ljc_is_f64(x);
-  LLVMValueRef xd = d ? x : LLVMBuildFPExt(b, x, vd, "");
-  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", xd);
-  LLVMValueRef big = LLVMBuildAnd(b, fcmp(ir, LLVMRealOGT, ax, K(xd, TRIG_REDUCED_MAX)),
-                                  fcmp(ir, LLVMRealOLT, ax, K(xd, INFINITY)), "");
+  LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", x);
+  LLVMValueRef big = LLVMBuildAnd(b, fcmp(ir, LLVMRealOGT, ax, K(x, TRIG_REDUCED_MAX)),
+                                  fcmp(ir, LLVMRealOLT, ax, K(x, INFINITY)), "");
   LLVMTypeRef mask_int = LLVMIntTypeInContext(ir->ctx, lanes);
   LLVMValueRef any = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildBitCast(b, big, mask_int, ""), LLVMConstNull(mask_int), "");
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
@@ -405,7 +455,7 @@ static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
                   LLVMMetadataAsValue(ir->ctx, LLVMMDNodeInContext2(ir->ctx, weights, 3)));
 
   LLVMPositionBuilderAtEnd(b, fast_bb);
-  LLVMValueRef fast = sin_cos(ir, xd, want_cos, d);
+  LLVMValueRef fast = d ? sin_cos(ir, x, want_cos, true) : sin_cos_f32(ir, x, want_cos);
   LLVMBuildBr(b, done);
 
   LLVMPositionBuilderAtEnd(b, slow);
@@ -424,16 +474,17 @@ static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
     LLVMBuildRet(b, trig_exact(ir, LLVMGetParam(efn, 0), LLVMGetParam(efn, 1), want_cos, d));
     LLVMPositionBuilderAtEnd(b, slow);
   }
-  LLVMValueRef args[2] = {xd, big};
+  LLVMValueRef args[2] = {d ? x : LLVMBuildFPExt(b, x, vd, ""), big};
   LLVMValueRef exact = LLVMBuildCall2(b, ety, efn, args, 2, "");
+  if (!d) exact = LLVMBuildFPTrunc(b, exact, LLVMTypeOf(x), "");
   LLVMBuildBr(b, done);
 
   LLVMPositionBuilderAtEnd(b, done);
-  LLVMValueRef res = LLVMBuildPhi(b, vd, "");
+  LLVMValueRef res = LLVMBuildPhi(b, LLVMTypeOf(x), "");
   LLVMValueRef in_vals[2] = {fast, exact};
   LLVMBasicBlockRef in_blocks[2] = {fast_bb, slow};
   LLVMAddIncoming(res, in_vals, in_blocks, 2);
-  return d ? res : LLVMBuildFPTrunc(b, res, LLVMTypeOf(x), "");
+  return res;
 }
 
 static LLVMValueRef trig_call(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
