@@ -372,6 +372,45 @@ START_TEST(test_softmax_empty_dim) {
 }
 END_TEST
 
+/* Softmax, log_softmax and layer norm of 16-bit floats compute in f32 and round once, as
+ * PyTorch's do: a row of 70000 equal f16 values gives 1/70000 each (rounded after each op,
+ * its sum of exps was inf and every output 0), and on random rows (a layer norm's rows offset
+ * by 300, where a mean rounded to bf16 is off by up to 1) the results are the f32 op's on the
+ * widened input, rounded. */
+START_TEST(test_softmax_half_in_f32) {
+  lj_dtype halves[2] = {LJ_F16, LJ_BF16};
+  for (int h = 0; h < 2; h++) {
+    lj_dtype dt = halves[h];
+    lj_tensor *ones = lj_ones(lj_default_device(), dt, LJ_SHAPE(2, 70000));
+    lj_tensor *sm = lj_cast(lj_softmax(ones, 1), LJ_F32), *lsm = lj_cast(lj_log_softmax(ones, -1), LJ_F32);
+    float *v = malloc(2 * 70000 * sizeof *v), *lv = malloc(2 * 70000 * sizeof *lv);
+    ck_assert_int_eq(lj_tensor_to_host(sm, v, 2 * 70000 * sizeof *v), LJ_OK);
+    ck_assert_int_eq(lj_tensor_to_host(lsm, lv, 2 * 70000 * sizeof *lv), LJ_OK);
+    lj_tensor *want = lj_cast(lj_cast(lj_full(lj_default_device(), LJ_F32, LJ_SCALAR_SHAPE, 1.0 / 70000), dt), LJ_F32);
+    lj_tensor *lwant = lj_cast(lj_cast(lj_full(lj_default_device(), LJ_F32, LJ_SCALAR_SHAPE, -log(70000.0)), dt), LJ_F32);
+    float w = (float)lj_item(want), lw = (float)lj_item(lwant);
+    ck_assert_msg(w > 0 && lw < -11, "%s: %g %g", lj_dtype_name(dt), w, lw);
+    for (int i = 0; i < 2 * 70000; i++) {
+      ck_assert_msg(v[i] == w, "%s softmax[%d] = %g, not %g", lj_dtype_name(dt), i, v[i], w);
+      ck_assert_msg(lv[i] == lw, "%s log_softmax[%d] = %g, not %g", lj_dtype_name(dt), i, lv[i], lw);
+    }
+    free(v);
+    free(lv);
+
+    lj_tensor *x = lj_cast(lj_add_scalar(tu_tensor(LJ_F32, LJ_SHAPE(37, 300), TU_ANY, 3 + h), 300), dt);
+    lj_tensor *xf = lj_cast(x, LJ_F32);
+    lj_tensor *got[3] = {lj_softmax(x, 1), lj_log_softmax(x, 0), lj_layer_norm(x, 1, NULL, NULL, 1e-5)};
+    lj_tensor *ref[3] = {lj_cast(lj_softmax(xf, 1), dt), lj_cast(lj_log_softmax(xf, 0), dt),
+                         lj_cast(lj_layer_norm(xf, 1, NULL, NULL, 1e-5), dt)};
+    for (int k = 0; k < 3; k++) {
+      ck_assert_int_eq(lj_tensor_dtype(got[k]), dt);
+      lj_tensor *diff = lj_amax(lj_abs(lj_sub(lj_cast(got[k], LJ_F32), lj_cast(ref[k], LJ_F32))), 0, NULL, false);
+      ck_assert_msg(lj_item(diff) == 0, "%s op %d: differs from the f32 op by %g", lj_dtype_name(dt), k, lj_item(diff));
+    }
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("ops_reduce");
   TCase *tc = tu_tcase("reduce");
@@ -386,6 +425,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sums_of_scaled);
   tcase_add_test(tc, test_reduce_errors);
   tcase_add_test(tc, test_softmax_empty_dim);
+  tcase_add_test(tc, test_softmax_half_in_f32);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -175,6 +175,16 @@ lj_tensor *lj_avg_pool2d(lj_tensor *x, const int kernel[2], const int stride[2],
 
 /* ---- softmax and losses ------------------------------------------------------------------- */
 
+/* Softmax, log_softmax and layer norm of 16-bit floats compute in f32 and round their result
+ * once, as PyTorch's kernels do (its accumulation type): rounded after each op, a softmax's
+ * sum of exps over a row of more than 65504 f16 columns was inf, and every output 0. x widened
+ * to f32 (x itself otherwise, NULL included), and r rounded back to x's dtype. */
+static lj_tensor *widened(lj_tensor *x) {
+  return x && (x->dtype == LJ_F16 || x->dtype == LJ_BF16) ? lj_cast(x, LJ_F32) : x;
+}
+
+static lj_tensor *narrowed(lj_tensor *r, const lj_tensor *x) { return r && r->dtype != x->dtype ? lj_cast(r, x->dtype) : r; }
+
 /* x - max(x) along dim, the max detached: the shift cannot change the result, so it gets no
  * gradient. Along an empty dim there is no max, nor any element to shift: x itself (the
  * result has no elements, as PyTorch's). */
@@ -188,16 +198,17 @@ static lj_tensor *shifted(const char *name, lj_tensor *x, int dim) {
 
 lj_tensor *lj_softmax(lj_tensor *x, int dim) {
   lj_scope_begin();
-  lj_tensor *e = lj_exp(shifted("lj_softmax", x, dim));
+  lj_tensor *e = lj_exp(shifted("lj_softmax", widened(x), dim));
   int d = dim < 0 ? dim + (x && x->ndim ? x->ndim : 1) : dim;
-  return finish(lj_mul(e, lj_reciprocal(lj_sum(e, 1, &d, true)))); /* one division per row, like PyTorch */
+  /* one division per row, like PyTorch */
+  return finish(narrowed(lj_mul(e, lj_reciprocal(lj_sum(e, 1, &d, true))), x));
 }
 
 lj_tensor *lj_log_softmax(lj_tensor *x, int dim) {
   lj_scope_begin();
-  lj_tensor *s = shifted("lj_log_softmax", x, dim);
+  lj_tensor *s = shifted("lj_log_softmax", widened(x), dim);
   int d = dim < 0 ? dim + (x && x->ndim ? x->ndim : 1) : dim;
-  return finish(lj_sub(s, lj_log(lj_sum(lj_exp(s), 1, &d, true))));
+  return finish(narrowed(lj_sub(s, lj_log(lj_sum(lj_exp(s), 1, &d, true))), x));
 }
 
 static lj_tensor *reduce_loss(const char *name, lj_tensor *per_item, lj_reduction r) {
@@ -416,12 +427,13 @@ lj_tensor *lj_layer_norm(lj_tensor *x, int ndims, lj_tensor *w, lj_tensor *b, do
       return NULL;
     }
   lj_scope_begin();
-  lj_tensor *centered = lj_sub(x, lj_mean(x, ndims, dims, true));
+  lj_tensor *xf = widened(x);
+  lj_tensor *centered = lj_sub(xf, lj_mean(xf, ndims, dims, true));
   lj_tensor *var = lj_mean(lj_mul(centered, centered), ndims, dims, true);
   lj_tensor *y = lj_mul(centered, lj_rsqrt(lj_add_scalar(var, eps)));
-  if (w) y = lj_mul(y, w);
-  if (b) y = lj_add(y, b);
-  return finish(y);
+  if (w) y = lj_mul(y, widened(w));
+  if (b) y = lj_add(y, widened(b));
+  return finish(narrowed(y, x));
 }
 
 lj_tensor *lj_batch_norm(lj_tensor *x, lj_tensor *running_mean, lj_tensor *running_var, lj_tensor *w,
