@@ -372,10 +372,10 @@ START_TEST(test_softmax_empty_dim) {
 }
 END_TEST
 
-/* Softmax, log_softmax and layer norm of 16-bit floats compute in f32 and round once, as
- * PyTorch's do: a row of 70000 equal f16 values gives 1/70000 each (rounded after each op,
- * its sum of exps was inf and every output 0), and on random rows (a layer norm's rows offset
- * by 300, where a mean rounded to bf16 is off by up to 1) the results are the f32 op's on the
+/* Softmax, log_softmax, layer norm and batch norm of 16-bit floats compute in f32 and round
+ * once, as PyTorch's do: a row of 70000 equal f16 values gives 1/70000 each (rounded after
+ * each op, its sum of exps was inf and every output 0), and on random rows offset by 300
+ * (where a mean rounded to bf16 is off by up to 1) the results are the f32 op's on the
  * widened input, rounded. */
 START_TEST(test_softmax_half_in_f32) {
   lj_dtype halves[2] = {LJ_F16, LJ_BF16};
@@ -399,10 +399,12 @@ START_TEST(test_softmax_half_in_f32) {
 
     lj_tensor *x = lj_cast(lj_add_scalar(tu_tensor(LJ_F32, LJ_SHAPE(37, 300), TU_ANY, 3 + h), 300), dt);
     lj_tensor *xf = lj_cast(x, LJ_F32);
-    lj_tensor *got[3] = {lj_softmax(x, 1), lj_log_softmax(x, 0), lj_layer_norm(x, 1, NULL, NULL, 1e-5)};
-    lj_tensor *ref[3] = {lj_cast(lj_softmax(xf, 1), dt), lj_cast(lj_log_softmax(xf, 0), dt),
-                         lj_cast(lj_layer_norm(xf, 1, NULL, NULL, 1e-5), dt)};
-    for (int k = 0; k < 3; k++) {
+    lj_tensor *got[4] = {lj_softmax(x, 1), lj_log_softmax(x, 0), lj_layer_norm(x, 1, NULL, NULL, 1e-5),
+                         lj_batch_norm(lj_reshape(x, LJ_SHAPE(37, 3, 100)), NULL, NULL, NULL, NULL, true, 0.1, 1e-5)};
+    lj_tensor *ref[4] = {lj_cast(lj_softmax(xf, 1), dt), lj_cast(lj_log_softmax(xf, 0), dt),
+                         lj_cast(lj_layer_norm(xf, 1, NULL, NULL, 1e-5), dt),
+                         lj_cast(lj_batch_norm(lj_reshape(xf, LJ_SHAPE(37, 3, 100)), NULL, NULL, NULL, NULL, true, 0.1, 1e-5), dt)};
+    for (int k = 0; k < 4; k++) {
       ck_assert_int_eq(lj_tensor_dtype(got[k]), dt);
       lj_tensor *diff = lj_amax(lj_abs(lj_sub(lj_cast(got[k], LJ_F32), lj_cast(ref[k], LJ_F32))), 0, NULL, false);
       ck_assert_msg(lj_item(diff) == 0, "%s op %d: differs from the f32 op by %g", lj_dtype_name(dt), k, lj_item(diff));

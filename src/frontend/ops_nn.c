@@ -175,8 +175,8 @@ lj_tensor *lj_avg_pool2d(lj_tensor *x, const int kernel[2], const int stride[2],
 
 /* ---- softmax and losses ------------------------------------------------------------------- */
 
-/* Softmax, log_softmax and layer norm of 16-bit floats compute in f32 and round their result
- * once, as PyTorch's kernels do (its accumulation type): rounded after each op, a softmax's
+/* Softmax, log_softmax, layer norm and batch norm of 16-bit floats compute in f32 and round
+ * their results once, as PyTorch's kernels do (its accumulation type): rounded after each op, a softmax's
  * sum of exps over a row of more than 65504 f16 columns was inf, and every output 0. x widened
  * to f32 (x itself otherwise, NULL included), and r rounded back to x's dtype. */
 static lj_tensor *widened(lj_tensor *x) {
@@ -465,26 +465,28 @@ lj_tensor *lj_batch_norm(lj_tensor *x, lj_tensor *running_mean, lj_tensor *runni
   }
   int64_t count = lj_tensor_numel(x) / (C ? C : 1);
   lj_scope_begin();
-  lj_tensor *mean, *var;
+  lj_tensor *xf = widened(x), *mean, *var;
   if (training || !running_mean) {
-    mean = lj_mean(x, nd, dims, true);
-    lj_tensor *c = lj_sub(x, mean);
+    mean = lj_mean(xf, nd, dims, true);
+    lj_tensor *c = lj_sub(xf, mean);
     var = lj_mean(lj_mul(c, c), nd, dims, true);
     if (training && running_mean) {
       /* running statistics: the batch's, unbiased variance, no gradient */
       lj_tensor *m = lj_detach(lj_reshape(mean, LJ_SHAPE(C)));
       lj_tensor *v = lj_detach(lj_reshape(lj_mul_scalar(var, count > 1 ? (double)count / (double)(count - 1) : 1), LJ_SHAPE(C)));
-      lj_assign(running_mean, lj_add(lj_mul_scalar(running_mean, 1 - momentum), lj_mul_scalar(m, momentum)));
-      lj_assign(running_var, lj_add(lj_mul_scalar(running_var, 1 - momentum), lj_mul_scalar(v, momentum)));
+      lj_assign(running_mean,
+                narrowed(lj_add(lj_mul_scalar(running_mean, 1 - momentum), lj_mul_scalar(m, momentum)), running_mean));
+      lj_assign(running_var,
+                narrowed(lj_add(lj_mul_scalar(running_var, 1 - momentum), lj_mul_scalar(v, momentum)), running_var));
     }
   } else {
     mean = lj_reshape(running_mean, x->ndim, bshape);
     var = lj_reshape(running_var, x->ndim, bshape);
   }
-  lj_tensor *y = lj_mul(lj_sub(x, mean), lj_rsqrt(lj_add_scalar(var, eps)));
-  if (w) y = lj_mul(y, lj_reshape(w, x->ndim, bshape));
-  if (b) y = lj_add(y, lj_reshape(b, x->ndim, bshape));
-  return finish(y);
+  lj_tensor *y = lj_mul(lj_sub(xf, mean), lj_rsqrt(lj_add_scalar(var, eps)));
+  if (w) y = lj_mul(y, lj_reshape(widened(w), x->ndim, bshape));
+  if (b) y = lj_add(y, lj_reshape(widened(b), x->ndim, bshape));
+  return finish(narrowed(y, x));
 }
 
 lj_tensor *lj_pad(lj_tensor *x, int npads, const int64_t *pads, double value) {
