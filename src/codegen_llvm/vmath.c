@@ -356,28 +356,6 @@ static LLVMValueRef sin_cos(ljc_ir *ir, LLVMValueRef x, bool want_cos, bool full
   return sel(ir, q1, c, sel(ir, q2, ns_, sel(ir, q3, nc_, s)));
 }
 
-/* sin_cos of a vector of doubles, with libm's sin or cos on its lanes beyond
- * TRIG_REDUCED_MAX, which it reduces exactly (the interpreter's results). */
-static LLVMValueRef trig_exact(ljc_ir *ir, LLVMValueRef xd, LLVMValueRef big, int want_cos, bool full) {
-  LLVMBuilderRef b = ir->b;
-  unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(xd));
-  const char *libm = want_cos ? "cos" : "sin";
-  LLVMTypeRef lty = LLVMFunctionType(ir->f64, &ir->f64, 1, 0);
-  LLVMValueRef lfn = LLVMGetNamedFunction(ir->mod, libm);
-  if (!lfn) {
-    lfn = LLVMAddFunction(ir->mod, libm, lty);
-    ljc_add_fn_attr(ir, lfn, "nounwind");
-  }
-  /* other lanes pass libm a 0, so it never sets errno */
-  LLVMValueRef arg = sel(ir, big, xd, LLVMConstNull(LLVMTypeOf(xd))), exact = LLVMGetUndef(LLVMTypeOf(xd));
-  for (unsigned i = 0; i < lanes; i++) {
-    LLVMValueRef li = ljc_const_i(ir->i32, i);
-    LLVMValueRef e = LLVMBuildExtractElement(b, arg, li, "");
-    exact = LLVMBuildInsertElement(b, exact, LLVMBuildCall2(b, lty, lfn, &e, 1, ""), li, "");
-  }
-  return sel(ir, big, exact, sin_cos(ir, xd, want_cos, full));
-}
-
 /* A vector of type vt whose lanes are all v. */
 static LLVMValueRef ivec(LLVMTypeRef vt, int64_t v) {
   LLVMValueRef lanes[64];
@@ -429,15 +407,42 @@ static LLVMValueRef sin_cos_f32(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
   return LLVMBuildBitCast(b, LLVMBuildXor(b, LLVMBuildBitCast(b, res, vi, ""), sign, ""), LLVMTypeOf(x), "");
 }
 
-/* The variant of lj_vm_sin_f32/_f64 (variant 0) or lj_vm_cos_ (1): sin_cos or sin_cos_f32
- * on every lane unless a finite lane lies beyond TRIG_REDUCED_MAX; then (rare: a branch
+/* sin or cos of a vector x of lanes within ±TRIG_REDUCED_MAX (sin_cos, sin_cos_f32). */
+static LLVMValueRef trig_reduced(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
+  return ljc_is_f64(x) ? sin_cos(ir, x, want_cos, true) : sin_cos_f32(ir, x, want_cos);
+}
+
+/* trig_reduced of vector x, with libm's sin or cos (on the lane as a double, rounded) on the
+ * lanes that `big` marks, which it reduces exactly (the interpreter's results); the other
+ * lanes as in a vector without such lanes. */
+static LLVMValueRef trig_exact(ljc_ir *ir, LLVMValueRef x, LLVMValueRef big, int want_cos) {
+  LLVMBuilderRef b = ir->b;
+  unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(x));
+  const char *libm = want_cos ? "cos" : "sin";
+  LLVMTypeRef lty = LLVMFunctionType(ir->f64, &ir->f64, 1, 0);
+  LLVMValueRef lfn = LLVMGetNamedFunction(ir->mod, libm);
+  if (!lfn) {
+    lfn = LLVMAddFunction(ir->mod, libm, lty);
+    ljc_add_fn_attr(ir, lfn, "nounwind");
+  }
+  /* other lanes pass libm a 0, so it never sets errno */
+  LLVMValueRef arg = sel(ir, big, x, LLVMConstNull(LLVMTypeOf(x))), exact = LLVMGetUndef(LLVMTypeOf(x));
+  for (unsigned i = 0; i < lanes; i++) {
+    LLVMValueRef li = ljc_const_i(ir->i32, i);
+    LLVMValueRef e = LLVMBuildExtractElement(b, arg, li, "");
+    LLVMValueRef y = LLVMBuildCall2(b, lty, lfn, ljc_is_f64(x) ? &e : (LLVMValueRef[]){to_f64(ir, e)}, 1, "");
+    exact = LLVMBuildInsertElement(b, exact, ljc_is_f64(x) ? y : to_f32(ir, y), li, "");
+  }
+  return sel(ir, big, exact, trig_reduced(ir, x, want_cos));
+}
+
+/* The variant of lj_vm_sin_f32/_f64 (variant 0) or lj_vm_cos_ (1): trig_reduced on every
+ * lane unless a finite lane lies beyond TRIG_REDUCED_MAX; then (rare: a branch
  * around it) an out-of-line function that calls libm for those lanes, which keeps the calls'
  * clobbered registers off the loop. */
 static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
   LLVMBuilderRef b = ir->b;
   unsigned lanes = LLVMGetVectorSize(LLVMTypeOf(x));
-  LLVMTypeRef vd = LLVMVectorType(ir->f64, lanes);
-  bool d = ljc_is_f64(x);
   LLVMValueRef ax = ljc_intrinsic1(ir, "fabs", x);
   LLVMValueRef big = LLVMBuildAnd(b, fcmp(ir, LLVMRealOGT, ax, K(x, TRIG_REDUCED_MAX)),
                                   fcmp(ir, LLVMRealOLT, ax, K(x, INFINITY)), "");
@@ -455,14 +460,14 @@ static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
                   LLVMMetadataAsValue(ir->ctx, LLVMMDNodeInContext2(ir->ctx, weights, 3)));
 
   LLVMPositionBuilderAtEnd(b, fast_bb);
-  LLVMValueRef fast = d ? sin_cos(ir, x, want_cos, true) : sin_cos_f32(ir, x, want_cos);
+  LLVMValueRef fast = trig_reduced(ir, x, want_cos);
   LLVMBuildBr(b, done);
 
   LLVMPositionBuilderAtEnd(b, slow);
   char name[64];
-  snprintf(name, sizeof name, "lj_trig_beyond_%s_f%dx%u", want_cos ? "cos" : "sin", d ? 64 : 32, lanes);
-  LLVMTypeRef params[2] = {vd, LLVMTypeOf(big)};
-  LLVMTypeRef ety = LLVMFunctionType(vd, params, 2, 0);
+  snprintf(name, sizeof name, "lj_trig_beyond_%s_f%dx%u", want_cos ? "cos" : "sin", ljc_is_f64(x) ? 64 : 32, lanes);
+  LLVMTypeRef params[2] = {LLVMTypeOf(x), LLVMTypeOf(big)};
+  LLVMTypeRef ety = LLVMFunctionType(LLVMTypeOf(x), params, 2, 0);
   LLVMValueRef efn = LLVMGetNamedFunction(ir->mod, name);
   if (!efn) {
     efn = LLVMAddFunction(ir->mod, name, ety);
@@ -471,12 +476,11 @@ static LLVMValueRef trig_body(ljc_ir *ir, LLVMValueRef x, int want_cos) {
     ljc_add_fn_attr(ir, efn, "noinline");
     ljc_add_fn_attr(ir, efn, "cold");
     LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, efn, "entry"));
-    LLVMBuildRet(b, trig_exact(ir, LLVMGetParam(efn, 0), LLVMGetParam(efn, 1), want_cos, d));
+    LLVMBuildRet(b, trig_exact(ir, LLVMGetParam(efn, 0), LLVMGetParam(efn, 1), want_cos));
     LLVMPositionBuilderAtEnd(b, slow);
   }
-  LLVMValueRef args[2] = {d ? x : LLVMBuildFPExt(b, x, vd, ""), big};
+  LLVMValueRef args[2] = {x, big};
   LLVMValueRef exact = LLVMBuildCall2(b, ety, efn, args, 2, "");
-  if (!d) exact = LLVMBuildFPTrunc(b, exact, LLVMTypeOf(x), "");
   LLVMBuildBr(b, done);
 
   LLVMPositionBuilderAtEnd(b, done);
