@@ -291,6 +291,24 @@ START_TEST(test_other_idx_types) {
 }
 END_TEST
 
+/* Files larger than the first piece the data is read in (1 MiB; then pieces that double) read
+ * whole: 3 M samples and labels, gzip'd and not, every label where it belongs. */
+START_TEST(test_large_file) {
+  enum { NS = 3 << 20 };
+  unsigned char *lab = malloc(NS);
+  for (int i = 0; i < NS; i++) lab[i] = (unsigned char)(i * 7 + i / 251);
+  write_idx("big_samples", 0x08, 1, (uint32_t[]){NS}, lab, NS);
+  write_idx("big_labels.gz", 0x08, 1, (uint32_t[]){NS}, lab, NS);
+  lj_dataset *ds = lj_dataset_load_idx(path_of("big_samples"), path_of("big_labels.gz"));
+  ck_assert_msg(ds, "%s", lj_last_error());
+  ck_assert_int_eq(lj_dataset_size(ds), NS);
+  for (int i = 0; i < NS; i += 4093) ck_assert_int_eq(lj_dataset_label(ds, i), lab[i]);
+  ck_assert_int_eq(lj_dataset_label(ds, NS - 1), lab[NS - 1]);
+  lj_dataset_free(ds);
+  free(lab);
+}
+END_TEST
+
 /* Copies file a to b, keeping its first `keep` bytes (all when keep < 0), with byte `flip`
  * (if >= 0) inverted. */
 static void copy_damaged(const char *a, const char *b, long keep, long flip) {
@@ -308,6 +326,11 @@ START_TEST(test_bad_files) {
   copy_damaged("images", "short", 4 + 12 + 20, -1);
   ck_assert_ptr_null(lj_dataset_load_idx(path_of("short"), path_of("labels")));
   tu_expect_error(LJ_ERR_IO, "short", "truncated", "60 bytes", "20", NULL);
+  /* a header declaring 1.7 TB, followed by 100 bytes: truncated, not a 1.7 TB allocation */
+  static const unsigned char hundred[100];
+  write_idx("huge", 0x08, 3, (uint32_t[]){0x7fffffff, 28, 28}, hundred, sizeof hundred);
+  ck_assert_ptr_null(lj_dataset_load_idx(path_of("huge"), path_of("labels")));
+  tu_expect_error(LJ_ERR_IO, "huge", "truncated", "1683627179248 bytes", "the file has 100", NULL);
   copy_damaged("images", "long", -1, -1);
   FILE *f = fopen(path_of("long"), "ab");
   fputs("extra", f);
@@ -386,6 +409,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_barrier_every);
   tcase_add_test(tc, test_other_idx_types);
   tcase_add_test(tc, test_bad_files);
+  tcase_add_test(tc, test_large_file);
   tcase_add_test(tc, test_bad_options);
   tcase_add_test(tc, test_shutdown_with_live_loader);
   suite_add_tcase(s, tc);

@@ -22,8 +22,9 @@ static size_t idx_elem_size(int type) {
   }
 }
 
-/* Reads exactly n bytes; false (error set, naming what was being read) otherwise. */
-static bool read_exact(gzFile f, const char *path, void *dst, size_t n, const char *what) {
+/* Reads exactly n bytes, the part after `before` of the `total` that `what` needs; false
+ * (error set, naming what was being read and how much of it the file has) otherwise. */
+static bool read_part(gzFile f, const char *path, void *dst, size_t n, const char *what, size_t before, size_t total) {
   size_t got = 0;
   while (got < n) {
     unsigned chunk = (unsigned)(n - got < (1u << 30) ? n - got : (1u << 30));
@@ -37,12 +38,38 @@ static bool read_exact(gzFile f, const char *path, void *dst, size_t n, const ch
       return false;
     }
     if (r == 0) {
-      ljb_error(LJ_ERR_IO, "%s: '%s' is truncated: %s needs %zu bytes, the file has %zu", op, path, what, n, got);
+      ljb_error(LJ_ERR_IO, "%s: '%s' is truncated: %s needs %zu bytes, the file has %zu", op, path, what, total,
+                before + got);
       return false;
     }
     got += (size_t)r;
   }
   return true;
+}
+
+static bool read_exact(gzFile f, const char *path, void *dst, size_t n, const char *what) {
+  return read_part(f, path, dst, n, what, 0, n);
+}
+
+/* Reads the nbytes of data a header declares into *data (NULL on entry, then malloc'd: the
+ * caller's to free, also on failure), in pieces that double from DATA_FIRST_BYTES: a corrupt
+ * header may declare terabytes, which a file that ends early reports as truncated rather than
+ * asking malloc for them. */
+enum { DATA_FIRST_BYTES = 1 << 20 };
+static bool read_data(gzFile f, const char *path, size_t nbytes, void **data) {
+  size_t cap = nbytes < DATA_FIRST_BYTES ? nbytes : DATA_FIRST_BYTES, got = 0;
+  for (;;) {
+    void *p = realloc(*data, cap ? cap : 1);
+    if (!p) { /* *data, the smaller buffer, is the caller's to free */
+      ljb_error(LJ_ERR_OOM, "%s: cannot allocate %zu bytes for '%s'", op, cap, path);
+      return false;
+    }
+    *data = p;
+    if (!read_part(f, path, (unsigned char *)p + got, cap - got, "the data", got, nbytes)) return false;
+    if (cap == nbytes) return true;
+    got = cap;
+    cap = nbytes - cap < cap ? nbytes : 2 * cap;
+  }
 }
 
 static void to_host_order(ljr_idx *a, size_t n) {
@@ -87,12 +114,7 @@ static bool read_idx(const char *path, ljr_idx *a) {
     numel *= (size_t)a->dims[i];
   }
   size_t nbytes = numel * a->elem_size;
-  a->data = malloc(nbytes ? nbytes : 1);
-  if (!a->data) {
-    ljb_error(LJ_ERR_OOM, "%s: cannot allocate %zu bytes for '%s'", op, nbytes, path);
-    goto done;
-  }
-  if (!read_exact(f, path, a->data, nbytes, "the data")) goto done;
+  if (!read_data(f, path, nbytes, &a->data)) goto done;
   char extra;
   int r = gzread(f, &extra, 1);
   if (r != 0) {
