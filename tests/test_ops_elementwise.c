@@ -164,7 +164,8 @@ START_TEST(test_sin_cos_ulp) {
     for (int i = 0; i < n; i++) vf[i] = (float)v[i];
     if (!dbl)
       for (int i = 0; i < n; i++) v[i] = vf[i];
-    lj_tensor *x = lj_tensor_from_host(lj_default_device(), dbl ? LJ_F64 : LJ_F32, LJ_SHAPE(n), dbl ? (void *)v : (void *)vf);
+    lj_tensor *x =
+        lj_tensor_from_host(lj_default_device(), dbl ? LJ_F64 : LJ_F32, LJ_SHAPE(n), dbl ? (void *)v : (void *)vf);
     for (int c = 0; c < 2; c++) {
       lj_tensor *y = c ? lj_cos(x) : lj_sin(x);
       double *yd = malloc((size_t)n * sizeof *yd);

@@ -176,14 +176,17 @@ lj_tensor *lj_avg_pool2d(lj_tensor *x, const int kernel[2], const int stride[2],
 /* ---- softmax and losses ------------------------------------------------------------------- */
 
 /* Softmax, log_softmax, layer norm and batch norm of 16-bit floats compute in f32 and round
- * their results once, as PyTorch's kernels do (its accumulation type): rounded after each op, a softmax's
- * sum of exps over a row of more than 65504 f16 columns was inf, and every output 0. x widened
- * to f32 (x itself otherwise, NULL included), and r rounded back to x's dtype. */
+ * their results once, as PyTorch's kernels do (its accumulation type): rounded after each
+ * op, a softmax's sum of exps over a row of more than 65504 f16 columns was inf, and every
+ * output 0. x widened to f32 (x itself otherwise, NULL included), and r rounded back to x's
+ * dtype. */
 static lj_tensor *widened(lj_tensor *x) {
   return x && (x->dtype == LJ_F16 || x->dtype == LJ_BF16) ? lj_cast(x, LJ_F32) : x;
 }
 
-static lj_tensor *narrowed(lj_tensor *r, const lj_tensor *x) { return r && r->dtype != x->dtype ? lj_cast(r, x->dtype) : r; }
+static lj_tensor *narrowed(lj_tensor *r, const lj_tensor *x) {
+  return r && r->dtype != x->dtype ? lj_cast(r, x->dtype) : r;
+}
 
 /* x - max(x) along dim, the max detached: the shift cannot change the result, so it gets no
  * gradient. Along an empty dim there is no max, nor any element to shift: x itself (the
