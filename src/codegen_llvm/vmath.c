@@ -356,15 +356,6 @@ static LLVMValueRef sin_cos(ljc_ir *ir, LLVMValueRef x, bool want_cos, bool full
   return sel(ir, q1, c, sel(ir, q2, ns_, sel(ir, q3, nc_, s)));
 }
 
-/* A vector of type vt whose lanes are all v. */
-static LLVMValueRef ivec(LLVMTypeRef vt, int64_t v) {
-  LLVMValueRef lanes[64];
-  unsigned n = LLVMGetVectorSize(vt);
-  LJ_ASSERT(n <= 64);
-  for (unsigned i = 0; i < n; i++) lanes[i] = ljc_const_i(LLVMGetElementType(vt), v);
-  return LLVMConstVector(lanes, n);
-}
-
 /* sin or cos of a vector of floats within ±TRIG_REDUCED_MAX, in f32 (with fused
  * multiply-adds: sin_cos in f64 without them). x = k π/2 + rh + rl: k from a multiply-add
  * with 1.5·2^23, whose low bits are k (the quadrant, with no conversion that could be poison
@@ -391,6 +382,7 @@ static LLVMValueRef sin_cos_f32(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
   LLVMValueRef err = vadd(ir, vsub(ir, r1, vsub(ir, r, bb)), vsub(ir, eh, bb));
   LLVMValueRef rl = vadd(ir, err, el);
   LLVMValueRef q = LLVMBuildBitCast(b, t, vi, "");
+  LLVMValueRef one = ljc_splat(ir, ljc_const_i(ir->i32, 1), vi), two = ljc_splat(ir, ljc_const_i(ir->i32, 2), vi);
   LLVMValueRef z = vmul(ir, r, r);
   /* sin: r + (rl + r z P(z)); sin(-0) is -0, which r1 + eh is not */
   LLVMValueRef sv = vadd(ir, r, ljc_fmuladd(ir, vmul(ir, r, z), poly(ir, z, sc, 3), rl));
@@ -400,10 +392,10 @@ static LLVMValueRef sin_cos_f32(ljc_ir *ir, LLVMValueRef x, bool want_cos) {
   LLVMValueRef tail = ljc_fmuladd(ir, vmul(ir, z, z), poly(ir, z, cc, 3), LLVMBuildFNeg(b, vmul(ir, r, rl), ""));
   LLVMValueRef cv = vadd(ir, w, vadd(ir, vsub(ir, vsub(ir, K(x, 1), w), hz), tail));
   /* quadrant q: sin is s, c, -s, -c and cos c, -s, -c, s */
-  LLVMValueRef odd = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, q, ivec(vi, 1), ""), LLVMConstNull(vi), "");
+  LLVMValueRef odd = LLVMBuildICmp(b, LLVMIntNE, LLVMBuildAnd(b, q, one, ""), LLVMConstNull(vi), "");
   LLVMValueRef res = sel(ir, odd, want_cos ? sv : cv, want_cos ? cv : sv);
-  LLVMValueRef qs = want_cos ? LLVMBuildAdd(b, q, ivec(vi, 1), "") : q;
-  LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, qs, ivec(vi, 2), ""), ivec(vi, 30), "");
+  LLVMValueRef qs = want_cos ? LLVMBuildAdd(b, q, one, "") : q;
+  LLVMValueRef sign = LLVMBuildShl(b, LLVMBuildAnd(b, qs, two, ""), ljc_splat(ir, ljc_const_i(ir->i32, 30), vi), "");
   return LLVMBuildBitCast(b, LLVMBuildXor(b, LLVMBuildBitCast(b, res, vi, ""), sign, ""), LLVMTypeOf(x), "");
 }
 
