@@ -1,7 +1,8 @@
 /* test_nn_optim.c — SGD (momentum, dampening, nesterov, weight decay), Adam and AdamW against
  * torch.optim: parameter trajectories of 6 steps on a fixed quadratic, replayed from
  * tests/data/optim_fixture.txt (made by gen_optim_fixture.py) in f64; a learning-rate change
- * mid-run must not recompile; clip_grad_norm against torch.nn.utils.clip_grad_norm_. */
+ * mid-run must not recompile; clip_grad_norm against torch.nn.utils.clip_grad_norm_; the
+ * updates of a layer wider than a kernel's stack blocks against the interpreter. */
 #include "test_util.h"
 
 #include <math.h>
@@ -153,6 +154,31 @@ START_TEST(test_clip_grad_norm_matches_torch) {
 }
 END_TEST
 
+/* The update of a linear layer's weight with rows of C wider than a kernel keeps on its
+ * stack (20000 inputs: 78 KiB a row) from a batch of 2 (a weight gradient of k = 2): its
+ * compile divided by zero blocks of rows, which killed the process with SIGFPE. */
+START_TEST(test_wide_layer_small_batch) {
+  lj_device *d = lj_default_device();
+  for (int kind = 0; kind < 2; kind++) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 20000), TU_ANY, 1);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(9, 20000), TU_ANY, 2);
+    lj_tensor *t = lj_tensor_from_host(d, LJ_I64, LJ_SHAPE(2), (const int64_t[]){3, 8});
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_tensor *loss = lj_cross_entropy(lj_linear(x, w, NULL), t, LJ_REDUCE_MEAN);
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    lj_optim *o = kind ? lj_optim_adam(1, &w, lj_adam_defaults())
+                       : lj_optim_sgd(1, &w, (lj_sgd_options){.lr = 0.1, .momentum = 0.9});
+    ck_assert_int_eq(lj_optim_step(o), LJ_OK);
+    tu_check_interp(1, &w, 1e-5);
+    lj_optim_free(o);
+    lj_tensor_release(loss);
+    lj_tensor_release(t);
+    lj_tensor_release(w);
+    lj_tensor_release(x);
+  }
+}
+END_TEST
+
 START_TEST(test_bad_options) {
   lj_tensor *p = lj_zeros(lj_default_device(), LJ_F32, LJ_SHAPE(3));
   lj_tensor *i = lj_zeros(lj_default_device(), LJ_I32, LJ_SHAPE(3));
@@ -182,6 +208,7 @@ static Suite *suite(void) {
   TCase *tc = tu_tcase("optim");
   tcase_add_test(tc, test_trajectories_match_torch_optim);
   tcase_add_test(tc, test_clip_grad_norm_matches_torch);
+  tcase_add_test(tc, test_wide_layer_small_batch);
   tcase_add_test(tc, test_bad_options);
   suite_add_tcase(s, tc);
   return s;

@@ -152,6 +152,7 @@ static int64_t matmul_row_block(const ljg_kernel *k) {
   if (long_k && k->tm && rb < k->mm_m) rb = l2_rows < k->mm_m ? l2_rows : k->mm_m;
   if (long_k && rb < MATMUL_BLOCK_MIN_ROWS && !ljg_kernel_has_window(k)) rb = l2_rows;
   if (long_k && rb < MATMUL_BLOCK_MIN_ROWS && !(k->tm && rb >= MATMUL_TRAILING_MIN_ROWS)) rb = MATMUL_BLOCK_MIN_ROWS;
+  if (rb < 1) rb = 1; /* a row of C wider than a LOCAL slot (a linear layer's weight gradient) */
   int64_t parts = (k->mm_m + rb - 1) / rb;
   if (rb > k->mm_m) rb = rb / k->mm_m * k->mm_m; /* a block straddling two matrices packs both */
   else if (k->mm_m % parts == 0) rb = k->mm_m / parts; /* equal parts of each matrix */
