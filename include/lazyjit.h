@@ -620,9 +620,13 @@ bool lj_tensor_requires_grad(const lj_tensor *t);
 /** Adds d(loss)/d(t) to the grad of every live tensor t that requires grad and that the loss
  *  depends on (a tensor's grad starts as NULL; each call accumulates, like PyTorch). The
  *  gradient is recorded lazily, from the pending graph below the loss: a loss already read or
- *  synced is a value without that graph, so record lj_backward before reading the loss.
- *  Errors: LJ_ERR_ARG (NULL, or a loss that depends on no tensor that requires grad, as
- *  PyTorch's backward of a tensor without grad_fn; as well a loss read or synced before),
+ *  synced is a value without that graph, so record lj_backward before reading the loss; so is
+ *  any value a sync or read computed from tensors that require grad (lj_detach it to use it as
+ *  a constant). Gradients and values given by lj_assign are constants for later backward
+ *  passes. Errors: LJ_ERR_ARG (NULL, or a loss that depends on no tensor that requires grad,
+ *  as PyTorch's backward of a tensor without grad_fn; as well a loss read or synced before;
+ *  or a loss that depends on such a synced value, named by its dtype and shape, rather than
+ *  a gradient missing what flows through it),
  *  LJ_ERR_DTYPE (non-float loss), LJ_ERR_SHAPE (a loss with more than one element). */
 lj_status lj_backward(lj_tensor *loss);
 /** t's accumulated gradient, borrowed (valid until the next lj_backward, zero_grad or t's

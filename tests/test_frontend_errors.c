@@ -297,6 +297,52 @@ START_TEST(test_list_and_shape_argument_errors) {
 }
 END_TEST
 
+/* A value a sync or a read computed from tensors that require grad keeps no graph: a loss
+ * depending on it is an error at lj_backward rather than a gradient missing what flowed
+ * through it (d/dx of (2x)·x at 3 came out 6, not 12). lj_detach makes it a constant; what
+ * lj_backward and lj_assign compute (gradients, optimizer state, running statistics) is
+ * constant anyway, as under PyTorch's no_grad. */
+START_TEST(test_backward_through_synced_value) {
+  lj_device *d = lj_default_device();
+  lj_tensor *x = lj_full(d, LJ_F32, LJ_SHAPE(1), 3.0);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+  for (int read = 0; read < 2; read++) {
+    lj_tensor *y = lj_mul_scalar(x, 2);
+    ck_assert(read ? lj_item(y) == 6 : lj_sync(d) == LJ_OK);
+    lj_tensor *loss = lj_sum(lj_mul(lj_exp(lj_neg(y)), x), 0, NULL, false);
+    ck_assert_int_eq(lj_backward(loss), LJ_ERR_ARG);
+    tu_expect_error(LJ_ERR_ARG, "lj_backward: the loss depends on a f32[1] value that a sync or read computed",
+                    "lj_detach", NULL);
+    ck_assert(!lj_tensor_grad(x));
+    lj_tensor *detached = lj_sum(lj_mul(lj_detach(y), x), 0, NULL, false);
+    ck_assert_int_eq(lj_backward(detached), LJ_OK);
+    ck_assert(lj_item(lj_tensor_grad(x)) == 6);
+    lj_tensor_zero_grad(x);
+  }
+  /* two steps of a layer with batch norm and momentum, then an evaluation with the running
+   * statistics and a loss using a gradient and an average of the weights as constants */
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 1, 1), TU_ANY, 1), *in = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 2, 2), TU_ANY, 2);
+  lj_tensor *rm = lj_zeros(d, LJ_F32, LJ_SHAPE(4)), *rv = lj_ones(d, LJ_F32, LJ_SHAPE(4));
+  ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+  lj_tensor *avg = lj_zeros(d, LJ_F32, LJ_SHAPE(4, 3, 1, 1));
+  lj_optim *o = lj_optim_sgd(1, &w, (lj_sgd_options){.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
+  for (int step = 0; step < 3; step++) {
+    if (step < 2) lj_optim_zero_grad(o);
+    lj_tensor *h = lj_batch_norm(lj_conv2d(in, w, NULL, NULL, NULL, NULL, 1), rm, rv, NULL, NULL, step < 2, 0.1, 1e-5);
+    lj_tensor *loss = lj_sum(lj_mul(h, h), 0, NULL, false);
+    if (step == 2) {
+      lj_tensor *far = lj_sub(w, avg);
+      loss = lj_add(loss, lj_sum(lj_add(lj_mul(w, lj_tensor_grad(w)), lj_mul(far, far)), 0, NULL, false));
+    }
+    ck_assert_int_eq(lj_backward(loss), LJ_OK);
+    ck_assert_int_eq(lj_assign(avg, lj_add(lj_mul_scalar(avg, 0.9), lj_mul_scalar(w, 0.1))), LJ_OK);
+    ck_assert_int_eq(lj_optimizer_step(o, true), LJ_OK);
+    ck_assert(isfinite(lj_item(loss)));
+  }
+  lj_optim_free(o);
+}
+END_TEST
+
 /* Integer division by zero is found by the compiled code. The sync only queues the run: its
  * error comes back, with its message, from the next barrier or read (once); the tensor it
  * computed holds no value, a graph using it fails without running, and the device stays
@@ -500,6 +546,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_config_errors);
   tcase_add_test(tc, test_nn_argument_errors);
   tcase_add_test(tc, test_list_and_shape_argument_errors);
+  tcase_add_test(tc, test_backward_through_synced_value);
   tcase_add_test(tc, test_runtime_division_by_zero);
   tcase_add_test(tc, test_sync_wait_reports_at_the_sync);
   tcase_add_test(tc, test_fuzz_never_crashes);

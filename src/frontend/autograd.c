@@ -380,10 +380,7 @@ static bool is_leaf(const leaf_set *s, const ljg_node *n) { return s->slots[leaf
 
 /* Whether the walk stops at n: it is constant for autograd. */
 static bool stops(const leaf_set *leaves, const ljg_node *n) {
-  if (is_leaf(leaves, n)) return true;
-  if (n->data || n->op == LJG_OP_STOP_GRADIENT) return true;
-  ljg_kind k = ljg_ops[n->op].kind;
-  return k == LJG_LEAF || k == LJG_INDEXED || !ljg_dtype_is_float(n->dtype);
+  return is_leaf(leaves, n) || n->data || ljg_op_blocks_grad(n->op, (lj_dtype)n->dtype);
 }
 
 typedef struct frame {
@@ -420,6 +417,7 @@ lj_status lj_backward(lj_tensor *loss) {
   LJB_VEC(ljg_node *) order = {0};
   LJB_VEC(bool) needs = {0};
   LJB_VEC(frame) stack = {0};
+  ljg_node *lost = NULL; /* a value a sync computed from the leaves, met on the way */
   uint64_t stamp = ++d->trace.walk;
   ljg_node *root = ljf_node(loss);
   ljb_vec_push(&stack, ((frame){root, 0}));
@@ -435,6 +433,7 @@ lj_status lj_backward(lj_tensor *loss) {
     if (nd->walk == stamp) continue;
     nd->walk = stamp;
     nd->index = order.n;
+    if (!lost && nd != root && nd->grad_lost && !is_leaf(&leaves, nd)) lost = nd;
     bool need = is_leaf(&leaves, nd);
     if (!stops(&leaves, nd))
       for (int k = 0; k < nd->nin; k++) need |= needs.a[nd->in[k]->index];
@@ -442,16 +441,27 @@ lj_status lj_backward(lj_tensor *loss) {
     ljb_vec_push(&needs, need);
   }
   lj_status st = LJ_OK;
-  if (!needs.a[root->index]) {
+  if (lost) {
+    /* PyTorch/XLA keeps the graph across mark_step; here a sync leaves a value only, and the
+     * gradient that would flow through it is lost: an error rather than a partial gradient */
+    char s[LJB_SHAPE_STR_MAX];
+    ljb_error(LJ_ERR_ARG, "%s: the loss depends on a %s%s value that a sync or read computed from tensors that "
+              "require grad before lj_backward: it keeps its value only, so the gradient through it would be "
+              "lost (record lj_backward before syncing or reading it, or lj_detach it to use it as a constant)",
+              name, lj_dtype_name((lj_dtype)lost->dtype), ljb_shape_str(s, lost->ndim, lost->shape));
+    st = LJ_ERR_ARG;
+  } else if (!needs.a[root->index]) {
     /* PyTorch's "does not require grad and does not have a grad_fn"; a loss read or synced
      * before has a value and no graph left to walk back through */
     ljb_error(LJ_ERR_ARG, "%s: the loss depends on no tensor that requires grad (a loss read or synced before "
               "lj_backward keeps its value only: record lj_backward first, then read it)", name);
     st = LJ_ERR_ARG;
   }
-  /* gradients in reverse post-order */
+  /* gradients in reverse post-order, recorded as constants for later backward passes (as
+   * PyTorch's without create_graph) */
   ljg_node **grads = ljb_xcalloc((size_t)order.n + 1, sizeof *grads);
-  if (needs.a[root->index]) grads[root->index] = constant(d, root->dtype, 1, root);
+  if (st == LJ_OK) grads[root->index] = constant(d, root->dtype, 1, root);
+  d->trace.no_grad = true;
   for (int i = order.n - 1; i >= 0; i--) {
     ljg_node *nd = order.a[i];
     if (!grads[i] || stops(&leaves, nd)) continue;
@@ -478,6 +488,7 @@ lj_status lj_backward(lj_tensor *loss) {
     }
     t->grad = ljf_tensor_unscoped(d, g);
   }
+  d->trace.no_grad = false;
   free(grads);
   ljb_vec_free(&order);
   ljb_vec_free(&needs);

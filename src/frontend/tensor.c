@@ -120,11 +120,21 @@ void lj_tensor_release(lj_tensor *t) {
 
 ljg_node *ljf_node(lj_tensor *t) {
   struct lj_device *d = t->dev;
-  if (t->node && t->epoch == d->trace.epoch) return t->node;
-  LJ_ASSERT(t->buf);
-  t->node = ljg_node_data(&d->trace, t->buf, t->dtype, t->ndim, t->shape);
-  t->epoch = d->trace.epoch;
+  if (!t->node || t->epoch != d->trace.epoch) {
+    LJ_ASSERT(t->buf);
+    t->node = ljg_node_data(&d->trace, t->buf, t->dtype, t->ndim, t->shape);
+    t->epoch = d->trace.epoch;
+    t->node->grad_lost |= t->grad_lost;
+  }
+  t->node->grad_below |= t->requires_grad || t->grad_lost;
   return t->node;
+}
+
+/* t's pending value has been computed: whether it lost a graph that autograd needs. */
+static void computed(lj_tensor *t) {
+  t->grad_lost = t->node->grad_below && !t->requires_grad && !t->no_grad;
+  t->node->grad_lost |= t->grad_lost;
+  t->no_grad = false;
 }
 
 bool ljf_pending(lj_tensor *t) {
@@ -132,6 +142,7 @@ bool ljf_pending(lj_tensor *t) {
   LJ_ASSERT(t->node && t->epoch == t->dev->trace.epoch);
   if (!t->node->data) return true;
   t->buf = ljr_buffer_retain(t->node->data);
+  computed(t);
   return false;
 }
 
@@ -140,6 +151,7 @@ void ljf_bind(lj_tensor *t, ljr_buffer *buf) {
   t->buf = buf;
   t->donor = NULL;
   if (!t->node->data) ljg_node_set_data(&t->dev->trace, t->node, buf);
+  computed(t);
 }
 
 bool lj_tensor_is_pending(const lj_tensor *t) { return t && ljf_pending((lj_tensor *)t); }
@@ -238,6 +250,8 @@ lj_status lj_assign(lj_tensor *dst, lj_tensor *src) {
   dst->buf = n->data ? ljr_buffer_retain(n->data) : NULL;
   dst->node = n;
   dst->epoch = d->trace.epoch;
+  dst->no_grad = !dst->buf;
+  dst->grad_lost = false;
   if (dst->buf) dst->donor = NULL;
   return LJ_OK;
 }

@@ -64,6 +64,9 @@ int ljg_op_by_name(const char *name);
 /* Whether elementwise op op gives bool whatever its operands' dtype (comparisons, logic,
  * isnan). */
 bool ljg_op_gives_bool(int op);
+/* Whether no gradient flows through a node of op with result dtype dt: leaves, stop_gradient,
+ * and results that are not floats. */
+bool ljg_op_blocks_grad(int op, lj_dtype dt);
 
 /* dtype.c: facts about dtypes and the host conversions of 16-bit floats. */
 bool ljg_dtype_is_float(lj_dtype dt);
@@ -122,6 +125,11 @@ typedef struct ljg_node {
   uint64_t lhash;           /* local description: op, dtype, shape, identity attributes */
   uint64_t walk;            /* collect.c: walk stamp */
   int32_t index;            /* collect.c: canonical index during a walk */
+  /* Autograd's bookkeeping (frontend/autograd.c): grad_below, a tensor that requires grad
+   * lies below through ops gradients flow through (set on the leaves' nodes and on values
+   * computed from them, propagated by every node made outside ljg_trace.no_grad); grad_lost,
+   * a value a sync computed from such tensors, whose graph is gone. */
+  bool grad_below, grad_lost;
 } ljg_node;
 
 /* A device's trace: the arena its nodes live in and the hash-cons table. */
@@ -135,6 +143,7 @@ typedef struct ljg_trace {
   LJB_VEC(ljg_node *) by_id; /* every node, by id (replaying a walk finds nodes by id) */
   LJB_VEC(ljg_node *) held; /* nodes holding a buffer reference */
   bool call_sites;          /* LJ_IR_DEBUG: new nodes record the user's call site (loc) */
+  bool no_grad;             /* nodes made meanwhile (a backward pass) never set grad_below */
 } ljg_trace;
 
 void ljg_trace_init(ljg_trace *t);

@@ -154,6 +154,9 @@ static ljg_node *intern(ljg_trace *t, int op, lj_dtype dt, int ndim, const int64
   n->attr = *attr;
   n->lhash = ljg_local_hash(op, dt, ndim, shape, attr);
   n->index = -1;
+  n->grad_below = n->grad_lost = false;
+  if (!t->no_grad && !ljg_op_blocks_grad(op, dt))
+    for (int i = 0; i < nin; i++) n->grad_below |= in[i]->grad_below;
   if (t->call_sites) n->loc = ljb_call_site();
   n->chain = t->table[b];
   t->table[b] = n;
