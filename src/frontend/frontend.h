@@ -25,7 +25,6 @@ struct lj_tensor {
   int scope_level;           /* index of the owning scope on its thread's stack, or -1 */
   int scope_index;
   bool requires_grad;        /* a leaf of autograd: lj_backward fills grad */
-  bool no_grad;              /* the pending value is lj_assign's: constant for autograd */
   bool grad_lost;            /* the value, computed by a sync from tensors that required grad,
                                 has lost the graph lj_backward would walk (ljg_node.grad_lost) */
   struct lj_tensor *grad;    /* owned; NULL when none */

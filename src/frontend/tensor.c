@@ -132,9 +132,8 @@ ljg_node *ljf_node(lj_tensor *t) {
 
 /* t's pending value has been computed: whether it lost a graph that autograd needs. */
 static void computed(lj_tensor *t) {
-  t->grad_lost = t->node->grad_below && !t->requires_grad && !t->no_grad;
+  t->grad_lost = t->node->grad_below && !t->requires_grad;
   t->node->grad_lost |= t->grad_lost;
-  t->no_grad = false;
 }
 
 bool ljf_pending(lj_tensor *t) {
@@ -243,14 +242,17 @@ lj_status lj_assign(lj_tensor *dst, lj_tensor *src) {
   }
   ljg_node *n = ljf_cast(d, ljf_node(src), dst->dtype);
   n = ljf_expand_node(d, n, dst->ndim, dst->shape);
+  /* a constant for autograd, as PyTorch's updates under no_grad (optimizer state, running
+   * statistics, an average of the weights); a computed value gets a data node of its own */
+  if (n->grad_below && !n->data)
+    n = ljg_node_make(&d->trace, LJG_OP_STOP_GRADIENT, n->dtype, n->ndim, n->shape, 1, &n, NULL);
   /* the buffer dst held, if this trace uses it: the donor of dst's new value (a pending dst
    * keeps the donor of its first assignment) */
   if (dst->buf) dst->donor = dst->node && dst->epoch == d->trace.epoch ? dst->node : NULL;
   ljr_buffer_release(dst->buf);
   dst->buf = n->data ? ljr_buffer_retain(n->data) : NULL;
-  dst->node = n;
+  dst->node = dst->buf ? NULL : n;
   dst->epoch = d->trace.epoch;
-  dst->no_grad = !dst->buf;
   dst->grad_lost = false;
   if (dst->buf) dst->donor = NULL;
   return LJ_OK;
