@@ -622,8 +622,8 @@ bool lj_tensor_requires_grad(const lj_tensor *t);
  *  gradient is recorded lazily, from the pending graph below the loss: a loss already read or
  *  synced is a value without that graph, so record lj_backward before reading the loss; so is
  *  any value a sync or read computed from tensors that require grad (lj_detach it to use it as
- *  a constant). Gradients and values given by lj_assign are constants for later backward
- *  passes. Errors: LJ_ERR_ARG (NULL, or a loss that depends on no tensor that requires grad,
+ *  a constant). Gradients and values given by lj_assign are constants for autograd.
+ *  Errors: LJ_ERR_ARG (NULL, or a loss that depends on no tensor that requires grad,
  *  as PyTorch's backward of a tensor without grad_fn; as well a loss read or synced before;
  *  or a loss that depends on such a synced value, named by its dtype and shape, rather than
  *  a gradient missing what flows through it),
