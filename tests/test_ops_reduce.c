@@ -168,6 +168,51 @@ START_TEST(test_arg_ties_and_nan) {
 }
 END_TEST
 
+/* Argmax and argmin along rows long enough for the vectorized passes (lower.c's
+ * arg_in_two_passes: the max or min, then the first index holding it), every dtype: rows of
+ * 1, 17, 64, 1000 and 1003 against the interpreter, of values without NaN (ints: many ties),
+ * with NaN and specials, of an expression of the row (recomputed by the second pass) and along
+ * a dim read across rows; and rows made for it: a maximum twice (the first one, in a later
+ * lane), two NaNs, all -inf, +0 before -0 among negatives, +inf last twice. */
+START_TEST(test_arg_long_rows) {
+  static const int64_t cols[] = {1, 17, 64, 1000, 1003};
+  for (int di = 0; di < LJ_NUM_DTYPES; di++) {
+    lj_dtype dt = tu_all_dtypes[di];
+    if (dt == LJ_BOOL) continue;
+    for (size_t c = 0; c < sizeof cols / sizeof *cols; c++) {
+      lj_scope_begin();
+      lj_tensor *a = tu_tensor(dt, LJ_SHAPE(6, cols[c]), TU_ANY, 100 + di * 8 + c);
+      lj_tensor *s = tu_tensor(dt, LJ_SHAPE(6, cols[c]), is_float(dt) ? TU_SPECIAL : TU_POSITIVE, 200 + di * 8 + c);
+      lj_tensor *ts[] = {lj_argmax(a, 1, false), lj_argmin(a, 1, true), lj_argmax(s, 1, false), lj_argmin(s, -1, false),
+                         lj_argmax(lj_mul(a, s), 1, false), lj_argmin(lj_transpose(a, 0, 1), 0, false)};
+      tu_check_interp((int)(sizeof ts / sizeof *ts), ts, 0);
+      lj_scope_end();
+    }
+  }
+  enum { C = 1000 };
+  static float v[5 * C];
+  for (int i = 0; i < 5 * C; i++) v[i] = -1.0f - (float)(i % C) / C;
+  v[37] = v[20] = 2;
+  v[C + 500] = v[C + 100] = NAN;
+  for (int i = 0; i < C; i++) v[2 * C + i] = -INFINITY;
+  v[3 * C + 2] = 0.0f;
+  v[3 * C + 3] = -0.0f;
+  v[4 * C + 998] = v[4 * C + 999] = INFINITY;
+  lj_tensor *x = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(5, C), v);
+  lj_tensor *am = lj_argmax(x, 1, false), *an = lj_argmin(lj_neg(x), 1, false);
+  int64_t got[2][5], want[5] = {20, 100, 0, 2, 998};
+  ck_assert_int_eq(lj_tensor_to_host(am, got[0], sizeof got[0]), LJ_OK);
+  ck_assert_int_eq(lj_tensor_to_host(an, got[1], sizeof got[1]), LJ_OK);
+  for (int r = 0; r < 5; r++) {
+    ck_assert_int_eq(got[0][r], want[r]);
+    ck_assert_int_eq(got[1][r], want[r]);
+  }
+  lj_tensor_release(an);
+  lj_tensor_release(am);
+  lj_tensor_release(x);
+}
+END_TEST
+
 /* A NaN anywhere in a long row (the vectorized loops, several accumulators) makes its amax,
  * amin and every softmax value NaN; the other rows keep their values. */
 START_TEST(test_nan_in_long_rows) {
@@ -422,6 +467,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_few_points_a_row);
   tcase_add_test(tc, test_arg_reductions);
   tcase_add_test(tc, test_arg_ties_and_nan);
+  tcase_add_test(tc, test_arg_long_rows);
   tcase_add_test(tc, test_nan_in_long_rows);
   tcase_add_test(tc, test_large_rows);
   tcase_add_test(tc, test_column_reductions);
