@@ -2284,6 +2284,42 @@ START_TEST(test_conv_implicit_gemm_training) {
 }
 END_TEST
 
+/* A grouped convolution is one of each group's channels of an image ([N·G, C/G, H, W], a
+ * view of the image): its matmul packs B from that image too, as one of a single group does,
+ * rather than reading an im2col of every image stored whole (ResNeXt's 32 groups of 4
+ * channels at batch 32, 28×28, one thread: 12.6 -> 7.8 ms forward). f32 and f64, 2 and 4
+ * groups, stride 1 and 2, with the gradients of the image and the weight, against the
+ * interpreter. */
+START_TEST(test_conv_grouped_implicit_gemm) {
+  for (int i = 0; i < 8; i++) {
+    lj_dtype dt = i & 1 ? LJ_F64 : LJ_F32;
+    int groups = i & 2 ? 4 : 2, stride[2] = {i & 4 ? 2 : 1, i & 4 ? 2 : 1};
+    lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, 8, 9, 10), TU_ANY, 160 + i);
+    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(12, 8 / groups, 3, 3), TU_ANY, 170 + i);
+    lj_scope_begin();
+    lj_tensor *y = lj_conv2d(x, w, NULL, stride, (const int[]){1, 1}, NULL, groups);
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    int im2cols, matmuls[3];
+    conv_kernels(p, &im2cols, matmuls);
+    ck_assert_int_eq(im2cols, 0);
+    ck_assert_int_eq(matmuls[LJG_MM_COLS_B], 1);
+    free_program(p, opt);
+    lj_tensor_set_requires_grad(x, true);
+    lj_tensor_set_requires_grad(w, true);
+    lj_tensor *yg = lj_conv2d(x, w, NULL, stride, (const int[]){1, 1}, NULL, groups);
+    lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(yg), lj_tensor_shape(yg), TU_ANY, 180);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(yg, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *out[4] = {y, yg, lj_tensor_grad(x), lj_tensor_grad(w)};
+    double tol = dt == LJ_F32 ? 1e-4 : 1e-12;
+    tu_check_interp_tol(4, out, tol, tol);
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+  }
+}
+END_TEST
+
 /* A row-fused softmax's blocks hold as many rows as the 16 KiB its nests read allow, each
  * slot's rows counted once (the widest nest alone would allow 8 rows of 512): a row of 512
  * f32 reads 4108 bytes (the input, the exps, and the max, sum and reciprocal), so 3 rows; f64,
@@ -2801,6 +2837,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_implicit_gemm_limits);
   tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);
   tcase_add_test(tc, test_conv_implicit_gemm_training);
+  tcase_add_test(tc, test_conv_grouped_implicit_gemm);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);

@@ -112,7 +112,8 @@ lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[
     lj_tensor *wg = lj_reshape(w, LJ_SHAPE(G, O / G, CK, 1));
     y = lj_reshape(lj_sum(lj_mul(cols, wg), 1, (const int[]){3}, false), LJ_SHAPE(N, O, oh, ow));
   } else {
-    lj_tensor *cols = lj_reshape(im2col(x, &a, oh, ow), LJ_SHAPE(N, G, CK, oh * ow));
+    lj_tensor *xg = lj_reshape(x, LJ_SHAPE(N * G, C / G, x->shape[2], x->shape[3]));
+    lj_tensor *cols = lj_reshape(im2col(xg, &a, oh, ow), LJ_SHAPE(N, G, CK, oh * ow));
     lj_tensor *wg = lj_reshape(w, LJ_SHAPE(G, O / G, CK));
     y = lj_reshape(lj_matmul(wg, cols), LJ_SHAPE(N, O, oh, ow));
   }
