@@ -268,7 +268,8 @@ END_TEST
  * registers, more in blocks of the kept dim with the accumulators in an array): every op and
  * dtype class, kept dims longer than a block and split across threads, NaN and ties in
  * arg-reductions, NaN in maxima and minima of more points than are unrolled, 16 and 17
- * reduced points, and windows reduced as max-pooling does. */
+ * reduced points, windows reduced as max-pooling does, and a middle dim of 37 points (rows
+ * combined four at a time into the array, COLUMN_ROWS, and one left). */
 START_TEST(test_column_reductions) {
   lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, 5000), TU_SPECIAL, 11);
   lj_tensor *y = tu_tensor(LJ_F64, LJ_SHAPE(2, 9, 3000), TU_ANY, 12);
@@ -276,7 +277,7 @@ START_TEST(test_column_reductions) {
   lj_tensor *i = tu_tensor(LJ_I32, LJ_SHAPE(6, 300), TU_ANY, 14);
   lj_tensor *t = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(3, 4),
                                      (float[]){1, NAN, 0, 2, 1, 5, NAN, 2, 0, 5, 1, -1});
-  lj_tensor *ts[18];
+  lj_tensor *ts[21];
   int n = 0;
   ts[n++] = lj_sum(x, 1, (const int[]){0}, false);
   ts[n++] = lj_amax(x, 1, (const int[]){0}, true);
@@ -300,11 +301,18 @@ START_TEST(test_column_reductions) {
   /* a float max's and min's NaN flags in the accumulators' array */
   ts[n++] = lj_amax(z, 1, (const int[]){0}, false);
   ts[n++] = lj_amin(z, 1, (const int[]){0}, true);
+  lj_tensor *mid = tu_tensor(LJ_F32, LJ_SHAPE(5, 37, 40), TU_SPECIAL, 16);
+  lj_tensor *mid_finite = tu_tensor(LJ_F32, LJ_SHAPE(5, 37, 40), TU_ANY, 17);
+  ts[n++] = lj_amax(mid, 1, (const int[]){1}, false);
+  ts[n++] = lj_argmin(mid, 1, false);
+  ts[n++] = lj_sum(mid_finite, 1, (const int[]){1}, true);
   tu_check_interp_tol(n, ts, 1e-5, 1e-5);
   int64_t got[4];
   ck_assert_int_eq(lj_tensor_to_host(ts[9], got, sizeof got), LJ_OK);
   ck_assert(got[0] == 0 && got[1] == 0 && got[2] == 1 && got[3] == 0); /* NaN wins, ties go first */
   for (int k = 0; k < n; k++) lj_tensor_release(ts[k]);
+  lj_tensor_release(mid);
+  lj_tensor_release(mid_finite);
 }
 END_TEST
 

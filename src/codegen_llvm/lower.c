@@ -420,6 +420,12 @@ static void emit_point(nest_gen *g) {
  * emit_columns_unrolled); the loop vectorizes, and each output still combines its values in
  * the same order as the plain nest does. A long kept dim goes in blocks of COLUMN_BLOCK. */
 enum { COLUMN_BLOCK = 2048 };
+/* Column order combines this many rows of the last reduced dim into each accumulator between
+ * its load and its store: otherwise a few columns' accumulators, each loaded right after the
+ * store of the row before, wait on the store's forwarding every row (a max over dim 1 of
+ * [64, 512, 64], one thread: 0.205 -> 0.087 ms; a sum 0.142 -> 0.085; PyTorch 0.106 and
+ * 0.094). */
+enum { COLUMN_ROWS = 4 };
 
 /* The types column order's accumulator arrays hold, into at[2]: the reduction's, but an i8
  * for an i1 (a float max's or min's NaN flag; the loop's loads of an array of i1, not a
@@ -460,13 +466,15 @@ static void columns_start(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo,
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
-/* Combines each column's value at the reduced point g->pt into its accumulator. */
+/* Combines each column's values at the reduced point g->pt and the rows - 1 after it along the
+ * last dim, in that order, into its accumulator. */
 static void columns_add(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRef lo, LLVMValueRef hi,
-                        LLVMValueRef base) {
+                        LLVMValueRef base, int rows) {
   ljc_ir *ir = g->kc->ir;
   LLVMTypeRef at[2];
   columns_types(ir, &g->red, at);
-  int nacc = reduction_nacc(&g->red);
+  int nacc = reduction_nacc(&g->red), last = g->nest->ndim - 1;
+  LLVMValueRef first = g->pt.idx[last];
   ljc_loop L;
   ljc_loop_begin(ir, &L, lo, hi, false, 0, NULL);
   g->pt.idx[j] = L.iv;
@@ -475,8 +483,13 @@ static void columns_add(nest_gen *g, int j, const LLVMValueRef *arr, LLVMValueRe
     p[a] = acc_at(ir, at[a], arr[a], L.iv, base);
     acc[a] = columns_load(ir, &g->red, a, at[a], p[a]);
   }
-  reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[g->nest->ndim - 1], out);
-  for (int a = 0; a < nacc; a++) columns_put(ir, at[a], out[a], p[a]);
+  for (int r = 0; r < rows; r++) {
+    g->pt.idx[last] = r ? LLVMBuildNSWAdd(ir->b, first, ljc_i64(ir, r), "") : first;
+    reduction_combine(ir, &g->red, acc, point_value(g), g->pt.idx[last], out);
+    for (int a = 0; a < nacc; a++) acc[a] = out[a];
+  }
+  g->pt.idx[last] = first;
+  for (int a = 0; a < nacc; a++) columns_put(ir, at[a], acc[a], p[a]);
   ljc_loop_end(ir, &L, NULL, NULL);
 }
 
@@ -513,13 +526,24 @@ static void emit_columns(nest_gen *g, int j, LLVMValueRef lo, LLVMValueRef hi, b
   LLVMValueRef j0 = LLVMBuildNSWAdd(b, lo, LLVMBuildNSWMul(b, B.iv, ljc_i64(ir, block), ""), "");
   LLVMValueRef j1 = ljc_intrinsic2(ir, "smin", LLVMBuildNSWAdd(b, j0, ljc_i64(ir, block), ""), hi);
   columns_start(g, arr, j0, j1, j0);
-  ljc_loop R[LJ_MAX_DIMS];
-  for (int d = g->nkept; d < nest->ndim; d++) {
+  ljc_loop R[LJ_MAX_DIMS], rest;
+  int last = nest->ndim - 1;
+  for (int d = g->nkept; d < last; d++) {
     ljc_loop_begin(ir, &R[d], ljc_i64(ir, 0), ljc_i64(ir, nest->shape[d]), nest->shape[d] == 0, 0, NULL);
     g->pt.idx[d] = R[d].iv;
   }
-  columns_add(g, j, arr, j0, j1, j0);
-  for (int d = nest->ndim - 1; d >= g->nkept; d--) ljc_loop_end(ir, &R[d], NULL, NULL);
+  int64_t n = nest->shape[last], whole = n - n % COLUMN_ROWS;
+  ljc_loop_begin_step(ir, &R[last], ljc_i64(ir, 0), ljc_i64(ir, whole), COLUMN_ROWS, whole == 0, 0, NULL);
+  g->pt.idx[last] = R[last].iv;
+  columns_add(g, j, arr, j0, j1, j0, COLUMN_ROWS);
+  ljc_loop_end(ir, &R[last], NULL, NULL);
+  if (whole < n) {
+    ljc_loop_begin(ir, &rest, ljc_i64(ir, whole), ljc_i64(ir, n), false, 0, NULL);
+    g->pt.idx[last] = rest.iv;
+    columns_add(g, j, arr, j0, j1, j0, 1);
+    ljc_loop_end(ir, &rest, NULL, NULL);
+  }
+  for (int d = last - 1; d >= g->nkept; d--) ljc_loop_end(ir, &R[d], NULL, NULL);
   columns_store(g, j, arr, j0, j1, j0);
   ljc_loop_end(ir, &B, NULL, NULL);
 }
@@ -1814,7 +1838,7 @@ static void block_sum_add(nest_gen *g, const LLVMValueRef *arr, LLVMValueRef lo,
   ljc_loop R;
   ljc_loop_begin(ir, &R, lo, hi, false, 0, NULL);
   g->pt.idx[2] = R.iv;
-  columns_add(g, 1, arr, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), ljc_i64(ir, 0));
+  columns_add(g, 1, arr, ljc_i64(ir, 0), ljc_i64(ir, g->nest->shape[1]), ljc_i64(ir, 0), 1);
   ljc_loop_end(ir, &R, NULL, NULL);
 }
 static void block_sum_end(nest_gen *g, const LLVMValueRef *arr) {
