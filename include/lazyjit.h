@@ -120,7 +120,8 @@ typedef struct lj_config {
                                    products), which rounds to about 3e-5 of the output's
                                    magnitude (default on); off: through the GEMM, as the
                                    other convolutions, about 1e-6 (docs/semantics.md) */
-  bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too */
+  bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too, and so
+                                   is every lj_pow_scalar exponent */
   bool sync_tensors_opbyop;   /**< LJ_SYNC_TENSORS_OPBYOP: a sync runs every op of its graph
                                    as an executable of its own (eager execution through the
                                    same compiler; each one-op graph is cached) */
@@ -452,7 +453,9 @@ lj_tensor *lj_rsub_scalar(lj_tensor *a, double s);
 lj_tensor *lj_mul_scalar(lj_tensor *a, double s);
 /** a / s (true division). */
 lj_tensor *lj_div_scalar(lj_tensor *a, double s);
-/** a ** s. Errors: LJ_ERR_ARG for an integer tensor and a negative integral s. */
+/** a ** s; for f32 and f64 the exponents 2, 3, 0.5, -0.5, -1 and -2 are computed as PyTorch
+ *  computes them (x·x, x·x·x, sqrt, rsqrt, 1/x, 1/(x·x)) and are part of the graph.
+ *  Errors: LJ_ERR_ARG for an integer tensor and a negative integral s. */
 lj_tensor *lj_pow_scalar(lj_tensor *a, double s);
 /** s ** a (torch.pow(number, tensor)). */
 lj_tensor *lj_rpow_scalar(double s, lj_tensor *a);

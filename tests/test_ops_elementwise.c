@@ -550,6 +550,53 @@ START_TEST(test_scalar_forms) {
 }
 END_TEST
 
+/* pow_scalar's exponents 2, 3, 0.5, -0.5, -1 and -2 of f32 and f64 are the ops PyTorch
+ * computes them as (x·x, x·x·x, sqrt, rsqrt, 1/x, 1/(x·x)): the same values, bit for bit,
+ * special cases included (sqrt(-0) = -0, rsqrt(-0) = -inf, sqrt(-inf) = NaN, as PyTorch 1.13
+ * gives them), and no pow in the graph; 2.5, or any exponent with special scalars off, is a
+ * pow. */
+static double pow_as_ops(lj_dtype dt, double x, double e) {
+  if (dt == LJ_F32) {
+    float f = (float)x;
+    return e == 2 ? f * f : e == 3 ? f * f * f : e == 0.5 ? sqrtf(f) : e == -0.5 ? 1 / sqrtf(f) : e == -1 ? 1 / f : 1 / (f * f);
+  }
+  return e == 2 ? x * x : e == 3 ? x * x * x : e == 0.5 ? sqrt(x) : e == -0.5 ? 1 / sqrt(x) : e == -1 ? 1 / x : 1 / (x * x);
+}
+
+START_TEST(test_pow_scalar_exponents) {
+  static const double xs[8] = {-0.0, -INFINITY, 2, -3, 0.1, 1e-30, 7.5, NAN}, es[6] = {2, 3, 0.5, -0.5, -1, -2};
+  for (int special = 1; special >= 0; special--) {
+    lj_config cfg = lj_config_default();
+    cfg.no_special_scalars = !special;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    for (int di = 0; di < 2; di++) {
+      lj_dtype dt = di ? LJ_F64 : LJ_F32;
+      float xf[8];
+      for (int i = 0; i < 8; i++) xf[i] = (float)xs[i];
+      lj_tensor *x = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(8), di ? (const void *)xs : xf);
+      for (int k = 0; k < 7; k++) {
+        double e = k < 6 ? es[k] : 2.5;
+        lj_tensor *y = lj_pow_scalar(x, e);
+        char *text = lj_tensors_text(1, &y);
+        ck_assert_msg((strstr(text, " pow(") != NULL) == (k == 6 || !special), "%g:\n%s", e, text);
+        free(text);
+        double got[8];
+        float gotf[8];
+        ck_assert_int_eq(lj_tensor_to_host(y, di ? (void *)got : gotf, di ? sizeof got : sizeof gotf), LJ_OK);
+        for (int i = 0; i < 8 && special && k < 6; i++) {
+          double want = pow_as_ops(dt, xs[i], e), g = di ? got[i] : gotf[i];
+          ck_assert_msg(isnan(want) ? isnan(g) : g == want && signbit(g) == signbit(want), "%s %g ** %g = %g, want %g",
+                        lj_dtype_name(dt), xs[i], e, g, want);
+        }
+        lj_tensor_release(y);
+      }
+      lj_tensor_release(x);
+    }
+    lj_shutdown();
+  }
+}
+END_TEST
+
 START_TEST(test_where_and_cast) {
   lj_tensor *c = tu_tensor(LJ_BOOL, LJ_SHAPE(4, 1), TU_ANY, 1);
   for (int di = 0; di < LJ_NUM_DTYPES; di++) {
@@ -622,6 +669,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_binary, 0, nb);
   tcase_add_loop_test(tc, test_binary_special_values, 0, nb);
   tcase_add_loop_test(tc, test_scalar_forms, 0, (int)(sizeof scalars / sizeof *scalars));
+  tcase_add_test(tc, test_pow_scalar_exponents);
   tcase_add_test(tc, test_where_and_cast);
   tcase_add_test(tc, test_cast_special);
   tcase_add_test(tc, test_fused_chain);
