@@ -2320,6 +2320,44 @@ START_TEST(test_conv_grouped_implicit_gemm) {
 }
 END_TEST
 
+/* A padding of the last two dims is a cat of a cat: one kernel, whose parts write the outer
+ * cat's output directly (fuse.c's inner_cat). f32 and f64, both sides padded, one side, a
+ * crop on one dim, a pad of the last three dims (three cats, one kernel); a cat along the
+ * first dim (a pad of the first and last two: two kernels), or one something else reads too,
+ * stays a kernel of its own. Values against the
+ * interpreter. */
+START_TEST(test_pad_one_kernel) {
+  static const struct {
+    int npads;
+    int64_t pads[8];
+    int kernels;
+  } cases[] = {{4, {1, 1, 1, 1}, 1}, {4, {0, 2, 3, 0}, 1}, {4, {-1, 2, 1, 1}, 1}, {6, {1, 0, 2, 1, 1, 1}, 1},
+               {8, {1, 1, 1, 1, 0, 0, 1, 1}, 2}};
+  for (int di = 0; di < 2; di++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      lj_dtype dt = di ? LJ_F64 : LJ_F32;
+      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, 4, 5, 6), TU_ANY, 190 + i);
+      lj_scope_begin();
+      lj_tensor *y = lj_pad(x, cases[i].npads, cases[i].pads, 0.5);
+      ck_assert_ptr_nonnull(y);
+      ck_assert_int_eq(lj_graph_kernel_count(1, &y), cases[i].kernels);
+      tu_check_interp(1, &y, 0);
+      lj_scope_end();
+      lj_tensor_release(x);
+    }
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 4), TU_ANY, 199);
+  lj_scope_begin();
+  lj_tensor *inner = lj_cat(2, (lj_tensor *const[]){x, x}, 2);
+  lj_tensor *outer = lj_cat(2, (lj_tensor *const[]){inner, lj_full(lj_default_device(), LJ_F32, LJ_SHAPE(2, 1, 8), 2)}, 1);
+  lj_tensor *both[2] = {outer, lj_exp(inner)};
+  ck_assert_int_eq(lj_graph_kernel_count(1, &outer), 1);
+  ck_assert_int_eq(lj_graph_kernel_count(2, both), 3);
+  tu_check_interp(2, both, 1e-6);
+  lj_scope_end();
+  lj_tensor_release(x);
+}
+END_TEST
+
 /* A row-fused softmax's blocks hold as many rows as the 16 KiB its nests read allow, each
  * slot's rows counted once (the widest nest alone would allow 8 rows of 512): a row of 512
  * f32 reads 4108 bytes (the input, the exps, and the max, sum and reciprocal), so 3 rows; f64,
@@ -2838,6 +2876,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);
   tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_grouped_implicit_gemm);
+  tcase_add_test(tc, test_pad_one_kernel);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);
