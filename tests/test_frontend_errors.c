@@ -321,7 +321,8 @@ START_TEST(test_backward_through_synced_value) {
   }
   /* two steps of a layer with batch norm and momentum, then an evaluation with the running
    * statistics and a loss using a gradient and an average of the weights as constants */
-  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 1, 1), TU_ANY, 1), *in = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 2, 2), TU_ANY, 2);
+  lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(4, 3, 1, 1), TU_ANY, 1);
+  lj_tensor *in = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 2, 2), TU_ANY, 2);
   lj_tensor *rm = lj_zeros(d, LJ_F32, LJ_SHAPE(4)), *rv = lj_ones(d, LJ_F32, LJ_SHAPE(4));
   ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
   lj_tensor *avg = lj_zeros(d, LJ_F32, LJ_SHAPE(4, 3, 1, 1));

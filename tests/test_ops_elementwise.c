@@ -558,9 +558,17 @@ END_TEST
 static double pow_as_ops(lj_dtype dt, double x, double e) {
   if (dt == LJ_F32) {
     float f = (float)x;
-    return e == 2 ? f * f : e == 3 ? f * f * f : e == 0.5 ? sqrtf(f) : e == -0.5 ? 1 / sqrtf(f) : e == -1 ? 1 / f : 1 / (f * f);
+    if (e == 2) return f * f;
+    if (e == 3) return f * f * f;
+    if (e == 0.5) return sqrtf(f);
+    if (e == -0.5) return 1 / sqrtf(f);
+    return e == -1 ? 1 / f : 1 / (f * f);
   }
-  return e == 2 ? x * x : e == 3 ? x * x * x : e == 0.5 ? sqrt(x) : e == -0.5 ? 1 / sqrt(x) : e == -1 ? 1 / x : 1 / (x * x);
+  if (e == 2) return x * x;
+  if (e == 3) return x * x * x;
+  if (e == 0.5) return sqrt(x);
+  if (e == -0.5) return 1 / sqrt(x);
+  return e == -1 ? 1 / x : 1 / (x * x);
 }
 
 START_TEST(test_pow_scalar_exponents) {

@@ -384,7 +384,8 @@ static void emit_arg_in_two_passes(nest_gen *g, LLVMValueRef *out) {
   g->pt.idx[d] = L.iv;
   LLVMValueRef v = point_value(g), match;
   if (m_nan)
-    match = LLVMBuildSelect(b, m_nan, LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""), LLVMBuildFCmp(b, LLVMRealOEQ, v, m, ""), "");
+    match = LLVMBuildSelect(b, m_nan, LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""), LLVMBuildFCmp(b, LLVMRealOEQ, v, m, ""),
+                            "");
   else
     match = ext.isfloat ? LLVMBuildFCmp(b, LLVMRealOEQ, v, m, "") : LLVMBuildICmp(b, LLVMIntEQ, v, m, "");
   LLVMValueRef at = LLVMBuildSelect(b, match, LLVMBuildTrunc(b, L.iv, g->red.idx_t, ""), none, "");

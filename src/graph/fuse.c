@@ -303,7 +303,7 @@ static void store_shared_transposed(fuser *f) {
  * first reads (lj_pad's cat of a cat, over two dims): its parts go into the outer cat's output
  * where it would have gone, in the outer cat's kernel (cat_parts), and it is not stored (a
  * padding of [32, 64, 56, 56] by one on each side of the last two dims, one thread: two
- * kernels and 26.6 MB of scratch memory, 3.3 ms -> one kernel, 1.9 ms; PyTorch 2.9). */
+ * kernels and 26.6 MB of scratch memory, 3.3-3.6 ms -> one kernel, 1.9 ms; PyTorch 2.2). */
 static bool inner_cat(const fuser *f, int32_t i) {
   const ljg_gnode *n = &f->g->nodes[i];
   return n->op == LJG_OP_CAT && n->attr.a[0] != 0 && !f->is_root[i] && f->eff[i] == 1;
