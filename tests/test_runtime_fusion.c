@@ -260,6 +260,18 @@ static void conv_kernels(const ljg_program *p, int *im2cols, int matmuls[3]) {
   }
 }
 
+/* Asserts that the program of ts[0..n) stores `im2cols` im2cols and runs `matmuls` matmuls
+ * that pack operand `cols` (ljg_mm_cols) from an image. */
+static void expect_conv_kernels(int n, lj_tensor *const *ts, int im2cols, int cols, int matmuls) {
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(n, ts, &opt);
+  int got_im2cols, got[3];
+  conv_kernels(p, &got_im2cols, got);
+  ck_assert_int_eq(got_im2cols, im2cols);
+  ck_assert_int_eq(got[cols], matmuls);
+  free_program(p, opt);
+}
+
 static int local_slots(const ljg_program *p) {
   int n = 0;
   for (int s = 0; s < p->nslots; s++) n += p->slots[s].kind == LJG_SLOT_LOCAL;
@@ -2204,13 +2216,7 @@ START_TEST(test_conv_implicit_gemm_limits) {
   lj_scope_begin();
   lj_tensor *y = lj_conv2d(x, w, NULL, NULL, pad, NULL, 1);
   ck_assert_ptr_nonnull(y);
-  ljg_graph *opt;
-  ljg_program *p = program_of(y, &opt);
-  int im2cols, matmuls[3];
-  conv_kernels(p, &im2cols, matmuls);
-  ck_assert_int_eq(im2cols, 1);
-  ck_assert_int_eq(matmuls[LJG_MM_COLS_NONE], 1);
-  free_program(p, opt);
+  expect_conv_kernels(1, &y, 1, LJG_MM_COLS_NONE, 1);
   lj_scope_end();
   lj_tensor_release(x);
   lj_tensor_release(w);
@@ -2226,13 +2232,7 @@ START_TEST(test_conv_implicit_gemm_shared_cols) {
   static const int k3[2] = {3, 3}, s1[2] = {1, 1}, p1[2] = {1, 1};
   lj_scope_begin();
   lj_tensor *out[2] = {lj_conv2d(x, w, NULL, NULL, p1, NULL, 1), lj_avg_pool2d(x, k3, s1, p1)};
-  ljg_graph *opt;
-  ljg_program *p = program_of_n(2, out, &opt);
-  int im2cols, matmuls[3];
-  conv_kernels(p, &im2cols, matmuls);
-  ck_assert_int_eq(im2cols, 1);
-  ck_assert_int_eq(matmuls[LJG_MM_COLS_B], 1);
-  free_program(p, opt);
+  expect_conv_kernels(2, out, 1, LJG_MM_COLS_B, 1);
   tu_check_interp_tol(2, out, 1e-5, 1e-5);
   lj_scope_end();
   lj_tensor_release(x);
@@ -2298,13 +2298,7 @@ START_TEST(test_conv_grouped_implicit_gemm) {
     lj_tensor *w = tu_tensor(dt, LJ_SHAPE(12, 8 / groups, 3, 3), TU_ANY, 170 + i);
     lj_scope_begin();
     lj_tensor *y = lj_conv2d(x, w, NULL, stride, (const int[]){1, 1}, NULL, groups);
-    ljg_graph *opt;
-    ljg_program *p = program_of(y, &opt);
-    int im2cols, matmuls[3];
-    conv_kernels(p, &im2cols, matmuls);
-    ck_assert_int_eq(im2cols, 0);
-    ck_assert_int_eq(matmuls[LJG_MM_COLS_B], 1);
-    free_program(p, opt);
+    expect_conv_kernels(1, &y, 0, LJG_MM_COLS_B, 1);
     lj_tensor_set_requires_grad(x, true);
     lj_tensor_set_requires_grad(w, true);
     lj_tensor *yg = lj_conv2d(x, w, NULL, stride, (const int[]){1, 1}, NULL, groups);
