@@ -2353,6 +2353,36 @@ START_TEST(test_pad_one_kernel) {
 }
 END_TEST
 
+/* A small nest that only copies rows of at least 64 bytes (lower.c's copies_rows) copies each
+ * with a memcpy: a cat of 16 slices of [5, 40], f32 and bf16, calls llvm.memcpy; one of rows
+ * of 8 floats, and one whose parts are read through a transpose, keep their loops. Values
+ * against the interpreter. */
+START_TEST(test_copy_rows_memcpy) {
+  for (int c = 0; c < 4; c++) {
+    char path[64];
+    tu_init_saving(lj_config_default(), "llvm", path, sizeof path);
+    lj_dtype dt = c == 1 ? LJ_BF16 : LJ_F32;
+    int64_t cols = c == 2 ? 8 : 40;
+    lj_tensor *x = tu_tensor(dt, LJ_SHAPE(16, 5, cols), TU_ANY, 200 + c);
+    lj_scope_begin();
+    lj_tensor *parts[16];
+    for (int i = 0; i < 16; i++) {
+      lj_tensor *part = lj_reshape(lj_slice(x, 0, i, i + 1, 1), LJ_SHAPE(5, cols));
+      parts[i] = c == 3 ? lj_transpose(lj_reshape(part, LJ_SHAPE(cols, 5)), 0, 1) : part;
+    }
+    lj_tensor *y = lj_keep(lj_cat(16, parts, 1));
+    lj_scope_end();
+    tu_check_interp(1, &y, 0);
+    char *ir = tu_take_saved(path);
+    ck_assert_msg((strstr(ir, "llvm.memcpy") != NULL) == (c < 2), "case %d", c);
+    free(ir);
+    lj_tensor_release(y);
+    lj_tensor_release(x);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* A row-fused softmax's blocks hold as many rows as the 16 KiB its nests read allow, each
  * slot's rows counted once (the widest nest alone would allow 8 rows of 512): a row of 512
  * f32 reads 4108 bytes (the input, the exps, and the max, sum and reciprocal), so 3 rows; f64,
@@ -2872,6 +2902,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_implicit_gemm_training);
   tcase_add_test(tc, test_conv_grouped_implicit_gemm);
   tcase_add_test(tc, test_pad_one_kernel);
+  tcase_add_test(tc, test_copy_rows_memcpy);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);
