@@ -126,7 +126,7 @@ ljg_node *ljf_node(lj_tensor *t) {
     t->epoch = d->trace.epoch;
     t->node->grad_lost |= t->grad_lost;
   }
-  t->node->grad_below |= t->requires_grad || t->grad_lost;
+  if (t->requires_grad || t->grad_lost) t->node->grad_below = d->trace.any_grad = true;
   return t->node;
 }
 

@@ -144,6 +144,7 @@ typedef struct ljg_trace {
   LJB_VEC(ljg_node *) held; /* nodes holding a buffer reference */
   bool call_sites;          /* LJ_IR_DEBUG: new nodes record the user's call site (loc) */
   bool no_grad;             /* nodes made meanwhile (a backward pass) never set grad_below */
+  bool any_grad;            /* some node has grad_below: new nodes look at their operands' */
 } ljg_trace;
 
 void ljg_trace_init(ljg_trace *t);

@@ -27,6 +27,7 @@ void ljg_trace_reset(ljg_trace *t) {
   if (t->table) memset(t->table, 0, t->table_cap * sizeof *t->table);
   t->by_id.n = 0;
   ljb_arena_reset(&t->arena);
+  t->any_grad = false;
   t->epoch++;
 }
 
@@ -155,7 +156,7 @@ static ljg_node *intern(ljg_trace *t, int op, lj_dtype dt, int ndim, const int64
   n->lhash = ljg_local_hash(op, dt, ndim, shape, attr);
   n->index = -1;
   n->grad_below = n->grad_lost = false;
-  if (!t->no_grad && !ljg_op_blocks_grad(op, dt))
+  if (t->any_grad && !t->no_grad && !ljg_op_blocks_grad(op, dt))
     for (int i = 0; i < nin; i++) n->grad_below |= in[i]->grad_below;
   if (t->call_sites) n->loc = ljb_call_site();
   n->chain = t->table[b];
