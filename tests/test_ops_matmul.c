@@ -4,6 +4,9 @@
  * tile edges; and the errors. */
 #include "test_util.h"
 
+#include "codegen_llvm/codegen.h"
+#include "runtime/runtime.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -540,6 +543,65 @@ static void *winograd_values(int threads, int64_t *n) {
 START_TEST(test_matmul_winograd_threads) { same_bits_on_threads(winograd_values, sizeof(float)); }
 END_TEST
 
+/* bf16 operands, as 2-d products of bf16 values cast to f32 and as bf16 products: with bf16
+ * dot products on the host, their routines (lj_gemm_bf16_*, in the dump) multiply pairs along
+ * k from B packed by rows (contiguous along n), by 32-bit transposes (B transposed: a pair is
+ * one element) and element by element (B strided, and the last panel of a transposed B), A
+ * packed by vectors or (transposed) element by element; around the tiles' edges (rows 1, 5, 8,
+ * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
+ * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
+ * a few rows by column tasks, and an empty k. Without the instruction the same graphs run
+ * through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
+ * order, the bf16 products to one bf16 rounding. */
+START_TEST(test_matmul_bf16_pairs) {
+  static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 641};
+  char dir[] = "/tmp/lj_test_bf16_XXXXXX";
+  init_dumping(2, NULL, true, dir);
+  bool dot = ljc_session_bf16_dot(ljr_get()->cg);
+  for (int layout = 0; layout < 4; layout++) {
+    lj_tensor *ts[100];
+    int n = 0;
+    for (int mi = 0; mi < 5; mi++)
+      for (int ni = 0; ni < 4; ni++)
+        for (int ki = 0; ki < 5; ki++) {
+          int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
+          uint64_t seed = (uint64_t)(200 * layout + 20 * mi + 5 * ni + ki);
+          lj_tensor *a = layout == 3 ? lj_transpose(tu_tensor(LJ_BF16, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1)
+                                     : tu_tensor(LJ_BF16, LJ_SHAPE(M, K), TU_ANY, seed);
+          lj_tensor *b = layout == 1 ? lj_transpose(tu_tensor(LJ_BF16, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
+                         : layout == 2
+                             ? lj_slice(lj_slice(tu_tensor(LJ_BF16, LJ_SHAPE(2 * K, 2 * N), TU_ANY, seed + 7), 0, 0, 2 * K, 2), 1,
+                                        1, 2 * N, 2)
+                             : tu_tensor(LJ_BF16, LJ_SHAPE(K, N), TU_ANY, seed + 7);
+          ts[n++] = lj_matmul(lj_cast(a, LJ_F32), lj_cast(b, LJ_F32));
+          lj_tensor_release(a);
+          lj_tensor_release(b);
+        }
+    tu_check_interp_tol(n, ts, 1e-5, 1e-3);
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+  }
+  lj_tensor *ba = tu_tensor(LJ_BF16, LJ_SHAPE(3, 37, 300), TU_ANY, 900), *w = tu_tensor(LJ_BF16, LJ_SHAPE(300, 45), TU_ANY, 901);
+  lj_tensor *wt = tu_tensor(LJ_BF16, LJ_SHAPE(45, 300), TU_ANY, 902), *few = tu_tensor(LJ_BF16, LJ_SHAPE(3, 2, 300), TU_ANY, 903);
+  lj_tensor *fb = tu_tensor(LJ_BF16, LJ_SHAPE(3, 300, 45), TU_ANY, 904), *x = tu_tensor(LJ_BF16, LJ_SHAPE(16, 300), TU_ANY, 905);
+  lj_tensor *wide = tu_tensor(LJ_BF16, LJ_SHAPE(300, 700), TU_ANY, 906);
+  lj_tensor *e0 = tu_tensor(LJ_BF16, LJ_SHAPE(4, 0), TU_ANY, 907), *e1 = tu_tensor(LJ_BF16, LJ_SHAPE(0, 6), TU_ANY, 908);
+  static const int batch[1] = {0};
+  lj_tensor *f32[4] = {lj_matmul(lj_cast(ba, LJ_F32), lj_cast(w, LJ_F32)),
+                       lj_matmul(lj_cast(ba, LJ_F32), lj_transpose(lj_cast(wt, LJ_F32), 0, 1)),
+                       lj_sum(lj_matmul(lj_cast(few, LJ_F32), lj_cast(fb, LJ_F32)), 1, batch, false),
+                       lj_matmul(lj_cast(x, LJ_F32), lj_cast(wide, LJ_F32))};
+  tu_check_interp_tol(4, f32, 1e-5, 1e-3);
+  lj_tensor *bf[3] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1)};
+  tu_check_interp_tol(3, bf, tu_rtol(LJ_BF16), 1e-2);
+  static const char *const routines[3] = {"calls lj_gemm_bf16_rows", "calls lj_gemm_bf16_cols", "calls lj_gemm_bf16_elements"};
+  for (int r = 0; r < 3; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
+  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, f32[0], f32[1], f32[2], f32[3], bf[0], bf[1], bf[2]};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+  lj_shutdown();
+  tu_remove_dir(dir);
+}
+END_TEST
+
 /* GEMM routines the session took: compiled, or from the library's precompiled ones. */
 static int64_t routines_taken(void) {
   return lj_counter_value("CompiledGemmRoutines") + lj_counter_value("PrecompiledGemmRoutines");
@@ -620,6 +682,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);
   tcase_add_test(tc, test_matmul_batch_halves);
+  tcase_add_test(tc, test_matmul_bf16_pairs);
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);

@@ -117,8 +117,9 @@ END_TEST
  * image, in runs (stride 1, padding 1) and gathered (stride 2, no padding); a batch sum into
  * two matrices, each of half the batch (the matmul pass makes them of larger batches only);
  * products of 16-bit floats, which the frontend records as f32 ones between casts, computed
- * so by the f32 routine (their results were once stored as f32 into a buffer of half the
- * size, corrupting the heap); a scatter-add whose indices are random numbers, in a kernel
+ * so by a GEMM routine (the f32 one, or for bf16 with bf16 dot products the bf16 one; their
+ * results were once stored as f32 into a buffer of half the size, corrupting the heap); a
+ * scatter-add whose indices are random numbers, in a kernel
  * whose other nests vectorize: its nest was asked to vectorize as random nests are, which
  * LLVM could not do and said so on stderr. Nothing a replay prints comes from LLVM. */
 START_TEST(test_ir_text_graphs) {
@@ -139,7 +140,7 @@ START_TEST(test_ir_text_graphs) {
        "summed over the batch in 2 runs"},
       {"IR {\n  %0 = bf16[2,33,17] data(), param=0\n  %1 = bf16[2,17,40] data(), param=1\n"
        "  %2 = bf16[2,33,40] matmul(%0, %1), ROOT=0\n}\n",
-       "calls lj_gemm_f32"},
+       "calls lj_gemm_[bf]"},
       {"IR {\n  %0 = f16[4,6,50] data(), param=0\n  %1 = f16[4,50,7] data(), param=1\n"
        "  %2 = f16[2,6,7] matmul_sum(%0, %1), ROOT=0\n}\n",
        "calls lj_gemm_f32"},

@@ -45,7 +45,7 @@ static int write_routines(FILE *f, ljc_session *s) {
   size_t offset[LJC_GEMM_NROUTINES], size[LJC_GEMM_NROUTINES], total = 0;
   fprintf(f, "%sstatic const unsigned char data[] = {", header);
   for (int r = 0; r < LJC_GEMM_NROUTINES; r++) {
-    if (!ljc_gemm_routine_defined(r)) continue;
+    if (!ljc_gemm_routine_defined(r, ljc_session_bf16_dot(s))) continue;
     char *obj = ljc_session_build_routine(s, r, &size[n]);
     if (!obj) {
       char name[32];

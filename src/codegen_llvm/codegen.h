@@ -35,6 +35,8 @@ const char *ljc_session_routine_target(const ljc_session *s);
 const char *ljc_session_llvm(const ljc_session *s);
 const char *ljc_session_cpu(const ljc_session *s);
 const char *ljc_session_features(const ljc_session *s);
+/* Whether the session's target has bf16 dot products (what ljg_fuse_options.bf16_dot asks). */
+bool ljc_session_bf16_dot(const ljc_session *s);
 
 /* Where a session looks for the object file of a GEMM routine that this process has not built
  * yet, and leaves each one it builds: the persistent cache. get: routine `name`'s object file
@@ -47,7 +49,7 @@ typedef struct ljc_routine_cache {
 } ljc_routine_cache;
 void ljc_session_set_routine_cache(ljc_session *s, ljc_routine_cache c);
 
-/* GEMM routine r's object file (ljc_gemm_routine_defined(r)) as the session compiles it for
+/* GEMM routine r's object file (ljc_gemm_routine_defined(r, ljc_session_bf16_dot(s))) as the session compiles it for
  * its target, malloc'd, its size in *size; NULL with LJ_ERR_COMPILE. What lj-precompile builds
  * the library's precompiled routines with. */
 char *ljc_session_build_routine(ljc_session *s, int r, size_t *size);

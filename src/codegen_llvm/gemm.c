@@ -77,7 +77,11 @@ typedef struct gemm {
    * routine never packs it so (a_window, or B read where it is); and the step from one k to
    * the next in the tiles' rows of A */
   LLVMValueRef a_transposed, a_step;
-  LLVMTypeRef t, vt;                /* element and vector types */
+  LLVMTypeRef t, vt;                /* element and vector types (C's, and the products') */
+  /* bf16 operands (kind LJC_GEMM_BF16), multiplied in pairs along k (see "bf16 operands"
+   * below); and the element type of A, B and the packed buffers: t, or i16 for bf16 */
+  bool pairs;
+  LLVMTypeRef ot;
   int vw;                           /* elements per vector */
   int mr;                           /* rows of C in a tile (the register file decides) */
   unsigned esize;
@@ -95,6 +99,11 @@ typedef struct panel {
 
 static LLVMValueRef at(gemm *g, LLVMValueRef base, LLVMValueRef off) {
   return LLVMBuildInBoundsGEP2(g->b, g->t, base, &off, 1, "");
+}
+
+/* The same in elements of A, B and the packed buffers (g->ot). */
+static LLVMValueRef oat(gemm *g, LLVMValueRef base, LLVMValueRef off) {
+  return LLVMBuildInBoundsGEP2(g->b, g->ot, base, &off, 1, "");
 }
 
 static LLVMValueRef add(gemm *g, LLVMValueRef x, int64_t v) {
@@ -118,25 +127,28 @@ static LLVMValueRef elem(gemm *g, int operand, LLVMValueRef i0, LLVMValueRef i1,
   const LLVMValueRef *s = &g->arg[operand + 1];
   LLVMValueRef off = vadd(g, vadd(g, vmul(g, i0, s[0]), vmul(g, i1, s[1])), vmul(g, i2, s[2]));
   if (operand == LJC_GEMM_A) off = LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_A_ORIGIN], "");
-  return at(g, g->arg[operand], off);
+  return oat(g, g->arg[operand], off);
 }
 
 /* Element `col` of row `row` (relative to the block's k0) of the packed panel at buf. */
 static LLVMValueRef packed_at(gemm *g, const panel *p, LLVMValueRef buf, LLVMValueRef row, int64_t col) {
-  return at(g, buf, add(g, mul(g, row, (int64_t)p->nv * g->vw), col));
+  return oat(g, buf, add(g, mul(g, row, (int64_t)p->nv * g->vw), col));
 }
 
 static LLVMValueRef splat(gemm *g, LLVMValueRef x, LLVMTypeRef vt) { return ljc_splat(g->ir, x, vt); }
 
-/* The lanes l with lo + l < hi (i64 values). */
-static LLVMValueRef lanes_below(gemm *g, LLVMValueRef lo, LLVMValueRef hi) {
+/* The lanes l < n (n <= 64) with lo + l < hi (i64 values). */
+static LLVMValueRef lanes_below_n(gemm *g, int n, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = g->ir;
   LLVMValueRef lanes[64];
-  for (int l = 0; l < g->vw; l++) lanes[l] = ljc_i64(ir, l);
-  LLVMTypeRef iv = LLVMVectorType(ir->i64, (unsigned)g->vw);
-  LLVMValueRef x = LLVMBuildAdd(g->b, splat(g, lo, iv), LLVMConstVector(lanes, (unsigned)g->vw), "");
+  for (int l = 0; l < n; l++) lanes[l] = ljc_i64(ir, l);
+  LLVMTypeRef iv = LLVMVectorType(ir->i64, (unsigned)n);
+  LLVMValueRef x = LLVMBuildAdd(g->b, splat(g, lo, iv), LLVMConstVector(lanes, (unsigned)n), "");
   return LLVMBuildICmp(g->b, LLVMIntSLT, x, splat(g, hi, iv), "");
 }
+
+/* The same for the lanes of a vector. */
+static LLVMValueRef lanes_below(gemm *g, LLVMValueRef lo, LLVMValueRef hi) { return lanes_below_n(g, g->vw, lo, hi); }
 
 static LLVMValueRef masked_load(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_masked_load(g->ir, g->vt, p, (int)g->esize, mask);
@@ -184,7 +196,7 @@ static void when(gemm *g, LLVMValueRef cond, void (*then)(gemm *, void *), void 
 
 /* Packed panel q of the block: KC rows of the panel's width. */
 static LLVMValueRef panel_buffer(gemm *g, const panel *p, LLVMValueRef q) {
-  return at(g, g->packed, mul(g, q, (int64_t)KC * p->nv * g->vw));
+  return oat(g, g->packed, mul(g, q, (int64_t)KC * p->nv * g->vw));
 }
 
 /* B contiguous along n: row by row of k, each panel's part of the row is nv vector loads (the
@@ -262,6 +274,201 @@ static void pack_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef
   ljc_loop_end(ir, &C, NULL, NULL);
   ljc_loop_end(ir, &K, NULL, NULL);
   ljc_loop_end(ir, &Q, NULL, NULL);
+}
+
+/* ---- bf16 operands: pairs along k ---------------------------------------------------------- */
+
+/* A routine of bf16 operands (kind LJC_GEMM_BF16: an f32 product of bf16 values, fuse.c's
+ * bf16_operands) multiplies them in pairs along k: a vector of 2·vw bf16 holds vw pairs
+ * (k, k + 1), one for each f32 lane of C, which one instruction (vdpbf16ps: the two products
+ * exact, added to the lane in f32) multiplies and adds. The packed panels hold, for each pair
+ * of B's rows from the block's k0 on, nv vectors of 2·vw: the panel's column c of vector j at
+ * elements 2·c and 2·c + 1 (B[k, n], B[k + 1, n]), zeros past the block's last k and the
+ * panel's last column. A is packed a block of MC rows at a time, each row's block of k in a
+ * row of KC, a zero after an odd block, so that a tile broadcasts a pair of A as one 32-bit
+ * element. */
+
+/* The pairs of the block of k. */
+static LLVMValueRef pair_count(gemm *g) {
+  return LLVMBuildSDiv(g->b, add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1), ljc_i64(g->ir, 2), "");
+}
+
+/* Vector j of pair q of the packed panel at buf. */
+static LLVMValueRef pairs_at(gemm *g, const panel *p, LLVMValueRef buf, LLVMValueRef q, int j) {
+  return oat(g, buf, add(g, mul(g, q, 2 * (int64_t)p->nv * g->vw), 2 * (int64_t)j * g->vw));
+}
+
+/* The vector of type vt at p, bf16 aligned, its lanes where mask (all with mask NULL). */
+static LLVMValueRef pair_load(gemm *g, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef mask) {
+  if (mask) return ljc_masked_load(g->ir, vt, p, 2, mask);
+  LLVMValueRef v = LLVMBuildLoad2(g->b, vt, p, "");
+  LLVMSetAlignment(v, 2);
+  return v;
+}
+
+/* B's row k of the pair from k (the pair's first) and, where k + 1 < the block's end, row k + 1
+ * (in *second, else k again, an address of B's), and whether it is (*has). */
+static void pair_rows(gemm *g, LLVMValueRef q, LLVMValueRef *k, LLVMValueRef *second, LLVMValueRef *has) {
+  *k = vadd(g, g->k0, mul(g, q, 2));
+  LLVMValueRef next = add(g, *k, 1);
+  *has = LLVMBuildICmp(g->b, LLVMIntSLT, next, g->k1, "");
+  *second = LLVMBuildSelect(g->b, *has, next, *k, "");
+}
+
+/* B contiguous along n: for each pair of rows, each panel's vector j interleaves the vw
+ * columns of both rows (the second zeros past the block's end). */
+static void pack_rows_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  int vw = g->vw;
+  LLVMTypeRef half = LLVMVectorType(ir->i16, (unsigned)vw);
+  LLVMValueRef lanes[128];
+  for (int l = 0; l < 2 * vw; l++) lanes[l] = ljc_const_i(ir->i32, l / 2 + (l % 2) * vw);
+  LLVMValueRef interleave = LLVMConstVector(lanes, 2 * (unsigned)vw);
+  ljc_loop K, Q;
+  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), pair_count(g), false, 0, NULL);
+  LLVMValueRef k, second, has;
+  pair_rows(g, K.iv, &k, &second, &has);
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
+  LLVMValueRef n = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, (int64_t)p->nv * vw), ""), buf = panel_buffer(g, p, Q.iv);
+  LLVMValueRef row0 = elem(g, LJC_GEMM_B, bi, k, n), row1 = elem(g, LJC_GEMM_B, bi, second, n);
+  for (int j = 0; j < p->nv; j++) {
+    LLVMValueRef c = ljc_i64(ir, (int64_t)j * vw);
+    LLVMValueRef x0 = pair_load(g, half, oat(g, row0, c), p->mask[j]);
+    LLVMValueRef x1 = pair_load(g, half, oat(g, row1, c), p->mask[j]);
+    x1 = LLVMBuildSelect(b, has, x1, LLVMConstNull(half), "");
+    packed_store(g, LLVMBuildShuffleVector(b, x0, x1, interleave, ""), pairs_at(g, p, buf, K.iv, j));
+  }
+  ljc_loop_end(ir, &Q, NULL, NULL);
+  ljc_loop_end(ir, &K, NULL, NULL);
+}
+
+/* Pair q's columns [c0, c1) of the panel from column n0 at buf, element by element, zeros past
+ * the panel's `cols` columns (whose element is read in their place). */
+static void pack_pair_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n0, LLVMValueRef buf,
+                               LLVMValueRef q, int64_t width) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef k, second, has, zero = ljc_const_i(ir->i16, 0);
+  pair_rows(g, q, &k, &second, &has);
+  LLVMValueRef dst = pairs_at(g, p, buf, q, 0);
+  ljc_loop C;
+  ljc_loop_begin(ir, &C, ljc_i64(ir, 0), ljc_i64(ir, width), false, 0, NULL);
+  LLVMValueRef c = C.iv, in = NULL;
+  if (p->mask[0]) {
+    c = ljc_intrinsic2(ir, "smin", c, add(g, p->cols, -1));
+    in = LLVMBuildICmp(b, LLVMIntSLT, C.iv, p->cols, "");
+  }
+  LLVMValueRef n = LLVMBuildNSWAdd(b, n0, c, "");
+  LLVMValueRef x0 = LLVMBuildLoad2(b, ir->i16, elem(g, LJC_GEMM_B, bi, k, n), "");
+  LLVMValueRef x1 = LLVMBuildLoad2(b, ir->i16, elem(g, LJC_GEMM_B, bi, second, n), "");
+  x1 = LLVMBuildSelect(b, has, x1, zero, "");
+  if (in) x0 = LLVMBuildSelect(b, in, x0, zero, ""), x1 = LLVMBuildSelect(b, in, x1, zero, "");
+  LLVMValueRef at0 = oat(g, dst, LLVMBuildShl(b, C.iv, ljc_i64(ir, 1), ""));
+  LLVMBuildStore(b, x0, at0);
+  LLVMBuildStore(b, x1, oat(g, at0, ljc_i64(ir, 1)));
+  ljc_loop_end(ir, &C, NULL, NULL);
+}
+
+/* B contiguous along k, full panels: B[k, n], B[k + 1, n] are one 32-bit element, so the
+ * whole multiples of 2·vw rows of the block go vw pairs of vw columns at a time, loaded along
+ * k and transposed in registers as 32-bit elements; then the pairs left element by element. */
+static void pack_cols_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  int vw = g->vw;
+  LLVMTypeRef wt = LLVMVectorType(ir->i32, (unsigned)vw);
+  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
+  LLVMValueRef full = LLVMBuildNSWAdd(b, g->k0, LLVMBuildAnd(b, len, ljc_i64(ir, -2 * vw), ""), "");
+  ljc_loop Q, K, T;
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, (int64_t)NV * vw), ""), buf = panel_buffer(g, p, Q.iv);
+  ljc_loop_begin_step(ir, &K, g->k0, full, 2 * vw, true, 0, NULL);
+  LLVMValueRef q0 = LLVMBuildAShr(b, LLVMBuildNSWSub(b, K.iv, g->k0, ""), ljc_i64(ir, 1), "");
+  for (int j = 0; j < NV; j++) {
+    LLVMValueRef v[64];
+    for (int c = 0; c < vw; c++) v[c] = pair_load(g, wt, elem(g, LJC_GEMM_B, bi, K.iv, add(g, n0, j * vw + c)), NULL);
+    ljc_transpose(ir, vw, v);
+    for (int r = 0; r < vw; r++) packed_store(g, v[r], pairs_at(g, p, buf, add(g, q0, r), j));
+  }
+  ljc_loop_end(ir, &K, NULL, NULL);
+  LLVMValueRef done = LLVMBuildAShr(b, LLVMBuildNSWSub(b, full, g->k0, ""), ljc_i64(ir, 1), "");
+  ljc_loop_begin(ir, &T, done, pair_count(g), true, 0, NULL);
+  pack_pair_elements(g, bi, p, n0, buf, T.iv, (int64_t)NV * vw);
+  ljc_loop_end(ir, &T, NULL, NULL);
+  ljc_loop_end(ir, &Q, NULL, NULL);
+}
+
+/* Any layout, and the last panel of one contiguous along k: element by element. */
+static void pack_elements_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  ljc_ir *ir = g->ir;
+  int64_t width = (int64_t)p->nv * g->vw;
+  ljc_loop Q, K;
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(g->b, p->n0, mul(g, Q.iv, width), ""), buf = panel_buffer(g, p, Q.iv);
+  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), pair_count(g), false, 0, NULL);
+  pack_pair_elements(g, bi, p, n0, buf, K.iv, width);
+  ljc_loop_end(ir, &K, NULL, NULL);
+  ljc_loop_end(ir, &Q, NULL, NULL);
+}
+
+/* Rows m0 .. m0 + len - 1 of matrix bi of A (what `when` passes the A packers). */
+typedef struct a_rows {
+  LLVMValueRef bi, m0, len;
+} a_rows;
+
+static void pack_a_pairs_along_k(gemm *g, void *ctx) {
+  const a_rows *a = ctx;
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  int w = 2 * g->vw;
+  LLVMTypeRef vt = LLVMVectorType(ir->i16, (unsigned)w);
+  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
+  ljc_loop R, C;
+  ljc_loop_begin(ir, &R, ljc_i64(ir, 0), a->len, false, 0, NULL);
+  LLVMValueRef src = elem(g, LJC_GEMM_A, a->bi, LLVMBuildNSWAdd(b, a->m0, R.iv, ""), g->k0);
+  LLVMValueRef dst = oat(g, g->apack, mul(g, R.iv, KC));
+  ljc_loop_begin_step(ir, &C, ljc_i64(ir, 0), LLVMBuildAnd(b, add(g, len, w - 1), ljc_i64(ir, -w), ""), w, false, 0,
+                      NULL);
+  LLVMValueRef v = pair_load(g, vt, oat(g, src, C.iv), lanes_below_n(g, w, C.iv, len));
+  packed_store(g, v, oat(g, dst, C.iv));
+  ljc_loop_end(ir, &C, NULL, NULL);
+  ljc_loop_end(ir, &R, NULL, NULL);
+}
+
+static void pack_a_pairs_elements(gemm *g, void *ctx) {
+  const a_rows *a = ctx;
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
+  ljc_loop R, C;
+  ljc_loop_begin(ir, &R, ljc_i64(ir, 0), a->len, false, 0, NULL);
+  LLVMValueRef m = LLVMBuildNSWAdd(b, a->m0, R.iv, ""), dst = oat(g, g->apack, mul(g, R.iv, KC));
+  ljc_loop_begin(ir, &C, ljc_i64(ir, 0), LLVMBuildAnd(b, add(g, len, 1), ljc_i64(ir, -2), ""), false, 0, NULL);
+  LLVMValueRef k = vadd(g, g->k0, ljc_intrinsic2(ir, "smin", C.iv, add(g, len, -1)));
+  LLVMValueRef x = LLVMBuildLoad2(b, ir->i16, elem(g, LJC_GEMM_A, a->bi, m, k), "");
+  x = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, C.iv, len, ""), x, ljc_const_i(ir->i16, 0), "");
+  LLVMBuildStore(b, x, oat(g, dst, C.iv));
+  ljc_loop_end(ir, &C, NULL, NULL);
+  ljc_loop_end(ir, &R, NULL, NULL);
+}
+
+/* Rows m0 .. m0 + len - 1 of matrix bi of A, the block of k, into apack's rows of KC: by vectors
+ * of 2·vw where A is contiguous along k (the lanes past the block zeros), else element by
+ * element up to an even length (a zero after an odd block). */
+static void pack_a_pairs(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
+  a_rows a = {bi, m0, len};
+  LLVMValueRef along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(g->ir, 1), "");
+  when(g, along_k, pack_a_pairs_along_k, &a);
+  when(g, LLVMBuildNot(g->b, along_k, ""), pack_a_pairs_elements, &a);
+}
+
+/* acc + the dot products of the pairs of a and b (vectors of 2·vw bf16) in each lane
+ * (vdpbf16ps: subnormal bf16 read as zero, a subnormal sum stored as zero). */
+static LLVMValueRef dot_pairs(gemm *g, LLVMValueRef acc, LLVMValueRef a, LLVMValueRef b) {
+  LJ_ASSERT(g->ir->bf16_dot && g->vw == 16);
+  LLVMValueRef args[3] = {acc, a, b};
+  return ljc_intrinsic_over(g->ir, "x86.avx512bf16.dpbf16ps.512", 0, NULL, 3, args);
 }
 
 static LLVMValueRef splat32(gemm *g, LLVMValueRef x64) {
@@ -689,10 +896,6 @@ static void pack_a_rows_of(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueR
   ljc_loop_end(ir, &K, NULL, NULL);
 }
 
-typedef struct a_rows {
-  LLVMValueRef bi, m0, len;
-} a_rows;
-
 static void pack_a_rows_then(gemm *g, void *ctx) {
   const a_rows *ar = ctx;
   pack_a_rows_of(g, ar->bi, ar->m0, ar->len);
@@ -700,7 +903,13 @@ static void pack_a_rows_then(gemm *g, void *ctx) {
 
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  if (g->variant == LJC_GEMM_WINDOW)
+  if (g->pairs && g->variant == LJC_GEMM_ROWS)
+    pack_rows_pairs(g, bi, p, np);
+  else if (g->pairs && g->variant == LJC_GEMM_COLS && !p->mask[0])
+    pack_cols_pairs(g, bi, p, np);
+  else if (g->pairs)
+    pack_elements_pairs(g, bi, p, np);
+  else if (g->variant == LJC_GEMM_WINDOW)
     pack_window(g, bi, p, np);
   else if (g->variant == LJC_GEMM_ROWS)
     pack_rows(g, bi, p, np);
@@ -769,7 +978,7 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
   LLVMValueRef arow[MR_MAX], acc[MR_MAX * NV + 1], next[MR_MAX * NV + 1], bvec[NV];
   for (int r = 0; r < mr; r++) {
     LLVMValueRef off = vmul(g, m[r], g->a_sm);
-    arow[r] = LLVMBuildGEP2(g->b, g->t, g->a_base, &off, 1, "");
+    arow[r] = LLVMBuildGEP2(g->b, g->ot, g->a_base, &off, 1, "");
   }
   /* the first block of k starts from the row's bias (0 without one), the others from 0 */
   for (int r = 0; r < mr; r++) {
@@ -789,16 +998,32 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
     for (int j = 0; j < nv; j++) ljc_prefetch_write(ir, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)));
   ljc_if_end(ir, no_prefetch);
   ljc_loop K;
-  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), klen, false, mr * nv + 1, acc);
-  for (int j = 0; j < nv; j++)
-    bvec[j] = g->variant == LJC_GEMM_DIRECT
-                  ? vload(g, at(g, buf, add(g, vmul(g, K.iv, g->arg[LJC_GEMM_B_SK]), (int64_t)j * g->vw)), p->mask[j])
-                  : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
+  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), g->pairs ? pair_count(g) : klen, false, mr * nv + 1, acc);
   LLVMValueRef koff = K.acc[mr * nv];
-  next[mr * nv] = vadd(g, koff, g->a_step);
-  for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""), g->vt);
-    for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
+  if (g->pairs) { /* a pair of A's k a 32-bit element, B's pairs a vector of 2·vw bf16 */
+    LLVMTypeRef pt = LLVMVectorType(LLVMBFloatTypeInContext(ir->ctx), 2 * (unsigned)g->vw);
+    LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)g->vw);
+    for (int j = 0; j < nv; j++) {
+      bvec[j] = LLVMBuildLoad2(g->b, pt, pairs_at(g, p, buf, K.iv, j), "");
+      LLVMSetAlignment(bvec[j], (unsigned)ir->vec_bytes);
+    }
+    next[mr * nv] = add(g, koff, 2);
+    for (int r = 0; r < mr; r++) {
+      LLVMValueRef x = LLVMBuildLoad2(g->b, ir->i32, oat(g, arow[r], koff), "");
+      LLVMSetAlignment(x, 4);
+      LLVMValueRef s = LLVMBuildBitCast(g->b, splat(g, x, it), pt, "");
+      for (int j = 0; j < nv; j++) next[r * nv + j] = dot_pairs(g, K.acc[r * nv + j], s, bvec[j]);
+    }
+  } else {
+    for (int j = 0; j < nv; j++)
+      bvec[j] = g->variant == LJC_GEMM_DIRECT
+                    ? vload(g, at(g, buf, add(g, vmul(g, K.iv, g->arg[LJC_GEMM_B_SK]), (int64_t)j * g->vw)), p->mask[j])
+                    : packed_load(g, packed_at(g, p, buf, K.iv, (int64_t)j * g->vw));
+    next[mr * nv] = vadd(g, koff, g->a_step);
+    for (int r = 0; r < mr; r++) {
+      LLVMValueRef s = splat(g, LLVMBuildLoad2(g->b, g->t, at(g, arow[r], koff), ""), g->vt);
+      for (int j = 0; j < nv; j++) next[r * nv + j] = ljc_fmuladd(ir, s, bvec[j], K.acc[r * nv + j]);
+    }
   }
   ljc_loop_end(ir, &K, next, acc);
   /* the block's sum joins what C holds: sums of a block's length stay accurate however
@@ -874,8 +1099,8 @@ typedef struct rows {
  * apack's rows, shifted by m0's, where A is packed there, else A's. */
 static void a_rows_at(gemm *g, LLVMValueRef bi, LLVMValueRef m0) {
   LLVMValueRef back = mul(g, m0, -KC);
-  LLVMValueRef packed = g->apack ? LLVMBuildGEP2(g->b, g->t, g->apack, &back, 1, "") : NULL;
-  if (g->a_window) {
+  LLVMValueRef packed = g->apack ? oat(g, g->apack, back) : NULL;
+  if (g->a_window || g->pairs) {
     g->a_base = packed, g->a_sm = ljc_i64(g->ir, KC);
     return;
   }
@@ -897,6 +1122,7 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   LLVMValueRef blen = ljc_intrinsic2(ir, "smin", ljc_i64(ir, MC), LLVMBuildNSWSub(g->b, rw->len, mb.iv, ""));
   LLVMValueRef m = LLVMBuildNSWAdd(g->b, rw->m0, mb.iv, ""), crow = LLVMBuildNSWAdd(g->b, rw->crow0, mb.iv, "");
   if (g->a_window) pack_a(g, rw->bi, m, blen);
+  if (g->pairs) pack_a_pairs(g, rw->bi, m, blen);
   if (g->a_transposed) when(g, g->a_transposed, pack_a_rows_then, &(a_rows){rw->bi, m, blen});
   a_rows_at(g, rw->bi, m);
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), np, false, 0, NULL);
@@ -1229,10 +1455,11 @@ int ljc_gemm_code(int r) {
   return r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX ? r - LJC_GEMM_WINOGRAD_DX + LJC_GEMM_WINOGRAD : r;
 }
 
-bool ljc_gemm_routine_defined(int r) {
+bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   int kind = r / LJC_GEMM_NVARIANTS, variant = r % LJC_GEMM_NVARIANTS;
   if (r < 0 || r >= LJC_GEMM_NROUTINES || ljc_gemm_code(r) != r) return false;
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
+  if (kind == LJC_GEMM_BF16) return bf16_dot && variant <= LJC_GEMM_ELEMENTS;
   return is_winograd(variant) ? kind <= 1 : true;
 }
 
@@ -1248,7 +1475,7 @@ void ljc_gemm_routine_name(int routine, char name[32]) {
     snprintf(name, 32, "lj_gemm_f32_winograd%s%s", kind ? "5" : "", variants[variant] + strlen("winograd"));
     return;
   }
-  snprintf(name, 32, "lj_gemm_%s_%s%s", kind & 1 ? "f64" : "f32", variants[variant],
+  snprintf(name, 32, "lj_gemm_%s_%s%s", kind == LJC_GEMM_BF16 ? "bf16" : kind & 1 ? "f64" : "f32", variants[variant],
            kind & 2 && variant < LJC_GEMM_WINOGRAD ? "_a_window" : "");
 }
 
@@ -1294,10 +1521,12 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), g->arg);
   /* the packed panels, or the few rows' sums where B is read in place (axpy_rows_of) */
-  g->packed = g->variant != LJC_GEMM_DIRECT ? ljc_entry_array(ir, g->t, (int64_t)KC * NP * NV * g->vw)
+  g->packed = g->variant != LJC_GEMM_DIRECT ? ljc_entry_array(ir, g->ot, (int64_t)KC * NP * NV * g->vw)
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
-  if (g->a_window) {
+  if (g->pairs) {
+    g->apack = ljc_entry_array(ir, g->ot, (int64_t)MC * KC);
+  } else if (g->a_window) {
     g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
     g->apos = ljc_entry_array(ir, ir->i32, 3 * (int64_t)KC);
     g->a_step = ljc_i64(ir, 1);
@@ -1313,12 +1542,13 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
   LLVMValueRef few = NULL;
-  if (g->variant == LJC_GEMM_COLS && !g->a_window) {
+  bool a_in_place = !g->a_window && !g->pairs; /* A read where it is */
+  if (g->variant == LJC_GEMM_COLS && a_in_place) {
     LLVMValueRef a_along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(ir, 1), "");
     few = few_rows(g, &rw, dot_max_rows(g), FEW_GROUPS, a_along_k, dot_rows_of);
-  } else if (g->variant == LJC_GEMM_ROWS && !g->a_window) {
+  } else if (g->variant == LJC_GEMM_ROWS && a_in_place) {
     few = few_rows(g, &rw, AXPY_ROWS, FEW_GROUPS, ljc_const_i(ir->i1, 1), axpy_rows_of);
-  } else if (g->variant == LJC_GEMM_DIRECT && !g->a_window) {
+  } else if (g->variant == LJC_GEMM_DIRECT && a_in_place) {
     /* up to 4 rows only: the tiles, which read B once for 8 rows, beat groups of a few rows'
      * sums, once for 4 (16 rows by 784×512, one thread: 74-82 -> 60 µs); a k of a few stays
      * in a tile's registers */
@@ -1344,7 +1574,9 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   int kind = routine / LJC_GEMM_NVARIANTS;
   lj_dtype dt = kind & 1 ? LJ_F64 : LJ_F32;
   gemm g = {.ir = ir, .b = ir->b, .variant = routine % LJC_GEMM_NVARIANTS, .a_window = kind & 2};
+  g.pairs = kind == LJC_GEMM_BF16;
   g.t = ljc_compute_type(ir, dt);
+  g.ot = g.pairs ? ir->i16 : g.t;
   g.esize = dt == LJ_F64 ? 8 : 4;
   g.vw = ir->vec_bytes / (int)g.esize;
   g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
@@ -1390,7 +1622,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   LLVMValueRef cols_arg[LJC_GEMM_NARGS];
   memcpy(cols_arg, g.arg, sizeof cols_arg);
   LLVMValueRef b_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_B_SN], "");
-  cols_arg[LJC_GEMM_B] = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_B], &b_off, 1, "");
+  cols_arg[LJC_GEMM_B] = LLVMBuildGEP2(b, g.ot, g.arg[LJC_GEMM_B], &b_off, 1, "");
   cols_arg[LJC_GEMM_C] = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_C], &n0, 1, "");
   cols_arg[LJC_GEMM_N] = LLVMBuildNSWSub(b, n1, n0, "");
   LLVMValueRef cols_block = store_args(ir, cols_arg);
@@ -1504,6 +1736,9 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
+  if (ea->dtype == LJ_BF16 && eb->dtype == LJ_BF16 && k->mm_dtype == LJ_F32 && !k->mm_cols)
+    return LJC_GEMM_BF16 * LJC_GEMM_NVARIANTS + (bs[2] == 1 ? LJC_GEMM_ROWS : bs[1] == 1 ? LJC_GEMM_COLS : LJC_GEMM_ELEMENTS);
+  if (ea->dtype != k->mm_dtype || eb->dtype != k->mm_dtype) return -1;
   bool wino = !k->mm_no_winograd;
   int variant = wino && winograd(k, av, bv)      ? LJC_GEMM_WINOGRAD
                 : wino && winograd_dx(k, av, bv) ? LJC_GEMM_WINOGRAD_DX
@@ -1680,13 +1915,13 @@ bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *a
   return false;
 }
 
-/* The address of a 3-d operand view's element (0, 0, 0) at field first and its strides at
- * fields first + 1 .. first + 3. */
-static void operand_args(ljc_kctx *kc, LLVMValueRef *arg, int first, LLVMValueRef base, const ljg_view *v) {
+/* The address of the element (0, 0, 0) of operand load e's 3-d view at field first and its
+ * strides at fields first + 1 .. first + 3. */
+static void operand_args(ljc_kctx *kc, LLVMValueRef *arg, int first, const ljg_kexpr *e) {
   ljc_ir *ir = kc->ir;
-  const ljg_view1 *t = &v->v[0];
+  const ljg_view1 *t = &kc->k->views[e->view].v[0];
   LLVMValueRef off = ljc_i64(ir, t->offset);
-  arg[first] = LLVMBuildInBoundsGEP2(ir->b, ljc_compute_type(ir, (lj_dtype)kc->k->mm_dtype), base, &off, 1, "");
+  arg[first] = LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, (lj_dtype)e->dtype), kc->slot_ptr[e->slot], &off, 1, "");
   for (int d = 0; d < 3; d++) arg[first + 1 + d] = ljc_i64(ir, t->stride[d]);
 }
 
@@ -1753,8 +1988,8 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   if (routine < 0) return false;
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
   LLVMValueRef arg[LJC_GEMM_NARGS];
-  operand_args(kc, arg, LJC_GEMM_A, kc->slot_ptr[ea->slot], &k->views[ea->view]);
-  operand_args(kc, arg, LJC_GEMM_B, kc->slot_ptr[eb->slot], &k->views[eb->view]);
+  operand_args(kc, arg, LJC_GEMM_A, ea);
+  operand_args(kc, arg, LJC_GEMM_B, eb);
   arg[LJC_GEMM_A_ORIGIN] = kc->slot_origin[ea->slot] ? kc->slot_origin[ea->slot] : ljc_i64(ir, 0);
   int32_t c_slot = k->mm_out_slot;
   int64_t bias_s[2] = {0, 0};

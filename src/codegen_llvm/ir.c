@@ -32,6 +32,10 @@ int ljc_vector_bytes(const char *features) {
   return strstr(features, "+avx") ? 32 : 16;
 }
 
+bool ljc_bf16_dot(const char *features) {
+  return ljc_vector_bytes(features) == 64 && strstr(features, "+avx512bf16");
+}
+
 void ljc_ir_dispose(ljc_ir *ir) { LLVMDisposeBuilder(ir->b); }
 
 LLVMTypeRef ljc_storage_type(ljc_ir *ir, lj_dtype dt) {

@@ -18,6 +18,7 @@ typedef struct ljc_ir {
   LLVMTypeRef i1, i8, i16, i32, i64, f16, f32, f64, ptr, void_;
   int vec_bytes; /* the target's vector register width (explicitly vectorized kernels) */
   bool fma;      /* the target fuses multiply-adds (ljc_fmuladd rounds once) */
+  bool bf16_dot; /* the target has bf16 dot products of the vector width (ljc_bf16_dot) */
   struct ljc_dbg *dbg; /* LJ_HLO_DEBUG: debug info being built (debuginfo.c), or NULL */
   int loop_width;      /* loops closed while it is 1 are marked not to be vectorized, while it
                           is n > 1 to be vectorized n lanes wide; 0: no mark */
@@ -38,6 +39,8 @@ void ljc_ir_init(ljc_ir *ir, LLVMContextRef ctx, LLVMModuleRef mod);
 /* The vector register width a target feature string implies: 64 bytes with AVX-512F, 32 with
  * AVX (or when the features are not given: code for a named CPU), else 16. */
 int ljc_vector_bytes(const char *features);
+/* Whether features give 64-byte vectors and AVX-512's bf16 dot products (vdpbf16ps). */
+bool ljc_bf16_dot(const char *features);
 /* The names of vmath.c's helper functions, which stay calls (noinline) until the loop
  * vectorizer has replaced them with their vector variants, and are inlined after it
  * (pipeline.c). */
@@ -278,28 +281,36 @@ enum {
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
  * (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
- * when A is an im2col packed from its image, a block of rows at a time; for the Winograd
- * variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for F(5×5, 3×3). */
+ * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
+ * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
+ * F(5×5, 3×3). */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_NVARIANTS
 };
-enum { LJC_GEMM_NROUTINES = 4 * LJC_GEMM_NVARIANTS };
+/* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS and ELEMENTS
+ * variants; gemm.c's "bf16 operands"): what a kernel whose A and B are bf16 loads and whose
+ * matmul is f32 calls (ljg_fuse_options.bf16_dot). */
+enum { LJC_GEMM_BF16 = 4 };
+enum { LJC_GEMM_NROUTINES = 5 * LJC_GEMM_NVARIANTS };
 /* Loads an argument block's fields (its pointer fields as pointers) into arg[LJC_GEMM_NARGS]. */
 void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg);
 /* Defines routine r (r = ljc_gemm_code(r); external, its name from ljc_gemm_routine_name) in
  * ir's module. */
 void ljc_define_gemm_routine(ljc_ir *ir, int r);
-/* Whether ljc_define_gemm_routine defines r: a code routine (ljc_gemm_code(r) = r) of a kind
- * its variant has (the Winograd variants' two tiles, TAPS_DW's f32 with A the im2col). */
-bool ljc_gemm_routine_defined(int r);
+/* Whether ljc_define_gemm_routine defines r for a target with bf16 dot products or without
+ * (ljc_bf16_dot): a code routine (ljc_gemm_code(r) = r) of a kind its variant has (the
+ * Winograd variants' two tiles, TAPS_DW's f32 with A the im2col, LJC_GEMM_BF16's with bf16
+ * dot products). */
+bool ljc_gemm_routine_defined(int r, bool bf16_dot);
 /* The name of the code routine r runs (ljc_gemm_code's). */
 void ljc_gemm_routine_name(int r, char name[32]);
 /* The routine whose code routine r runs: WINOGRAD_DX's is WINOGRAD's of the same kind (the
  * two differ only in where they read the weight, the W_ fields), every other its own. */
 int ljc_gemm_code(int r);
 /* The routine a kernel's matmul is (the code it calls: ljc_gemm_code's), or -1 when it is no
- * matmul the routines do (not f32/f64, or an operand not a load through a single-level view). */
+ * matmul the routines do (not f32/f64, an operand not a load through a single-level view, or
+ * of another dtype than the product's but both bf16 for an f32 one). */
 int ljc_gemm_routine(const ljg_kernel *k);
 /* A matmul kernel's rows [begin, end) as a call of its routine; false, emitting nothing, when
  * there is none (ljc_gemm_routine). `first` (an i1): the first call of a run of the kernel. */

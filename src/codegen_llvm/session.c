@@ -179,6 +179,8 @@ const char *ljc_session_llvm(const ljc_session *s) { return s->llvm; }
 const char *ljc_session_cpu(const ljc_session *s) { return s->cpu; }
 const char *ljc_session_features(const ljc_session *s) { return s->features; }
 
+bool ljc_session_bf16_dot(const ljc_session *s) { return ljc_bf16_dot(s->features); }
+
 /* One kernel's texts (ljc_texts), kept only when asked for. */
 typedef struct kernel_texts {
   char *ir, *ir_opt, *asm_text;
@@ -265,6 +267,7 @@ static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
   ljc_ir_init(&ir, l->ctx, l->mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
   ir.fma = s->features && strstr(s->features, "+fma");
+  ir.bf16_dot = ljc_bf16_dot(s->features);
   int64_t nt_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* x86's sfence */
   l->stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
   if (k >= 0 && !ljc_stream_slots(p, k, nt_bytes, s->cpu, l->stream)) {
@@ -319,7 +322,7 @@ static LLVMMemoryBufferRef build_routine(ljc_session *s, LLVMTargetMachineRef tm
 }
 
 char *ljc_session_build_routine(ljc_session *s, int r, size_t *size) {
-  LJ_ASSERT(ljc_gemm_routine_defined(r));
+  LJ_ASSERT(ljc_gemm_routine_defined(r, ljc_bf16_dot(s->features)));
   LLVMMemoryBufferRef obj = build_routine(s, s->tms[0], r);
   if (!obj) return NULL;
   *size = LLVMGetBufferSize(obj);

@@ -41,6 +41,7 @@ typedef struct fuser {
   int32_t *pslot;  /* parameter slot of DATA/SCALAR nodes */
   int32_t *oslot;  /* slot a realized node's kernel writes */
   int32_t *cols;   /* for a matmul: the im2col node it reads implicitly (implicit_cols), or -1 */
+  bool *bf16;      /* for a matmul: it reads its operands' bf16 buffers (bf16_operands) */
   uint8_t *cols_op; /* ... as that operand (ljg_mm_cols) */
   LJB_VEC(ljg_slot) slots;
   LJB_VEC(ljg_kernel) kernels;
@@ -265,6 +266,46 @@ static bool add_cost(const fuser *f, recompute_cost *c, int32_t i, bool top) {
   return true;
 }
 
+/* With ljg_fuse_options.bf16_dot, an f32 matmul both of whose operands are bf16 values cast
+ * to f32 (a bf16 product as the matmul pass widens it: products summed in f32) reads the
+ * bf16 buffers below the casts, each through one strided view, and its routine multiplies
+ * pairs of them along k with the target's bf16 dot products (codegen_llvm/gemm.c): half the
+ * bytes read and twice the multiply-adds an instruction of f32's. The casts are not stored
+ * for it. src[k]: the buffer node operand k reads (a leaf, or realized). */
+static bool bf16_operands(const fuser *f, int32_t i, int32_t src[2]) {
+  const ljg_graph *g = f->g;
+  const ljg_gnode *n = &g->nodes[i];
+  if (!f->opt || !f->opt->bf16_dot || f->opt->disable_fusion || ljg_ops[n->op].kind != LJG_MATMUL ||
+      n->dtype != LJ_F32 || f->cols[i] >= 0)
+    return false;
+  for (int k = 0; k < 2; k++) {
+    int32_t x = ljg_in(g, n)[k], c = ljg_strip_views(g, x);
+    const ljg_gnode *cast = &g->nodes[c];
+    if (cast->op != LJG_OP_CAST || g->nodes[ljg_in(g, cast)[0]].dtype != LJ_BF16) return false;
+    src[k] = ljg_strip_views(g, ljg_in(g, cast)[0]);
+    ljg_view v;
+    if (!ljg_chain_view_past(g, x, src[k], c, &v) || v.n != 1) return false;
+  }
+  return true;
+}
+
+/* The LOAD of the bf16 buffer below the cast that operand x of a matmul that bf16_operands
+ * takes is, through the views on both sides of the cast. */
+static int32_t bf16_load(fuser *f, int32_t x) {
+  const ljg_graph *g = f->g;
+  int32_t c = ljg_strip_views(g, x), src = ljg_strip_views(g, ljg_in(g, &g->nodes[c])[0]);
+  ljg_view v;
+  LJ_ASSERT(ljg_chain_view_past(g, x, src, c, &v) && v.n == 1);
+  ljg_kexpr e = {0};
+  e.kind = LJG_X_LOAD;
+  e.node = src;
+  e.dtype = LJ_BF16;
+  e.op = g->nodes[src].op;
+  e.slot = f->realized[src] ? f->oslot[src] : f->pslot[src];
+  e.view = add_view(f, &v);
+  return push_expr(f, &e);
+}
+
 /* The view that matmul i reads as B when it is transposed (contiguous along k or strided, not
  * along n), one level over a buffer, not expanded over the batch, and the product would read
  * it in place were it contiguous (ljg_matmul_b_in_place): its node, else -1. */
@@ -272,7 +313,7 @@ static int32_t transposed_b(const fuser *f, int32_t i) {
   const ljg_graph *g = f->g;
   const ljg_gnode *n = &g->nodes[i];
   if ((n->op != LJG_OP_MATMUL && n->op != LJG_OP_MATMUL_SUM) || (n->dtype != LJ_F32 && n->dtype != LJ_F64) ||
-      f->cols[i] >= 0)
+      f->cols[i] >= 0 || f->bf16[i])
     return -1;
   const int32_t *in = ljg_in(g, n);
   int32_t b = in[1], src = ljg_strip_views(g, b);
@@ -364,6 +405,13 @@ static void decide(fuser *f) {
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
+    int32_t bsrc[2];
+    if (bf16_operands(f, i, bsrc)) {
+      f->bf16[i] = true;
+      for (int k = 0; k < 2; k++)
+        if (g->nodes[bsrc[k]].op != LJG_OP_DATA) f->realized[bsrc[k]] = true;
+      continue;
+    }
     int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
     for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
       if (ljg_ops[n->op].kind == LJG_MATMUL && f->cols[i] >= 0 && k == f->cols_op[i] - LJG_MM_COLS_A) continue;
@@ -769,8 +817,8 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
       memcpy(k->mm_img, g->nodes[img].shape, sizeof k->mm_img);
       ljg_window_out(c->attr.a, k->mm_img[2], k->mm_img[3], &k->mm_oh, &k->mm_ow);
     }
-    k->mm_a = build(f, operand[0], 0, false);
-    k->mm_bm = build(f, operand[1], 0, false);
+    k->mm_a = f->bf16[i] ? bf16_load(f, operand[0]) : build(f, operand[0], 0, false);
+    k->mm_bm = f->bf16[i] ? bf16_load(f, operand[1]) : build(f, operand[1], 0, false);
     k->mm_b = g->nodes[in[0]].shape[0];
     k->mm_m = n->shape[1];
     k->mm_n = n->shape[2];
@@ -910,6 +958,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   f.oslot = ljb_xalloc(n * sizeof *f.oslot);
   f.cols = ljb_xalloc(n * sizeof *f.cols);
   f.cols_op = ljb_xcalloc(n, sizeof *f.cols_op);
+  f.bf16 = ljb_xcalloc(n, sizeof *f.bf16);
   memset(f.pslot, 0xff, n * sizeof *f.pslot);
   memset(f.oslot, 0xff, n * sizeof *f.oslot);
   decide(&f);
@@ -947,6 +996,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   free(f.oslot);
   free(f.cols);
   free(f.cols_op);
+  free(f.bf16);
   ljb_vec_free(&f.slots);
   ljb_vec_free(&f.kernels);
   ljb_vec_free(&f.exprs);

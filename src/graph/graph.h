@@ -377,6 +377,9 @@ int32_t ljg_strip_views(const ljg_graph *g, int32_t i);
 /* The view of node src's buffer seen through the chain of view nodes from top down to src;
  * false when the chain is too long or needs more than LJG_MAX_VIEWS levels. */
 bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v);
+/* The same through node `past` on the chain, not a view node: an elementwise op of one
+ * operand that keeps its shape (a cast), which views commute with. */
+bool ljg_chain_view_past(const ljg_graph *g, int32_t top, int32_t src, int32_t past, ljg_view *v);
 /* The im2col node (zero fill, [N, C·KH·KW, OH·OW]) that matmul operand x is, seen whole
  * through reshapes (a convolution's B; the A of its weight gradient turned, Σ cols·dYᵀ) or,
  * when transposed, through a transpose of its last two dims (that gradient's B before it is
@@ -489,7 +492,8 @@ typedef struct ljg_kernel {
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k; /* mm_b: the matrices A and B hold */
-  int32_t mm_a, mm_bm;  /* kexpr LOADs of A and B (their views give the strides) */
+  int32_t mm_a, mm_bm;  /* kexpr LOADs of A and B (their views give the strides); of mm_dtype,
+                           or both bf16 for an f32 product (ljg_fuse_options.bf16_dot) */
   int32_t mm_out_slot;
   uint8_t mm_dtype;
   int64_t mm_sum;       /* 0; or (MATMUL_SUM) C holds this many matrices, each the products
@@ -670,6 +674,8 @@ typedef struct ljg_program {
 typedef struct ljg_fuse_options {
   bool disable_fusion;
   bool no_winograd; /* lj_config.winograd off: every matmul kernel's mm_no_winograd */
+  bool bf16_dot;    /* the target has bf16 dot products: f32 matmuls of bf16 values cast to f32
+                       read the bf16 buffers (fuse.c, bf16_operands) */
 } ljg_fuse_options;
 
 /* Fuses the (optimized) graph into kernels and plans their buffers. */

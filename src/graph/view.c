@@ -159,9 +159,14 @@ int32_t ljg_strip_views(const ljg_graph *g, int32_t i) {
 }
 
 bool ljg_chain_view(const ljg_graph *g, int32_t top, int32_t src, ljg_view *v) {
+  return ljg_chain_view_past(g, top, src, -1, v);
+}
+
+bool ljg_chain_view_past(const ljg_graph *g, int32_t top, int32_t src, int32_t past, ljg_view *v) {
   int32_t chain[256];
   int nc = 0;
-  for (int32_t i = top; i != src && nc < 256; i = ljg_in(g, &g->nodes[i])[0]) chain[nc++] = i;
+  for (int32_t i = top; i != src && nc < 256; i = ljg_in(g, &g->nodes[i])[0])
+    if (i != past) chain[nc++] = i;
   if (nc == 256) return false;
   ljg_view_contiguous(v, g->nodes[src].ndim, g->nodes[src].shape);
   for (int k = nc - 1; k >= 0; k--)

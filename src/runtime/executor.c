@@ -25,6 +25,7 @@ static ljg_fuse_options fuse_options(const ljr_runtime *rt) {
   ljg_fuse_options o = {0};
   o.disable_fusion = rt->cfg.pub.disable_fusion;
   o.no_winograd = !rt->cfg.pub.winograd;
+  o.bf16_dot = ljc_session_bf16_dot(rt->cg);
   return o;
 }
 
