@@ -547,7 +547,8 @@ END_TEST
  * dot products on the host, their routines (lj_gemm_bf16_*, in the dump) multiply pairs along
  * k from B packed by rows (contiguous along n), by 32-bit transposes (B transposed: a pair is
  * one element) and element by element (B strided, and the last panel of a transposed B), A
- * packed by vectors or (transposed) element by element; around the tiles' edges (rows 1, 5, 8,
+ * packed by vectors or (transposed) element by element, and a few rows by B transposed as
+ * dot products of vectors of pairs, read where they are; around the tiles' edges (rows 1, 5, 8,
  * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
  * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
  * a few rows by column tasks, and an empty k. Without the instruction the same graphs run

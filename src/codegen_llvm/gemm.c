@@ -1203,8 +1203,8 @@ static void panels(gemm *g, const rows *rw) {
  * of a linear layer at a batch of a few rows) computes each element of C as the dot product
  * of A's row and B's column, both read where they are: B once, without packing, which for so
  * few rows costs more than the products (its transposes ran at a fraction of the products'
- * speed). dot_cols columns at a time, each (row, column) pair a vector accumulator along k,
- * its lanes summed at the end. */
+ * speed). dot_cols columns at a time, each (row, column) pair a vector accumulator along k
+ * (with bf16 operands, a vector of pairs: dot_pairs), its lanes summed at the end. */
 enum { DOT_ROWS = 4, DOT_COLS = 4 };
 
 /* The most rows a call takes as dot products: 4 with 32 vector registers, else 2. */
@@ -1227,18 +1227,28 @@ static void dot_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int ncol
   for (int j = 0; j < ncols; j++) bcol[j] = elem(g, LJC_GEMM_B, rw->bi, zero, add(g, n0, j));
   int nacc = nr * ncols;
   for (int i = 0; i < nacc; i++) acc[i] = LLVMConstNull(g->vt);
-  LLVMValueRef kfull = LLVMBuildAnd(b, K, ljc_i64(ir, -g->vw), "");
+  /* a vector of k: vw values, or with bf16 operands 2·vw (vw pairs) */
+  int step = g->pairs ? 2 * g->vw : g->vw;
+  LLVMTypeRef pt = LLVMVectorType(LLVMBFloatTypeInContext(ir->ctx), (unsigned)step);
+  LLVMTypeRef ht = LLVMVectorType(ir->i16, (unsigned)step);
+  LLVMValueRef kfull = LLVMBuildAnd(b, K, ljc_i64(ir, -step), "");
   ljc_loop L;
-  ljc_loop_begin_step(ir, &L, zero, kfull, g->vw, true, nacc, acc);
+  ljc_loop_begin_step(ir, &L, zero, kfull, step, true, nacc, acc);
   for (int pass = 0; pass < 2; pass++) {
     /* the whole vectors of k, then the lanes left, masked (zeros past K) */
-    LLVMValueRef k = pass ? kfull : L.iv, mask = pass ? lanes_below(g, kfull, K) : NULL;
+    LLVMValueRef k = pass ? kfull : L.iv, mask = pass ? lanes_below_n(g, step, kfull, K) : NULL;
     const LLVMValueRef *in = pass ? acc : L.acc;
     LLVMValueRef av[DOT_ROWS], bv[DOT_COLS];
-    for (int r = 0; r < nr; r++) av[r] = vload(g, at(g, arow[r], k), mask);
-    for (int j = 0; j < ncols; j++) bv[j] = vload(g, at(g, bcol[j], k), mask);
     for (int r = 0; r < nr; r++)
-      for (int j = 0; j < ncols; j++) next[r * ncols + j] = ljc_fmuladd(ir, av[r], bv[j], in[r * ncols + j]);
+      av[r] = g->pairs ? LLVMBuildBitCast(b, pair_load(g, ht, oat(g, arow[r], k), mask), pt, "")
+                       : vload(g, at(g, arow[r], k), mask);
+    for (int j = 0; j < ncols; j++)
+      bv[j] = g->pairs ? LLVMBuildBitCast(b, pair_load(g, ht, oat(g, bcol[j], k), mask), pt, "")
+                       : vload(g, at(g, bcol[j], k), mask);
+    for (int r = 0; r < nr; r++)
+      for (int j = 0; j < ncols; j++)
+        next[r * ncols + j] = g->pairs ? dot_pairs(g, in[r * ncols + j], av[r], bv[j])
+                                       : ljc_fmuladd(ir, av[r], bv[j], in[r * ncols + j]);
     if (!pass) ljc_loop_end(ir, &L, next, acc);
     else memcpy(acc, next, (size_t)nacc * sizeof *acc);
   }
@@ -1543,7 +1553,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
   LLVMValueRef few = NULL;
   bool a_in_place = !g->a_window && !g->pairs; /* A read where it is */
-  if (g->variant == LJC_GEMM_COLS && a_in_place) {
+  if (g->variant == LJC_GEMM_COLS && !g->a_window) {
     LLVMValueRef a_along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(ir, 1), "");
     few = few_rows(g, &rw, dot_max_rows(g), FEW_GROUPS, a_along_k, dot_rows_of);
   } else if (g->variant == LJC_GEMM_ROWS && a_in_place) {
