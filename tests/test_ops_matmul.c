@@ -551,7 +551,9 @@ END_TEST
  * dot products of vectors of pairs, read where they are; around the tiles' edges (rows 1, 5, 8,
  * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
  * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
- * a few rows by column tasks, and an empty k. Without the instruction the same graphs run
+ * a few rows by column tasks, and an empty k; a bf16 5×5 convolution (its stored im2col the
+ * product's B) and a 3×3 one, which goes through f32's Winograd routine (the simplify pass
+ * widens the image instead of the im2col). Without the instruction the same graphs run
  * through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
  * order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
@@ -592,11 +594,16 @@ START_TEST(test_matmul_bf16_pairs) {
                        lj_sum(lj_matmul(lj_cast(few, LJ_F32), lj_cast(fb, LJ_F32)), 1, batch, false),
                        lj_matmul(lj_cast(x, LJ_F32), lj_cast(wide, LJ_F32))};
   tu_check_interp_tol(4, f32, 1e-5, 1e-3);
-  lj_tensor *bf[3] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1)};
-  tu_check_interp_tol(3, bf, tu_rtol(LJ_BF16), 1e-2);
+  lj_tensor *img = tu_tensor(LJ_BF16, LJ_SHAPE(2, 16, 12, 10), TU_UNIT, 909), *k3 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 3, 3), TU_UNIT, 910);
+  lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 911);
+  static const int pad[2] = {1, 1};
+  lj_tensor *bf[5] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1), lj_conv2d(img, k3, NULL, NULL, pad, NULL, 1),
+                      lj_conv2d(img, k5, NULL, NULL, pad, NULL, 1)};
+  tu_check_interp_tol(5, bf, tu_rtol(LJ_BF16), 1e-2);
+  ck_assert(tu_dir_has(dir, "kernels.txt", "calls lj_gemm_f32_winograd"));
   static const char *const routines[3] = {"calls lj_gemm_bf16_rows", "calls lj_gemm_bf16_cols", "calls lj_gemm_bf16_elements"};
   for (int r = 0; r < 3; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
-  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, f32[0], f32[1], f32[2], f32[3], bf[0], bf[1], bf[2]};
+  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, f32[0], f32[1], f32[2], f32[3], bf[0], bf[1], bf[2], bf[3], bf[4]};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   lj_shutdown();
   tu_remove_dir(dir);

@@ -60,7 +60,6 @@ enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
 enum { A_PAGE = 4096 };
 /* The shortest block of k whose tiles prefetch their lines of C (tile). */
 enum { PREFETCH_C_MIN_K = 32 };
-enum { WINOGRAD_MIN_CHANNELS = 8, WINOGRAD_MIN_ROWS = 8 };
 
 typedef struct gemm {
   ljc_ir *ir;
@@ -1670,14 +1669,10 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
  * output rows for the transforms to pay (conv1 of MNISTNet, 1 channel in, stays a GEMM); the
  * offsets its gathers take (within one image, and across 64 rows of the weight) fit in 32
  * bits. */
-static bool winograd_window(const int64_t *w) {
-  return w[0] == 3 && w[1] == 3 && w[2] == 1 && w[3] == 1 && w[6] == 1 && w[7] == 1;
-}
-
 static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *img = bv->v[0].stride;
-  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_B || k->mm_sum || !winograd_window(k->mm_win) ||
-      k->mm_k / 9 < WINOGRAD_MIN_CHANNELS || k->mm_m < WINOGRAD_MIN_ROWS)
+  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_B || k->mm_sum || !ljg_winograd_window(k->mm_win) ||
+      k->mm_k / 9 < LJG_WINOGRAD_MIN_CHANNELS || k->mm_m < LJG_WINOGRAD_MIN_ROWS)
     return false;
   int64_t extent = 0;
   for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
@@ -1690,8 +1685,8 @@ static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv
 static bool winograd_dx(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *w = k->win, *bs = bv->v[0].stride;
   if (k->mm_dtype != LJ_F32 || k->mm_cols || k->mm_sum || k->win_op != LJG_OP_COL2IM || k->nnests ||
-      k->mm_task_rows != 9 || !winograd_window(w) || w[4] > 2 || w[5] > 2 || k->mm_k < WINOGRAD_MIN_CHANNELS ||
-      k->win_img[1] < WINOGRAD_MIN_ROWS || k->mm_n != k->win_oh * k->win_ow)
+      k->mm_task_rows != 9 || !ljg_winograd_window(w) || w[4] > 2 || w[5] > 2 || k->mm_k < LJG_WINOGRAD_MIN_CHANNELS ||
+      k->win_img[1] < LJG_WINOGRAD_MIN_ROWS || k->mm_n != k->win_oh * k->win_ow)
     return false;
   int64_t extent = (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]);
   return extent < INT32_MAX && 9 * 64 * llabs(av->v[0].stride[1]) < INT32_MAX;
@@ -1701,9 +1696,9 @@ static bool winograd_dx(const ljg_kernel *k, const ljg_view *av, const ljg_view 
  * pass), the batch sum in one call per thread: no row blocks, no nests after it. */
 static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *img = av->v[0].stride, *bs = bv->v[0].stride;
-  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || !winograd_window(k->mm_win) ||
-      k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] < WINOGRAD_MIN_CHANNELS ||
-      k->mm_n < WINOGRAD_MIN_ROWS || k->mm_k != k->mm_oh * k->mm_ow)
+  if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || !ljg_winograd_window(k->mm_win) ||
+      k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] < LJG_WINOGRAD_MIN_CHANNELS ||
+      k->mm_n < LJG_WINOGRAD_MIN_ROWS || k->mm_k != k->mm_oh * k->mm_ow)
     return false;
   int64_t extent = 0;
   for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
