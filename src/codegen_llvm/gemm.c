@@ -83,6 +83,8 @@ typedef struct gemm {
   LLVMTypeRef ot;
   int vw;                           /* elements per vector */
   int mr;                           /* rows of C in a tile (the register file decides) */
+  int kc;                           /* the most k a block takes: KC, or 2·KC for bf16 (the
+                                       same bytes of A's rows and of the panels) */
   unsigned esize;
   /* the block of k being done, and whether it is the first (C starts from zero) or adds to
    * what C holds; summed over the batch, only the first matrix's first block starts C */
@@ -195,7 +197,7 @@ static void when(gemm *g, LLVMValueRef cond, void (*then)(gemm *, void *), void 
 
 /* Packed panel q of the block: KC rows of the panel's width. */
 static LLVMValueRef panel_buffer(gemm *g, const panel *p, LLVMValueRef q) {
-  return oat(g, g->packed, mul(g, q, (int64_t)KC * p->nv * g->vw));
+  return oat(g, g->packed, mul(g, q, (int64_t)g->kc * p->nv * g->vw));
 }
 
 /* B contiguous along n: row by row of k, each panel's part of the row is nv vector loads (the
@@ -426,7 +428,7 @@ static void pack_a_pairs_along_k(gemm *g, void *ctx) {
   ljc_loop R, C;
   ljc_loop_begin(ir, &R, ljc_i64(ir, 0), a->len, false, 0, NULL);
   LLVMValueRef src = elem(g, LJC_GEMM_A, a->bi, LLVMBuildNSWAdd(b, a->m0, R.iv, ""), g->k0);
-  LLVMValueRef dst = oat(g, g->apack, mul(g, R.iv, KC));
+  LLVMValueRef dst = oat(g, g->apack, mul(g, R.iv, g->kc));
   ljc_loop_begin_step(ir, &C, ljc_i64(ir, 0), LLVMBuildAnd(b, add(g, len, w - 1), ljc_i64(ir, -w), ""), w, false, 0,
                       NULL);
   LLVMValueRef v = pair_load(g, vt, oat(g, src, C.iv), lanes_below_n(g, w, C.iv, len));
@@ -442,7 +444,7 @@ static void pack_a_pairs_elements(gemm *g, void *ctx) {
   LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
   ljc_loop R, C;
   ljc_loop_begin(ir, &R, ljc_i64(ir, 0), a->len, false, 0, NULL);
-  LLVMValueRef m = LLVMBuildNSWAdd(b, a->m0, R.iv, ""), dst = oat(g, g->apack, mul(g, R.iv, KC));
+  LLVMValueRef m = LLVMBuildNSWAdd(b, a->m0, R.iv, ""), dst = oat(g, g->apack, mul(g, R.iv, g->kc));
   ljc_loop_begin(ir, &C, ljc_i64(ir, 0), LLVMBuildAnd(b, add(g, len, 1), ljc_i64(ir, -2), ""), false, 0, NULL);
   LLVMValueRef k = vadd(g, g->k0, ljc_intrinsic2(ir, "smin", C.iv, add(g, len, -1)));
   LLVMValueRef x = LLVMBuildLoad2(b, ir->i16, elem(g, LJC_GEMM_A, a->bi, m, k), "");
@@ -835,7 +837,7 @@ static void pack_a_rows(gemm *g, void *ctx, int how) {
   LLVMValueRef tap[3] = {R.acc[0], R.acc[1], R.acc[2]};
   LLVMValueRef plane = at(g, ab->w.image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
   LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
-  LLVMValueRef row = at(g, g->apack, mul(g, R.iv, KC));
+  LLVMValueRef row = at(g, g->apack, mul(g, R.iv, g->kc));
   ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nkv, false, 0, NULL);
   LLVMValueRef k = vadd(g, g->k0, mul(g, V.iv, vw));
   for (int h = 0; h < (rows_step(how) ? 3 : 2); h++) {
@@ -890,7 +892,7 @@ static void pack_a_rows_of(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueR
     ljc_prefetch(ir, LLVMBuildGEP2(g->b, g->t, p0, &ahead, 1, ""));
   }
   ljc_transpose(ir, vw, v);
-  for (int r = 0; r < vw; r++) packed_store(g, v[r], at(g, g->apack, vadd(g, mul(g, add(g, R.iv, r), KC), col)));
+  for (int r = 0; r < vw; r++) packed_store(g, v[r], at(g, g->apack, vadd(g, mul(g, add(g, R.iv, r), g->kc), col)));
   ljc_loop_end(ir, &R, NULL, NULL);
   ljc_loop_end(ir, &K, NULL, NULL);
 }
@@ -1097,16 +1099,16 @@ typedef struct rows {
 /* Sets g->a_base and g->a_sm for the block of rows from m0 of matrix bi and the block of k:
  * apack's rows, shifted by m0's, where A is packed there, else A's. */
 static void a_rows_at(gemm *g, LLVMValueRef bi, LLVMValueRef m0) {
-  LLVMValueRef back = mul(g, m0, -KC);
+  LLVMValueRef back = mul(g, m0, -g->kc);
   LLVMValueRef packed = g->apack ? oat(g, g->apack, back) : NULL;
   if (g->a_window || g->pairs) {
-    g->a_base = packed, g->a_sm = ljc_i64(g->ir, KC);
+    g->a_base = packed, g->a_sm = ljc_i64(g->ir, g->kc);
     return;
   }
   g->a_base = elem(g, LJC_GEMM_A, bi, ljc_i64(g->ir, 0), g->k0), g->a_sm = g->arg[LJC_GEMM_A_SM];
   if (g->a_transposed) {
     g->a_base = LLVMBuildSelect(g->b, g->a_transposed, packed, g->a_base, "");
-    g->a_sm = LLVMBuildSelect(g->b, g->a_transposed, ljc_i64(g->ir, KC), g->a_sm, "");
+    g->a_sm = LLVMBuildSelect(g->b, g->a_transposed, ljc_i64(g->ir, g->kc), g->a_sm, "");
   }
 }
 
@@ -1140,7 +1142,7 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
 static void k_blocks_begin(gemm *g, ljc_loop *kb) {
   ljc_ir *ir = g->ir;
   LLVMValueRef K = g->arg[LJC_GEMM_K];
-  LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, KC - 1), ljc_i64(ir, KC), "");
+  LLVMValueRef nk = LLVMBuildSDiv(g->b, add(g, K, g->kc - 1), ljc_i64(ir, g->kc), "");
   LLVMValueRef len = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, K, add(g, nk, -1), ""), nk, "");
   len = LLVMBuildAnd(g->b, add(g, len, g->vw - 1), ljc_i64(ir, -g->vw), "");
   ljc_loop_begin(ir, kb, ljc_i64(ir, 0), nk, false, 0, NULL);
@@ -1530,17 +1532,17 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), g->arg);
   /* the packed panels, or the few rows' sums where B is read in place (axpy_rows_of) */
-  g->packed = g->variant != LJC_GEMM_DIRECT ? ljc_entry_array(ir, g->ot, (int64_t)KC * NP * NV * g->vw)
+  g->packed = g->variant != LJC_GEMM_DIRECT ? ljc_entry_array(ir, g->ot, (int64_t)g->kc * NP * NV * g->vw)
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->pairs) {
-    g->apack = ljc_entry_array(ir, g->ot, (int64_t)MC * KC);
+    g->apack = ljc_entry_array(ir, g->ot, (int64_t)MC * g->kc);
   } else if (g->a_window) {
-    g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
-    g->apos = ljc_entry_array(ir, ir->i32, 3 * (int64_t)KC);
+    g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * g->kc);
+    g->apos = ljc_entry_array(ir, ir->i32, 3 * (int64_t)g->kc);
     g->a_step = ljc_i64(ir, 1);
   } else if (g->variant != LJC_GEMM_DIRECT) {
-    g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * KC);
+    g->apack = ljc_entry_array(ir, g->t, (int64_t)MC * g->kc);
     LLVMValueRef along_m = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SM], ljc_i64(ir, 1), "");
     LLVMValueRef k_bytes = mul(g, g->arg[LJC_GEMM_A_SK], g->esize);
     LLVMValueRef pages = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, k_bytes, ljc_i64(ir, A_PAGE - 1), ""),
@@ -1586,6 +1588,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.pairs = kind == LJC_GEMM_BF16;
   g.t = ljc_compute_type(ir, dt);
   g.ot = g.pairs ? ir->i16 : g.t;
+  g.kc = g.pairs ? 2 * KC : KC;
   g.esize = dt == LJ_F64 ? 8 : 4;
   g.vw = ir->vec_bytes / (int)g.esize;
   g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
