@@ -17,6 +17,14 @@ static lj_tensor *rand_f32(bench_state *s, int ndim, const int64_t *shape) {
   return t && lj_sync_tensors(1, &t) == LJ_OK ? t : NULL;
 }
 
+/* The same rounded to bf16. */
+static lj_tensor *rand_bf16(bench_state *s, int ndim, const int64_t *shape) {
+  lj_scope_begin();
+  lj_tensor *t = lj_keep(lj_cast(lj_rand(s->d, LJ_F32, ndim, shape), LJ_BF16));
+  lj_scope_end();
+  return t && lj_sync_tensors(1, &t) == LJ_OK ? t : NULL;
+}
+
 /* Class labels in [0, classes) as i64. */
 static lj_tensor *rand_labels(bench_state *s, int64_t batch, int64_t classes) {
   lj_scope_begin();
@@ -69,11 +77,36 @@ static bool setup_matmul(const workload *w, bench_state *s) {
   return all_set(s->in, 2);
 }
 
+/* The same in bf16 (both operands as stored, n[3] 0). */
+static bool setup_bf16_matmul(const workload *w, bench_state *s) {
+  s->in[0] = rand_bf16(s, LJ_SHAPE(w->n[0], w->n[2]));
+  s->in[1] = rand_bf16(s, LJ_SHAPE(w->n[2], w->n[1]));
+  return all_set(s->in, 2);
+}
+
 /* x [B, K], weight [N, K], bias [N] with n = {B, N, K}. */
 static bool setup_linear(const workload *w, bench_state *s) {
   s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[2]));
   s->in[1] = rand_f32(s, LJ_SHAPE(w->n[1], w->n[2]));
   s->in[2] = rand_f32(s, LJ_SHAPE(w->n[1]));
+  return all_set(s->in, 3);
+}
+
+/* The same in bf16. */
+static bool setup_bf16_linear(const workload *w, bench_state *s) {
+  s->in[0] = rand_bf16(s, LJ_SHAPE(w->n[0], w->n[2]));
+  s->in[1] = rand_bf16(s, LJ_SHAPE(w->n[1], w->n[2]));
+  s->in[2] = rand_bf16(s, LJ_SHAPE(w->n[1]));
+  return all_set(s->in, 3);
+}
+
+/* A bf16 3x3 conv layer for inference with n = {B, Cin, Cout, H}: x [B, Cin, H, H], weight
+ * [Cout, Cin, 3, 3] and bias [Cout], none needing gradients. */
+static bool setup_bf16_conv(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], cin = w->n[1], cout = w->n[2], h = w->n[3];
+  s->in[0] = rand_bf16(s, LJ_SHAPE(b, cin, h, h));
+  s->in[1] = rand_bf16(s, LJ_SHAPE(cout, cin, 3, 3));
+  s->in[2] = rand_bf16(s, LJ_SHAPE(cout));
   return all_set(s->in, 3);
 }
 
@@ -389,6 +422,10 @@ static void conv_stride2(const workload *w, bench_state *s) {
   keep(s, lj_conv2d(s->in[0], s->p[0], s->p[1], pool2, pad1, NULL, 1));
 }
 
+static void conv_inference(const workload *w, bench_state *s) {
+  keep(s, lj_conv2d(s->in[0], s->in[1], s->in[2], NULL, pad1, NULL, 1));
+}
+
 static lj_tensor *conv_layer(lj_tensor *x, lj_tensor *w, lj_tensor *b) {
   return lj_relu(lj_max_pool2d(lj_conv2d(x, w, b, NULL, pad1, NULL, 1), pool2, NULL, NULL));
 }
@@ -543,6 +580,12 @@ const workload bench_workloads[] = {
      setup_matmul, matmul, 4.0 * 4096 * 4096, 0},
     {"linear_b4_1024", "relu(linear), 4x1024 -> 1024", {4, 1024, 1024}, setup_linear, linear_relu, 0,
      2.0 * 4 * 1024 * 1024},
+    {"bf16_gemm_1024", "1024^3 matmul, bf16", {1024, 1024, 1024, 0}, setup_bf16_matmul, matmul, 0,
+     2.0 * 1024 * 1024 * 1024},
+    {"bf16_linear_b1_4096", "relu(linear), 1x4096 -> 4096, bf16: its weight's bytes", {1, 4096, 4096},
+     setup_bf16_linear, linear_relu, 2.0 * 4096 * 4096, 0},
+    {"bf16_conv3x3_b32", "conv 64->64 3x3 + bias, 32x28x28, bf16 (inference)", {32, 64, 64, 28}, setup_bf16_conv,
+     conv_inference, 0, CONV_FLOPS(32, 64, 64, 28)},
     {"attention_32x256x64", "softmax(Q K^T / 8) V, Q K V 32x256x64", {32, 256, 64}, setup_attention, attention, 0,
      4.0 * 32 * 256 * 256 * 64},
     {"cross_entropy_512x32000", "cross-entropy over 32000 classes + logits' gradient", {512, 32000}, setup_logits,

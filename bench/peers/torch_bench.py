@@ -181,9 +181,20 @@ def matmul(m, n, k, ta=False, tb=False):
     return lambda: a @ b
 
 
-def linear_relu(b, n, k):
-    x, w, bias = rand(b, k), rand(n, k), rand(n)
+def linear_relu(b, n, k, dtype=torch.float32):
+    x, w, bias = rand(b, k).to(dtype), rand(n, k).to(dtype), rand(n).to(dtype)
     return lambda: torch.relu(F.linear(x, w, bias))
+
+
+def bf16_matmul(m, n, k):
+    a, b = rand(m, k).bfloat16(), rand(k, n).bfloat16()
+    return lambda: a @ b
+
+
+def bf16_conv(b, cin, cout, h):
+    x = rand(b, cin, h, h).bfloat16()
+    w, bias = rand(cout, cin, 3, 3).bfloat16(), rand(cout).bfloat16()
+    return lambda: F.conv2d(x, w, bias, padding=1)
 
 
 WORKLOADS = {
@@ -215,6 +226,9 @@ WORKLOADS = {
     "linear_b4_1024": lambda: linear_relu(4, 1024, 1024),
     "gemv_xw_4096": lambda: matmul(1, 4096, 4096),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
+    "bf16_gemm_1024": lambda: bf16_matmul(1024, 1024, 1024),
+    "bf16_linear_b1_4096": lambda: linear_relu(1, 4096, 4096, torch.bfloat16),
+    "bf16_conv3x3_b32": lambda: bf16_conv(32, 64, 64, 28),
     "attention_32x256x64": lambda: attention(32, 256, 64),
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
