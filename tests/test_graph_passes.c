@@ -173,33 +173,6 @@ static const pass_case cases[] = {
      "  %3 = f32[2,3,20] data(), param=1\n"
      "  %4 = f32[2,3,4,5] reshape(%3), ROOT=2\n"
      "}\n"},
-    {"simplify: a bf16 im2col of Winograd's window, cast to f32 through a reshape, is the im2col of the "
-     "image cast; of 2 channels, or strided, it stays",
-     ljg_pass_simplify,
-     "IR {\n"
-     "  %0 = bf16[2,8,6,6] data(), param=0\n"
-     "  %1 = bf16[2,72,36] im2col(%0), window=(3,3,1,1,1,1,1,1), fill=0\n"
-     "  %2 = bf16[1,2,72,36] reshape(%1)\n"
-     "  %3 = f32[1,2,72,36] cast(%2), ROOT=0\n"
-     "  %4 = bf16[2,2,6,6] data(), param=1\n"
-     "  %5 = bf16[2,18,36] im2col(%4), window=(3,3,1,1,1,1,1,1), fill=0\n"
-     "  %6 = f32[2,18,36] cast(%5), ROOT=1\n"
-     "  %7 = bf16[2,72,9] im2col(%0), window=(3,3,2,2,1,1,1,1), fill=0\n"
-     "  %8 = f32[2,72,9] cast(%7), ROOT=2\n"
-     "}\n",
-     "IR {\n"
-     "  %0 = bf16[2,8,6,6] data(), param=0\n"
-     "  %1 = bf16[2,72,36] im2col(%0), window=(3,3,1,1,1,1,1,1), fill=0\n"
-     "  %2 = bf16[1,2,72,36] reshape(%1)\n"
-     "  %3 = f32[2,8,6,6] cast(%0)\n"
-     "  %4 = f32[2,72,36] im2col(%3), window=(3,3,1,1,1,1,1,1), fill=0\n"
-     "  %5 = f32[1,2,72,36] reshape(%4), ROOT=0\n"
-     "  %6 = bf16[2,2,6,6] data(), param=1\n"
-     "  %7 = bf16[2,18,36] im2col(%6), window=(3,3,1,1,1,1,1,1), fill=0\n"
-     "  %8 = f32[2,18,36] cast(%7), ROOT=1\n"
-     "  %9 = bf16[2,72,9] im2col(%0), window=(3,3,2,2,1,1,1,1), fill=0\n"
-     "  %10 = f32[2,72,9] cast(%9), ROOT=2\n"
-     "}\n"},
     {"dce: unused nodes dropped, parameters kept, renumbered", ljg_pass_dce,
      "IR {\n"
      "  %0 = f32[4] data(), param=0\n"

@@ -7,6 +7,7 @@
 #include "codegen_llvm/codegen.h"
 #include "runtime/runtime.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -551,10 +552,9 @@ END_TEST
  * dot products of vectors of pairs, read where they are; around the tiles' edges (rows 1, 5, 8,
  * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
  * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
- * a few rows by column tasks, and an empty k; a bf16 5×5 convolution (its stored im2col the
- * product's B) and a 3×3 one, which goes through f32's Winograd routine (the simplify pass
- * widens the image instead of the im2col). Without the instruction the same graphs run
- * through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
+ * a few rows by column tasks, and an empty k; bf16 3×3 and 5×5 convolutions, which the
+ * frontend computes in f32 (the 3×3 one through Winograd's routine). Without the instruction
+ * the same graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
  * order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
   static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 641};
@@ -607,6 +607,61 @@ START_TEST(test_matmul_bf16_pairs) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   lj_shutdown();
   tu_remove_dir(dir);
+}
+END_TEST
+
+/* y, dX and dW of a convolution of x by w with padding (kk - 1) / 2, its output's gradient g,
+ * as x, w and g's dtype says (bf16: f32 leaves cast to bf16 and the output back, as mixed
+ * precision is written), read into out[0..3) (the caller frees them; n[i] elements). */
+static void conv_and_gradients(lj_tensor *x, lj_tensor *w, lj_tensor *g, int kk, bool bf16, double *out[3], int64_t n[3]) {
+  const int pad[2] = {(kk - 1) / 2, (kk - 1) / 2};
+  lj_tensor_zero_grad(x);
+  lj_tensor_zero_grad(w);
+  lj_tensor *xi = bf16 ? lj_cast(x, LJ_BF16) : lj_tensor_retain(x), *wi = bf16 ? lj_cast(w, LJ_BF16) : lj_tensor_retain(w);
+  lj_tensor *c = lj_conv2d(xi, wi, NULL, NULL, pad, NULL, 1), *y = bf16 ? lj_cast(c, LJ_F32) : lj_tensor_retain(c);
+  lj_tensor *loss = lj_sum(lj_mul(y, g), 0, NULL, false);
+  ck_assert_int_eq(lj_backward(loss), LJ_OK);
+  lj_tensor *ts[3] = {y, lj_tensor_grad(x), lj_tensor_grad(w)};
+  for (int i = 0; i < 3; i++) out[i] = tu_read(ts[i], &n[i]);
+  lj_tensor *all[] = {xi, wi, c, y, loss};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+}
+
+/* A bf16 convolution computes in f32 and rounds once, as PyTorch's does: its output, input
+ * gradient (the col2im's sums of every tap's products) and weight gradient (the sum over the
+ * batch) each within a bf16 rounding (2^-8 of the value, and 1e-5 of the largest for the
+ * order of f32's sums) of the f32 convolution's of the same values; rounding each tap's
+ * products, or each image's weight gradient, before summing them missed that by up to 20
+ * times. A 3×3 one, whose forward product and gradients go through Winograd's routines, and a
+ * 5×5 one. */
+START_TEST(test_conv_bf16_rounds_once) {
+  for (int kk = 3; kk <= 5; kk += 2) {
+    lj_tensor *x16 = tu_tensor(LJ_BF16, LJ_SHAPE(4, 16, 10, 12), TU_UNIT, 30 + (uint64_t)kk);
+    lj_tensor *w16 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, kk, kk), TU_UNIT, 40 + (uint64_t)kk);
+    lj_tensor *g16 = tu_tensor(LJ_BF16, LJ_SHAPE(4, 24, 10, 12), TU_UNIT, 50 + (uint64_t)kk);
+    lj_tensor *x = lj_cast(x16, LJ_F32), *w = lj_cast(w16, LJ_F32), *g = lj_cast(g16, LJ_F32);
+    lj_tensor *leaves[3] = {x, w, g};
+    ck_assert_int_eq(lj_sync_tensors(3, leaves), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    double *want[3], *got[3];
+    int64_t n[3], m[3];
+    conv_and_gradients(x, w, g, kk, false, want, n);
+    conv_and_gradients(x, w, g, kk, true, got, m);
+    for (int i = 0; i < 3; i++) {
+      ck_assert_int_eq(n[i], m[i]);
+      double scale = 0;
+      for (int64_t e = 0; e < n[i]; e++) scale = fmax(scale, fabs(want[i][e]));
+      for (int64_t e = 0; e < n[i]; e++)
+        ck_assert_msg(fabs(got[i][e] - want[i][e]) <= 0x1p-8 * fabs(want[i][e]) + 1e-5 * scale,
+                      "%dx%d, %s element %lld: bf16 %.9g, f32 %.9g (largest %g)", kk, kk,
+                      (const char *[]){"y", "dX", "dW"}[i], (long long)e, got[i][e], want[i][e], scale);
+      free(want[i]);
+      free(got[i]);
+    }
+    lj_tensor *all[] = {x16, w16, g16, x, w, g};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+  }
 }
 END_TEST
 
@@ -691,6 +746,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_taps_random);
   tcase_add_test(tc, test_matmul_batch_halves);
   tcase_add_test(tc, test_matmul_bf16_pairs);
+  tcase_add_test(tc, test_conv_bf16_rounds_once);
   tcase_add_test(tc, test_matmul_routines_compiled_once);
   tcase_add_test(tc, test_matmul_small_default_stacks);
   tcase_add_test(tc, test_matmul_errors);

@@ -42,6 +42,7 @@ typedef struct fuser {
   int32_t *oslot;  /* slot a realized node's kernel writes */
   int32_t *cols;   /* for a matmul: the im2col node it reads implicitly (implicit_cols), or -1 */
   bool *bf16;      /* for a matmul: it reads its operands' bf16 buffers (bf16_operands) */
+  bool *winograd_dx; /* for a matmul: a col2im that Winograd's routine takes reads it (winograd_dx) */
   uint8_t *cols_op; /* ... as that operand (ljg_mm_cols) */
   LJB_VEC(ljg_slot) slots;
   LJB_VEC(ljg_kernel) kernels;
@@ -266,17 +267,34 @@ static bool add_cost(const fuser *f, recompute_cost *c, int32_t i, bool top) {
   return true;
 }
 
+/* Whether matmul i is what a col2im of Winograd's window reads (a 3×3 convolution's input
+ * gradient, Wᵀ·dY), with enough channels for Winograd's input-gradient routine
+ * (codegen_llvm/gemm.c, winograd_dx) unless it is off: the product and the col2im run as
+ * one kernel through the transforms (its matmul f32). */
+static bool winograd_dx(const fuser *f, int32_t col2im) {
+  const ljg_gnode *c = &f->g->nodes[col2im];
+  int32_t mm = ljg_strip_views(f->g, ljg_in(f->g, c)[0]);
+  const ljg_gnode *m = &f->g->nodes[mm];
+  const int64_t *w = c->attr.a;
+  return !(f->opt && f->opt->no_winograd) && ljg_ops[m->op].kind == LJG_MATMUL && ljg_winograd_window(w) &&
+         w[4] <= 2 && w[5] <= 2 && f->g->nodes[ljg_in(f->g, m)[0]].shape[2] >= LJG_WINOGRAD_MIN_CHANNELS &&
+         c->shape[1] >= LJG_WINOGRAD_MIN_ROWS;
+}
+
 /* With ljg_fuse_options.bf16_dot, an f32 matmul both of whose operands are bf16 values cast
  * to f32 (a bf16 product as the matmul pass widens it: products summed in f32) reads the
  * bf16 buffers below the casts, each through one strided view, and its routine multiplies
  * pairs of them along k with the target's bf16 dot products (codegen_llvm/gemm.c): half the
  * bytes read and twice the multiply-adds an instruction of f32's. The casts are not stored
- * for it. src[k]: the buffer node operand k reads (a leaf, or realized). */
+ * for it. Not an input gradient that Winograd's routine computes (winograd_dx): a 16-bit
+ * convolution's, which the frontend computes in f32, runs faster so (a bf16 3×3 one of
+ * [32, 64, 28, 28], one Zen 4 thread: 17.8 ms in pairs and a col2im, 6.2 through the
+ * transforms). src[k]: the buffer node operand k reads (a leaf, or realized). */
 static bool bf16_operands(const fuser *f, int32_t i, int32_t src[2]) {
   const ljg_graph *g = f->g;
   const ljg_gnode *n = &g->nodes[i];
   if (!f->opt || !f->opt->bf16_dot || f->opt->disable_fusion || ljg_ops[n->op].kind != LJG_MATMUL ||
-      n->dtype != LJ_F32 || f->cols[i] >= 0)
+      n->dtype != LJ_F32 || f->cols[i] >= 0 || f->winograd_dx[i])
     return false;
   for (int k = 0; k < 2; k++) {
     int32_t x = ljg_in(g, n)[k], c = ljg_strip_views(g, x);
@@ -402,6 +420,9 @@ static void decide(fuser *f) {
       for (int c = 0; c < n->nin; c++)
         if (inner_cat(f, in[c])) f->realized[in[c]] = false;
   }
+  for (int i = 0; i < g->n; i++)
+    if (g->nodes[i].op == LJG_OP_COL2IM && winograd_dx(f, i))
+      f->winograd_dx[ljg_strip_views(g, ljg_in(g, &g->nodes[i])[0])] = true;
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
@@ -959,6 +980,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   f.cols = ljb_xalloc(n * sizeof *f.cols);
   f.cols_op = ljb_xcalloc(n, sizeof *f.cols_op);
   f.bf16 = ljb_xcalloc(n, sizeof *f.bf16);
+  f.winograd_dx = ljb_xcalloc(n, sizeof *f.winograd_dx);
   memset(f.pslot, 0xff, n * sizeof *f.pslot);
   memset(f.oslot, 0xff, n * sizeof *f.oslot);
   decide(&f);
@@ -997,6 +1019,7 @@ ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt) {
   free(f.cols);
   free(f.cols_op);
   free(f.bf16);
+  free(f.winograd_dx);
   ljb_vec_free(&f.slots);
   ljb_vec_free(&f.kernels);
   ljb_vec_free(&f.exprs);

@@ -16,8 +16,7 @@
  * pass_matmul.c orients its weight gradient (the implicit GEMM's packing of such an A is a
  * copy, and it always turned the product so that the larger operand, dY, was packed by
  * transposes; [8, 64, 56, 56] to 256 channels forward and weight gradient, one thread:
- * 10.3-10.5 -> 8.6-8.9 ms), and a 16-bit im2col that a Winograd convolution widens the im2col
- * of the widened image (cast_below_im2col). */
+ * 10.3-10.5 -> 8.6-8.9 ms). */
 #include "graph/graph.h"
 
 #include <math.h>
@@ -470,38 +469,6 @@ static bool one_by_one(const ljg_gnode *n) {
   return a[0] == 1 && a[1] == 1 && a[2] == 1 && a[3] == 1 && a[4] == 0 && a[5] == 0;
 }
 
-/* Cast n of xi widening 16-bit floats to f32, where xi is an im2col of zero fill, seen through
- * views, of a window Winograd's routines take (ljg_winograd_window, at least
- * LJG_WINOGRAD_MIN_CHANNELS channels): the im2col, seen through those views, of the image
- * widened (cast(0) is 0). A 16-bit convolution's product (lj_matmul's, of its operands cast to
- * f32) then reads an f32 im2col, which it packs from the image through Winograd's transforms
- * instead of multiplying a stored 16-bit im2col: a bf16 3×3 convolution of [32, 64, 28, 28]
- * to 64 channels, one Zen 4 thread, 12.7 -> 6.4 ms (PyTorch 8.3). -1 otherwise. */
-static int cast_below_im2col(ljg_rewriter *rw, const ljg_gnode *n, int32_t xi) {
-  const ljg_graph *g = &rw->out;
-  int32_t chain[LJG_MAX_VIEWS * 4], nc = 0, c = xi;
-  while (ljg_ops[g->nodes[c].op].kind == LJG_VIEW && nc < (int)(sizeof chain / sizeof *chain)) {
-    chain[nc++] = c;
-    c = ljg_in(g, &g->nodes[c])[0];
-  }
-  const ljg_gnode *cols = &g->nodes[c];
-  if (n->dtype != LJ_F32 || (cols->dtype != LJ_BF16 && cols->dtype != LJ_F16) || cols->op != LJG_OP_IM2COL ||
-      cols->attr.f != 0 || !ljg_winograd_window(cols->attr.a))
-    return -1;
-  int32_t img = ljg_in(g, cols)[0];
-  if (g->nodes[img].shape[1] < LJG_WINOGRAD_MIN_CHANNELS) return -1;
-  ljg_gnode m = *n;
-  m.ndim = g->nodes[img].ndim;
-  memcpy(m.shape, g->nodes[img].shape, sizeof m.shape);
-  int32_t x = ljg_rw_add(rw, &m, &img);
-  for (int i = nc; i >= 0; i--) {
-    m = g->nodes[i == nc ? c : chain[i]];
-    m.dtype = LJ_F32;
-    x = ljg_rw_add(rw, &m, &x);
-  }
-  return x;
-}
-
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out;
   const ljg_gnode *x = n->nin ? &g->nodes[in[0]] : NULL;
@@ -544,12 +511,9 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
     }
     break;
   }
-  case LJG_OP_CAST: {
+  case LJG_OP_CAST:
     if (x->dtype == n->dtype) return in[0];
-    int r = cast_below_im2col(rw, n, in[0]);
-    if (r >= 0) return r;
     break;
-  }
   case LJG_OP_STOP_GRADIENT: return in[0]; /* only autograd reads it */
   case LJG_OP_GATHER: {
     int r = gather_below_op(rw, n, in);
