@@ -552,9 +552,12 @@ END_TEST
  * dot products of vectors of pairs, read where they are; around the tiles' edges (rows 1, 5, 8,
  * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
  * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
- * a few rows by column tasks, and an empty k; bf16 3×3 and 5×5 convolutions, which the
- * frontend computes in f32 (the 3×3 one through Winograd's routine). Without the instruction
- * the same graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
+ * a few rows by column tasks, and an empty k; bf16 convolutions, which the frontend computes
+ * in f32: a 3×3 one through Winograd's routine, the others packing pairs of taps from the bf16
+ * image, its window positions read as runs (5×5 "same", with a bias; a dilated 3×3), by rows
+ * (5×5 without padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd
+ * block of k) and gathered (stride 3), and 40 channels of 5×5 (blocks of k). Without the
+ * instruction the same graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
  * order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
   static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 641};
@@ -595,15 +598,26 @@ START_TEST(test_matmul_bf16_pairs) {
                        lj_matmul(lj_cast(x, LJ_F32), lj_cast(wide, LJ_F32))};
   tu_check_interp_tol(4, f32, 1e-5, 1e-3);
   lj_tensor *img = tu_tensor(LJ_BF16, LJ_SHAPE(2, 16, 12, 10), TU_UNIT, 909), *k3 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 3, 3), TU_UNIT, 910);
-  lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 911);
-  static const int pad[2] = {1, 1};
-  lj_tensor *bf[5] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1), lj_conv2d(img, k3, NULL, NULL, pad, NULL, 1),
-                      lj_conv2d(img, k5, NULL, NULL, pad, NULL, 1)};
-  tu_check_interp_tol(5, bf, tu_rtol(LJ_BF16), 1e-2);
+  lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 911), *bias = tu_tensor(LJ_BF16, LJ_SHAPE(24), TU_UNIT, 912);
+  lj_tensor *img3 = tu_tensor(LJ_BF16, LJ_SHAPE(3, 3, 17, 19), TU_UNIT, 913), *k33 = tu_tensor(LJ_BF16, LJ_SHAPE(8, 3, 3, 3), TU_UNIT, 914);
+  lj_tensor *deep = tu_tensor(LJ_BF16, LJ_SHAPE(1, 40, 9, 9), TU_UNIT, 915), *k40 = tu_tensor(LJ_BF16, LJ_SHAPE(20, 40, 5, 5), TU_UNIT, 916);
+  static const int pad[2] = {1, 1}, pad2[2] = {2, 2}, s2[2] = {2, 2}, s3[2] = {3, 3};
+  lj_tensor *bf[11] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1),
+                       lj_conv2d(img, k3, NULL, NULL, pad, NULL, 1),
+                       lj_conv2d(img, k5, bias, NULL, pad2, NULL, 1),
+                       lj_conv2d(img, k5, NULL, NULL, NULL, NULL, 1),
+                       lj_conv2d(img, k3, bias, s2, pad, NULL, 1),
+                       lj_conv2d(img3, k33, NULL, s3, pad, NULL, 1),
+                       lj_conv2d(img, k3, NULL, NULL, pad2, s2, 1),
+                       lj_conv2d(img3, k33, NULL, s2, NULL, NULL, 1),
+                       lj_conv2d(deep, k40, NULL, NULL, pad2, NULL, 1)};
+  tu_check_interp_tol(11, bf, tu_rtol(LJ_BF16), 1e-2);
   ck_assert(tu_dir_has(dir, "kernels.txt", "calls lj_gemm_f32_winograd"));
-  static const char *const routines[3] = {"calls lj_gemm_bf16_rows", "calls lj_gemm_bf16_cols", "calls lj_gemm_bf16_elements"};
-  for (int r = 0; r < 3; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
-  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, f32[0], f32[1], f32[2], f32[3], bf[0], bf[1], bf[2], bf[3], bf[4]};
+  static const char *const routines[4] = {"calls lj_gemm_bf16_rows", "calls lj_gemm_bf16_cols",
+                                          "calls lj_gemm_bf16_elements", "calls lj_gemm_bf16_window"};
+  for (int r = 0; r < 4; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
+  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, bias, img3, k33, deep, k40, f32[0], f32[1], f32[2], f32[3]};
+  for (size_t i = 0; i < sizeof bf / sizeof *bf; i++) lj_tensor_release(bf[i]);
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   lj_shutdown();
   tu_remove_dir(dir);

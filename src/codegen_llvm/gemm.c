@@ -81,6 +81,7 @@ typedef struct gemm {
    * below); and the element type of A, B and the packed buffers: t, or i16 for bf16 */
   bool pairs;
   LLVMTypeRef ot;
+  LLVMTypeRef ivt; /* an image's vector (pack_window): vw elements of ot */
   int vw;                           /* elements per vector */
   int mr;                           /* rows of C in a tile (the register file decides) */
   int kc;                           /* the most k a block takes: KC, or 2·KC for bf16 (the
@@ -153,6 +154,14 @@ static LLVMValueRef lanes_below(gemm *g, LLVMValueRef lo, LLVMValueRef hi) { ret
 
 static LLVMValueRef masked_load(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
   return ljc_masked_load(g->ir, g->vt, p, (int)g->esize, mask);
+}
+
+/* The bytes of an element of A, B and the packed buffers (g->ot). */
+static int osize(const gemm *g) { return g->pairs ? 2 : (int)g->esize; }
+
+/* The same for a vector of an image's elements (g->ivt). */
+static LLVMValueRef image_load(gemm *g, LLVMValueRef p, LLVMValueRef mask) {
+  return ljc_masked_load(g->ir, g->ivt, p, osize(g), mask);
 }
 
 /* The lanes of p that mask has (all with mask NULL); the others are zero. */
@@ -316,6 +325,13 @@ static void pair_rows(gemm *g, LLVMValueRef q, LLVMValueRef *k, LLVMValueRef *se
   *second = LLVMBuildSelect(g->b, *has, next, *k, "");
 }
 
+/* The vector of the vw pairs (x0[l], x1[l]) of two vectors of vw bf16. */
+static LLVMValueRef interleave(gemm *g, LLVMValueRef x0, LLVMValueRef x1) {
+  LLVMValueRef lanes[128];
+  for (int l = 0; l < 2 * g->vw; l++) lanes[l] = ljc_const_i(g->ir->i32, l / 2 + (l % 2) * g->vw);
+  return LLVMBuildShuffleVector(g->b, x0, x1, LLVMConstVector(lanes, 2 * (unsigned)g->vw), "");
+}
+
 /* B contiguous along n: for each pair of rows, each panel's vector j interleaves the vw
  * columns of both rows (the second zeros past the block's end). */
 static void pack_rows_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
@@ -323,9 +339,6 @@ static void pack_rows_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueR
   LLVMBuilderRef b = g->b;
   int vw = g->vw;
   LLVMTypeRef half = LLVMVectorType(ir->i16, (unsigned)vw);
-  LLVMValueRef lanes[128];
-  for (int l = 0; l < 2 * vw; l++) lanes[l] = ljc_const_i(ir->i32, l / 2 + (l % 2) * vw);
-  LLVMValueRef interleave = LLVMConstVector(lanes, 2 * (unsigned)vw);
   ljc_loop K, Q;
   ljc_loop_begin(ir, &K, ljc_i64(ir, 0), pair_count(g), false, 0, NULL);
   LLVMValueRef k, second, has;
@@ -338,7 +351,7 @@ static void pack_rows_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueR
     LLVMValueRef x0 = pair_load(g, half, oat(g, row0, c), p->mask[j]);
     LLVMValueRef x1 = pair_load(g, half, oat(g, row1, c), p->mask[j]);
     x1 = LLVMBuildSelect(b, has, x1, LLVMConstNull(half), "");
-    packed_store(g, LLVMBuildShuffleVector(b, x0, x1, interleave, ""), pairs_at(g, p, buf, K.iv, j));
+    packed_store(g, interleave(g, x0, x1), pairs_at(g, p, buf, K.iv, j));
   }
   ljc_loop_end(ir, &Q, NULL, NULL);
   ljc_loop_end(ir, &K, NULL, NULL);
@@ -536,10 +549,10 @@ static int rows_step(int how) { return how == WINDOW_ROWS ? 1 : how == WINDOW_PA
 static void prefetch_plane_ahead(gemm *g, LLVMValueRef p, int n) {
   ljc_ir *ir = g->ir;
   LLVMValueRef two = LLVMBuildShl(g->b, g->arg[LJC_GEMM_IMG_SC], ljc_i64(ir, 1), "");
-  LLVMValueRef q = LLVMBuildGEP2(g->b, g->t, p, &two, 1, "");
+  LLVMValueRef q = LLVMBuildGEP2(g->b, g->ot, p, &two, 1, "");
   for (int i = 0; i < n; i++) {
     LLVMValueRef off = ljc_i64(ir, (int64_t)i * g->vw);
-    LLVMValueRef args[4] = {LLVMBuildGEP2(g->b, g->t, q, &off, 1, ""), ljc_const_i(ir->i32, 0), ljc_const_i(ir->i32, 3),
+    LLVMValueRef args[4] = {LLVMBuildGEP2(g->b, g->ot, q, &off, 1, ""), ljc_const_i(ir->i32, 0), ljc_const_i(ir->i32, 3),
                             ljc_const_i(ir->i32, 1)};
     ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
   }
@@ -558,17 +571,17 @@ static LLVMValueRef pair_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMVa
     hi[l] = ljc_const_i(ir->i32, l % 2 ? vw : vw / 2 + l / 2);
   }
   LLVMValueRef none = LLVMConstNull(LLVMTypeOf(row)), vw_off = ljc_const_i(ir->i32, vw);
-  LLVMValueRef p0 = LLVMBuildGEP2(b, g->t, plane, &b0, 1, ""), p1 = LLVMBuildGEP2(b, g->t, p0, &vw_off, 1, "");
+  LLVMValueRef p0 = LLVMBuildGEP2(b, g->ot, plane, &b0, 1, ""), p1 = LLVMBuildGEP2(b, g->ot, p0, &vw_off, 1, "");
   prefetch_plane_ahead(g, p0, 2);
   LLVMValueRef m0 = LLVMBuildShuffleVector(b, row, none, LLVMConstVector(lo, (unsigned)vw), "");
   LLVMValueRef m1 = LLVMBuildShuffleVector(b, row, none, LLVMConstVector(hi, (unsigned)vw), "");
-  return LLVMBuildShuffleVector(b, masked_load(g, p0, m0), masked_load(g, p1, m1), LLVMConstVector(even, (unsigned)vw),
+  return LLVMBuildShuffleVector(b, image_load(g, p0, m0), image_load(g, p1, m1), LLVMConstVector(even, (unsigned)vw),
                                 "");
 }
 
 /* The lanes of `row` from element b0 of plane, lanes `step` (1 or 2) elements apart. */
 static LLVMValueRef row_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMValueRef row, int step) {
-  return step == 1 ? masked_load(g, LLVMBuildGEP2(g->b, g->t, plane, &b0, 1, ""), row) : pair_at(g, plane, b0, row);
+  return step == 1 ? image_load(g, LLVMBuildGEP2(g->b, g->ot, plane, &b0, 1, ""), row) : pair_at(g, plane, b0, row);
 }
 
 /* WINDOW_ROWS and WINDOW_PAIRS: the grouping of a vector's lanes by the row of the image they
@@ -621,7 +634,7 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   LLVMTypeRef bits_t = LLVMIntTypeInContext(ir->ctx, (unsigned)g->vw), it = LLVMTypeOf(lr->base);
   LLVMValueRef row0 = LLVMBuildAnd(b, in, lr->r0, ""), row1 = LLVMBuildAnd(b, in, lr->r1, "");
   LLVMValueRef v0 = LLVMBuildSelect(b, row0, row_at(g, plane, LLVMBuildAdd(b, lr->first, c, ""), row0, step),
-                                    LLVMConstNull(g->vt), "");
+                                    LLVMConstNull(g->ivt), "");
   LLVMValueRef others = LLVMBuildBitCast(b, LLVMBuildAnd(b, in, LLVMBuildNot(b, lr->r0, ""), ""), bits_t, "");
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
   LLVMBasicBlockRef one = LLVMGetInsertBlock(b);
@@ -636,7 +649,7 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.row");
   LLVMBuildBr(b, head);
   LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef vp = LLVMBuildPhi(b, g->vt, ""), lp = LLVMBuildPhi(b, LLVMTypeOf(in), "");
+  LLVMValueRef vp = LLVMBuildPhi(b, g->ivt, ""), lp = LLVMBuildPhi(b, LLVMTypeOf(in), "");
   LLVMValueRef bits = LLVMBuildBitCast(b, lp, bits_t, "");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bits, LLVMConstNull(bits_t), ""), body, done);
   LLVMPositionBuilderAtEnd(b, body);
@@ -650,7 +663,7 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   LLVMAddIncoming(vp, (LLVMValueRef[]){v, v1}, (LLVMBasicBlockRef[]){pre, end}, 2);
   LLVMAddIncoming(lp, (LLVMValueRef[]){left, left1}, (LLVMBasicBlockRef[]){pre, end}, 2);
   LLVMPositionBuilderAtEnd(b, done);
-  LLVMValueRef out = LLVMBuildPhi(b, g->vt, "");
+  LLVMValueRef out = LLVMBuildPhi(b, g->ivt, "");
   LLVMAddIncoming(out, (LLVMValueRef[]){v0, vp}, (LLVMBasicBlockRef[]){one, head}, 2);
   return out;
 }
@@ -672,7 +685,7 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   if (how == WINDOW_RUN) { /* lane 0 at (oh0·sy + dy - py, ow0 + dx - px): n0 + (dy - py)·SH + dx - px */
     LLVMValueRef off = vmul(g, LLVMBuildNSWSub(b, dy, a[LJC_GEMM_WIN_PY], ""), a[LJC_GEMM_IMG_SH]);
     off = vadd(g, vadd(g, off, LLVMBuildNSWSub(b, dx, a[LJC_GEMM_WIN_PX], "")), n0);
-    return masked_load(g, LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), in);
+    return image_load(g, LLVMBuildGEP2(b, g->ot, plane, &off, 1, ""), in);
   }
   if (how != WINDOW_GATHER) { /* the tap moves every lane by dy·SH + dx·SW */
     LLVMValueRef c = vadd(g, vmul(g, dy, a[LJC_GEMM_IMG_SH]), vmul(g, dx, a[LJC_GEMM_IMG_SW]));
@@ -680,9 +693,9 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   }
   LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
                                   LLVMBuildMul(b, iw, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
-  LLVMTypeRef types[2] = {g->vt, LLVMVectorType(ir->ptr, (unsigned)g->vw)};
-  LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->t, plane, &off, 1, ""), ljc_const_i(ir->i32, g->esize), in,
-                          LLVMConstNull(g->vt)};
+  LLVMTypeRef types[2] = {g->ivt, LLVMVectorType(ir->ptr, (unsigned)g->vw)};
+  LLVMValueRef args[4] = {LLVMBuildGEP2(b, g->ot, plane, &off, 1, ""),
+                          ljc_const_i(ir->i32, osize(g)), in, LLVMConstNull(g->ivt)};
   return ljc_intrinsic_over(ir, "masked.gather", 2, types, 4, args);
 }
 
@@ -717,13 +730,22 @@ static void tap_of(gemm *g, LLVMValueRef t, LLVMValueRef *tap) {
   tap[2] = LLVMBuildSRem(b, r, g->arg[LJC_GEMM_WIN_KW], "");
 }
 
+/* The window_vector of tap (c, kh, kw) for the positions (ohs, ows) of the columns from n0. */
+static LLVMValueRef tap_vector(gemm *g, const window_pack *w, const LLVMValueRef *tap, LLVMValueRef ohs,
+                               LLVMValueRef ows, LLVMValueRef n0, LLVMValueRef mask, int how, const lane_rows *lr) {
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef plane = oat(g, w->image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
+  LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
+  return window_vector(g, w, ohs, ows, plane, dy, dx, n0, mask, how, lr);
+}
+
 /* B the im2col (rows of k are taps, columns window positions): panel by panel, the lanes'
- * positions once, then row by row of k with its tap carried along. */
+ * positions once, then row by row of k (pair by pair with bf16 operands) with its tap carried
+ * along. */
 static void pack_window_panels(gemm *g, void *ctx, int how) {
   const window_pack *w = ctx;
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
-  const LLVMValueRef *a = g->arg;
   const panel *p = w->p;
   int vw = g->vw;
   ljc_loop Q, K;
@@ -737,19 +759,29 @@ static void pack_window_panels(gemm *g, void *ctx, int how) {
   }
   LLVMValueRef start[3];
   tap_of(g, g->k0, start);
-  ljc_loop_begin(ir, &K, g->k0, g->k1, false, 3, start);
-  LLVMValueRef tap[3] = {K.acc[0], K.acc[1], K.acc[2]};
-  LLVMValueRef row = LLVMBuildNSWSub(b, K.iv, g->k0, "");
-  LLVMValueRef plane = at(g, w->image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
-  LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
-  for (int j = 0; j < p->nv; j++) {
-    LLVMValueRef v =
-        window_vector(g, w, ohs[j], ows[j], plane, dy, dx, add(g, n0, (int64_t)j * vw), p->mask[j], how, &lr[j]);
-    packed_store(g, v, packed_at(g, p, buf, row, (int64_t)j * vw));
+  /* rows of k, or pairs of them (g->pairs: the second tap's vectors zeros past the block) */
+  ljc_loop_begin(ir, &K, ljc_i64(ir, 0), g->pairs ? pair_count(g) : LLVMBuildNSWSub(b, g->k1, g->k0, ""), false, 3,
+                 start);
+  LLVMValueRef tap[3] = {K.acc[0], K.acc[1], K.acc[2]}, tap1[3] = {K.acc[0], K.acc[1], K.acc[2]}, has = NULL;
+  if (g->pairs) {
+    LLVMValueRef k, second;
+    pair_rows(g, K.iv, &k, &second, &has);
+    next_tap(g, tap1);
   }
-  next_tap(g, tap);
+  for (int j = 0; j < p->nv; j++) {
+    LLVMValueRef nj = add(g, n0, (int64_t)j * vw);
+    LLVMValueRef v = tap_vector(g, w, tap, ohs[j], ows[j], nj, p->mask[j], how, &lr[j]);
+    if (!g->pairs) {
+      packed_store(g, v, packed_at(g, p, buf, K.iv, (int64_t)j * vw));
+      continue;
+    }
+    LLVMValueRef in1 = LLVMBuildAnd(b, p->mask[j] ? p->mask[j] : w->all, ljc_splat(ir, has, LLVMTypeOf(w->all)), "");
+    packed_store(g, interleave(g, v, tap_vector(g, w, tap1, ohs[j], ows[j], nj, in1, how, &lr[j])),
+                 pairs_at(g, p, buf, K.iv, j));
+  }
+  next_tap(g, tap1);
   LLVMValueRef last[3];
-  ljc_loop_end(ir, &K, tap, last);
+  ljc_loop_end(ir, &K, tap1, last);
   ljc_loop_end(ir, &Q, NULL, NULL);
 }
 
@@ -760,7 +792,7 @@ static window_pack window_pack_of(gemm *g, int operand, LLVMValueRef bi) {
   for (int l = 0; l < g->vw; l++) lanes[l] = ljc_const_i(g->ir->i32, l);
   w.iota = LLVMConstVector(lanes, (unsigned)g->vw);
   w.all = LLVMConstAllOnes(LLVMVectorType(g->ir->i1, (unsigned)g->vw));
-  w.image = at(g, g->arg[operand], vmul(g, bi, g->arg[operand + 1]));
+  w.image = oat(g, g->arg[operand], vmul(g, bi, g->arg[operand + 1]));
   return w;
 }
 
@@ -904,14 +936,14 @@ static void pack_a_rows_then(gemm *g, void *ctx) {
 
 /* Packs np panels shaped like p, from p's first column on. */
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  if (g->pairs && g->variant == LJC_GEMM_ROWS)
+  if (g->variant == LJC_GEMM_WINDOW)
+    pack_window(g, bi, p, np);
+  else if (g->pairs && g->variant == LJC_GEMM_ROWS)
     pack_rows_pairs(g, bi, p, np);
   else if (g->pairs && g->variant == LJC_GEMM_COLS && !p->mask[0])
     pack_cols_pairs(g, bi, p, np);
   else if (g->pairs)
     pack_elements_pairs(g, bi, p, np);
-  else if (g->variant == LJC_GEMM_WINDOW)
-    pack_window(g, bi, p, np);
   else if (g->variant == LJC_GEMM_ROWS)
     pack_rows(g, bi, p, np);
   else if (g->variant == LJC_GEMM_COLS && !p->mask[0])
@@ -1470,7 +1502,7 @@ bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   int kind = r / LJC_GEMM_NVARIANTS, variant = r % LJC_GEMM_NVARIANTS;
   if (r < 0 || r >= LJC_GEMM_NROUTINES || ljc_gemm_code(r) != r) return false;
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
-  if (kind == LJC_GEMM_BF16) return bf16_dot && variant <= LJC_GEMM_ELEMENTS;
+  if (kind == LJC_GEMM_BF16) return bf16_dot && (variant <= LJC_GEMM_ELEMENTS || variant == LJC_GEMM_WINDOW);
   return is_winograd(variant) ? kind <= 1 : true;
 }
 
@@ -1592,6 +1624,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   g.esize = dt == LJ_F64 ? 8 : 4;
   g.vw = ir->vec_bytes / (int)g.esize;
   g.vt = LLVMVectorType(g.t, (unsigned)g.vw);
+  g.ivt = LLVMVectorType(g.ot, (unsigned)g.vw);
   g.mr = tile_rows(ir->vec_bytes);
   char name[32], rows_name[40];
   ljc_gemm_routine_name(routine, name);
@@ -1744,8 +1777,11 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  if (ea->dtype == LJ_BF16 && eb->dtype == LJ_BF16 && k->mm_dtype == LJ_F32 && !k->mm_cols)
-    return LJC_GEMM_BF16 * LJC_GEMM_NVARIANTS + (bs[2] == 1 ? LJC_GEMM_ROWS : bs[1] == 1 ? LJC_GEMM_COLS : LJC_GEMM_ELEMENTS);
+  if (ea->dtype == LJ_BF16 && eb->dtype == LJ_BF16 && k->mm_dtype == LJ_F32 && k->mm_cols != LJG_MM_COLS_A)
+    return LJC_GEMM_BF16 * LJC_GEMM_NVARIANTS + (k->mm_cols ? LJC_GEMM_WINDOW
+                                                 : bs[2] == 1 ? LJC_GEMM_ROWS
+                                                 : bs[1] == 1 ? LJC_GEMM_COLS
+                                                              : LJC_GEMM_ELEMENTS);
   if (ea->dtype != k->mm_dtype || eb->dtype != k->mm_dtype) return -1;
   bool wino = !k->mm_no_winograd;
   int variant = wino && winograd(k, av, bv)      ? LJC_GEMM_WINOGRAD

@@ -288,9 +288,9 @@ enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_NVARIANTS
 };
-/* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS and ELEMENTS
- * variants; gemm.c's "bf16 operands"): what a kernel whose A and B are bf16 loads and whose
- * matmul is f32 calls (ljg_fuse_options.bf16_dot). */
+/* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS, ELEMENTS and
+ * WINDOW variants, B the im2col for the last; gemm.c's "bf16 operands"): what a kernel whose
+ * A and B are bf16 loads and whose matmul is f32 calls (ljg_fuse_options.bf16_dot). */
 enum { LJC_GEMM_BF16 = 4 };
 enum { LJC_GEMM_NROUTINES = 5 * LJC_GEMM_NVARIANTS };
 /* Loads an argument block's fields (its pointer fields as pointers) into arg[LJC_GEMM_NARGS]. */

@@ -281,23 +281,36 @@ static bool winograd_dx(const fuser *f, int32_t col2im) {
          c->shape[1] >= LJG_WINOGRAD_MIN_ROWS;
 }
 
+/* Whether matmul i, B an im2col it packs from the image (implicit_cols), is a convolution that
+ * Winograd's forward routine takes (codegen_llvm/gemm.c, winograd) unless it is off. */
+static bool winograd_forward(const fuser *f, int32_t i) {
+  const ljg_gnode *c = &f->g->nodes[f->cols[i]];
+  return !(f->opt && f->opt->no_winograd) && ljg_winograd_window(c->attr.a) &&
+         f->g->nodes[ljg_in(f->g, c)[0]].shape[1] >= LJG_WINOGRAD_MIN_CHANNELS &&
+         f->g->nodes[i].shape[1] >= LJG_WINOGRAD_MIN_ROWS;
+}
+
 /* With ljg_fuse_options.bf16_dot, an f32 matmul both of whose operands are bf16 values cast
  * to f32 (a bf16 product as the matmul pass widens it: products summed in f32) reads the
  * bf16 buffers below the casts, each through one strided view, and its routine multiplies
  * pairs of them along k with the target's bf16 dot products (codegen_llvm/gemm.c): half the
  * bytes read and twice the multiply-adds an instruction of f32's. The casts are not stored
- * for it. Not an input gradient that Winograd's routine computes (winograd_dx): a 16-bit
- * convolution's, which the frontend computes in f32, runs faster so (a bf16 3×3 one of
- * [32, 64, 28, 28], one Zen 4 thread: 17.8 ms in pairs and a col2im, 6.2 through the
- * transforms). src[k]: the buffer node operand k reads (a leaf, or realized). */
+ * for it. B may be an im2col (implicit_cols) of such values, a 16-bit convolution's, which
+ * the frontend computes in f32: the routine packs pairs of its rows from the bf16 image. Not
+ * a convolution or input gradient that Winograd's routines compute (winograd_forward,
+ * winograd_dx), faster so (a bf16 3×3 input gradient of [32, 64, 28, 28], one Zen 4 thread:
+ * 17.8 ms in pairs and a col2im, 6.2 through the transforms). src[k]: the buffer node
+ * operand k reads (a leaf, or realized). */
 static bool bf16_operands(const fuser *f, int32_t i, int32_t src[2]) {
   const ljg_graph *g = f->g;
   const ljg_gnode *n = &g->nodes[i];
   if (!f->opt || !f->opt->bf16_dot || f->opt->disable_fusion || ljg_ops[n->op].kind != LJG_MATMUL ||
-      n->dtype != LJ_F32 || f->cols[i] >= 0 || f->winograd_dx[i])
+      n->dtype != LJ_F32 || f->winograd_dx[i] ||
+      (f->cols[i] >= 0 && (f->cols_op[i] != LJG_MM_COLS_B || winograd_forward(f, i))))
     return false;
   for (int k = 0; k < 2; k++) {
-    int32_t x = ljg_in(g, n)[k], c = ljg_strip_views(g, x);
+    int32_t x = k == 1 && f->cols[i] >= 0 ? ljg_in(g, &g->nodes[f->cols[i]])[0] : ljg_in(g, n)[k];
+    int32_t c = ljg_strip_views(g, x);
     const ljg_gnode *cast = &g->nodes[c];
     if (cast->op != LJG_OP_CAST || g->nodes[ljg_in(g, cast)[0]].dtype != LJ_BF16) return false;
     src[k] = ljg_strip_views(g, ljg_in(g, cast)[0]);
