@@ -7,7 +7,8 @@
  * again for every matmul of every graph (they were most of a matmul kernel's compile time).
  * One routine per dtype, way of reading B (ljc_gemm_variant), chosen from B's strides when
  * the kernel is lowered, and way of reading A: where it is, or, for an A that is an im2col,
- * packed from its image (implicit GEMM, as B can be; ljg_kernel.mm_cols).
+ * packed from its image (implicit GEMM, as B can be; ljg_kernel.mm_cols); and routines of
+ * bf16 operands and f32 products, which multiply pairs along k ("bf16 operands" below).
  *
  * Loop order, for one matrix's run of rows of the task range [begin, end) (rows b·M + m):
  * blocks of NP panels of NV vectors of columns; blocks of at most KC values of k, as equal as
@@ -357,7 +358,7 @@ static void pack_rows_pairs(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueR
   ljc_loop_end(ir, &K, NULL, NULL);
 }
 
-/* Pair q's columns [c0, c1) of the panel from column n0 at buf, element by element, zeros past
+/* Pair q's `width` columns of the panel from column n0 at buf, element by element, zeros past
  * the panel's `cols` columns (whose element is read in their place). */
 static void pack_pair_elements(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n0, LLVMValueRef buf,
                                LLVMValueRef q, int64_t width) {
@@ -467,7 +468,7 @@ static void pack_a_pairs_elements(gemm *g, void *ctx) {
   ljc_loop_end(ir, &R, NULL, NULL);
 }
 
-/* Rows m0 .. m0 + len - 1 of matrix bi of A, the block of k, into apack's rows of KC: by vectors
+/* Rows m0 .. m0 + len - 1 of matrix bi of A, the block of k, into apack's rows of g->kc: by vectors
  * of 2·vw where A is contiguous along k (the lanes past the block zeros), else element by
  * element up to an even length (a zero after an odd block). */
 static void pack_a_pairs(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
