@@ -468,14 +468,52 @@ static void pack_a_pairs_elements(gemm *g, void *ctx) {
   ljc_loop_end(ir, &R, NULL, NULL);
 }
 
+/* A contiguous along m (a transposed operand: a weight gradient's xᵀ or dYᵀ): vw rows at a
+ * time, vw pairs of k of them loaded along m, interleaved, and transposed in registers as
+ * 32-bit elements into a row's vw pairs; the lanes past the rows and the block's k zeros
+ * (rows up to the next multiple of vw are written: MC is one). */
+static void pack_a_pairs_along_m(gemm *g, void *ctx) {
+  const a_rows *a = ctx;
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  int vw = g->vw;
+  LLVMTypeRef half = LLVMVectorType(ir->i16, (unsigned)vw), wt = LLVMVectorType(ir->i32, (unsigned)vw);
+  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
+  ljc_loop R, C;
+  ljc_loop_begin_step(ir, &R, ljc_i64(ir, 0), LLVMBuildAnd(b, add(g, a->len, vw - 1), ljc_i64(ir, -vw), ""), vw, false,
+                      0, NULL);
+  LLVMValueRef rows = lanes_below(g, R.iv, a->len), m = LLVMBuildNSWAdd(b, a->m0, R.iv, "");
+  ljc_loop_begin_step(ir, &C, ljc_i64(ir, 0), LLVMBuildAnd(b, add(g, len, 2 * vw - 1), ljc_i64(ir, -2 * vw), ""),
+                      2 * vw, false, 0, NULL);
+  LLVMValueRef v[64];
+  for (int q = 0; q < vw; q++) {
+    LLVMValueRef x[2];
+    for (int h = 0; h < 2; h++) {
+      LLVMValueRef k = add(g, C.iv, 2 * q + h), in = LLVMBuildICmp(b, LLVMIntSLT, k, len, "");
+      LLVMValueRef mask = LLVMBuildAnd(b, rows, ljc_splat(ir, in, LLVMTypeOf(rows)), "");
+      LLVMValueRef kk = vadd(g, g->k0, ljc_intrinsic2(ir, "smin", k, add(g, len, -1))); /* an address of A's */
+      x[h] = pair_load(g, half, elem(g, LJC_GEMM_A, a->bi, m, kk), mask);
+    }
+    v[q] = LLVMBuildBitCast(b, interleave(g, x[0], x[1]), wt, "");
+  }
+  ljc_transpose(ir, vw, v);
+  for (int r = 0; r < vw; r++) packed_store(g, v[r], oat(g, g->apack, vadd(g, mul(g, add(g, R.iv, r), g->kc), C.iv)));
+  ljc_loop_end(ir, &C, NULL, NULL);
+  ljc_loop_end(ir, &R, NULL, NULL);
+}
+
 /* Rows m0 .. m0 + len - 1 of matrix bi of A, the block of k, into apack's rows of g->kc: by vectors
- * of 2·vw where A is contiguous along k (the lanes past the block zeros), else element by
- * element up to an even length (a zero after an odd block). */
+ * of 2·vw where A is contiguous along k (the lanes past the block zeros), by transposes where
+ * it is contiguous along m, else element by element up to an even length (a zero after an
+ * odd block). */
 static void pack_a_pairs(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
   a_rows a = {bi, m0, len};
   LLVMValueRef along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(g->ir, 1), "");
+  LLVMValueRef along_m = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SM], ljc_i64(g->ir, 1), "");
+  along_m = LLVMBuildAnd(g->b, along_m, LLVMBuildNot(g->b, along_k, ""), "");
   when(g, along_k, pack_a_pairs_along_k, &a);
-  when(g, LLVMBuildNot(g->b, along_k, ""), pack_a_pairs_elements, &a);
+  when(g, along_m, pack_a_pairs_along_m, &a);
+  when(g, LLVMBuildNot(g->b, LLVMBuildOr(g->b, along_k, along_m, ""), ""), pack_a_pairs_elements, &a);
 }
 
 /* acc + the dot products of the pairs of a and b (vectors of 2·vw bf16) in each lane
