@@ -550,7 +550,8 @@ END_TEST
  * one element) and element by element (B strided, and the last panel of a transposed B), A
  * packed by vectors, by 32-bit transposes (A transposed) or element by element (A strided
  * along both dims), and a few rows by B transposed as
- * dot products of vectors of pairs, read where they are; around the tiles' edges (rows 1, 5, 8,
+ * dot products of vectors of pairs, by B contiguous along n as sums of its rows' pairs, read
+ * where they are; around the tiles' edges (rows 1, 5, 8,
  * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
  * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
  * a few rows by column tasks, and an empty k; bf16 convolutions, which the frontend computes
