@@ -549,18 +549,18 @@ END_TEST
  * k from B packed by rows (contiguous along n), by 32-bit transposes (B transposed: a pair is
  * one element) and element by element (B strided, and the last panel of a transposed B), A
  * packed by vectors, by 32-bit transposes (A transposed) or element by element (A strided
- * along both dims), and a few rows by B transposed as
- * dot products of vectors of pairs, by B contiguous along n as sums of its rows' pairs, read
- * where they are; around the tiles' edges (rows 1, 5, 8,
- * 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k,
- * three of them), batched with B broadcast, a transpose above the cast, summed over the batch,
- * a few rows by column tasks, and an empty k; bf16 convolutions, which the frontend computes
- * in f32: a 3×3 one through Winograd's routine, the others packing pairs of taps from the bf16
- * image, its window positions read as runs (5×5 "same", with a bias; a dilated 3×3), by rows
- * (5×5 without padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd
- * block of k) and gathered (stride 3), and 40 channels of 5×5 (blocks of k). Without the
- * instruction the same graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding of their
- * order, the bf16 products to one bf16 rounding. */
+ * along both dims); a few rows by B transposed take dot products of vectors of pairs, by B
+ * contiguous along n sums of its rows' pairs, read where they are. Around the tiles' edges
+ * (rows 1, 5, 8, 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd
+ * blocks of k, three of them), batched with B broadcast, a transpose above the cast, summed
+ * over the batch, a few rows by column tasks, and an empty k; bf16 convolutions, which the
+ * frontend computes in f32: a 3×3 one through Winograd's routine, the others packing pairs of
+ * taps from the bf16 image, its window positions read as runs (5×5 "same", with a bias; a
+ * dilated 3×3), by rows (5×5 without padding), by pairs (stride 2, with a bias; of 3
+ * channels: 27 taps, an odd block of k) and gathered (stride 3), and 40 channels of 5×5
+ * (blocks of k). Without the instruction the same graphs run through f32's routines. Against
+ * the interpreter: the f32 sums to f32's rounding of their order, the bf16 products to one
+ * bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
   static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 641};
   char dir[] = "/tmp/lj_test_bf16_XXXXXX";
