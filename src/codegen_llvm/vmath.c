@@ -528,10 +528,15 @@ typedef struct erf_parts {
   LLVMValueRef ax, near, tail; /* near = erf(x) for |x| <= 1; tail = erfc(|x|) for |x| >= 1 */
 } erf_parts;
 
-static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x) {
+/* With erf_only, the tail only where 1 - erfc is not 1 (erfc 0 beyond): below 6 for f64
+ * (erfc(6) is 2.2e-17), below 4 for f32 (erfc(3.92) is 1.6e-8), f32's one piece instead of a
+ * choice of each coefficient between two (an erf over 16M f32, one Zen 4 thread, 21.1 -> 14.5
+ * ms; PyTorch 82). */
+static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, bool erf_only) {
   bool d = ljc_is_f64(x);
   const ljc_erf_piece *pieces = d ? ljc_erf_f64 : ljc_erf_f32;
   int np = d ? (int)LJ_COUNT_OF(ljc_erf_f64) : (int)LJ_COUNT_OF(ljc_erf_f32);
+  while (erf_only && pieces[np - 1].lo >= (d ? 6.0 : 4.0)) np--;
   erf_parts r;
   r.ax = ljc_intrinsic1(ir, "fabs", x);
   /* |x| <= 1: erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) */
@@ -558,13 +563,13 @@ static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x) {
 }
 
 LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
-  erf_parts e = erf_parts_of(ir, x);
+  erf_parts e = erf_parts_of(ir, x, true);
   LLVMValueRef far = ljc_intrinsic2(ir, "copysign", vsub(ir, K(x, 1), e.tail), x);
   return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), e.near, far);
 }
 
 LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x) {
-  erf_parts e = erf_parts_of(ir, x);
+  erf_parts e = erf_parts_of(ir, x, false);
   LLVMValueRef far = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, 0)), e.tail, vsub(ir, K(x, 2), e.tail));
   return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), vsub(ir, K(x, 1), e.near), far);
 }
