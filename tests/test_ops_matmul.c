@@ -87,6 +87,18 @@ START_TEST(test_matmul_fused_and_large) {
 }
 END_TEST
 
+/* The operands of an [M, K] x [K, N] product of dtype dt laid out as layout 0..3 says: both
+ * as stored, B transposed (an [N, K] read through a transpose), A transposed, B strided
+ * along both dims (every other element of a [2K, 2N]). */
+static void layout_operands(lj_dtype dt, int layout, int64_t M, int64_t N, int64_t K, uint64_t seed, lj_tensor **a,
+                            lj_tensor **b) {
+  *a = layout == 2 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1) : tu_tensor(dt, LJ_SHAPE(M, K), TU_ANY, seed);
+  *b = layout == 1   ? lj_transpose(tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
+       : layout == 3 ? lj_slice(lj_slice(tu_tensor(dt, LJ_SHAPE(2 * K, 2 * N), TU_ANY, seed + 7), 0, 0, 2 * K, 2), 1, 1,
+                                2 * N, 2)
+                     : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
+}
+
 /* The GEMM routines around their tile edges: rows 1, 3, 5, 6, 8, 13, 17 (with B transposed,
  * up to 4 of them as dot products; with B contiguous along n, read where it is, up to 4 as
  * sums of B's rows; fewer rows than a tile, whole tiles of 6 rows under AVX2 and of 8 under
@@ -117,14 +129,8 @@ START_TEST(test_matmul_tiles) {
       for (int mi = 0; mi < 8; mi++)
         for (int ni = 0; ni < 5; ni++)
           for (int ki = 0; ki < 4; ki++) {
-            int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
-            uint64_t seed = (uint64_t)(200 * layout + 20 * mi + 4 * ni + ki);
-            lj_tensor *a = layout == 2 ? lj_transpose(tu_tensor(dt, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1)
-                                       : tu_tensor(dt, LJ_SHAPE(M, K), TU_ANY, seed);
-            lj_tensor *b = layout == 1   ? lj_transpose(tu_tensor(dt, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
-                           : layout == 3 ? lj_slice(lj_slice(tu_tensor(dt, LJ_SHAPE(2 * K, 2 * N), TU_ANY, seed + 7), 0, 0, 2 * K, 2),
-                                                    1, 1, 2 * N, 2)
-                                         : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
+            lj_tensor *a, *b;
+            layout_operands(dt, layout, Ms[mi], Ns[ni], Ks[ki], (uint64_t)(200 * layout + 20 * mi + 4 * ni + ki), &a, &b);
             ts[n++] = lj_matmul(a, b);
             lj_tensor_release(a);
             lj_tensor_release(b);
@@ -572,15 +578,9 @@ START_TEST(test_matmul_bf16_pairs) {
     for (int mi = 0; mi < 5; mi++)
       for (int ni = 0; ni < 4; ni++)
         for (int ki = 0; ki < 5; ki++) {
-          int64_t M = Ms[mi], N = Ns[ni], K = Ks[ki];
-          uint64_t seed = (uint64_t)(200 * layout + 20 * mi + 5 * ni + ki);
-          lj_tensor *a = layout == 3 ? lj_transpose(tu_tensor(LJ_BF16, LJ_SHAPE(K, M), TU_ANY, seed), 0, 1)
-                                     : tu_tensor(LJ_BF16, LJ_SHAPE(M, K), TU_ANY, seed);
-          lj_tensor *b = layout == 1 ? lj_transpose(tu_tensor(LJ_BF16, LJ_SHAPE(N, K), TU_ANY, seed + 7), 0, 1)
-                         : layout == 2
-                             ? lj_slice(lj_slice(tu_tensor(LJ_BF16, LJ_SHAPE(2 * K, 2 * N), TU_ANY, seed + 7), 0, 0, 2 * K, 2), 1,
-                                        1, 2 * N, 2)
-                             : tu_tensor(LJ_BF16, LJ_SHAPE(K, N), TU_ANY, seed + 7);
+          lj_tensor *a, *b;
+          layout_operands(LJ_BF16, layout, Ms[mi], Ns[ni], Ks[ki], (uint64_t)(200 * layout + 20 * mi + 5 * ni + ki), &a,
+                          &b);
           ts[n++] = lj_matmul(lj_cast(a, LJ_F32), lj_cast(b, LJ_F32));
           lj_tensor_release(a);
           lj_tensor_release(b);
