@@ -539,8 +539,9 @@ lj_tensor *lj_cat(int n, lj_tensor *const *ts, int dim);
 
 /** torch.matmul: 1-D·1-D is a dot product (0-d), 2-D·2-D a matrix product, 1-D operands
  *  gain and lose a dim, and batch dims broadcast. Both operands must have the same dtype
- *  (not bool). Errors: LJ_ERR_SHAPE when the inner sizes differ (the message gives both
- *  shapes), LJ_ERR_DTYPE. */
+ *  (not bool). 16-bit floats are multiplied and summed in f32 and rounded once (bf16 with
+ *  AVX-512's bf16 dot products where the CPU has them: docs/semantics.md). Errors:
+ *  LJ_ERR_SHAPE when the inner sizes differ (the message gives both shapes), LJ_ERR_DTYPE. */
 lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b);
 
 /* ---------------------------------------------------------------------------------------
@@ -551,7 +552,8 @@ lj_tensor *lj_matmul(lj_tensor *a, lj_tensor *b);
  * ------------------------------------------------------------------------------------- */
 
 /** 2-D convolution (cross-correlation, as torch.nn.functional.conv2d): x [N, C, H, W],
- *  w [O, C/groups, KH, KW], b [O] or NULL. */
+ *  w [O, C/groups, KH, KW], b [O] or NULL, all of one float dtype. 16-bit floats are
+ *  computed in f32 and the output rounded once, as are their gradients. */
 lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[2], const int padding[2],
                      const int dilation[2], int groups);
 /** Max over each window (padding counts as -inf; the gradient goes to the first maximum).
