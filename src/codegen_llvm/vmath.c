@@ -528,15 +528,24 @@ typedef struct erf_parts {
   LLVMValueRef ax, near, tail; /* near = erf(x) for |x| <= 1; tail = erfc(|x|) for |x| >= 1 */
 } erf_parts;
 
-/* With erf_only, the tail only where 1 - erfc is not 1 (erfc 0 beyond): below 6 for f64
- * (erfc(6) is 2.2e-17), below 4 for f32 (erfc(3.92) is 1.6e-8), f32's one piece instead of a
- * choice of each coefficient between two (an erf over 16M f32, one Zen 4 thread, 21.1 -> 14.5
- * ms; PyTorch 82). */
-static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, bool erf_only) {
+/* The erfc pieces of x's type, np of them; the first *erf_np lie below where erf rounds to 1
+ * (6 for f64: erfc(6) is 2.2e-17; 4 for f32: erfc(3.92) is 1.6e-8), all that erf needs, and
+ * all that erfc does where no |x| reaches past them. */
+static const ljc_erf_piece *erf_pieces(LLVMValueRef x, int *np, int *erf_np) {
   bool d = ljc_is_f64(x);
   const ljc_erf_piece *pieces = d ? ljc_erf_f64 : ljc_erf_f32;
-  int np = d ? (int)LJ_COUNT_OF(ljc_erf_f64) : (int)LJ_COUNT_OF(ljc_erf_f32);
-  while (erf_only && pieces[np - 1].lo >= (d ? 6.0 : 4.0)) np--;
+  *np = d ? (int)LJ_COUNT_OF(ljc_erf_f64) : (int)LJ_COUNT_OF(ljc_erf_f32);
+  *erf_np = *np;
+  while (pieces[*erf_np - 1].lo >= (d ? 6.0 : 4.0)) --*erf_np;
+  return pieces;
+}
+
+/* The parts with the tail from the first np pieces (erfc 0 past them). x a vector of a
+ * helper's lanes (vector) takes exp's AVX-512 body itself, else exp's call. */
+static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, int np, bool vector) {
+  bool d = ljc_is_f64(x);
+  int total, erf_np;
+  const ljc_erf_piece *pieces = erf_pieces(x, &total, &erf_np);
   erf_parts r;
   r.ax = ljc_intrinsic1(ir, "fabs", x);
   /* |x| <= 1: erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) */
@@ -557,21 +566,65 @@ static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, bool erf_only) {
   LLVMValueRef t = vmul(ir, vsub(ir, r.ax, pick(ir, x, pieces, np, in, -2)), pick(ir, x, pieces, np, in, -1));
   LLVMValueRef acc = pick(ir, x, pieces, np, in, maxn - 1);
   for (int k = maxn - 2; k >= 0; k--) acc = ljc_fmuladd(ir, acc, t, pick(ir, x, pieces, np, in, k));
-  r.tail = vmul(ir, ljc_vm_exp(ir, LLVMBuildFNeg(ir->b, vmul(ir, r.ax, r.ax), "")), acc);
+  LLVMValueRef nx2 = LLVMBuildFNeg(ir->b, vmul(ir, r.ax, r.ax), "");
+  r.tail = vmul(ir, vector ? exp_avx512(ir, nx2, true) : ljc_vm_exp_nonpositive(ir, nx2), acc);
   r.tail = sel(ir, fcmp(ir, LLVMRealOGE, r.ax, K(x, pieces[np - 1].hi)), K(x, 0), r.tail);
   return r;
 }
 
 LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
-  erf_parts e = erf_parts_of(ir, x, true);
+  int np, erf_np;
+  erf_pieces(x, &np, &erf_np);
+  erf_parts e = erf_parts_of(ir, x, erf_np, false);
   LLVMValueRef far = ljc_intrinsic2(ir, "copysign", vsub(ir, K(x, 1), e.tail), x);
   return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), e.near, far);
 }
 
-LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x) {
-  erf_parts e = erf_parts_of(ir, x, false);
+/* erfc from the parts with np pieces. */
+static LLVMValueRef erfc_of(ljc_ir *ir, LLVMValueRef x, int np, bool vector) {
+  erf_parts e = erf_parts_of(ir, x, np, vector);
   LLVMValueRef far = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, 0)), e.tail, vsub(ir, K(x, 2), e.tail));
   return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), vsub(ir, K(x, 1), e.near), far);
+}
+
+/* erfc of a helper's vector x: the pieces below erf's bound b, unless a lane's x reaches past
+ * them (where erfc comes from an f32 gelu, its x below -5.6; below -b, 2 - erfc(|x|) rounds
+ * to 2), then all: choosing each coefficient among pieces was most of its cost (an exact gelu
+ * over 16M f32, one Zen 4 thread, 14.7 -> 13.0-13.8 ms, its bf16 16.9 -> 14.6; where every
+ * vector has such a lane, 16.0). */
+static LLVMValueRef erfc_body(ljc_ir *ir, LLVMValueRef x, int unused) {
+  (void)unused;
+  LLVMBuilderRef b = ir->b;
+  int np, erf_np;
+  const ljc_erf_piece *pieces = erf_pieces(x, &np, &erf_np);
+  LLVMValueRef past = fcmp(ir, LLVMRealOGE, x, K(x, pieces[erf_np].lo));
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef few = LLVMAppendBasicBlockInContext(ir->ctx, fn, "erfc.near");
+  LLVMBasicBlockRef all = LLVMAppendBasicBlockInContext(ir->ctx, fn, "erfc.far");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "erfc.done");
+  LLVMBuildCondBr(b, ljc_intrinsic1(ir, "vector.reduce.or", past), all, few);
+  LLVMValueRef v[2];
+  LLVMBasicBlockRef from[2] = {few, all};
+  for (int i = 0; i < 2; i++) {
+    LLVMPositionBuilderAtEnd(b, from[i]);
+    v[i] = erfc_of(ir, x, i ? np : erf_np, true);
+    from[i] = LLVMGetInsertBlock(b);
+    LLVMBuildBr(b, done);
+  }
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMValueRef r = LLVMBuildPhi(b, LLVMTypeOf(x), "");
+  LLVMAddIncoming(r, v, from, 2);
+  return r;
+}
+
+LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x) {
+  bool d = ljc_is_f64(x);
+  int np, erf_np;
+  erf_pieces(x, &np, &erf_np);
+  if (ir->vec_bytes != 64) return erfc_of(ir, x, np, false);
+  char name[32];
+  snprintf(name, sizeof name, LJC_VM_PREFIX "erfc_f%d", d ? 64 : 32);
+  return vm_call(ir, x, name, d ? 8 : 16, erfc_body, 0);
 }
 
 /* ---- pow ----------------------------------------------------------------------------------- */
