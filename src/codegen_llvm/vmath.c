@@ -548,15 +548,21 @@ static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, int np, bool vector) {
   const ljc_erf_piece *pieces = erf_pieces(x, &total, &erf_np);
   erf_parts r;
   r.ax = ljc_intrinsic1(ir, "fabs", x);
-  /* |x| <= 1: erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)) */
-  int nt = d ? 18 : 11;
-  double tc[20];
-  double fact = 1;
-  for (int n = 0; n < nt; n++) {
-    if (n) fact *= n;
-    tc[n] = (n % 2 ? -1 : 1) * 1.1283791670955126 / (fact * (2 * n + 1));
+  /* |x| <= 1: f64's erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)); f32's x times a
+   * fitted polynomial in x^2, 6 terms for the Taylor series' 11 */
+  if (d) {
+    double tc[18];
+    double fact = 1;
+    for (int n = 0; n < 18; n++) {
+      if (n) fact *= n;
+      tc[n] = (n % 2 ? -1 : 1) * 1.1283791670955126 / (fact * (2 * n + 1));
+    }
+    r.near = vmul(ir, x, poly(ir, vmul(ir, x, x), tc, 18));
+  } else {
+    const ljc_erf_piece *np0 = &ljc_erf_near_f32[0];
+    LLVMValueRef t = ljc_fmuladd(ir, vmul(ir, x, x), K(x, np0->inv_h), K(x, -np0->c * np0->inv_h));
+    r.near = vmul(ir, x, poly(ir, t, np0->coef, np0->n));
   }
-  r.near = vmul(ir, x, poly(ir, vmul(ir, x, x), tc, nt));
   /* 1 <= |x|: erfc = exp(-x^2) P(t), P and t from the piece |x| falls in */
   LLVMValueRef in[16];
   LJ_ASSERT(np <= 16);
