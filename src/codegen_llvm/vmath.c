@@ -540,12 +540,10 @@ static const ljc_erf_piece *erf_pieces(LLVMValueRef x, int *np, int *erf_np) {
   return pieces;
 }
 
-/* The parts with the tail from the first np pieces (erfc 0 past them). x a vector of a
+/* The parts with the tail from the first np of the pieces (erfc 0 past them). x a vector of a
  * helper's lanes (vector) takes exp's AVX-512 body itself, else exp's call. */
-static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, int np, bool vector) {
+static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, const ljc_erf_piece *pieces, int np, bool vector) {
   bool d = ljc_is_f64(x);
-  int total, erf_np;
-  const ljc_erf_piece *pieces = erf_pieces(x, &total, &erf_np);
   erf_parts r;
   r.ax = ljc_intrinsic1(ir, "fabs", x);
   /* |x| <= 1: f64's erf x = 2/sqrt(pi) sum (-1)^n x^(2n+1) / (n! (2n+1)); f32's x times a
@@ -580,15 +578,15 @@ static erf_parts erf_parts_of(ljc_ir *ir, LLVMValueRef x, int np, bool vector) {
 
 LLVMValueRef ljc_vm_erf(ljc_ir *ir, LLVMValueRef x) {
   int np, erf_np;
-  erf_pieces(x, &np, &erf_np);
-  erf_parts e = erf_parts_of(ir, x, erf_np, false);
+  const ljc_erf_piece *pieces = erf_pieces(x, &np, &erf_np);
+  erf_parts e = erf_parts_of(ir, x, pieces, erf_np, false);
   LLVMValueRef far = ljc_intrinsic2(ir, "copysign", vsub(ir, K(x, 1), e.tail), x);
   return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), e.near, far);
 }
 
-/* erfc from the parts with np pieces. */
-static LLVMValueRef erfc_of(ljc_ir *ir, LLVMValueRef x, int np, bool vector) {
-  erf_parts e = erf_parts_of(ir, x, np, vector);
+/* erfc from the parts with the first np of the pieces. */
+static LLVMValueRef erfc_of(ljc_ir *ir, LLVMValueRef x, const ljc_erf_piece *pieces, int np, bool vector) {
+  erf_parts e = erf_parts_of(ir, x, pieces, np, vector);
   LLVMValueRef far = sel(ir, fcmp(ir, LLVMRealOGT, x, K(x, 0)), e.tail, vsub(ir, K(x, 2), e.tail));
   return sel(ir, fcmp(ir, LLVMRealULE, e.ax, K(x, 1)), vsub(ir, K(x, 1), e.near), far);
 }
@@ -613,7 +611,7 @@ static LLVMValueRef erfc_body(ljc_ir *ir, LLVMValueRef x, int unused) {
   LLVMBasicBlockRef from[2] = {few, all};
   for (int i = 0; i < 2; i++) {
     LLVMPositionBuilderAtEnd(b, from[i]);
-    v[i] = erfc_of(ir, x, i ? np : erf_np, true);
+    v[i] = erfc_of(ir, x, pieces, i ? np : erf_np, true);
     from[i] = LLVMGetInsertBlock(b);
     LLVMBuildBr(b, done);
   }
@@ -626,8 +624,8 @@ static LLVMValueRef erfc_body(ljc_ir *ir, LLVMValueRef x, int unused) {
 LLVMValueRef ljc_vm_erfc(ljc_ir *ir, LLVMValueRef x) {
   bool d = ljc_is_f64(x);
   int np, erf_np;
-  erf_pieces(x, &np, &erf_np);
-  if (ir->vec_bytes != 64) return erfc_of(ir, x, np, false);
+  const ljc_erf_piece *pieces = erf_pieces(x, &np, &erf_np);
+  if (ir->vec_bytes != 64) return erfc_of(ir, x, pieces, np, false);
   char name[32];
   snprintf(name, sizeof name, LJC_VM_PREFIX "erfc_f%d", d ? 64 : 32);
   return vm_call(ir, x, name, d ? 8 : 16, erfc_body, 0);
