@@ -554,19 +554,20 @@ END_TEST
  * dot products on the host, their routines (lj_gemm_bf16_*, in the dump) multiply pairs along
  * k from B packed by rows (contiguous along n), by 32-bit transposes (B transposed: a pair is
  * one element) and element by element (B strided, and the last panel of a transposed B), A
- * packed by vectors, by 32-bit transposes (A transposed) or element by element (A strided
- * along both dims); a few rows by B transposed take dot products of vectors of pairs, by B
- * contiguous along n sums of its rows' pairs, read where they are. Around the tiles' edges
- * (rows 1, 5, 8, 13, 70, columns 1, 17, 150, 300) and the pairs' (k 1, 2, 17, 33 and 641: odd
- * blocks of k, three of them), batched with B broadcast, a transpose above the cast, summed
- * over the batch, a few rows by column tasks, and an empty k; bf16 convolutions, which the
- * frontend computes in f32: a 3×3 one through Winograd's routine, the others packing pairs of
- * taps from the bf16 image, its window positions read as runs (5×5 "same", with a bias; a
- * dilated 3×3), by rows (5×5 without padding), by pairs (stride 2, with a bias; of 3
- * channels: 27 taps, an odd block of k) and gathered (stride 3), and 40 channels of 5×5
- * (blocks of k). Without the instruction the same graphs run through f32's routines. Against
- * the interpreter: the f32 sums to f32's rounding of their order, the bf16 products to one
- * bf16 rounding. */
+ * read where it is (contiguous along k, K even: its pairs at odd addresses, rows an odd number
+ * of elements apart, three blocks of k), packed by vectors (K odd), by 32-bit transposes (A
+ * transposed) or element by element (A strided along both dims); a few rows by B transposed
+ * take dot products of vectors of pairs, by B contiguous along n sums of its rows' pairs, read
+ * where they are. Around the tiles' edges (rows 1, 5, 8, 13, 70, columns 1, 17, 150, 300) and
+ * the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k, three of them), batched with B
+ * broadcast, a transpose above the cast, summed over the batch, a few rows by column tasks,
+ * and an empty k; bf16 convolutions, which the frontend computes in f32: a 3×3 one through
+ * Winograd's routine, the others packing pairs of taps from the bf16 image, its window
+ * positions read as runs (5×5 "same", with a bias; a dilated 3×3), by rows (5×5 without
+ * padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd block of k) and
+ * gathered (stride 3), and 40 channels of 5×5 (blocks of k). Without the instruction the same
+ * graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding
+ * of their order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
   static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 641};
   char dir[] = "/tmp/lj_test_bf16_XXXXXX";
@@ -596,11 +597,14 @@ START_TEST(test_matmul_bf16_pairs) {
   static const int batch[1] = {0};
   lj_tensor *strided = tu_tensor(LJ_BF16, LJ_SHAPE(74, 600), TU_ANY, 917);
   lj_tensor *sa = lj_slice(lj_slice(strided, 0, 0, 74, 2), 1, 1, 600, 2);
-  lj_tensor *f32[5] = {lj_matmul(lj_cast(ba, LJ_F32), lj_cast(w, LJ_F32)),
+  lj_tensor *long_rows = tu_tensor(LJ_BF16, LJ_SHAPE(9, 1301), TU_ANY, 918);
+  lj_tensor *tall = tu_tensor(LJ_BF16, LJ_SHAPE(1300, 45), TU_ANY, 919);
+  lj_tensor *f32[6] = {lj_matmul(lj_cast(ba, LJ_F32), lj_cast(w, LJ_F32)),
                        lj_matmul(lj_cast(ba, LJ_F32), lj_transpose(lj_cast(wt, LJ_F32), 0, 1)),
                        lj_sum(lj_matmul(lj_cast(few, LJ_F32), lj_cast(fb, LJ_F32)), 1, batch, false),
-                       lj_matmul(lj_cast(x, LJ_F32), lj_cast(wide, LJ_F32)), lj_matmul(lj_cast(sa, LJ_F32), lj_cast(w, LJ_F32))};
-  tu_check_interp_tol(5, f32, 1e-5, 1e-3);
+                       lj_matmul(lj_cast(x, LJ_F32), lj_cast(wide, LJ_F32)), lj_matmul(lj_cast(sa, LJ_F32), lj_cast(w, LJ_F32)),
+                       lj_matmul(lj_cast(lj_slice(long_rows, 1, 1, 1301, 1), LJ_F32), lj_cast(tall, LJ_F32))};
+  tu_check_interp_tol(6, f32, 1e-5, 1e-3);
   lj_tensor *img = tu_tensor(LJ_BF16, LJ_SHAPE(2, 16, 12, 10), TU_UNIT, 909), *k3 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 3, 3), TU_UNIT, 910);
   lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 911), *bias = tu_tensor(LJ_BF16, LJ_SHAPE(24), TU_UNIT, 912);
   lj_tensor *img3 = tu_tensor(LJ_BF16, LJ_SHAPE(3, 3, 17, 19), TU_UNIT, 913), *k33 = tu_tensor(LJ_BF16, LJ_SHAPE(8, 3, 3, 3), TU_UNIT, 914);
@@ -621,7 +625,7 @@ START_TEST(test_matmul_bf16_pairs) {
                                           "calls lj_gemm_bf16_elements", "calls lj_gemm_bf16_window"};
   for (int r = 0; r < 4; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
   lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, bias, img3, k33, deep, k40, strided, sa,
-                      f32[0], f32[1], f32[2], f32[3], f32[4]};
+                      long_rows, tall, f32[0], f32[1], f32[2], f32[3], f32[4], f32[5]};
   for (size_t i = 0; i < sizeof bf / sizeof *bf; i++) lj_tensor_release(bf[i]);
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   lj_shutdown();
