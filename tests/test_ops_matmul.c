@@ -565,7 +565,8 @@ END_TEST
  * Winograd's routine, the others packing pairs of taps from the bf16 image, its window
  * positions read as runs (5×5 "same", with a bias; a dilated 3×3), by rows (5×5 without
  * padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd block of k) and
- * gathered (stride 3), and 40 channels of 5×5 (blocks of k). Without the instruction the same
+ * gathered (stride 3), and 40 channels of 5×5 (blocks of k); a convolution of bf16 data is
+ * one kernel (its image widened to f32 is not stored). Without the instruction the same
  * graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding
  * of their order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
@@ -610,6 +611,11 @@ START_TEST(test_matmul_bf16_pairs) {
   lj_tensor *img3 = tu_tensor(LJ_BF16, LJ_SHAPE(3, 3, 17, 19), TU_UNIT, 913), *k33 = tu_tensor(LJ_BF16, LJ_SHAPE(8, 3, 3, 3), TU_UNIT, 914);
   lj_tensor *deep = tu_tensor(LJ_BF16, LJ_SHAPE(1, 40, 9, 9), TU_UNIT, 915), *k40 = tu_tensor(LJ_BF16, LJ_SHAPE(20, 40, 5, 5), TU_UNIT, 916);
   static const int pad[2] = {1, 1}, pad2[2] = {2, 2}, s2[2] = {2, 2}, s3[2] = {3, 3};
+  int64_t kernels = lj_counter_value("CompiledKernels");
+  lj_tensor *one = lj_conv2d(img, k5, NULL, NULL, pad, NULL, 1);
+  ck_assert_int_eq(lj_sync_tensors(1, &one), LJ_OK);
+  if (dot) ck_assert_int_eq(lj_counter_value("CompiledKernels") - kernels, 1);
+  lj_tensor_release(one);
   lj_tensor *bf[11] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1),
                        lj_conv2d(img, k3, NULL, NULL, pad, NULL, 1),
                        lj_conv2d(img, k5, bias, NULL, pad2, NULL, 1),

@@ -446,12 +446,17 @@ static void decide(fuser *f) {
         if (g->nodes[bsrc[k]].op != LJG_OP_DATA) f->realized[bsrc[k]] = true;
       continue;
     }
+    /* operands read as one strided view of a buffer: an implicit im2col's image is its
+     * reader's (not a bf16 product's, which reads the bf16 image below its cast) */
     int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
-    for (int k = 0; k < nbuf; k++) { /* operands read as one strided view of a buffer */
-      if (ljg_ops[n->op].kind == LJG_MATMUL && f->cols[i] >= 0 && k == f->cols_op[i] - LJG_MM_COLS_A) continue;
-      int32_t src = ljg_strip_views(g, in[k]);
+    if (ljg_ops[n->op].kind == LJG_WINDOW && !f->realized[i]) nbuf = 0;
+    for (int k = 0; k < nbuf; k++) {
+      int32_t x = in[k];
+      if (ljg_ops[n->op].kind == LJG_MATMUL && f->cols[i] >= 0 && k == f->cols_op[i] - LJG_MM_COLS_A)
+        x = ljg_in(g, &g->nodes[f->cols[i]])[0];
+      int32_t src = ljg_strip_views(g, x);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
-      if (chain_levels(g, in[k], src) > 1) f->realized[in[k]] = true;
+      if (chain_levels(g, x, src) > 1) f->realized[x] = true;
     }
     if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion)) {
       int32_t src = ljg_strip_views(g, in[0]);
