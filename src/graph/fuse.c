@@ -436,16 +436,23 @@ static void decide(fuser *f) {
   for (int i = 0; i < g->n; i++)
     if (g->nodes[i].op == LJG_OP_COL2IM && winograd_dx(f, i))
       f->winograd_dx[ljg_strip_views(g, ljg_in(g, &g->nodes[i])[0])] = true;
+  /* the views between a bf16 product and its casts: an expand there is not a reason to store
+   * what it expands (below) */
+  int32_t *bf16_views = ljb_xcalloc((size_t)g->n, sizeof *bf16_views);
+  for (int i = 0; i < g->n; i++) {
+    int32_t bsrc[2];
+    if (!bf16_operands(f, i, bsrc)) continue;
+    f->bf16[i] = true;
+    for (int k = 0; k < 2; k++) {
+      if (g->nodes[bsrc[k]].op != LJG_OP_DATA) f->realized[bsrc[k]] = true;
+      int32_t x = k == 1 && f->cols[i] >= 0 ? ljg_in(g, &g->nodes[f->cols[i]])[0] : ljg_in(g, &g->nodes[i])[k];
+      for (; ljg_ops[g->nodes[x].op].kind == LJG_VIEW; x = ljg_in(g, &g->nodes[x])[0]) bf16_views[x]++;
+    }
+  }
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     const int32_t *in = ljg_in(g, n);
-    int32_t bsrc[2];
-    if (bf16_operands(f, i, bsrc)) {
-      f->bf16[i] = true;
-      for (int k = 0; k < 2; k++)
-        if (g->nodes[bsrc[k]].op != LJG_OP_DATA) f->realized[bsrc[k]] = true;
-      continue;
-    }
+    if (f->bf16[i]) continue;
     /* operands read as one strided view of a buffer: an implicit im2col's image is its
      * reader's (not a bf16 product's, which reads the bf16 image below its cast) */
     int nbuf = ljg_ops[n->op].kind == LJG_MATMUL ? 2 : (n->op == LJG_OP_GATHER || ljg_ops[n->op].kind == LJG_WINDOW) ? 1 : 0;
@@ -458,7 +465,7 @@ static void decide(fuser *f) {
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
       if (chain_levels(g, x, src) > 1) f->realized[x] = true;
     }
-    if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion)) {
+    if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion) && bf16_views[i] < f->eff[i]) {
       int32_t src = ljg_strip_views(g, in[0]);
       ljg_kind k = ljg_ops[g->nodes[src].op].kind;
       int64_t sn = ljg_gnumel(&g->nodes[src]);
@@ -466,6 +473,7 @@ static void decide(fuser *f) {
         f->realized[src] = true;
     }
   }
+  free(bf16_views);
   if (fusing) store_shared_transposed(f);
 }
 
