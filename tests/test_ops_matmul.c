@@ -99,19 +99,22 @@ static void layout_operands(lj_dtype dt, int layout, int64_t M, int64_t N, int64
                      : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
 }
 
-/* The GEMM routines around their tile edges: rows 1, 3, 5, 6, 8, 13, 17 (with B transposed,
- * up to 4 of them as dot products; with B contiguous along n, read where it is, up to 4 as
- * sums of B's rows; fewer rows than a tile, whole tiles of 6 rows under AVX2 and of 8 under
- * AVX-512, a tile for the rows left) and 70 (more than read B in place: packed),
- * columns 1, 12, 17, 150, 300 (a last panel with its first vector partial, with its second
- * partial for 12 under AVX2 and 150 under AVX-512, one column past a full panel under AVX2,
- * more panels than one packed block: 150 under AVX2, 300 under both), k of 1 and 16 (B read
- * where it is), 17 (rows of a transposed B left after whole vectors) and 600 (blocks of k, run
- * for each block of panels: C starts from zero in each); with B contiguous along n, B transposed
- * (packed by transposes), A transposed (and, where its k are a page apart, packed by
- * transposes: batched, in blocks of rows and of k), and B strided along both dims (packed element by element); batched
- * with B broadcast; and more rows than a block of rows, split across threads inside a matrix; convolutions, whose routine packs B from the image. Compiled for
- * the host, and for an AVX2 and an SSE2 machine where the host runs their code (x86-64). */
+/* The GEMM routines around their tile edges: rows 1, 3, 5, 6, 8, 13, 17 (with B transposed, up
+ * to 4 of them as dot products; with B contiguous along n, read where it is, up to 4 as sums
+ * of B's rows; fewer rows than a tile, up to half a tile's in a tile of half its rows, whole
+ * tiles of 6 rows under AVX2 and of 8 under AVX-512, a tile for the rows left) and 70 (more
+ * than read B in place: packed), columns 1, 12, 17, 150, 300 (a last panel with its first
+ * vector partial, with its second partial for 12 under AVX2 and 150 under AVX-512, one column
+ * past a full panel under AVX2, more panels than one packed block: 150 under AVX2, 300 under
+ * both), k of 1 and 16 (B read where it is), 17 (rows of a transposed B left after whole
+ * vectors) and 600 (blocks of k, run for each block of panels: C starts from zero in each);
+ * with B contiguous along n, B transposed (packed by transposes), A transposed (and, where its
+ * k are a page apart, packed by transposes: batched, in blocks of rows and of k), and B
+ * strided along both dims (packed element by element); batched with B broadcast; and more rows
+ * than a block of rows, split across threads inside a matrix; convolutions, whose routine
+ * packs B from the image, of 7 output channels, of 3 and of 4 groups of 2 (half a tile's rows
+ * or fewer). Compiled for the host, and for an AVX2 and an SSE2 machine where the host runs
+ * their code (x86-64). */
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
 START_TEST(test_matmul_tiles) {
@@ -155,16 +158,21 @@ START_TEST(test_matmul_tiles) {
      * block of rows of a partial vector), and blocks of k */
     lj_tensor *bat = lj_slice(tu_tensor(dt, LJ_SHAPE(3, 300, 1024), TU_ANY, 913), 2, 0, 1000, 1);
     lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(700, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(700, 20), TU_ANY, 915);
+    /* convolutions of 3 output channels, and of 4 groups of 2: fewer rows than half a tile */
+    lj_tensor *k3 = tu_tensor(dt, LJ_SHAPE(3, 5, 3, 3), TU_ANY, 917), *img8 = tu_tensor(dt, LJ_SHAPE(2, 8, 9, 9), TU_ANY, 918);
+    lj_tensor *kg = tu_tensor(dt, LJ_SHAPE(8, 2, 3, 3), TU_ANY, 919);
     static const int batch[1] = {0};
-    lj_tensor *ts[13] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+    lj_tensor *ts[15] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
                         lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
                                       (const int[]){2, 2}, NULL, NULL),
                         lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1),
                         lj_matmul(few, lj_transpose(wt, 0, 1)), lj_sum(lj_matmul(few, lj_transpose(fb, 1, 2)), 1, batch, false),
                         lj_matmul(x2, wide), lj_matmul(x1, wider), lj_matmul(lj_transpose(bat, 1, 2), w),
                         lj_matmul(lj_transpose(tallt, 0, 1), b20), lj_sum(lj_matmul(few, fbn), 1, batch, false),
-                        lj_sum(lj_matmul(ba, fbn), 1, batch, false)};
-    tu_check_interp_tol(13, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+                        lj_sum(lj_matmul(ba, fbn), 1, batch, false),
+                        lj_conv2d(img, k3, NULL, NULL, (const int[]){1, 1}, NULL, 1),
+                        lj_conv2d(img8, kg, NULL, NULL, (const int[]){1, 1}, NULL, 4)};
+    tu_check_interp_tol(15, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST
