@@ -422,6 +422,21 @@ static void conv_stride2(const workload *w, bench_state *s) {
   keep(s, lj_conv2d(s->in[0], s->p[0], s->p[1], pool2, pad1, NULL, 1));
 }
 
+/* A grouped 3×3 convolution for inference with n = {B, C, groups, H}: x [B, C, H, H], weight
+ * [C, C / groups, 3, 3] and bias [C] (ResNeXt's: groups of 4 channels), none needing
+ * gradients. */
+static bool setup_grouped_conv(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], c = w->n[1], groups = w->n[2], h = w->n[3];
+  s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->in[1] = rand_f32(s, LJ_SHAPE(c, c / groups, 3, 3));
+  s->in[2] = rand_f32(s, LJ_SHAPE(c));
+  return all_set(s->in, 3);
+}
+
+static void conv_grouped(const workload *w, bench_state *s) {
+  keep(s, lj_conv2d(s->in[0], s->in[1], s->in[2], NULL, pad1, NULL, (int)w->n[2]));
+}
+
 static void conv_inference(const workload *w, bench_state *s) {
   keep(s, lj_conv2d(s->in[0], s->in[1], s->in[2], NULL, pad1, NULL, 1));
 }
@@ -602,6 +617,8 @@ const workload bench_workloads[] = {
      lstm_step, 0, LSTM_FLOPS(32, 32, 64, 256)},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
+    {"conv_grouped_b32", "conv 128->128 3x3 + bias in 32 groups of 4, 32x28x28", {32, 128, 32, 28},
+     setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 4, 128, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},
      setup_resblock, resblock, 0, 6 * CONV_FLOPS(32, 64, 64, 56)},
     {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,

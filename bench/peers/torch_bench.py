@@ -158,6 +158,11 @@ def conv_stride2(b, cin, cout, h):
     return lambda: conv(x)
 
 
+def conv_grouped(b, c, groups, h):
+    x, w, bias = rand(b, c, h, h), rand(c, c // groups, 3, 3), rand(c)
+    return lambda: F.conv2d(x, w, bias, padding=1, groups=groups)
+
+
 def graph500():
     x = rand(16)
 
@@ -237,6 +242,7 @@ WORKLOADS = {
     "transformer_b4x256": lambda: transformer(4, 256, 768, 12),
     "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
+    "conv_grouped_b32": lambda: conv_grouped(32, 128, 32, 28),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
