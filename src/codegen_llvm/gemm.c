@@ -1186,7 +1186,9 @@ static void tiles_of(gemm *g, int mr, LLVMValueRef bi, LLVMValueRef m0, LLVMValu
  * on one thread, 4.1 → 3.1 on two; the routines compile ~10 ms longer), and for up to half the
  * tile's rows, which a tile of half its rows computes with half the multiplies: a grouped
  * convolution's 4 channels a group (32 groups of 4 → 4 channels, 3×3 on 28×28 at batch 32,
- * one Zen 4 thread: 7.7 → 5.3 ms; PyTorch 7.0). */
+ * one Zen 4 thread: 7.7 → 5.3 ms; PyTorch 7.0). With fill_taps's table, MNISTNet's step took
+ * 25-50 ms longer to compile its routines (two threads), once a machine where the library's
+ * were built for another CPU. */
 static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef crow0, LLVMValueRef len,
                       const panel *p, LLVMValueRef buf) {
   ljc_ir *ir = g->ir;
