@@ -508,10 +508,10 @@ static void pack_a_pairs_along_m(gemm *g, void *ctx) {
   ljc_loop_end(ir, &R, NULL, NULL);
 }
 
-/* Rows m0 .. m0 + len - 1 of matrix bi of A (an a_rows), the block of k, into apack's rows of g->kc: by vectors
- * of 2·vw where A is contiguous along k (the lanes past the block zeros), by transposes where
- * it is contiguous along m, else element by element up to an even length (a zero after an
- * odd block). */
+/* Rows m0 .. m0 + len - 1 of matrix bi of A (ctx, an a_rows), the block of k, into apack's rows
+ * of g->kc: by vectors of 2·vw where A is contiguous along k (the lanes past the block zeros),
+ * by transposes where it is contiguous along m, else element by element up to an even length
+ * (a zero after an odd block). */
 static void pack_a_pairs(gemm *g, void *ctx) {
   a_rows a = *(const a_rows *)ctx;
   LLVMValueRef along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(g->ir, 1), "");
