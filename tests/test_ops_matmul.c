@@ -159,7 +159,8 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *bat = lj_slice(tu_tensor(dt, LJ_SHAPE(3, 300, 1024), TU_ANY, 913), 2, 0, 1000, 1);
     lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(700, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(700, 20), TU_ANY, 915);
     /* convolutions of 3 output channels, and of 4 groups of 2: fewer rows than half a tile */
-    lj_tensor *k3 = tu_tensor(dt, LJ_SHAPE(3, 5, 3, 3), TU_ANY, 917), *img8 = tu_tensor(dt, LJ_SHAPE(2, 8, 9, 9), TU_ANY, 918);
+    lj_tensor *k3 = tu_tensor(dt, LJ_SHAPE(3, 5, 3, 3), TU_ANY, 917);
+    lj_tensor *img8 = tu_tensor(dt, LJ_SHAPE(2, 8, 9, 9), TU_ANY, 918);
     lj_tensor *kg = tu_tensor(dt, LJ_SHAPE(8, 2, 3, 3), TU_ANY, 919);
     static const int batch[1] = {0};
     lj_tensor *ts[15] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
