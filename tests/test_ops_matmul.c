@@ -192,6 +192,55 @@ static void init_dumping(int threads, const char *cpu, bool winograd, char *dir)
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
 }
 
+/* Weight gradients dY·colsᵀ for each image (not summed over the batch as one product): a
+ * grouped convolution's, and an ungrouped one's at batch 1. The window_t routine packs B, the
+ * im2col transposed, from the image, the window vectors of a panel's taps transposed into its
+ * rows: "same" windows read as runs (4 groups; 399 positions, two blocks of k and a last
+ * vector of positions past the end; 18 taps, a last panel of few columns), stride 2 (by pairs),
+ * 5×5 without padding (by rows; 75 taps, a panel and a last one), stride 3 dilated (gathered),
+ * and 360 taps at batch 1 (more panels than a block of them); f32 and, for the first, f64.
+ * Their input gradients too. On two threads, compiled for the host, AVX2 and SSE2
+ * (tile_targets). */
+START_TEST(test_matmul_window_t) {
+  const char *cpu = tile_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  char dir[] = "/tmp/lj_test_window_t_XXXXXX";
+  init_dumping(2, cpu, true, dir);
+  static const int64_t xs[][4] = {{3, 8, 19, 21}, {3, 8, 19, 21}, {2, 6, 13, 13}, {2, 9, 12, 10}, {2, 4, 14, 14}, {1, 40, 10, 10}};
+  static const int64_t ws[][4] = {{12, 2, 3, 3}, {12, 2, 3, 3}, {4, 3, 3, 3}, {6, 3, 5, 5}, {4, 2, 3, 3}, {16, 40, 3, 3}};
+  static const int groups[] = {4, 4, 2, 3, 2, 1}, strides[] = {1, 1, 2, 1, 3, 1}, pads[] = {1, 1, 1, 0, 2, 1};
+  static const int dils[] = {1, 1, 1, 1, 2, 1};
+  enum { NCASES = sizeof groups / sizeof *groups };
+  lj_tensor *dws[NCASES], *dxs[NCASES];
+  for (int i = 0; i < NCASES; i++) {
+    lj_dtype dt = i == 1 ? LJ_F64 : LJ_F32;
+    lj_tensor *x = tu_tensor(dt, 4, xs[i], TU_ANY, 40 + (uint64_t)i), *w = tu_tensor(dt, 4, ws[i], TU_ANY, 50 + (uint64_t)i);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    const int st[2] = {strides[i], strides[i]}, pd[2] = {pads[i], pads[i]}, dl[2] = {dils[i], dils[i]};
+    lj_tensor *y = lj_conv2d(x, w, NULL, st, pd, dl, groups[i]);
+    lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 60 + (uint64_t)i);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    dws[i] = lj_tensor_retain(lj_tensor_grad(w));
+    dxs[i] = lj_tensor_retain(lj_tensor_grad(x));
+    lj_tensor *ts[] = {x, w, y, g};
+    for (int t = 0; t < 4; t++) lj_tensor_release(ts[t]);
+  }
+  /* sums of up to 399 products (f32); the ungrouped input gradient through Winograd's
+   * transforms (test_matmul_winograd's bounds) */
+  tu_check_interp_tol(NCASES, dws, 1e-5, 1e-4);
+  tu_check_interp_tol(NCASES, dxs, 5e-5, 1e-2);
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_window_t"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f64_window_t"));
+  for (int i = 0; i < NCASES; i++) {
+    lj_tensor_release(dws[i]);
+    lj_tensor_release(dxs[i]);
+  }
+  lj_shutdown();
+  tu_remove_dir(dir);
+}
+END_TEST
+
 /* 3×3 convolutions of stride 1 go through the Winograd routines (the dump holds their
  * objects), both tilings: F(5×5, 3×3) where it takes fewer products (the 14×14 and 30×30
  * outputs), else F(4×4, 3×3); output sizes odd and even (tiles past the edge), padding 0, 1
@@ -776,6 +825,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_window_t, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
   tcase_add_test(tc, test_matmul_winograd_threads);

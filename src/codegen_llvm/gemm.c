@@ -28,7 +28,8 @@
  * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows, or that few rows share
  * (ljg_matmul_b_in_place), is read where it is, a block of k at a time: its panel already sits
  * in L1, or the few tiles that read it find it in the caches, and packing would cost more than
- * it saves. A B that is an im2col is packed from the image (pack_window); an A that is one, a
+ * it saves. A B that is an im2col is packed from the image (pack_window), and one that is an
+ * im2col transposed by transposes of the window's vectors (pack_window_t); an A that is one, a
  * block of MC rows at a time into a buffer of KC values a row, from which the tiles broadcast
  * (pack_a); and, chosen at run time, an A contiguous along m whose k are a whole number of
  * pages apart likewise, by transposes (pack_a_rows_of).
@@ -775,12 +776,13 @@ static void tap_of(gemm *g, LLVMValueRef t, LLVMValueRef *tap) {
   tap[2] = LLVMBuildSRem(b, r, g->arg[LJC_GEMM_WIN_KW], "");
 }
 
-/* The taps of the block of k, from k0 to k1 (one past its end: a pair's second where the
- * block ends odd, read masked off), into g->taps: each the offset of its channel's plane in
+/* The `count` taps from tap `first` on into g->taps: each the offset of its channel's plane in
  * the image and its dy, dx (TAP_PLANE, TAP_DY, TAP_DX), so that packing a row of k computes
- * no tap. The packing loops carried the tap from one k to the next, a chain of compares and
- * selects each waited on (a grouped convolution, 32 groups of 4 -> 4 channels, 3×3 on 28×28
- * at batch 32, one Zen 4 thread: 5.6 -> 5.15 ms). */
+ * no tap: for B the im2col, the block of k's, from k0 to k1 (one past its end: a pair's second
+ * where the block ends odd, read masked off); for its transpose, a panel's columns'. The
+ * packing loops carried the tap from one k to the next, a chain of compares and selects each
+ * waited on (a grouped convolution, 32 groups of 4 -> 4 channels, 3×3 on 28×28 at batch 32,
+ * one Zen 4 thread: 5.6 -> 5.15 ms). */
 enum { TAP_PLANE, TAP_DY, TAP_DX, TAP_FIELDS };
 
 /* Field f of tap t in g->taps. */
@@ -789,13 +791,13 @@ static LLVMValueRef tap_field(gemm *g, LLVMValueRef t, int f) {
   return LLVMBuildInBoundsGEP2(g->b, g->ir->i64, g->taps, &off, 1, "");
 }
 
-static void fill_taps(gemm *g) {
+static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count) {
   ljc_ir *ir = g->ir;
   const LLVMValueRef *a = g->arg;
   LLVMValueRef start[3], last[3];
-  tap_of(g, g->k0, start);
+  tap_of(g, first, start);
   ljc_loop T;
-  ljc_loop_begin(ir, &T, ljc_i64(ir, 0), add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1), false, 3, start);
+  ljc_loop_begin(ir, &T, ljc_i64(ir, 0), count, false, 3, start);
   LLVMValueRef tap[3] = {T.acc[0], T.acc[1], T.acc[2]};
   LLVMValueRef field[TAP_FIELDS] = {vmul(g, tap[0], a[LJC_GEMM_IMG_SC]), vmul(g, tap[1], a[LJC_GEMM_WIN_DY]),
                                     vmul(g, tap[2], a[LJC_GEMM_WIN_DX])};
@@ -903,8 +905,59 @@ static void by_window_read(gemm *g, void (*then)(gemm *, void *, int), void *ctx
 static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   window_pack w = window_pack_of(g, LJC_GEMM_B, bi);
   w.p = p, w.np = np;
-  fill_taps(g);
+  fill_taps(g, g->k0, add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1));
   by_window_read(g, pack_window_panels, &w);
+}
+
+/* B the transpose of an im2col (rows of k window positions, columns taps), panel by panel:
+ * its columns' taps once (fill_taps), then vw positions at a time, for each column the
+ * window_vector of its tap at those positions (read as window_read says), vw of them
+ * transposed in registers into vw rows of the panel (as pack_cols packs columns contiguous
+ * along k); positions past the block's end and taps past B's last column zeros. A grouped
+ * convolution's weight gradient, dY·colsᵀ for each image and group, stored its im2col (115 MB
+ * for 32 groups of 4 -> 4 channels, 3×3 on 28×28 at batch 32) and packed it by transposes:
+ * the convolution's forward and both gradients 21.6-23.1 -> 17.6-18.3 ms on one Zen 4 thread
+ * (PyTorch 40.8). */
+static void pack_window_t_panels(gemm *g, void *ctx, int how) {
+  const window_pack *w = ctx;
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const panel *p = w->p;
+  int vw = g->vw;
+  LLVMValueRef len = LLVMBuildNSWSub(b, g->k1, g->k0, "");
+  LLVMValueRef hi = LLVMBuildNSWAdd(b, g->k0, LLVMBuildAnd(b, add(g, len, vw - 1), ljc_i64(ir, -vw), ""), "");
+  ljc_loop Q, K;
+  ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), w->np, false, 0, NULL);
+  LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, (int64_t)p->nv * vw), ""), buf = panel_buffer(g, p, Q.iv);
+  fill_taps(g, n0, ljc_i64(ir, (int64_t)p->nv * vw));
+  ljc_loop_begin_step(ir, &K, g->k0, hi, vw, true, 0, NULL);
+  LLVMValueRef ohs, ows, row = LLVMBuildNSWSub(b, K.iv, g->k0, ""), in = lanes_below(g, K.iv, g->k1);
+  window_positions(g, w, K.iv, &ohs, &ows);
+  lane_rows lr;
+  if (rows_step(how)) lr = lane_rows_at(g, lane_base(g, w, ohs, ows, rows_step(how)));
+  for (int j = 0; j < p->nv; j++) {
+    LLVMValueRef v[64];
+    for (int c = 0; c < vw; c++) { /* a column past B's last (the last panel's) reads nothing */
+      LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+      LLVMValueRef col = LLVMBuildICmp(b, LLVMIntSLT, add(g, n0, j * vw + c), g->arg[LJC_GEMM_N], "");
+      LLVMBasicBlockRef after = ljc_if_begin(ir, col, "gemm.window_t_column");
+      LLVMValueRef x = tap_vector(g, w, ljc_i64(ir, j * vw + c), ohs, ows, K.iv, in, how, &lr);
+      LLVMBasicBlockRef read = LLVMGetInsertBlock(b);
+      ljc_if_end(ir, after);
+      v[c] = LLVMBuildPhi(b, g->ivt, "");
+      LLVMAddIncoming(v[c], (LLVMValueRef[]){LLVMConstNull(g->ivt), x}, (LLVMBasicBlockRef[]){pre, read}, 2);
+    }
+    ljc_transpose(ir, vw, v);
+    for (int r = 0; r < vw; r++) packed_store(g, v[r], packed_at(g, p, buf, add(g, row, r), (int64_t)j * vw));
+  }
+  ljc_loop_end(ir, &K, NULL, NULL);
+  ljc_loop_end(ir, &Q, NULL, NULL);
+}
+
+static void pack_window_t(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  window_pack w = window_pack_of(g, LJC_GEMM_B, bi);
+  w.p = p, w.np = np;
+  by_window_read(g, pack_window_t_panels, &w);
 }
 
 /* A's block of rows [m0, m0 + len) of one matrix (pack_a). */
@@ -1011,6 +1064,8 @@ static void pack_a_rows_then(gemm *g, void *ctx) {
 static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   if (g->variant == LJC_GEMM_WINDOW)
     pack_window(g, bi, p, np);
+  else if (g->variant == LJC_GEMM_WINDOW_T)
+    pack_window_t(g, bi, p, np);
   else if (g->pairs && g->variant == LJC_GEMM_ROWS)
     pack_rows_pairs(g, bi, p, np);
   else if (g->pairs && g->variant == LJC_GEMM_COLS && !p->mask[0])
@@ -1635,6 +1690,7 @@ bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   int kind = r / LJC_GEMM_NVARIANTS, variant = r % LJC_GEMM_NVARIANTS;
   if (r < 0 || r >= LJC_GEMM_NROUTINES || ljc_gemm_code(r) != r) return false;
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
+  if (variant == LJC_GEMM_WINDOW_T) return kind <= 1;
   if (kind == LJC_GEMM_BF16) return bf16_dot && (variant <= LJC_GEMM_ELEMENTS || variant == LJC_GEMM_WINDOW);
   return is_winograd(variant) ? kind <= 1 : true;
 }
@@ -1643,7 +1699,7 @@ void ljc_gemm_routine_name(int routine, char name[32]) {
   static const char *const variants[LJC_GEMM_NVARIANTS] = {
       [LJC_GEMM_ROWS] = "rows",         [LJC_GEMM_COLS] = "cols",       [LJC_GEMM_ELEMENTS] = "elements",
       [LJC_GEMM_DIRECT] = "direct",     [LJC_GEMM_WINDOW] = "window",   [LJC_GEMM_WINOGRAD] = "winograd",
-      [LJC_GEMM_WINOGRAD_DW] = "winograd_dw", [LJC_GEMM_TAPS_DW] = "taps_dw"};
+      [LJC_GEMM_WINOGRAD_DW] = "winograd_dw", [LJC_GEMM_TAPS_DW] = "taps_dw", [LJC_GEMM_WINDOW_T] = "window_t"};
   routine = ljc_gemm_code(routine);
   int kind = routine / LJC_GEMM_NVARIANTS;
   int variant = routine % LJC_GEMM_NVARIANTS;
@@ -1701,6 +1757,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->variant == LJC_GEMM_WINDOW) g->taps = ljc_entry_array(ir, ir->i64, TAP_FIELDS * ((int64_t)g->kc + 1));
+  if (g->variant == LJC_GEMM_WINDOW_T) g->taps = ljc_entry_array(ir, ir->i64, TAP_FIELDS * (int64_t)NV * g->vw);
   if (g->pairs) {
     g->apack = ljc_entry_array(ir, g->ot, (int64_t)MC * g->kc);
     LLVMValueRef along_k = LLVMBuildICmp(g->b, LLVMIntEQ, g->arg[LJC_GEMM_A_SK], ljc_i64(ir, 1), "");
@@ -1914,7 +1971,8 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   const ljg_view *av = &k->views[ea->view], *bv = &k->views[eb->view];
   if (av->n != 1 || bv->n != 1 || k->mm_n == 0 || k->mm_k == 0 || k->mm_b == 0) return -1;
   const int64_t *bs = bv->v[0].stride;
-  if (ea->dtype == LJ_BF16 && eb->dtype == LJ_BF16 && k->mm_dtype == LJ_F32 && k->mm_cols != LJG_MM_COLS_A)
+  if (ea->dtype == LJ_BF16 && eb->dtype == LJ_BF16 && k->mm_dtype == LJ_F32 &&
+      (k->mm_cols == LJG_MM_COLS_NONE || k->mm_cols == LJG_MM_COLS_B))
     return LJC_GEMM_BF16 * LJC_GEMM_NVARIANTS + (k->mm_cols ? LJC_GEMM_WINDOW
                                                  : bs[2] == 1 ? LJC_GEMM_ROWS
                                                  : bs[1] == 1 ? LJC_GEMM_COLS
@@ -1926,6 +1984,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
                 : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW
                 : ljg_taps_dw(k)              ? LJC_GEMM_TAPS_DW
                 : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
+                : k->mm_cols == LJG_MM_COLS_BT ? LJC_GEMM_WINDOW_T
                 : bs[2] == 1                  ? (ljg_kernel_b_in_place(k) ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS
                                               : LJC_GEMM_ELEMENTS;

@@ -279,14 +279,15 @@ enum {
  * straight into the col2im's output (ljc_gemm_writes_window); WINOGRAD_DW: a weight
  * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints;
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
- * (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
+ * (taps.c); WINDOW_T: B the transpose of an im2col, packed from the image by transposes of
+ * the window's vectors (a grouped convolution's weight gradient, dY·colsᵀ). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
  * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
  * F(5×5, 3×3). */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
-  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_NVARIANTS
+  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_WINDOW_T, LJC_GEMM_NVARIANTS
 };
 /* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS, ELEMENTS and
  * WINDOW variants, B the im2col for the last; gemm.c's "bf16 operands"): what a kernel whose

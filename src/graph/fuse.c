@@ -197,11 +197,12 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
   return ljg_chain_view(g, top, src, &v) ? v.n : LJG_MAX_VIEWS + 1;
 }
 
-/* The im2col node that matmul i reads as its operand *op (LJG_MM_COLS_B, else _A) when the
- * matmul routines can pack that operand straight from the im2col's image (implicit GEMM): a
- * float matmul with an operand that is a whole im2col (ljg_cols_operand), B first, whose
- * offsets within the image's buffer, padded rows and columns and window positions fit in 32
- * bits with room to spare (the packers' lane arithmetic is i32); else -1. */
+/* The im2col node that matmul i reads as its operand *op (LJG_MM_COLS_B, else _A, else _BT:
+ * B the im2col transposed) when the matmul routines can pack that operand straight from the
+ * im2col's image (implicit GEMM): a float matmul with an operand that is a whole im2col
+ * (ljg_cols_operand), B first, whose offsets within the image's buffer, padded rows and
+ * columns and window positions fit in 32 bits with room to spare (the packers' lane
+ * arithmetic is i32); else -1. */
 static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
   const ljg_gnode *n = &g->nodes[i];
   if ((n->op != LJG_OP_MATMUL && n->op != LJG_OP_MATMUL_SUM) || (n->dtype != LJ_F32 && n->dtype != LJ_F64) ||
@@ -210,6 +211,7 @@ static int32_t implicit_cols(const ljg_graph *g, int32_t i, uint8_t *op) {
   *op = LJG_MM_COLS_B;
   int32_t cols = ljg_cols_operand(g, ljg_in(g, n)[1], false);
   if (cols < 0) *op = LJG_MM_COLS_A, cols = ljg_cols_operand(g, ljg_in(g, n)[0], false);
+  if (cols < 0) *op = LJG_MM_COLS_BT, cols = ljg_cols_operand(g, ljg_in(g, n)[1], true);
   if (cols < 0) return -1;
   const ljg_gnode *c = &g->nodes[cols], *img = &g->nodes[ljg_in(g, c)[0]];
   const int64_t *a = c->attr.a, small = INT32_MAX / 4;
@@ -459,7 +461,7 @@ static void decide(fuser *f) {
     if (ljg_ops[n->op].kind == LJG_WINDOW && !f->realized[i]) nbuf = 0;
     for (int k = 0; k < nbuf; k++) {
       int32_t x = in[k];
-      if (ljg_ops[n->op].kind == LJG_MATMUL && f->cols[i] >= 0 && k == f->cols_op[i] - LJG_MM_COLS_A)
+      if (ljg_ops[n->op].kind == LJG_MATMUL && f->cols[i] >= 0 && k == ljg_mm_cols_operand(f->cols_op[i]))
         x = ljg_in(g, &g->nodes[f->cols[i]])[0];
       int32_t src = ljg_strip_views(g, x);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
@@ -859,7 +861,7 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
       const ljg_gnode *c = &g->nodes[cols];
       int32_t img = ljg_in(g, c)[0];
       k->mm_cols = f->cols_op[i];
-      operand[k->mm_cols - LJG_MM_COLS_A] = img;
+      operand[ljg_mm_cols_operand(k->mm_cols)] = img;
       memcpy(k->mm_win, c->attr.a, sizeof k->mm_win);
       memcpy(k->mm_img, g->nodes[img].shape, sizeof k->mm_img);
       ljg_window_out(c->attr.a, k->mm_img[2], k->mm_img[3], &k->mm_oh, &k->mm_ow);
@@ -1222,7 +1224,8 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       ljb_str_puts(&b, "\n");
       if (k->mm_cols) {
         bool a = k->mm_cols == LJG_MM_COLS_A;
-        ljb_str_printf(&b, "  %s: im2col of e%d, ", a ? "A" : "B", a ? k->mm_a : k->mm_bm);
+        ljb_str_printf(&b, "  %s: im2col%s of e%d, ", a ? "A" : "B", k->mm_cols == LJG_MM_COLS_BT ? ", transposed," : "",
+                       a ? k->mm_a : k->mm_bm);
         print_window_attr(&b, k->mm_win);
         ljb_str_puts(&b, ", packed from the image\n");
       }

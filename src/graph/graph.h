@@ -469,8 +469,13 @@ static inline bool ljg_winograd_window(const int64_t *w) {
   return w[0] == 3 && w[1] == 3 && w[2] == 1 && w[3] == 1 && w[6] == 1 && w[7] == 1;
 }
 
-/* Which operand of a matmul kernel is an im2col packed from its image (implicit GEMM). */
-typedef enum ljg_mm_cols { LJG_MM_COLS_NONE, LJG_MM_COLS_A, LJG_MM_COLS_B } ljg_mm_cols;
+/* Which operand of a matmul kernel is an im2col packed from its image (implicit GEMM): A, B,
+ * or B the im2col transposed (its rows of k window positions, its columns taps: a grouped
+ * convolution's weight gradient, dY·colsᵀ for each image). */
+typedef enum ljg_mm_cols { LJG_MM_COLS_NONE, LJG_MM_COLS_A, LJG_MM_COLS_B, LJG_MM_COLS_BT } ljg_mm_cols;
+
+/* The operand (0: A, 1: B) that an implicit GEMM's im2col is, for mm_cols c (not NONE). */
+static inline int ljg_mm_cols_operand(int c) { return c == LJG_MM_COLS_A ? 0 : 1; }
 
 /* A kernel: one compiled function. LOOPS kernels run their nests in order and split the
  * first nest dim that is not reduced (the task dim) across threads; MATMUL kernels compute
@@ -602,7 +607,7 @@ static inline bool ljg_kernel_has_window(const ljg_kernel *k) {
 /* Whether matmul kernel k reads B where it is (ljg_matmul_b_in_place; never an im2col's). */
 static inline bool ljg_kernel_b_in_place(const ljg_kernel *k) {
   const ljg_view *b = &k->views[k->exprs[k->mm_bm].view];
-  return k->mm_cols != LJG_MM_COLS_B && b->n == 1 &&
+  return (k->mm_cols == LJG_MM_COLS_NONE || k->mm_cols == LJG_MM_COLS_A) && b->n == 1 &&
          ljg_matmul_b_in_place(&b->v[0], k->mm_b, k->mm_m, k->mm_k, k->mm_n, (lj_dtype)k->mm_dtype);
 }
 
