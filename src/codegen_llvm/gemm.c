@@ -913,11 +913,10 @@ static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n
  * its columns' taps once (fill_taps), then vw positions at a time, for each column the
  * window_vector of its tap at those positions (read as window_read says), vw of them
  * transposed in registers into vw rows of the panel (as pack_cols packs columns contiguous
- * along k); positions past the block's end and taps past B's last column zeros. A grouped
- * convolution's weight gradient, dY·colsᵀ for each image and group, stored its im2col (115 MB
- * for 32 groups of 4 -> 4 channels, 3×3 on 28×28 at batch 32) and packed it by transposes:
- * the convolution's forward and both gradients 21.6-23.1 -> 17.6-18.3 ms on one Zen 4 thread
- * (PyTorch 40.8). */
+ * along k); positions past the block's end and taps past B's last column zeros. Before, a
+ * grouped convolution's weight gradient, dY·colsᵀ for each image and group, stored its im2col
+ * (115 MB for 32 groups of 4 -> 4 channels, 3×3 on 28×28 at batch 32): the convolution's
+ * forward and both gradients 21.6-23.1 -> 17.6-18.3 ms on one Zen 4 thread (PyTorch 40.8). */
 static void pack_window_t_panels(gemm *g, void *ctx, int how) {
   const window_pack *w = ctx;
   ljc_ir *ir = g->ir;
