@@ -1247,7 +1247,7 @@ static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef cr
                       const panel *p, LLVMValueRef buf) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
-  int mr = g->mr, half = mr / 2;
+  int mr = g->mr, half = mr / 2; /* 3 or 4 (tile_rows) */
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
   LLVMBasicBlockRef one_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.one_row");
   LLVMBasicBlockRef several_bb = LLVMAppendBasicBlockInContext(ir->ctx, fn, "gemm.several_rows");
@@ -1262,7 +1262,7 @@ static void row_tiles(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef cr
   LLVMPositionBuilderAtEnd(b, several_bb);
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLE, len, ljc_i64(ir, half), ""), half_bb, rows_bb);
   LLVMPositionBuilderAtEnd(b, half_bb);
-  if (half > 1) tiles_of(g, half, bi, m0, crow0, len, p, buf);
+  tiles_of(g, half, bi, m0, crow0, len, p, buf);
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, rows_bb);
   tiles_of(g, mr, bi, m0, crow0, len, p, buf);
