@@ -110,15 +110,15 @@ static bool setup_bf16_conv(const workload *w, bench_state *s) {
   return all_set(s->in, 3);
 }
 
-/* A 3x3 conv layer with n = {B, Cin, Cout, H}: x [B, Cin, H, H] (needing its gradient with
- * x_grad), weight and bias as parameters (PyTorch's init), and the gradient flowing into its
- * output, of side gh. */
-static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_grad) {
+/* A side × side conv layer with n = {B, Cin, Cout, H}: x [B, Cin, H, H] (needing its gradient
+ * with x_grad), weight and bias as parameters (PyTorch's init), and the gradient flowing into
+ * its output, of side gh. */
+static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_grad, int side) {
   int64_t b = w->n[0], cin = w->n[1], cout = w->n[2], h = w->n[3];
   s->in[0] = rand_f32(s, LJ_SHAPE(b, cin, h, h));
   s->in[1] = rand_f32(s, LJ_SHAPE(b, cout, gh, gh));
   s->np = 2;
-  if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){3, 3}, 1, true, &s->p[0], &s->p[1]) != LJ_OK)
+  if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){side, side}, 1, true, &s->p[0], &s->p[1]) != LJ_OK)
     return false;
   if (x_grad && lj_tensor_set_requires_grad(s->in[0], true) != LJ_OK) return false;
   return all_set(s->in, 2);
@@ -126,15 +126,20 @@ static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_gra
 
 /* MNISTNet's layers, max-pooled: the gradient into the pooled output; the first layer's
  * input is the data, the second's needs its gradient. */
-static bool setup_conv(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3] / 2, w->n[1] > 1); }
+static bool setup_conv(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3] / 2, w->n[1] > 1, 3); }
 
 /* A network's first layer without pooling (a CIFAR network's): the gradient into the whole
  * output, none for the input, the data. */
-static bool setup_conv_relu(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false); }
+static bool setup_conv_relu(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 3); }
 
 /* A deep layer of a network, without pooling: the gradient into the whole output, and the
  * input's too. */
-static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true); }
+static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 3); }
+
+/* The same with a 5x5 window (an Inception branch's, LeNet's): for inference (no gradients),
+ * and as a deep layer. */
+static bool setup_conv5(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 5); }
+static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5); }
 
 static bool setup_sgd(bench_state *s) {
   s->opt = lj_optim_sgd(s->np, s->p, (lj_sgd_options){.lr = 0.01, .momentum = 0.5});
@@ -459,11 +464,18 @@ static void conv_backward(const workload *w, bench_state *s) {
 /* relu(conv2d(x)), backward for an upstream gradient g: the weight's and bias's gradients,
  * and the input's when it needs one (a first layer's input is the data). */
 static void conv_relu_backward(const workload *w, bench_state *s) {
+  int same = (int)lj_tensor_shape(s->p[0])[2] / 2;
   lj_tensor_zero_grad(s->p[0]);
   lj_tensor_zero_grad(s->p[1]);
   lj_tensor_zero_grad(s->in[0]);
-  lj_tensor *y = lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, pad1, NULL, 1));
+  lj_tensor *y = lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, (const int[]){same, same}, NULL, 1));
   lj_backward(lj_sum(lj_mul(y, s->in[1]), 0, NULL, false));
+}
+
+/* The layer's convolution alone, padded to keep its size. */
+static void conv_same(const workload *w, bench_state *s) {
+  int same = (int)lj_tensor_shape(s->p[0])[2] / 2;
+  keep(s, lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, (const int[]){same, same}, NULL, 1));
 }
 
 /* nll(log_softmax) on the model's logits, backward, and an SGD step (no barrier). */
@@ -542,6 +554,7 @@ static void resnet18_step(const workload *w, bench_state *s) {
 
 #define MM(m, n, k, trans) {m, n, k, trans}, setup_matmul, matmul, 0, 2.0 * (m) * (n) * (k)
 #define CONV_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin) * 9)
+#define CONV5_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin) * 25)
 /* the forward products, the weight gradients and the input gradients but the first layer's
  * (the input needs none), as CNN_FLOPS leaves out conv1's */
 #define MLP_FLOPS(b) (6.0 * (b) * (784 * 512 + 512 * 512 + 512 * 10) - 2.0 * (b) * 784 * 512)
@@ -619,6 +632,10 @@ const workload bench_workloads[] = {
      CONV_FLOPS(32, 64, 128, 28)},
     {"conv_grouped_b32", "conv 128->128 3x3 + bias in 32 groups of 4, 32x28x28", {32, 128, 32, 28},
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 4, 128, 28)},
+    {"conv5x5_b32", "conv 32->64 5x5 + bias, 32x28x28 (inference)", {32, 32, 64, 28}, setup_conv5, conv_same, 0,
+     CONV5_FLOPS(32, 32, 64, 28)},
+    {"conv5x5_bwd_b32", "relu(conv 32->64 5x5), 32x28x28, forward + input/weight/bias gradients", {32, 32, 64, 28},
+     setup_conv5_deep, conv_relu_backward, 0, 3 * CONV5_FLOPS(32, 32, 64, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},
      setup_resblock, resblock, 0, 6 * CONV_FLOPS(32, 64, 64, 56)},
     {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,

@@ -345,6 +345,75 @@ START_TEST(test_matmul_winograd) {
 }
 END_TEST
 
+/* 5×5 convolutions of stride 1 go through the Winograd routines of F(3×3, 5×5) and, where it
+ * takes fewer products (4×4 outputs), F(2×2, 5×5): forward and input gradient (the
+ * convolution of dY with the flipped weight, padded by 4 - p for p = 0 to 4, written into the
+ * col2im's output); their weight gradients stay in the GEMM. Odd output sizes (tiles past the
+ * edge), channels in and out beyond one block (40 in, 72 out), more channels than the
+ * routine's U holds (136) over images of one block of tiles each (7×7: 9 tiles), a tile row
+ * wider than a block (6×70), a strided image (a permuted NHWC tensor), a weight stored [C, 5,
+ * 5, O] (gathered for the transform), and a fused bias, relu and max-pool. Against the
+ * interpreter, for the host, AVX2 and SSE2, on two threads. */
+START_TEST(test_matmul_winograd_5x5) {
+  const char *cpu = tile_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  char dir[] = "/tmp/lj_test_winograd_5x5_XXXXXX";
+  init_dumping(2, cpu, true, dir);
+  const int two[2] = {2, 2};
+  lj_tensor *nhwc = tu_tensor(LJ_F32, LJ_SHAPE(2, 12, 12, 16), TU_ANY, 40);
+  lj_tensor *cwho = tu_tensor(LJ_F32, LJ_SHAPE(16, 5, 5, 20), TU_ANY, 41); /* [C, H, W, O] */
+  lj_tensor *xs[] = {tu_tensor(LJ_F32, LJ_SHAPE(2, 40, 13, 11), TU_ANY, 42), tu_tensor(LJ_F32, LJ_SHAPE(3, 9, 8, 8), TU_ANY, 43),
+                     tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 9, 10), TU_ANY, 44), tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 9, 9), TU_ANY, 45),
+                     tu_tensor(LJ_F32, LJ_SHAPE(4, 136, 7, 7), TU_ANY, 46), tu_tensor(LJ_F32, LJ_SHAPE(2, 8, 6, 70), TU_ANY, 47),
+                     lj_permute(nhwc, 4, (const int[]){0, 3, 1, 2}), tu_tensor(LJ_F32, LJ_SHAPE(3, 16, 9, 20), TU_ANY, 48),
+                     tu_tensor(LJ_F32, LJ_SHAPE(2, 9, 4, 4), TU_ANY, 49)};
+  lj_tensor *ws[] = {tu_tensor(LJ_F32, LJ_SHAPE(72, 40, 5, 5), TU_ANY, 50), tu_tensor(LJ_F32, LJ_SHAPE(16, 9, 5, 5), TU_ANY, 51),
+                     tu_tensor(LJ_F32, LJ_SHAPE(8, 8, 5, 5), TU_ANY, 52), tu_tensor(LJ_F32, LJ_SHAPE(12, 8, 5, 5), TU_ANY, 53),
+                     tu_tensor(LJ_F32, LJ_SHAPE(40, 136, 5, 5), TU_ANY, 54), tu_tensor(LJ_F32, LJ_SHAPE(8, 8, 5, 5), TU_ANY, 55),
+                     tu_tensor(LJ_F32, LJ_SHAPE(24, 16, 5, 5), TU_ANY, 56), lj_permute(cwho, 4, (const int[]){3, 0, 1, 2}),
+                     tu_tensor(LJ_F32, LJ_SHAPE(16, 9, 5, 5), TU_ANY, 58)};
+  static const int pads[] = {2, 0, 3, 4, 2, 1, 2, 2, 2};
+  enum { NCASES = sizeof pads / sizeof *pads };
+  lj_tensor *ys[NCASES + 1], *dxs[NCASES], *dws[NCASES];
+  for (int i = 0; i < NCASES; i++) {
+    lj_tensor *leaf = i == 6 ? nhwc : xs[i], *wleaf = i == 7 ? cwho : ws[i];
+    ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(wleaf, true), LJ_OK);
+    const int pd[2] = {pads[i], pads[i]};
+    lj_tensor *y = lj_conv2d(xs[i], ws[i], NULL, NULL, pd, NULL, 1);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 60 + (uint64_t)i);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    ys[i] = lj_detach(y);
+    dxs[i] = lj_tensor_retain(lj_tensor_grad(leaf));
+    dws[i] = lj_tensor_retain(lj_tensor_grad(wleaf));
+    lj_tensor_release(y);
+    lj_tensor_release(g);
+  }
+  lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(72), TU_ANY, 57);
+  ys[NCASES] = lj_max_pool2d(lj_relu(lj_conv2d(lj_detach(xs[0]), lj_detach(ws[0]), b, NULL, two, NULL, 1)), two, NULL, NULL);
+  /* sums of up to 136·25 products through the transforms (points ±2, -1/2: they scale values
+   * by up to 16 and back), as test_matmul_winograd's; the weight gradients the GEMM's */
+  tu_check_interp_tol(NCASES + 1, ys, 5e-5, 1e-2);
+  tu_check_interp_tol(NCASES, dxs, 5e-5, 1e-2);
+  tu_check_interp_tol(NCASES, dws, 1e-5, 1e-3);
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd3_5x5.o", NULL));
+  ck_assert(tu_dir_has(dir, ".lj_gemm_f32_winograd2_5x5.o", NULL));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd3_5x5; its col2im not run"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd2_5x5; its col2im not run"));
+  ck_assert(!tu_dir_has(dir, "5x5_dw.o", NULL));
+  for (int i = 0; i < NCASES; i++) {
+    lj_tensor *ts[] = {ys[i], dxs[i], dws[i], xs[i], ws[i]};
+    for (size_t t = 0; t < sizeof ts / sizeof *ts; t++) lj_tensor_release(ts[t]);
+  }
+  lj_tensor_release(ys[NCASES]);
+  lj_tensor_release(b);
+  lj_tensor_release(nhwc);
+  lj_tensor_release(cwho);
+  lj_shutdown();
+  tu_remove_dir(dir);
+}
+END_TEST
+
 /* With lj_config.winograd off, a 3×3 convolution that would take the Winograd routines
  * (MNISTNet's conv2, a bias, relu and max-pool fused) goes through the GEMM, forward, input
  * and weight gradients, and agrees with the interpreter to the GEMM's rounding. */
@@ -619,12 +688,12 @@ END_TEST
  * where they are. Around the tiles' edges (rows 1, 5, 8, 13, 70, columns 1, 17, 150, 300) and
  * the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k, three of them), batched with B
  * broadcast, a transpose above the cast, summed over the batch, a few rows by column tasks,
- * and an empty k; bf16 convolutions, which the frontend computes in f32: a 3×3 one through
- * Winograd's routine, the others packing pairs of taps from the bf16 image, its window
- * positions read as runs (5×5 "same", with a bias; a dilated 3×3), by rows (5×5 without
- * padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd block of k) and
- * gathered (stride 3), and 40 channels of 5×5 (blocks of k); a convolution of bf16 data is
- * one kernel (its image widened to f32 is not stored). Without the instruction the same
+ * and an empty k; bf16 convolutions, which the frontend computes in f32: a 3×3 and a 5×5 one
+ * through Winograd's routines, the others packing pairs of taps from the bf16 image, its
+ * window positions read as runs (7×7 "same", with a bias; a dilated 3×3), by rows (7×7
+ * without padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd block of
+ * k) and gathered (stride 3), and 40 channels of 7×7 (blocks of k); a convolution of bf16
+ * data is one kernel (its image widened to f32 is not stored). Without the instruction the same
  * graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding
  * of their order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
@@ -665,30 +734,33 @@ START_TEST(test_matmul_bf16_pairs) {
                        lj_matmul(lj_cast(lj_slice(long_rows, 1, 1, 1301, 1), LJ_F32), lj_cast(tall, LJ_F32))};
   tu_check_interp_tol(6, f32, 1e-5, 1e-3);
   lj_tensor *img = tu_tensor(LJ_BF16, LJ_SHAPE(2, 16, 12, 10), TU_UNIT, 909), *k3 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 3, 3), TU_UNIT, 910);
-  lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 911), *bias = tu_tensor(LJ_BF16, LJ_SHAPE(24), TU_UNIT, 912);
+  lj_tensor *k7 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 7, 7), TU_UNIT, 911), *bias = tu_tensor(LJ_BF16, LJ_SHAPE(24), TU_UNIT, 912);
   lj_tensor *img3 = tu_tensor(LJ_BF16, LJ_SHAPE(3, 3, 17, 19), TU_UNIT, 913), *k33 = tu_tensor(LJ_BF16, LJ_SHAPE(8, 3, 3, 3), TU_UNIT, 914);
-  lj_tensor *deep = tu_tensor(LJ_BF16, LJ_SHAPE(1, 40, 9, 9), TU_UNIT, 915), *k40 = tu_tensor(LJ_BF16, LJ_SHAPE(20, 40, 5, 5), TU_UNIT, 916);
-  static const int pad[2] = {1, 1}, pad2[2] = {2, 2}, s2[2] = {2, 2}, s3[2] = {3, 3};
+  lj_tensor *deep = tu_tensor(LJ_BF16, LJ_SHAPE(1, 40, 9, 9), TU_UNIT, 915), *k40 = tu_tensor(LJ_BF16, LJ_SHAPE(20, 40, 7, 7), TU_UNIT, 916);
+  lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 920);
+  static const int pad[2] = {1, 1}, pad2[2] = {2, 2}, pad3[2] = {3, 3}, s2[2] = {2, 2}, s3[2] = {3, 3};
   int64_t kernels = lj_counter_value("CompiledKernels");
-  lj_tensor *one = lj_conv2d(img, k5, NULL, NULL, pad, NULL, 1);
+  lj_tensor *one = lj_conv2d(img, k7, NULL, NULL, pad, NULL, 1);
   ck_assert_int_eq(lj_sync_tensors(1, &one), LJ_OK);
   if (dot) ck_assert_int_eq(lj_counter_value("CompiledKernels") - kernels, 1);
   lj_tensor_release(one);
-  lj_tensor *bf[11] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1),
+  lj_tensor *bf[12] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1),
                        lj_conv2d(img, k3, NULL, NULL, pad, NULL, 1),
-                       lj_conv2d(img, k5, bias, NULL, pad2, NULL, 1),
-                       lj_conv2d(img, k5, NULL, NULL, NULL, NULL, 1),
+                       lj_conv2d(img, k5, NULL, NULL, pad2, NULL, 1),
+                       lj_conv2d(img, k7, bias, NULL, pad3, NULL, 1),
+                       lj_conv2d(img, k7, NULL, NULL, NULL, NULL, 1),
                        lj_conv2d(img, k3, bias, s2, pad, NULL, 1),
                        lj_conv2d(img3, k33, NULL, s3, pad, NULL, 1),
                        lj_conv2d(img, k3, NULL, NULL, pad2, s2, 1),
                        lj_conv2d(img3, k33, NULL, s2, NULL, NULL, 1),
-                       lj_conv2d(deep, k40, NULL, NULL, pad2, NULL, 1)};
-  tu_check_interp_tol(11, bf, tu_rtol(LJ_BF16), 1e-2);
+                       lj_conv2d(deep, k40, NULL, NULL, pad3, NULL, 1)};
+  tu_check_interp_tol(12, bf, tu_rtol(LJ_BF16), 1e-2);
   ck_assert(tu_dir_has(dir, "kernels.txt", "calls lj_gemm_f32_winograd"));
+  ck_assert(tu_dir_has(dir, "kernels.txt", "calls lj_gemm_f32_winograd3_5x5"));
   static const char *const routines[4] = {"calls lj_gemm_bf16_rows", "calls lj_gemm_bf16_cols",
                                           "calls lj_gemm_bf16_elements", "calls lj_gemm_bf16_window"};
   for (int r = 0; r < 4; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
-  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, bias, img3, k33, deep, k40, strided, sa,
+  lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, k7, bias, img3, k33, deep, k40, strided, sa,
                       long_rows, tall, f32[0], f32[1], f32[2], f32[3], f32[4], f32[5]};
   for (size_t i = 0; i < sizeof bf / sizeof *bf; i++) lj_tensor_release(bf[i]);
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
@@ -827,6 +899,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_t, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_winograd_5x5, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
   tcase_add_test(tc, test_matmul_winograd_threads);
   tcase_add_test(tc, test_matmul_winograd_off);

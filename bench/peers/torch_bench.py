@@ -142,9 +142,9 @@ def transformer(b, t, c, h):
     return step
 
 
-def conv_relu_backward(b, cin, cout, h, x_grad=False):
+def conv_relu_backward(b, cin, cout, h, x_grad=False, side=3):
     x, g = rand(b, cin, h, h, grad=x_grad), rand(b, cout, h, h)
-    conv = nn.Conv2d(cin, cout, 3, padding=1)
+    conv = nn.Conv2d(cin, cout, side, padding=side // 2)
 
     def step():
         conv.zero_grad(set_to_none=True)
@@ -156,6 +156,15 @@ def conv_relu_backward(b, cin, cout, h, x_grad=False):
 def conv_stride2(b, cin, cout, h):
     x, conv = rand(b, cin, h, h, grad=True), nn.Conv2d(cin, cout, 3, stride=2, padding=1)
     return lambda: conv(x)
+
+
+def conv_same(b, cin, cout, h, side):
+    x, conv = rand(b, cin, h, h), nn.Conv2d(cin, cout, side, padding=side // 2)
+
+    def step():
+        with torch.no_grad():
+            return conv(x)
+    return step
 
 
 def conv_grouped(b, c, groups, h):
@@ -243,6 +252,8 @@ WORKLOADS = {
     "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "conv_grouped_b32": lambda: conv_grouped(32, 128, 32, 28),
+    "conv5x5_b32": lambda: conv_same(32, 32, 64, 28, 5),
+    "conv5x5_bwd_b32": lambda: conv_relu_backward(32, 32, 64, 28, x_grad=True, side=5),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),

@@ -1678,8 +1678,12 @@ static void panels_then(gemm *g, void *ctx) { panels(g, ctx); }
 
 static bool is_winograd(int variant) { return variant >= LJC_GEMM_WINOGRAD && variant <= LJC_GEMM_WINOGRAD_DW; }
 
-/* A Winograd routine's output tile side: kind 0 F(4×4, 3×3), kind 1 F(5×5, 3×3). */
-static int winograd_tm(int routine) { return 4 + routine / LJC_GEMM_NVARIANTS; }
+/* A Winograd routine's kind's output tile side m and window side r: F(m×m, r×r). */
+static const struct {
+  int m, r;
+} winograd_kinds[] = {{4, 3}, {5, 3}, {2, 5}, {3, 5}};
+static int winograd_tm(int routine) { return winograd_kinds[routine / LJC_GEMM_NVARIANTS].m; }
+static int winograd_r(int routine) { return winograd_kinds[routine / LJC_GEMM_NVARIANTS].r; }
 
 int ljc_gemm_code(int r) {
   return r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX ? r - LJC_GEMM_WINOGRAD_DX + LJC_GEMM_WINOGRAD : r;
@@ -1691,7 +1695,8 @@ bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
   if (variant == LJC_GEMM_WINDOW_T) return kind <= 1;
   if (kind == LJC_GEMM_BF16) return bf16_dot && (variant <= LJC_GEMM_ELEMENTS || variant == LJC_GEMM_WINDOW);
-  return is_winograd(variant) ? kind <= 1 : true;
+  if (is_winograd(variant)) return kind <= 1 || (kind <= 3 && variant != LJC_GEMM_WINOGRAD_DW);
+  return true;
 }
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
@@ -1702,8 +1707,9 @@ void ljc_gemm_routine_name(int routine, char name[32]) {
   routine = ljc_gemm_code(routine);
   int kind = routine / LJC_GEMM_NVARIANTS;
   int variant = routine % LJC_GEMM_NVARIANTS;
-  if (is_winograd(variant)) { /* lj_gemm_f32_winograd[5][_dw] */
-    snprintf(name, 32, "lj_gemm_f32_winograd%s%s", kind ? "5" : "", variants[variant] + strlen("winograd"));
+  if (is_winograd(variant)) { /* lj_gemm_f32_winograd[5][_dw], lj_gemm_f32_winograd{2,3}_5x5 */
+    static const char *const tiles[] = {"", "5", "2_5x5", "3_5x5"};
+    snprintf(name, 32, "lj_gemm_f32_winograd%s%s", tiles[kind], variants[variant] + strlen("winograd"));
     return;
   }
   snprintf(name, 32, "lj_gemm_%s_%s%s", kind == LJC_GEMM_BF16 ? "bf16" : kind & 1 ? "f64" : "f32", variants[variant],
@@ -1826,7 +1832,7 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
     return;
   }
   if (is_winograd(g.variant)) {
-    ljc_define_winograd(ir, name, g.mr, g.variant, winograd_tm(routine));
+    ljc_define_winograd(ir, name, g.mr, g.variant, winograd_tm(routine), winograd_r(routine));
     return;
   }
   snprintf(rows_name, sizeof rows_name, "%s_rows", name);
@@ -1893,15 +1899,15 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
 
 /* ---- the call from a kernel --------------------------------------------------------------- */
 
-/* Whether a matmul is a 3×3 convolution of stride and dilation 1 that the Winograd routine
- * (winograd.c) does faster than the GEMM: f32, B the im2col, and enough input channels and
+/* Whether a matmul is a 3×3 or 5×5 convolution of stride and dilation 1 that the Winograd
+ * routine (winograd.c) does faster than the GEMM: f32, B the im2col, and enough input channels and
  * output rows for the transforms to pay (conv1 of MNISTNet, 1 channel in, stays a GEMM); the
  * offsets its gathers take (within one image, and across 64 rows of the weight) fit in 32
  * bits. */
 static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *img = bv->v[0].stride;
   if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_B || k->mm_sum || !ljg_winograd_window(k->mm_win) ||
-      k->mm_k / 9 < LJG_WINOGRAD_MIN_CHANNELS || k->mm_m < LJG_WINOGRAD_MIN_ROWS)
+      k->mm_k / (k->mm_win[0] * k->mm_win[1]) < LJG_WINOGRAD_MIN_CHANNELS || k->mm_m < LJG_WINOGRAD_MIN_ROWS)
     return false;
   int64_t extent = 0;
   for (int d = 1; d < 4; d++) extent += (k->mm_img[d] - 1) * llabs(img[d]);
@@ -1909,23 +1915,24 @@ static bool winograd(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv
 }
 
 /* The same for a convolution's input gradient: col2im(Wᵀ·dY) as the convolution of dY, padded
- * by 2 - p (p <= 2), with the flipped weight. The col2im joined the kernel (fuse_rows.c), its
- * tasks are the gradient's planes, and nothing else runs in it. */
+ * by r - 1 - p (p < r), with the flipped weight. The col2im joined the kernel (fuse_rows.c),
+ * its tasks are the gradient's planes, and nothing else runs in it. */
 static bool winograd_dx(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *w = k->win, *bs = bv->v[0].stride;
   if (k->mm_dtype != LJ_F32 || k->mm_cols || k->mm_sum || k->win_op != LJG_OP_COL2IM || k->nnests ||
-      k->mm_task_rows != 9 || !ljg_winograd_window(w) || w[4] > 2 || w[5] > 2 || k->mm_k < LJG_WINOGRAD_MIN_CHANNELS ||
-      k->win_img[1] < LJG_WINOGRAD_MIN_ROWS || k->mm_n != k->win_oh * k->win_ow)
+      !ljg_winograd_window(w) || k->mm_task_rows != w[0] * w[1] || w[4] >= w[0] || w[5] >= w[1] ||
+      k->mm_k < LJG_WINOGRAD_MIN_CHANNELS || k->win_img[1] < LJG_WINOGRAD_MIN_ROWS || k->mm_n != k->win_oh * k->win_ow)
     return false;
   int64_t extent = (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]);
-  return extent < INT32_MAX && 9 * 64 * llabs(av->v[0].stride[1]) < INT32_MAX;
+  return extent < INT32_MAX && k->mm_task_rows * 64 * llabs(av->v[0].stride[1]) < INT32_MAX;
 }
 
 /* The same for a weight gradient Σ_b im2col(x_b)·dY_bᵀ (A the im2col, turned by the matmul
- * pass), the batch sum in one call per thread: no row blocks, no nests after it. */
+ * pass) of a 3×3 window, the batch sum in one call per thread: no row blocks, no nests after it. */
 static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *img = av->v[0].stride, *bs = bv->v[0].stride;
   if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || !ljg_winograd_window(k->mm_win) ||
+      k->mm_win[0] != 3 ||
       k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] < LJG_WINOGRAD_MIN_CHANNELS ||
       k->mm_n < LJG_WINOGRAD_MIN_ROWS || k->mm_k != k->mm_oh * k->mm_ow)
     return false;
@@ -1934,18 +1941,23 @@ static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view 
   return extent < INT32_MAX && (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) * llabs(bs[2]) < INT32_MAX;
 }
 
-/* The output tile side of a Winograd routine for the kernel: 5 when F(5×5, 3×3) takes fewer
- * products than F(4×4, 3×3) over its grid of outputs (a tile's (tm + 2)² a channel pair, the
- * grid's edge tiles whole), else 4. Measured, MNISTNet's conv2 (14×14 outputs: 9 tiles of
- * 5×5, 441 products a channel pair, against 16 tiles of 4×4 and 576) at batch 64, one
- * thread, fastest of 200 runs, the forward product 2.07–2.09 -> 1.91–1.95 ms, the input
- * gradient 2.06–2.10 -> 1.93–2.07, the weight gradient 1.95 -> 1.69–1.85: the transforms of
- * F(5×5) cost more a tile. */
-static int winograd_tile(const ljg_kernel *k, int variant) {
+/* The kind of a Winograd routine for the kernel (winograd_kinds): of the two tiles for its
+ * window, the larger when it takes fewer products over the grid of outputs (a tile's
+ * (m + r - 1)² a channel pair, the grid's edge tiles whole), else the smaller. Measured,
+ * MNISTNet's conv2 (14×14 outputs: 9 tiles of F(5×5, 3×3), 441 products a channel pair,
+ * against 16 tiles of F(4×4, 3×3) and 576) at batch 64, one thread, fastest of 200 runs, the
+ * forward product 2.07–2.09 -> 1.91–1.95 ms, the input gradient 2.06–2.10 -> 1.93–2.07, the
+ * weight gradient 1.95 -> 1.69–1.85: the transforms of F(5×5) cost more a tile. */
+static int winograd_kind(const ljg_kernel *k, int variant) {
   int64_t oh = variant == LJC_GEMM_WINOGRAD_DX ? k->win_img[2] : k->mm_oh;
   int64_t ow = variant == LJC_GEMM_WINOGRAD_DX ? k->win_img[3] : k->mm_ow;
-  int64_t f4 = 36 * ((oh + 3) / 4) * ((ow + 3) / 4), f5 = 49 * ((oh + 4) / 5) * ((ow + 4) / 5);
-  return f5 < f4 ? 5 : 4;
+  int small = (variant == LJC_GEMM_WINOGRAD_DX ? k->win[0] : k->mm_win[0]) == 3 ? 0 : 2, large = small + 1;
+  int64_t tiles[2];
+  for (int i = 0; i < 2; i++) {
+    int m = winograd_kinds[small + i].m, n = m + winograd_kinds[small + i].r - 1;
+    tiles[i] = (int64_t)n * n * ((oh + m - 1) / m) * ((ow + m - 1) / m);
+  }
+  return tiles[1] < tiles[0] ? large : small;
 }
 
 bool ljc_gemm_writes_window(const ljg_kernel *k) {
@@ -1987,7 +1999,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
                 : bs[2] == 1                  ? (ljg_kernel_b_in_place(k) ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
                 : bs[1] == 1                  ? LJC_GEMM_COLS
                                               : LJC_GEMM_ELEMENTS;
-  int kind = is_winograd(variant) ? winograd_tile(k, variant) - 4
+  int kind = is_winograd(variant) ? winograd_kind(k, variant)
                                   : (k->mm_dtype == LJ_F64) + 2 * (k->mm_cols == LJG_MM_COLS_A);
   return kind * LJC_GEMM_NVARIANTS + variant;
 }
@@ -2265,7 +2277,8 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   int variant = routine % LJC_GEMM_NVARIANTS;
   bool wino = variant == LJC_GEMM_WINOGRAD || variant == LJC_GEMM_WINOGRAD_DX;
   arg[LJC_GEMM_WORK] =
-      wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes(winograd_tm(routine))) : LLVMConstNull(ir->ptr);
+      wino ? ljc_entry_array(ir, ir->i8, ljc_winograd_work_bytes(winograd_tm(routine) + winograd_r(routine) - 1))
+           : LLVMConstNull(ir->ptr);
   arg[LJC_GEMM_FRESH] = wino ? LLVMBuildZExt(b, first, ir->i64, "") : ljc_i64(ir, 0);
   int64_t win[LJC_GEMM_NARGS - LJC_GEMM_IMG_SC] = {0};
   if (k->mm_cols) {
@@ -2278,14 +2291,15 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   }
   int64_t sm = k->views[ea->view].v[0].stride[1], sk = k->views[ea->view].v[0].stride[2];
   int64_t weight[4] = {0, 0, 0, 0}; /* origin, row, channel, tap */
-  if (variant == LJC_GEMM_WINOGRAD) /* A = W [r, c·9 + t] */
-    memcpy(weight, (int64_t[]){0, sm, 9 * sk, sk}, sizeof weight);
-  else if (variant == LJC_GEMM_WINOGRAD_DX) /* A = Wᵀ [c·9 + t, r]: flipped, rows and channels swapped */
-    memcpy(weight, (int64_t[]){8 * sm, 9 * sm, sk, -sm}, sizeof weight);
+  int64_t r = wino ? winograd_r(routine) : 0, taps = r * r;
+  if (variant == LJC_GEMM_WINOGRAD) /* A = W [ρ, c·r² + t] */
+    memcpy(weight, (int64_t[]){0, sm, taps * sk, sk}, sizeof weight);
+  else if (variant == LJC_GEMM_WINOGRAD_DX) /* A = Wᵀ [c·r² + t, ρ]: flipped, rows and channels swapped */
+    memcpy(weight, (int64_t[]){(taps - 1) * sm, taps * sm, sk, -sm}, sizeof weight);
   for (int i = 0; i < 4; i++) arg[LJC_GEMM_W_ORIGIN + i] = ljc_i64(ir, weight[i]);
-  if (variant == LJC_GEMM_WINOGRAD_DX) { /* dY's image, padded by 2 - p, into the col2im's output */
+  if (variant == LJC_GEMM_WINOGRAD_DX) { /* dY's image, padded by r - 1 - p, into the col2im's output */
     const int64_t *bs = k->views[eb->view].v[0].stride, *cw = k->win;
-    int64_t w[] = {bs[1], k->win_ow * bs[2], bs[2], k->win_oh, k->win_ow, 3, 3, 1, 1, 2 - cw[4], 2 - cw[5], 1, 1,
+    int64_t w[] = {bs[1], k->win_ow * bs[2], bs[2], k->win_oh, k->win_ow, r, r, 1, 1, r - 1 - cw[4], r - 1 - cw[5], 1, 1,
                    k->win_img[3]};
     _Static_assert(sizeof w == sizeof win, "the window's argument fields");
     memcpy(win, w, sizeof w);
@@ -2294,7 +2308,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
     arg[LJC_GEMM_C_ORIGIN] = out_origin ? out_origin : ljc_i64(ir, 0);
     arg[LJC_GEMM_M] = ljc_i64(ir, k->win_img[1]);
     arg[LJC_GEMM_N] = ljc_i64(ir, k->win_img[2] * k->win_img[3]);
-    arg[LJC_GEMM_K] = ljc_i64(ir, 9 * k->mm_k);
+    arg[LJC_GEMM_K] = ljc_i64(ir, taps * k->mm_k);
   }
   for (int i = LJC_GEMM_IMG_SC; i < LJC_GEMM_NARGS; i++) arg[i] = ljc_i64(ir, win[i - LJC_GEMM_IMG_SC]);
   arg[LJC_GEMM_LDC] = arg[LJC_GEMM_N];

@@ -1,29 +1,31 @@
-/* winograd.c — the f32 GEMM routines for 3×3 convolutions of stride and dilation 1 through
- * Winograd's minimal filtering F(m×m, 3×3) (Lavin and Gray, "Fast Algorithms for
+/* winograd.c — the f32 GEMM routines for 3×3 and 5×5 convolutions of stride and dilation 1
+ * through Winograd's minimal filtering F(m×m, r×r) (Lavin and Gray, "Fast Algorithms for
  * Convolutional Neural Networks", 2015): each m×m tile of outputs from an n×n tile of inputs
- * (n = m + 2) in n² products per channel pair instead of 9m²: m = 4 (36 products for 16
- * outputs) or m = 5 (49 for 25), whichever takes fewer over the output's tiles (gemm.c's
- * winograd_tile; the edge tiles are computed whole).
+ * (n = m + r - 1) in n² products per channel pair instead of r²m². For 3×3: m = 4 (36
+ * products for 16 outputs) or m = 5 (49 for 25); for 5×5: m = 2 (36 for 4) or m = 3 (49 for
+ * 9, a 4.6th of the GEMM's); whichever takes fewer over the output's tiles (gemm.c's
+ * winograd_kind; the edge tiles are computed whole). F(2×2, 5×5) and F(3×3, 5×5) take the
+ * points, hence the input transform Bᵀ, of F(4×4, 3×3) and F(5×5, 3×3).
  *
- * For one matrix b (an image), its rows r (output channels) and its channels c, C[r, (oy, ox)]
- * = Σ_c Σ_{i,j} W[r, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of m×m outputs:
- *   U[e][c][r] = (G g Gᵀ)[e]   the weight g = W[r, c] transformed, G n×3
+ * For one matrix b (an image), its rows ρ (output channels) and its channels c, C[ρ, (oy, ox)]
+ * = Σ_c Σ_{i,j} W[ρ, c, i, j] · x[c, oy - py + i, ox - px + j]. With tiles t of m×m outputs:
+ *   U[e][c][ρ] = (G g Gᵀ)[e]   the weight g = W[ρ, c] transformed, G n×r
  *   V[e][t][c] = (Bᵀ d B)[e]   the input tile d (n×n at m·(ty, tx) - (py, px)) transformed
- *   M[e][t][r] = Σ_c V[e][t][c] · U[e][c][r]   n² products, one per element e of the n×n tile
- *   C tile t   = Aᵀ M[·][t][r] A  (m×m)
+ *   M[e][t][ρ] = Σ_c V[e][t][c] · U[e][c][ρ]   n² products, one per element e of the n×n tile
+ *   C tile t   = Aᵀ M[·][t][ρ] A  (m×m)
  * The matrices come from Toom-Cook's construction with the points 0, 1, -1, 2, -2 (and -1/2
- * for m = 5) and infinity (winograd_matrices); each 1-D transform is emitted as additions and
+ * for n = 7) and infinity (winograd_matrices); each 1-D transform is emitted as additions and
  * fused multiply-adds of its constants, two rows that differ in the signs of some columns
  * (the points p and -p) sharing their partial sums (apply). Three variants (ljc_gemm_routine
  * chooses them when a kernel is lowered) in two routines:
  *   - LJC_GEMM_WINOGRAD, the forward product W·im2col(x);
  *   - LJC_GEMM_WINOGRAD_DX, the input gradient col2im(Wᵀ·dY): the convolution of dY, padded
- *     by 2 - p, with the weight flipped and its rows and channels swapped, written straight
+ *     by r - 1 - p, with the weight flipped and its rows and channels swapped, written straight
  *     into the col2im's output (the kernel does not run the col2im). The forward product's
  *     routine: the calling kernel says where the weight's elements are (the argument block's
  *     W_ fields), and the window's fields describe dY's image (one routine compiled instead
  *     of two: ~120 ms of a process's first compile on one Zen 4 core);
- *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ: with dM the output
+ *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ (3×3): with dM the output
  *     transform's adjoint of dY's tiles (A dY Aᵀ), dU[e][c][r] = Σ_{b,t} V[e][t][c]·dM[e][t][r]
  *     and dW = Gᵀ dU G; with BSUM, dY's sums over the batch and positions too (a convolution's
  *     bias gradient, ljc_gemm_b_sum), from the block copies of dY it transforms anyway.
@@ -56,7 +58,8 @@
  * GEMM. */
 #include "codegen_llvm/ir.h"
 
-/* TM_MAX: the largest m (TN_MAX = m + 2 inputs a tile side, NE_MAX = TN_MAX² elements); TB
+/* R_MAX: the largest window side r; TN_MAX: the most inputs a tile side (m + r - 1), NE_MAX =
+ * TN_MAX² elements; TB
  * tiles, CB channels (CB_DW for the weight gradient, whose products over a block's tiles then
  * run twice as long between loads and stores of dU's register tiles: batch 8, one thread,
  * alternated runs, 128 channels on 28×28 3.96-4.66 -> 3.58-3.63 ms, 256 on 14×14 4.63-4.82 ->
@@ -70,7 +73,7 @@
  * stacks); MR_MAX: the most rows of the GEMM's register tile, MR_WIDE a tile's rows over a
  * multiple of MR_WIDE tiles (products); DU_ROWS: the weight gradient's dU rows per element
  * (CB_DW, and room for the last tile of mr). */
-enum { TM_MAX = 5, TN_MAX = TM_MAX + 2, NE_MAX = TN_MAX * TN_MAX };
+enum { R_MAX = 5, TN_MAX = 7, NE_MAX = TN_MAX * TN_MAX };
 enum { NV = 2, TB = 16, TG = 64, TG_DW = 32, CB = 32, CB_DW = 64, MB = 64, UC = 128, MR_MAX = 8, MR_WIDE = 9 };
 enum { DU_ROWS = CB_DW + MR_MAX };
 _Static_assert(TG_DW * CB_DW <= TG * CB, "the weight gradient's V fits the forward product's");
@@ -88,8 +91,8 @@ typedef struct tmat {
   double a[TN_MAX * TN_MAX];
 } tmat;
 
-/* Winograd's matrices for F(m, 3) (n = m + 2) by Toom-Cook's construction from n - 1 points
- * and the point at infinity: the output's Aᵀ (m × n, Aᵀ[i][j] = p_j^i), the weight's G (n × 3,
+/* Winograd's matrices for F(m, r) (n = m + r - 1) by Toom-Cook's construction from n - 1 points
+ * and the point at infinity: the output's Aᵀ (m × n, Aᵀ[i][j] = p_j^i), the weight's G (n × r,
  * G[j][k] = p_j^k / Π_{l≠j}(p_j - p_l)) and the input's Bᵀ (n × n, row j the coefficients of
  * Π_{l≠j}(x - p_l)); the point at infinity adds a last column to Aᵀ, a last row to G and to
  * Bᵀ (the coefficients of Π_l(x - p_l)). Then y = Aᵀ[(G g) ⊙ (Bᵀ d)] is the correlation of g
@@ -125,21 +128,21 @@ static void roots_poly(const double *p, int n, int skip, double *c) {
   for (int i = deg + 1; i <= n; i++) c[i] = 0;
 }
 
-static void winograd_matrices(int tm, winograd_mats *m) {
+static void winograd_matrices(int tm, int r, winograd_mats *m) {
   static const double points[TN_MAX - 1] = {0, 1, -1, 2, -2, -0.5};
-  int n = tm + 2;
-  m->at = (tmat){tm, n, {0}}, m->g = (tmat){n, 3, {0}}, m->bt = (tmat){n, n, {0}};
+  int n = tm + r - 1;
+  m->at = (tmat){tm, n, {0}}, m->g = (tmat){n, r, {0}}, m->bt = (tmat){n, n, {0}};
   for (int j = 0; j < n - 1; j++) {
     double den = 1, c[TN_MAX];
     for (int l = 0; l < n - 1; l++)
       if (l != j) den *= points[j] - points[l];
     for (int i = 0; i < tm; i++) m->at.a[i * n + j] = power(points[j], i);
-    for (int k = 0; k < 3; k++) m->g.a[j * 3 + k] = power(points[j], k) / den;
+    for (int k = 0; k < r; k++) m->g.a[j * r + k] = power(points[j], k) / den;
     roots_poly(points, n - 1, j, c);
     for (int k = 0; k < n - 1; k++) m->bt.a[j * n + k] = c[k];
   }
   m->at.a[(tm - 1) * n + n - 1] = 1;
-  m->g.a[(n - 1) * 3 + 2] = 1;
+  m->g.a[(n - 1) * r + r - 1] = 1;
   roots_poly(points, n - 1, -1, m->bt.a + (n - 1) * n);
   transpose(&m->at, &m->a);
   transpose(&m->g, &m->gt);
@@ -151,7 +154,7 @@ typedef struct wino {
   LLVMValueRef arg[LJC_GEMM_NARGS];
   LLVMTypeRef vt, it;        /* f32 and i32 vectors of vw lanes */
   int vw, mr;
-  int tm, tn, ne;             /* F(tm × tm, 3 × 3): tn = tm + 2 inputs a tile side, ne = tn² */
+  int tm, r, tn, ne;          /* F(tm × tm, r × r): tn = tm + r - 1 inputs a tile side, ne = tn² */
   int cb;                     /* the channels of a block: CB, the weight gradient's CB_DW */
   LLVMValueRef u, v, m;      /* U [n²][UC][MB] (the weight gradient's dU [n²][DU_ROWS][MB]),
                                 V [n²][TG·CB / cb][cb], M [n²][TG][MB] (dM), each plane PLANE apart */
@@ -161,7 +164,7 @@ typedef struct wino {
   LLVMValueRef ws;            /* the weight's block of CB channels rows last (weights) */
   LLVMValueRef oh, ow, th, tw; /* the output's size and its tiles' */
   LLVMValueRef nrb, nseg, rows_per, cols_per; /* the blocks of tiles (matrix) */
-  /* the weight of row r, channel c, tap t (3·i + j) is A's element w_origin + r·w_row +
+  /* the weight of row ρ, channel c, tap t (r·i + j) is A's element w_origin + ρ·w_row +
    * c·w_chan + t·w_tap of each matrix (the argument block's W_ fields) */
   LLVMValueRef w_origin, w_row, w_chan, w_tap;
   winograd_mats mats;
@@ -445,7 +448,7 @@ static void channels_last(wino *w, const image *im, LLVMValueRef y0, LLVMValueRe
   ljc_loop_end(ir, &Y, NULL, NULL);
 }
 
-/* Transforms the weight's 3×3 taps g (vectors of vw rows) into U's row c, rows mv on. */
+/* Transforms the weight's r × r taps g (vectors of vw rows) into U's row c, rows mv on. */
 static void weight_vectors(wino *w, LLVMValueRef *g, LLVMValueRef c, LLVMValueRef mv) {
   LLVMValueRef u[NE_MAX];
   transform_2d(w, &w->mats.g, g, u);
@@ -458,8 +461,8 @@ static void weight_vectors(wino *w, LLVMValueRef *g, LLVMValueRef c, LLVMValueRe
  * backward: the input gradient's flipped weight), CB channels at a time are copied rows last
  * by loads along the taps, transposed in registers (channels_last): one row of all the
  * channels' taps where they run on from one channel to the next (the forward product's
- * weight [r, c·9 + t]), else a row of 9 taps a channel; then read from there a vector of vw
- * rows at a time. A gather of vw rows touched a page a lane where the rows are C·9 elements
+ * weight [ρ, c·r² + t]), else a row of r² taps a channel; then read from there a vector of vw
+ * rows at a time. A gather of vw rows touched a page a lane where the rows are C·r² elements
  * apart (256 channels on 14×14, batch 32, one thread, the forward product 16.7–17.0 ->
  * 15.2–15.7 ms in alternated runs; 512 on 7×7, the input gradient 18.8–19.5 -> 17.5–17.7);
  * otherwise it is what the weights take. */
@@ -470,27 +473,29 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   const LLVMValueRef *a = w->arg;
   LLVMValueRef rows = at(w, a[LJC_GEMM_A], add(w, add(w, mul(w, w->bi, a[LJC_GEMM_A_SB]), w->w_origin),
                                                 mul(w, add(w, w->m0, mb0), w->w_row)));
+  int64_t taps = (int64_t)w->r * w->r;
   LLVMValueRef flip = LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, -1), "");
   LLVMValueRef along = LLVMBuildOr(b, flip, LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, 1), ""), "");
-  LLVMValueRef flat = LLVMBuildAnd(b, LLVMBuildNot(b, flip, ""), LLVMBuildICmp(b, LLVMIntEQ, w->w_chan, i64c(w, 9), ""), "");
+  LLVMValueRef flat = LLVMBuildAnd(b, LLVMBuildNot(b, flip, ""), LLVMBuildICmp(b, LLVMIntEQ, w->w_chan, i64c(w, taps), ""), "");
   ljc_loop Ch, Cl, Mv;
   LLVMBasicBlockRef after = ljc_if_begin(ir, along, "wino.weights_along");
   /* the first tap as the weight lies (the last one read, flipped) */
-  LLVMValueRef tap0 = LLVMBuildGEP2(b, ir->f32, rows, (LLVMValueRef[]){LLVMBuildSelect(b, flip, i64c(w, -8), i64c(w, 0), "")}, 1, "");
+  LLVMValueRef tap0 = LLVMBuildGEP2(b, ir->f32, rows, (LLVMValueRef[]){LLVMBuildSelect(b, flip, i64c(w, 1 - taps), i64c(w, 0), "")}, 1, "");
   ljc_loop_begin_step(ir, &Ch, i64c(w, 0), clen, CB, false, 0, NULL);
   LLVMValueRef cl = smin(w, i64c(w, CB), sub(w, clen, Ch.iv)), c0 = add(w, cb0, Ch.iv);
   LLVMValueRef sel_h = LLVMBuildSelect(b, flat, i64c(w, 1), add(w, c0, cl), "");
-  LLVMValueRef sel_w = LLVMBuildSelect(b, flat, mulc(w, add(w, c0, cl), 9), i64c(w, 9), "");
+  LLVMValueRef sel_w = LLVMBuildSelect(b, flat, mulc(w, add(w, c0, cl), taps), i64c(w, taps), "");
   image im = {tap0, w->w_row, w->w_chan, i64c(w, 1), sel_h, sel_w, i64c(w, 0)};
-  channels_last(w, &im, LLVMBuildSelect(b, flat, i64c(w, 0), c0, ""), LLVMBuildSelect(b, flat, mulc(w, c0, 9), i64c(w, 0), ""),
-                LLVMBuildSelect(b, flat, i64c(w, 1), cl, ""), LLVMBuildSelect(b, flat, mulc(w, cl, 9), i64c(w, 9), ""),
+  channels_last(w, &im, LLVMBuildSelect(b, flat, i64c(w, 0), c0, ""),
+                LLVMBuildSelect(b, flat, mulc(w, c0, taps), i64c(w, 0), ""), LLVMBuildSelect(b, flat, i64c(w, 1), cl, ""),
+                LLVMBuildSelect(b, flat, mulc(w, cl, taps), i64c(w, taps), ""),
                 i64c(w, 0), mlen, w->ws, MB);
   ljc_loop_begin(ir, &Cl, i64c(w, 0), cl, false, 0, NULL);
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
-  LLVMValueRef g[9];
-  for (int i = 0; i < 9; i++) {
-    LLVMValueRef t = LLVMBuildSelect(b, flip, i64c(w, 8 - i), i64c(w, i), "");
-    g[i] = vload(w, at(w, w->ws, add(w, mul(w, add(w, mulc(w, Cl.iv, 9), t), i64c(w, MB)), Mv.iv)));
+  LLVMValueRef g[R_MAX * R_MAX];
+  for (int i = 0; i < taps; i++) {
+    LLVMValueRef t = LLVMBuildSelect(b, flip, i64c(w, taps - 1 - i), i64c(w, i), "");
+    g[i] = vload(w, at(w, w->ws, add(w, mul(w, add(w, mulc(w, Cl.iv, taps), t), i64c(w, MB)), Mv.iv)));
   }
   weight_vectors(w, g, add(w, Ch.iv, Cl.iv), Mv.iv);
   ljc_loop_end(ir, &Mv, NULL, NULL);
@@ -504,27 +509,28 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   ljc_loop_begin_step(ir, &Mv, i64c(w, 0), mwide, w->vw, false, 0, NULL);
   LLVMValueRef m = ljc_intrinsic2(ir, "smin", lanes_from(w, Mv.iv), splat32(w, addc(w, mlen, -1)));
   LLVMValueRef idx = LLVMBuildMul(b, m, splat32(w, w->w_row), "");
-  for (int i = 0; i < 9; i++) g[i] = gather(w, at(w, k0g, mulc(w, w->w_tap, i)), idx, all);
+  for (int i = 0; i < taps; i++) g[i] = gather(w, at(w, k0g, mulc(w, w->w_tap, i)), idx, all);
   weight_vectors(w, g, Cl.iv, Mv.iv);
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &Cl, NULL, NULL);
   ljc_if_end(ir, after);
 }
 
-/* P: the block's input tiles' positions, rows m·ty0 - py .. m·(ty0 + nr) - py + 1 and
+/* P: the block's input tiles' positions, rows m·ty0 - py .. m·(ty0 + nr) - py + r - 2 and
  * columns likewise, channels cb0 .. cb0 + clen - 1 a run of cb each. */
 static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRef cb0, LLVMValueRef clen) {
   const LLVMValueRef *a = w->arg;
   LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, w->tm), a[LJC_GEMM_WIN_PY]);
   LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, w->tm), a[LJC_GEMM_WIN_PX]);
-  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), 2), addc(w, mulc(w, tb->nc, w->tm), 2), cb0, clen, w->p, w->cb);
+  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), w->r - 1), addc(w, mulc(w, tb->nc, w->tm), w->r - 1), cb0,
+                clen, w->p, w->cb);
 }
 
 /* V for the block's tiles and clen channels, from P by vector loads, at V's tiles from t0. */
 static void inputs(wino *w, const tblock *tb, LLVMValueRef clen, LLVMValueRef t0) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
-  LLVMValueRef pw = addc(w, mulc(w, tb->nc, w->tm), 2);
+  LLVMValueRef pw = addc(w, mulc(w, tb->nc, w->tm), w->r - 1);
   ljc_loop T, Cv;
   ljc_loop_begin(ir, &T, i64c(w, 0), tb->count, false, 0, NULL);
   LLVMValueRef r = LLVMBuildSDiv(b, T.iv, tb->nc, ""), c = LLVMBuildSRem(b, T.iv, tb->nc, "");
@@ -796,7 +802,7 @@ static void matrices(wino *w, LLVMValueRef cin, LLVMValueRef ng) {
   ljc_loop_end(ir, &Rb, NULL, NULL);
 }
 
-int64_t ljc_winograd_work_bytes(int tm) { return (int64_t)(tm + 2) * (tm + 2) * PLANE(UC * MB) * 4 + 16; }
+int64_t ljc_winograd_work_bytes(int tn) { return (int64_t)tn * tn * PLANE(UC * MB) * 4 + 16; }
 
 /* ---- the weight gradient ------------------------------------------------------------------ */
 
@@ -1032,7 +1038,7 @@ static void products_by_matrix(wino *w, LLVMValueRef fn) {
   w->u_rows = LLVMBuildInBoundsGEP2(b, ir->i64, w->u_m0, (LLVMValueRef[]){i64c(w, 1)}, 1, "");
   LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_FRESH], i64c(w, 0), "");
   LLVMBuildStore(b, LLVMBuildSelect(b, fresh, i64c(w, -1), LLVMBuildLoad2(b, ir->i64, w->u_m0, ""), ""), w->u_m0);
-  LLVMValueRef cin = LLVMBuildSDiv(b, w->arg[LJC_GEMM_K], i64c(w, 9), "");
+  LLVMValueRef cin = LLVMBuildSDiv(b, w->arg[LJC_GEMM_K], i64c(w, (int64_t)w->r * w->r), "");
   LLVMValueRef outer = LLVMBuildICmp(b, LLVMIntNE, w->arg[LJC_GEMM_ROWS_OUTER], i64c(w, 0), "");
   LLVMBasicBlockRef after = ljc_if_begin(ir, outer, "wino.rows_outer");
   over_range(w, fn, rows_outer, cin);
@@ -1041,12 +1047,13 @@ static void products_by_matrix(wino *w, LLVMValueRef fn) {
   over_range(w, fn, by_matrix, cin);
 }
 
-void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm) {
+void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm, int r) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  wino w = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .mr = mr, .tm = tm, .tn = tm + 2, .ne = (tm + 2) * (tm + 2)};
-  winograd_matrices(tm, &w.mats);
+  wino w = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .mr = mr, .tm = tm, .r = r, .tn = tm + r - 1};
+  w.ne = w.tn * w.tn;
+  winograd_matrices(tm, r, &w.mats);
   w.vt = LLVMVectorType(ir->f32, (unsigned)w.vw);
   w.it = LLVMVectorType(ir->i32, (unsigned)w.vw);
   LLVMBuilderRef b = w.b;
@@ -1054,12 +1061,12 @@ void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int 
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), w.arg);
   bool wgrad = variant == LJC_GEMM_WINOGRAD_DW;
   w.cb = wgrad ? CB_DW : CB;
-  /* P: at most (m·a + 2)(m·b + 2) positions for a·b <= TB tiles; Q: TM² outputs a tile */
+  /* P: at most (m·a + r - 1)(m·b + r - 1) positions for a·b <= TB tiles; Q: m² outputs a tile */
   w.v = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TG * CB));
   w.m = ljc_entry_array(ir, ir->f32, w.ne * PLANE(TG * MB));
-  w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + 2) + w.vw) * w.cb);
+  w.p = ljc_entry_array(ir, ir->f32, (w.tn * (w.tm * TB + r - 1) + w.vw) * w.cb);
   w.q = ljc_entry_array(ir, ir->f32, (w.tm * w.tm * TB + w.vw) * MB);
-  if (!wgrad) w.ws = ljc_entry_array(ir, ir->f32, (9 * CB + w.vw) * MB);
+  if (!wgrad) w.ws = ljc_entry_array(ir, ir->f32, ((int64_t)r * r * CB + w.vw) * MB);
   /* the tiles of the output (of the product, or, for the weight gradient, of dY) */
   w.ow = w.arg[LJC_GEMM_WIN_OW];
   w.oh = LLVMBuildSDiv(b, w.arg[wgrad ? LJC_GEMM_K : LJC_GEMM_N], w.ow, "");

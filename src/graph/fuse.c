@@ -269,8 +269,9 @@ static bool add_cost(const fuser *f, recompute_cost *c, int32_t i, bool top) {
   return true;
 }
 
-/* Whether matmul i is what a col2im of Winograd's window reads (a 3×3 convolution's input
- * gradient, Wᵀ·dY), with enough channels for Winograd's input-gradient routine
+/* Whether matmul i is what a col2im of Winograd's window reads (a 3×3 or 5×5 convolution's
+ * input gradient, Wᵀ·dY, padded by less than the window), with enough channels for Winograd's
+ * input-gradient routine
  * (codegen_llvm/gemm.c, winograd_dx) unless it is off: the product and the col2im run as
  * one kernel through the transforms (its matmul f32). */
 static bool winograd_dx(const fuser *f, int32_t col2im) {
@@ -279,7 +280,7 @@ static bool winograd_dx(const fuser *f, int32_t col2im) {
   const ljg_gnode *m = &f->g->nodes[mm];
   const int64_t *w = c->attr.a;
   return !(f->opt && f->opt->no_winograd) && ljg_ops[m->op].kind == LJG_MATMUL && ljg_winograd_window(w) &&
-         w[4] <= 2 && w[5] <= 2 && f->g->nodes[ljg_in(f->g, m)[0]].shape[2] >= LJG_WINOGRAD_MIN_CHANNELS &&
+         w[4] < w[0] && w[5] < w[1] && f->g->nodes[ljg_in(f->g, m)[0]].shape[2] >= LJG_WINOGRAD_MIN_CHANNELS &&
          c->shape[1] >= LJG_WINOGRAD_MIN_ROWS;
 }
 
