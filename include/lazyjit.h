@@ -114,12 +114,13 @@ typedef struct lj_config {
   int compilation_cache_size; /**< LJ_COMPILATION_CACHE_SIZE: executables kept per device
                                    (default 1024; at least 1) */
   bool disable_fusion;        /**< LJ_DISABLE_FUSION: every op becomes its own kernel */
-  bool winograd;              /**< LJ_WINOGRAD: f32 3×3 convolutions of stride and dilation 1
-                                   with at least 8 channels in and out go through Winograd's
-                                   F(4×4, 3×3) or F(5×5, 3×3) (whichever takes fewer
-                                   products), which rounds to about 3e-5 of the output's
-                                   magnitude (default on); off: through the GEMM, as the
-                                   other convolutions, about 1e-6 (docs/semantics.md) */
+  bool winograd;              /**< LJ_WINOGRAD: f32 3×3 and 5×5 convolutions of stride and
+                                   dilation 1 with at least 8 channels in and out go through
+                                   Winograd's F(4×4, 3×3) or F(5×5, 3×3), F(2×2, 5×5) or
+                                   F(3×3, 5×5) (whichever takes fewer products), which rounds
+                                   to about 3e-5 of the output's magnitude (default on); off:
+                                   through the GEMM, as the other convolutions, about 1e-6
+                                   (docs/semantics.md) */
   bool no_special_scalars;    /**< LJ_NO_SPECIAL_SCALARS: 0, 1, -1 are parameters too, and so
                                    is every lj_pow_scalar exponent */
   bool sync_tensors_opbyop;   /**< LJ_SYNC_TENSORS_OPBYOP: a sync runs every op of its graph

@@ -1695,8 +1695,7 @@ bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
   if (variant == LJC_GEMM_WINDOW_T) return kind <= 1;
   if (kind == LJC_GEMM_BF16) return bf16_dot && (variant <= LJC_GEMM_ELEMENTS || variant == LJC_GEMM_WINDOW);
-  if (is_winograd(variant)) return kind <= 1 || (kind <= 3 && variant != LJC_GEMM_WINOGRAD_DW);
-  return true;
+  return is_winograd(variant) ? kind <= 3 : true;
 }
 
 void ljc_gemm_routine_name(int routine, char name[32]) {
@@ -1928,11 +1927,10 @@ static bool winograd_dx(const ljg_kernel *k, const ljg_view *av, const ljg_view 
 }
 
 /* The same for a weight gradient Σ_b im2col(x_b)·dY_bᵀ (A the im2col, turned by the matmul
- * pass) of a 3×3 window, the batch sum in one call per thread: no row blocks, no nests after it. */
+ * pass), the batch sum in one call per thread: no row blocks, no nests after it. */
 static bool winograd_dw(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *img = av->v[0].stride, *bs = bv->v[0].stride;
   if (k->mm_dtype != LJ_F32 || k->mm_cols != LJG_MM_COLS_A || !k->mm_sum || !ljg_winograd_window(k->mm_win) ||
-      k->mm_win[0] != 3 ||
       k->row_block || k->nnests || ljg_kernel_has_window(k) || k->mm_img[1] < LJG_WINOGRAD_MIN_CHANNELS ||
       k->mm_n < LJG_WINOGRAD_MIN_ROWS || k->mm_k != k->mm_oh * k->mm_ow)
     return false;

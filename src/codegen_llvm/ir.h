@@ -277,14 +277,14 @@ enum {
  * the same for a matmul Wᵀ·dY whose col2im (3×3 or 5×5, stride and dilation 1) joined its kernel, a
  * convolution's input gradient, computed as the convolution of dY with the flipped weight
  * straight into the col2im's output (ljc_gemm_writes_window); WINOGRAD_DW: a weight
- * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col, 3×3), through the transforms' adjoints;
+ * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints;
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
  * (taps.c); WINDOW_T: B the transpose of an im2col, packed from the image by transposes of
  * the window's vectors (a grouped convolution's weight gradient, dY·colsᵀ). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
  * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
- * F(5×5, 3×3), 2 for F(2×2, 5×5) and 3 for F(3×3, 5×5) (not the weight gradient's). */
+ * F(5×5, 3×3), 2 for F(2×2, 5×5) and 3 for F(3×3, 5×5). */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_WINDOW_T, LJC_GEMM_NVARIANTS
@@ -347,7 +347,7 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
                                    LLVMValueRef m, LLVMValueRef rows);
 
 /* winograd.c: defines the routine `name` of variant LJC_GEMM_WINOGRAD (_DX's too) or _DW (f32) for
- * r × r windows (3, or 5 but for _DW) with output tiles of tm × tm (4 or 5 for r = 3, 2 or 3 for
+ * r × r windows (3 or 5) with output tiles of tm × tm (4 or 5 for r = 3, 2 or 3 for
  * r = 5), its products in register tiles of mr tiles. */
 void ljc_define_winograd(ljc_ir *ir, const char *name, int mr, int variant, int tm, int r);
 /* The bytes of the argument block's WORK area of such a routine, whose input tiles are tn × tn

@@ -25,7 +25,7 @@
  *     routine: the calling kernel says where the weight's elements are (the argument block's
  *     W_ fields), and the window's fields describe dY's image (one routine compiled instead
  *     of two: ~120 ms of a process's first compile on one Zen 4 core);
- *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ (3×3): with dM the output
+ *   - LJC_GEMM_WINOGRAD_DW, the weight gradient Σ_b im2col(x_b)·dY_bᵀ: with dM the output
  *     transform's adjoint of dY's tiles (A dY Aᵀ), dU[e][c][r] = Σ_{b,t} V[e][t][c]·dM[e][t][r]
  *     and dW = Gᵀ dU G; with BSUM, dY's sums over the batch and positions too (a convolution's
  *     bias gradient, ljc_gemm_b_sum), from the block copies of dY it transforms anyway.
@@ -843,8 +843,8 @@ static void grad_products(wino *w, LLVMValueRef count, LLVMValueRef cwide, LLVMV
   ljc_loop_end(ir, &E, NULL, NULL);
 }
 
-/* C's rows c·9 + t for the channels cb0 .. cb0 + clen - 1, columns mb0 .. mb0 + mlen - 1: the
- * weight transform's adjoint of dU (Gᵀ·dU·G, n × n to 3×3). */
+/* C's rows c·r² + t for the channels cb0 .. cb0 + clen - 1, columns mb0 .. mb0 + mlen - 1: the
+ * weight transform's adjoint of dU (Gᵀ·dU·G, n × n to r × r). */
 static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValueRef mb0, LLVMValueRef mlen) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
@@ -853,12 +853,13 @@ static void grad_weights(wino *w, LLVMValueRef cb0, LLVMValueRef clen, LLVMValue
   ljc_loop_begin(ir, &Cl, i64c(w, 0), clen, false, 0, NULL);
   ljc_loop_begin(ir, &Mv, i64c(w, 0), channel_vectors(w, mlen), false, 0, NULL);
   LLVMValueRef mv = mulc(w, Mv.iv, w->vw);
-  LLVMValueRef x[NE_MAX], o[9];
+  LLVMValueRef x[NE_MAX], o[R_MAX * R_MAX];
   for (int e = 0; e < w->ne; e++) x[e] = vload(w, buf_at(w, w->u, e, DU_ROWS, MB, Cl.iv, mv));
   transform_2d(w, &w->mats.gt, x, o);
   LLVMValueRef lanes = LLVMBuildICmp(b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
-  LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), 9);
-  for (int tap = 0; tap < 9; tap++) {
+  int taps = w->r * w->r;
+  LLVMValueRef row0 = mulc(w, add(w, cb0, Cl.iv), taps);
+  for (int tap = 0; tap < taps; tap++) {
     LLVMValueRef off = sub(w, add(w, mul(w, addc(w, row0, tap), a[LJC_GEMM_N]), add(w, mb0, mv)), a[LJC_GEMM_C_ORIGIN]);
     masked_store(w, o[tap], at(w, a[LJC_GEMM_C], off), lanes);
   }
@@ -892,7 +893,7 @@ static void store_sums(wino *w, LLVMValueRef sums, LLVMValueRef mb0, LLVMValueRe
   ljc_loop_end(ir, &M, NULL, NULL);
 }
 
-/* The weight gradient C = Σ_b im2col(x_b)·dY_bᵀ ([C·9, M], summed over the batch): for each
+/* The weight gradient C = Σ_b im2col(x_b)·dY_bᵀ ([C·r², M], summed over the batch): for each
  * block of channels and of columns m, dU summed over every matrix's tiles, then transformed
  * into C. A call's range [begin, end) of the rows stands for the same share of the columns:
  * it computes every row of columns begin·M/rows .. end·M/rows (the ranges of the calls share
@@ -904,7 +905,7 @@ static void weight_gradient(wino *w) {
   ljc_ir *ir = w->ir;
   LLVMBuilderRef b = w->b;
   const LLVMValueRef *a = w->arg;
-  LLVMValueRef rows = a[LJC_GEMM_M], N = a[LJC_GEMM_N], cin = LLVMBuildSDiv(b, rows, i64c(w, 9), "");
+  LLVMValueRef rows = a[LJC_GEMM_M], N = a[LJC_GEMM_N], cin = LLVMBuildSDiv(b, rows, i64c(w, (int64_t)w->r * w->r), "");
   LLVMValueRef n_lo = LLVMBuildSDiv(b, mul(w, a[LJC_GEMM_BEGIN], N), rows, "");
   LLVMValueRef n_hi = LLVMBuildSDiv(b, mul(w, a[LJC_GEMM_END], N), rows, "");
   LLVMValueRef nm = LLVMBuildSDiv(b, addc(w, sub(w, n_hi, n_lo), MB - 1), i64c(w, MB), "");

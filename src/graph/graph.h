@@ -462,9 +462,9 @@ enum { LJG_MATMUL_COL_TASK = 64, LJG_MATMUL_COL_SPLIT_ROWS = 256, LJG_MATMUL_COL
 enum { LJG_MATMUL_TILE_ROWS = 6 };
 
 /* The convolutions that go through Winograd's transforms (codegen_llvm/winograd.c): f32, a
- * window (im2col attributes) of 3×3 or 5×5 (a weight gradient only 3×3), stride and dilation
- * 1, at least LJG_WINOGRAD_MIN_CHANNELS channels in and LJG_WINOGRAD_MIN_ROWS out (the
- * transforms do not pay for fewer). */
+ * window (im2col attributes) of 3×3 or 5×5, stride and dilation 1, at least
+ * LJG_WINOGRAD_MIN_CHANNELS channels in and LJG_WINOGRAD_MIN_ROWS out (the transforms do not
+ * pay for fewer). */
 enum { LJG_WINOGRAD_MIN_CHANNELS = 8, LJG_WINOGRAD_MIN_ROWS = 8 };
 static inline bool ljg_winograd_window(const int64_t *w) {
   return (w[0] == 3 || w[0] == 5) && w[1] == w[0] && w[2] == 1 && w[3] == 1 && w[6] == 1 && w[7] == 1;
