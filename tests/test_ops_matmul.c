@@ -192,6 +192,23 @@ static void init_dumping(int threads, const char *cpu, bool winograd, char *dir)
   ck_assert_int_eq(lj_init(&cfg), LJ_OK);
 }
 
+/* The convolution y of x by w with padding pad (NULL: none) and, for a gradient drawn from
+ * seed flowing into it, the gradients of the leaves x and w are (views of), retained into
+ * *dx and *dw; *y is y detached (the caller releases the three). */
+static void conv_gradients(lj_tensor *x, lj_tensor *x_leaf, lj_tensor *w, lj_tensor *w_leaf, const int *pad,
+                           uint64_t seed, lj_tensor **y, lj_tensor **dx, lj_tensor **dw) {
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x_leaf, true), LJ_OK);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(w_leaf, true), LJ_OK);
+  lj_tensor *c = lj_conv2d(x, w, NULL, NULL, pad, NULL, 1);
+  lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(c), lj_tensor_shape(c), TU_ANY, seed);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(c, g), 0, NULL, false)), LJ_OK);
+  *y = lj_detach(c);
+  *dx = lj_tensor_retain(lj_tensor_grad(x_leaf));
+  *dw = lj_tensor_retain(lj_tensor_grad(w_leaf));
+  lj_tensor_release(c);
+  lj_tensor_release(g);
+}
+
 /* Weight gradients dY·colsᵀ for each image (not summed over the batch as one product): a
  * grouped convolution's, and an ungrouped one's at batch 1. The window_t routine packs B, the
  * im2col transposed, from the image, the window vectors of a panel's taps transposed into its
@@ -308,16 +325,10 @@ START_TEST(test_matmul_winograd) {
   enum { NCASES = sizeof xs / sizeof *xs };
   lj_tensor *dxs[NCASES], *dws[NCASES];
   for (int i = 0; i < NCASES; i++) {
-    lj_tensor *leaf = i == NCASES - 1 ? nhwc : xs[i], *wleaf = ws[i] == w11 ? cwho : ws[i];
-    ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
-    ck_assert_int_eq(lj_tensor_set_requires_grad(wleaf, true), LJ_OK);
-    lj_tensor *y = lj_conv2d(xs[i], ws[i], NULL, NULL, pads[i], NULL, 1);
-    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 20 + (uint64_t)i);
-    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-    dxs[i] = lj_tensor_retain(lj_tensor_grad(leaf));
-    dws[i] = lj_tensor_retain(lj_tensor_grad(wleaf));
+    lj_tensor *y;
+    conv_gradients(xs[i], i == NCASES - 1 ? nhwc : xs[i], ws[i], ws[i] == w11 ? cwho : ws[i], pads[i], 20 + (uint64_t)i,
+                   &y, &dxs[i], &dws[i]);
     lj_tensor_release(y);
-    lj_tensor_release(g);
   }
   /* sums of up to 72·9 products (input) and 8·27·28 (weight, of magnitude up to ~400) through
    * the transforms: the weight gradient's sums of thousands of transformed products (the
@@ -375,20 +386,9 @@ START_TEST(test_matmul_winograd_5x5) {
   static const int pads[] = {2, 0, 3, 4, 2, 1, 2, 2, 2};
   enum { NCASES = sizeof pads / sizeof *pads };
   lj_tensor *ys[NCASES + 1], *dxs[NCASES], *dws[NCASES];
-  for (int i = 0; i < NCASES; i++) {
-    lj_tensor *leaf = i == 6 ? nhwc : xs[i], *wleaf = i == 7 ? cwho : ws[i];
-    ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
-    ck_assert_int_eq(lj_tensor_set_requires_grad(wleaf, true), LJ_OK);
-    const int pd[2] = {pads[i], pads[i]};
-    lj_tensor *y = lj_conv2d(xs[i], ws[i], NULL, NULL, pd, NULL, 1);
-    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 60 + (uint64_t)i);
-    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-    ys[i] = lj_detach(y);
-    dxs[i] = lj_tensor_retain(lj_tensor_grad(leaf));
-    dws[i] = lj_tensor_retain(lj_tensor_grad(wleaf));
-    lj_tensor_release(y);
-    lj_tensor_release(g);
-  }
+  for (int i = 0; i < NCASES; i++)
+    conv_gradients(xs[i], i == 6 ? nhwc : xs[i], ws[i], i == 7 ? cwho : ws[i], (const int[]){pads[i], pads[i]},
+                   60 + (uint64_t)i, &ys[i], &dxs[i], &dws[i]);
   lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(72), TU_ANY, 57);
   ys[NCASES] = lj_max_pool2d(lj_relu(lj_conv2d(lj_detach(xs[0]), lj_detach(ws[0]), b, NULL, two, NULL, 1)), two, NULL, NULL);
   /* sums of up to 136·25 products through the transforms (points ±2, -1/2: they scale values
