@@ -476,11 +476,13 @@ static void weights(wino *w, LLVMValueRef mb0, LLVMValueRef mlen, LLVMValueRef m
   int64_t taps = (int64_t)w->r * w->r;
   LLVMValueRef flip = LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, -1), "");
   LLVMValueRef along = LLVMBuildOr(b, flip, LLVMBuildICmp(b, LLVMIntEQ, w->w_tap, i64c(w, 1), ""), "");
-  LLVMValueRef flat = LLVMBuildAnd(b, LLVMBuildNot(b, flip, ""), LLVMBuildICmp(b, LLVMIntEQ, w->w_chan, i64c(w, taps), ""), "");
+  LLVMValueRef flat =
+      LLVMBuildAnd(b, LLVMBuildNot(b, flip, ""), LLVMBuildICmp(b, LLVMIntEQ, w->w_chan, i64c(w, taps), ""), "");
   ljc_loop Ch, Cl, Mv;
   LLVMBasicBlockRef after = ljc_if_begin(ir, along, "wino.weights_along");
   /* the first tap as the weight lies (the last one read, flipped) */
-  LLVMValueRef tap0 = LLVMBuildGEP2(b, ir->f32, rows, (LLVMValueRef[]){LLVMBuildSelect(b, flip, i64c(w, 1 - taps), i64c(w, 0), "")}, 1, "");
+  LLVMValueRef first_tap = LLVMBuildSelect(b, flip, i64c(w, 1 - taps), i64c(w, 0), "");
+  LLVMValueRef tap0 = LLVMBuildGEP2(b, ir->f32, rows, &first_tap, 1, "");
   ljc_loop_begin_step(ir, &Ch, i64c(w, 0), clen, CB, false, 0, NULL);
   LLVMValueRef cl = smin(w, i64c(w, CB), sub(w, clen, Ch.iv)), c0 = add(w, cb0, Ch.iv);
   LLVMValueRef sel_h = LLVMBuildSelect(b, flat, i64c(w, 1), add(w, c0, cl), "");
@@ -522,8 +524,8 @@ static void gather_block(wino *w, const image *im, const tblock *tb, LLVMValueRe
   const LLVMValueRef *a = w->arg;
   LLVMValueRef y0 = sub(w, mulc(w, tb->ty0, w->tm), a[LJC_GEMM_WIN_PY]);
   LLVMValueRef x0 = sub(w, mulc(w, tb->tx0, w->tm), a[LJC_GEMM_WIN_PX]);
-  channels_last(w, im, y0, x0, addc(w, mulc(w, tb->nr, w->tm), w->r - 1), addc(w, mulc(w, tb->nc, w->tm), w->r - 1), cb0,
-                clen, w->p, w->cb);
+  LLVMValueRef rows = addc(w, mulc(w, tb->nr, w->tm), w->r - 1), cols = addc(w, mulc(w, tb->nc, w->tm), w->r - 1);
+  channels_last(w, im, y0, x0, rows, cols, cb0, clen, w->p, w->cb);
 }
 
 /* V for the block's tiles and clen channels, from P by vector loads, at V's tiles from t0. */
