@@ -1912,6 +1912,67 @@ START_TEST(test_depthwise_conv) {
 }
 END_TEST
 
+/* A depthwise convolution of one output channel a channel, column stride 1, reads its
+ * windows from the image's rows (no im2col written): each output row vectors of positions at
+ * a time, the taps' masked vectors of the image's rows times the plane's weights. 3×3 with a
+ * bias (two vectors a row), 5×5 dilated along the rows to 66 positions (two steps, the second
+ * mostly masked), 7×7 of row stride 2 on rows of 7 (vectors of 4), f64 without padding (one
+ * vector of 8); values and gradients against the interpreter. A row stride along the image's
+ * columns (an NHWC image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its
+ * own for a batch this small) checks values only. */
+START_TEST(test_depthwise_rows) {
+  static const struct {
+    lj_dtype dt;
+    int64_t x[4];
+    int k, pad[2], stride[2], dil[2];
+    bool bias, nhwc;
+    int rows; /* reads the image's rows: 1, 0, or -1 not checked */
+  } cases[] = {
+      {LJ_F32, {2, 8, 28, 32}, 3, {1, 1}, {1, 1}, {1, 1}, true, false, 1},
+      {LJ_F32, {2, 8, 13, 70}, 5, {2, 2}, {1, 1}, {1, 2}, false, false, 1},
+      {LJ_F32, {1, 16, 9, 7}, 7, {3, 3}, {2, 1}, {1, 1}, true, false, 1},
+      {LJ_F64, {2, 4, 10, 10}, 3, {0, 0}, {1, 1}, {1, 1}, false, false, 1},
+      {LJ_BF16, {2, 8, 12, 12}, 5, {2, 2}, {1, 1}, {1, 1}, true, false, -1},
+      {LJ_F32, {2, 8, 12, 12}, 3, {1, 1}, {1, 1}, {1, 1}, false, true, 0},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    lj_dtype dt = cases[c].dt;
+    int64_t C = cases[c].x[1];
+    lj_tensor *leaf = cases[c].nhwc ? tu_tensor(dt, LJ_SHAPE(cases[c].x[0], cases[c].x[2], cases[c].x[3], C), TU_ANY, 80)
+                                    : tu_tensor(dt, 4, cases[c].x, TU_ANY, 80 + (uint64_t)c);
+    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(C, 1, cases[c].k, cases[c].k), TU_ANY, 90 + (uint64_t)c);
+    lj_tensor *b = cases[c].bias ? tu_tensor(dt, LJ_SHAPE(C), TU_ANY, 100 + (uint64_t)c) : NULL;
+    ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_scope_begin();
+    lj_tensor *x = cases[c].nhwc ? lj_permute(leaf, 4, (const int[]){0, 3, 1, 2}) : leaf;
+    lj_tensor *y = lj_conv2d(x, w, b, cases[c].stride, cases[c].pad, cases[c].dil, (int)C);
+    lj_tensor *alone = lj_conv2d(lj_detach(x), lj_detach(w), b, cases[c].stride, cases[c].pad, cases[c].dil, (int)C);
+    ck_assert_msg(y && alone, "%s", lj_last_error());
+    ljg_graph *opt;
+    ljg_program *p = program_of(alone, &opt);
+    char *lowering = ljc_lowering_text(p);
+    bool rows = strstr(lowering, "reads its windows from the image's rows") != NULL;
+    ck_assert_msg(cases[c].rows < 0 || rows == (cases[c].rows == 1), "case %zu: %s", c, lowering);
+    free(lowering);
+    free_program(p, opt);
+    /* the forward product alone, of leaves that need no gradient (with the gradients, the
+     * weight's reads the im2col too); up to 49 products a sum, in the taps' order; the
+     * weight's gradient sums hundreds */
+    double rtol = dt == LJ_BF16 ? tu_rtol(LJ_BF16) : 1e-5, atol = dt == LJ_BF16 ? 1e-2 : 5e-4;
+    tu_check_interp_tol(1, &alone, rtol, atol);
+    lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 110 + (uint64_t)c);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *outs[3] = {y, lj_tensor_grad(leaf), lj_tensor_grad(w)};
+    tu_check_interp_tol(3, outs, rtol, atol);
+    lj_scope_end();
+    lj_tensor_release(leaf);
+    lj_tensor_release(w);
+    lj_tensor_release(b);
+  }
+}
+END_TEST
+
 /* softmax(Q·Kᵀ·s)·V for q, k of [B, M, D] and [B, N, D], v of [B, N, E]. */
 static lj_tensor *attention(lj_tensor *q, lj_tensor *k, lj_tensor *v, double scale) {
   return lj_matmul(lj_softmax(lj_mul_scalar(lj_matmul(q, lj_transpose(k, 1, 2)), scale), 2), v);
@@ -2895,6 +2956,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_pool_grad_unpooled);
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_depthwise_conv);
+  tcase_add_test(tc, test_depthwise_rows);
   tcase_add_test(tc, test_product_softmax_parts);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);
