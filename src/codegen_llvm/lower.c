@@ -2704,10 +2704,10 @@ static ljc_point depthwise_point(const ljg_nest *n, LLVMValueRef task, LLVMValue
  * frontend's groups = channels: Σ_t im2col(x)[t, p] · w[c, t]) that reads the image's rows
  * instead (emit_depthwise_rows), in a kernel of row blocks of whole planes whose code runs
  * the window before nest s: a window of column stride 1 and at most DEPTHWISE_TAPS_MAX taps
- * over f32 or f64 rows of contiguous columns; the nest [N, C, P, KK] (or [N·C, P, KK]) alone in its loop, a sum
- * along the taps of depthwise_weight's product, its output contiguous along the positions;
- * no other nest reads the im2col, nor does any write the weight. Then the im2col is not
- * written. */
+ * over f32 or f64 rows of contiguous columns; the nest [N, C, P, KK] (or [N·C, P, KK]) alone
+ * in its loop, a sum along the taps of depthwise_weight's product, its output contiguous
+ * along the positions; no other nest reads the im2col, nor does any write the weight. Then
+ * the im2col is not written. */
 static bool depthwise_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
   if (s < 0 || s >= k->nnests || k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_IM2COL || k->win_at != s ||
       k->row_block <= 0 || k->task_rows > 0 || nest_last[s] != s)
@@ -2803,7 +2803,8 @@ static void emit_depthwise_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueR
     for (int64_t kw = 0; kw < KW; kw++) {
       int64_t shift = kw * a[7] - a[5], t = kh * KW + kw; /* columns ox + kw·dx - px */
       LLVMValueRef woff = LLVMBuildNSWAdd(b, w0, ljc_i64(ir, t * k->views[wx->view].v[0].stride[n->ndim - 1]), "");
-      LLVMValueRef wt = LLVMBuildLoad2(b, w.st, LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[wx->slot], &woff, 1, ""), "");
+      LLVMValueRef wat = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[wx->slot], &woff, 1, "");
+      LLVMValueRef wt = LLVMBuildLoad2(b, w.st, wat, "");
       LLVMValueRef wv = ljc_splat(ir, ljc_from_storage(ir, wt, dt), vt);
       for (int64_t r = 0; r < nv; r++) {
         LLVMValueRef ox = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, ox0[r], ir->i32, ""), it), lanes, "");
