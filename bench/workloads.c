@@ -428,28 +428,14 @@ static void conv_stride2(const workload *w, bench_state *s) {
 }
 
 /* A grouped 3×3 convolution for inference with n = {B, C, groups, H}: x [B, C, H, H], weight
- * [C, C / groups, 3, 3] and bias [C] (ResNeXt's: groups of 4 channels), none needing
- * gradients. */
+ * [C, C / groups, 3, 3] and bias [C] (ResNeXt's: groups of 4 channels; MobileNet's depthwise
+ * one: groups of 1), none needing gradients. */
 static bool setup_grouped_conv(const workload *w, bench_state *s) {
   int64_t b = w->n[0], c = w->n[1], groups = w->n[2], h = w->n[3];
   s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
   s->in[1] = rand_f32(s, LJ_SHAPE(c, c / groups, 3, 3));
   s->in[2] = rand_f32(s, LJ_SHAPE(c));
   return all_set(s->in, 3);
-}
-
-/* A depthwise 3×3 convolution for inference with n = {B, C, H}: x [B, C, H, H], weight
- * [C, 1, 3, 3] and bias [C] (MobileNet's), none needing gradients. */
-static bool setup_depthwise_conv(const workload *w, bench_state *s) {
-  int64_t b = w->n[0], c = w->n[1], h = w->n[2];
-  s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
-  s->in[1] = rand_f32(s, LJ_SHAPE(c, 1, 3, 3));
-  s->in[2] = rand_f32(s, LJ_SHAPE(c));
-  return all_set(s->in, 3);
-}
-
-static void conv_depthwise(const workload *w, bench_state *s) {
-  keep(s, lj_conv2d(s->in[0], s->in[1], s->in[2], NULL, pad1, NULL, (int)w->n[1]));
 }
 
 static void conv_grouped(const workload *w, bench_state *s) {
@@ -646,8 +632,8 @@ const workload bench_workloads[] = {
      CONV_FLOPS(32, 64, 128, 28)},
     {"conv_grouped_b32", "conv 128->128 3x3 + bias in 32 groups of 4, 32x28x28", {32, 128, 32, 28},
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 4, 128, 28)},
-    {"conv_dw3x3_b32", "depthwise conv 128 channels 3x3 + bias, 32x56x56 (inference)", {32, 128, 56},
-     setup_depthwise_conv, conv_depthwise, 0, CONV_FLOPS(32, 1, 128, 56)},
+    {"conv_dw3x3_b32", "depthwise conv 128 channels 3x3 + bias, 32x56x56 (inference)", {32, 128, 128, 56},
+     setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 1, 128, 56)},
     {"conv5x5_b32", "conv 32->64 5x5 + bias, 32x28x28 (inference)", {32, 32, 64, 28}, setup_conv5, conv_same, 0,
      CONV5_FLOPS(32, 32, 64, 28)},
     {"conv5x5_bwd_b32", "relu(conv 32->64 5x5), 32x28x28, forward + input/weight/bias gradients", {32, 32, 64, 28},

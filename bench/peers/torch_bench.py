@@ -167,11 +167,6 @@ def conv_same(b, cin, cout, h, side):
     return step
 
 
-def conv_depthwise(b, c, h):
-    x, w, bias = rand(b, c, h, h), rand(c, 1, 3, 3), rand(c)
-    return lambda: F.conv2d(x, w, bias, padding=1, groups=c)
-
-
 def conv_grouped(b, c, groups, h):
     x, w, bias = rand(b, c, h, h), rand(c, c // groups, 3, 3), rand(c)
     return lambda: F.conv2d(x, w, bias, padding=1, groups=groups)
@@ -257,7 +252,7 @@ WORKLOADS = {
     "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "conv_grouped_b32": lambda: conv_grouped(32, 128, 32, 28),
-    "conv_dw3x3_b32": lambda: conv_depthwise(32, 128, 56),
+    "conv_dw3x3_b32": lambda: conv_grouped(32, 128, 128, 56),
     "conv5x5_b32": lambda: conv_same(32, 32, 64, 28, 5),
     "conv5x5_bwd_b32": lambda: conv_relu_backward(32, 32, 64, 28, x_grad=True, side=5),
     "resblock_b32": lambda: resblock(32, 64, 56),

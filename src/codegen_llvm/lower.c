@@ -2529,6 +2529,19 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
 
 /* ---- a max-pool's windows straight from the image ------------------------------------------ */
 
+/* Whether a nest of k other than nests first .. last reads slot. */
+static bool nests_read(const ljg_kernel *k, int32_t slot, int first, int last) {
+  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), reads = false;
+  for (int o = 0; o < k->nnests && !reads; o++) {
+    if (o >= first && o <= last) continue;
+    memset(used, 0, (size_t)k->nexprs * sizeof *used);
+    ljg_nest_exprs(k, &k->nests[o], used);
+    for (int e = 0; e < k->nexprs && !reads; e++) reads = used[e] && ljg_expr_reads(&k->exprs[e], slot);
+  }
+  free(used);
+  return reads;
+}
+
 /* The most window rows emit_pool_rows takes (each a row of its code). */
 enum { POOL_ROWS_MAX = 4 };
 
@@ -2566,17 +2579,7 @@ static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nes
   if (t->ndim != 3 || t->offset != 0 || t->stride[0] != KK * P || t->stride[1] != 1 || t->stride[2] != P)
     return false;
   /* no other nest reads the buffer (the gather, s + 1, does not run) */
-  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), alone = true;
-  for (int o = 0; o < k->nnests && alone; o++) {
-    if (o == s || o == s + 1) continue;
-    memset(used, 0, (size_t)k->nexprs * sizeof *used);
-    ljg_nest_exprs(k, &k->nests[o], used);
-    for (int e = 0; e < k->nexprs && alone; e++)
-      alone = !(used[e] && (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_BUFFER) &&
-                k->exprs[e].slot == k->win_out_slot);
-  }
-  free(used);
-  return alone;
+  return !nests_read(k, k->win_out_slot, s, s + 1);
 }
 
 /* The argmax and maximum of the vw windows of output row oy from column ox0 on (pools_rows),
@@ -2728,16 +2731,9 @@ static bool depthwise_rows(const ljg_program *p, const ljg_kernel *k, const int 
     return false;
   int32_t w = depthwise_weight(p, k, n);
   if (w < 0) return false;
-  for (int o = 0; o < k->nnests; o++) {
+  for (int o = 0; o < k->nnests; o++)
     if (k->nests[o].out_slot == k->exprs[w].slot) return false;
-    if (o == s) continue;
-    bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), reads = false;
-    ljg_nest_exprs(k, &k->nests[o], used);
-    for (int e = 0; e < k->nexprs && !reads; e++) reads = used[e] && ljg_expr_reads(&k->exprs[e], k->win_out_slot);
-    free(used);
-    if (reads) return false;
-  }
-  return true;
+  return !nests_read(k, k->win_out_slot, s, s);
 }
 
 /* The most vectors of a row's positions emit_depthwise_rows sums at a time. */
