@@ -1914,33 +1914,42 @@ END_TEST
 
 /* A depthwise convolution of one output channel a channel, column stride 1, reads its
  * windows from the image's rows (no im2col written): each output row vectors of positions at
- * a time, the taps' masked vectors of the image's rows times the plane's weights. 3×3 with a
- * bias (two vectors a row), 5×5 dilated along the rows to 66 positions (two steps, the second
- * mostly masked), 7×7 of row stride 2 on rows of 7 (vectors of 4), f64 without padding (one
- * vector of 8); values and gradients against the interpreter. A row stride along the image's
+ * a time, the taps' masked vectors of the image's rows times the plane's weights; so does its
+ * weight gradient (dY's rows times the image's under each tap, summed), in the kernel of the
+ * forward product when both are in the graph, and the input gradient of one of stride 1 sums
+ * dY's rows under the taps instead of a col2im. 3×3 with a bias (two vectors a row), 5×5
+ * dilated along the rows to 66 positions (two steps, the second mostly masked), 7×7 of row
+ * stride 2 on rows of 7 (vectors of 4; its input gradient keeps the col2im), f64 without
+ * padding (one vector of 8), rows of 200 (vectors inside the rows and the image's in a loop),
+ * 1×17 (more taps a row than the weight gradient takes: the kernel that reads the im2col for
+ * it keeps it); values and gradients against the interpreter. A row stride along the image's
  * columns (an NHWC image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its
  * own for a batch this small) checks values only. */
 START_TEST(test_depthwise_rows) {
   static const struct {
     lj_dtype dt;
     int64_t x[4];
-    int k, pad[2], stride[2], dil[2];
+    int k[2], pad[2], stride[2], dil[2];
     bool bias, nhwc;
-    int rows; /* reads the image's rows: 1, 0, or -1 not checked */
+    int rows;        /* the forward alone reads the image's rows: 1, 0, or -1 not checked */
+    int grad_rows;   /* with the gradients, so do the forward and the weight gradient */
+    int image_rows;  /* and the input gradient sums dY's rows */
   } cases[] = {
-      {LJ_F32, {2, 8, 28, 32}, 3, {1, 1}, {1, 1}, {1, 1}, true, false, 1},
-      {LJ_F32, {2, 8, 13, 70}, 5, {2, 2}, {1, 1}, {1, 2}, false, false, 1},
-      {LJ_F32, {1, 16, 9, 7}, 7, {3, 3}, {2, 1}, {1, 1}, true, false, 1},
-      {LJ_F64, {2, 4, 10, 10}, 3, {0, 0}, {1, 1}, {1, 1}, false, false, 1},
-      {LJ_BF16, {2, 8, 12, 12}, 5, {2, 2}, {1, 1}, {1, 1}, true, false, -1},
-      {LJ_F32, {2, 8, 12, 12}, 3, {1, 1}, {1, 1}, {1, 1}, false, true, 0},
+      {LJ_F32, {2, 8, 28, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true, false, 1, 1, 1},
+      {LJ_F32, {2, 8, 13, 70}, {5, 5}, {2, 2}, {1, 1}, {1, 2}, false, false, 1, 1, 1},
+      {LJ_F32, {1, 16, 9, 7}, {7, 7}, {3, 3}, {2, 1}, {1, 1}, true, false, 1, 1, 0},
+      {LJ_F64, {2, 4, 10, 10}, {3, 3}, {0, 0}, {1, 1}, {1, 1}, false, false, 1, 1, 1},
+      {LJ_F32, {1, 3, 5, 200}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1},
+      {LJ_F32, {1, 4, 3, 40}, {1, 17}, {0, 8}, {1, 1}, {1, 1}, false, false, 1, 0, 1},
+      {LJ_BF16, {2, 8, 12, 12}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, true, false, -1, -1, -1},
+      {LJ_F32, {2, 8, 12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true, 0, 0, -1},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     lj_dtype dt = cases[c].dt;
     int64_t C = cases[c].x[1];
     lj_tensor *leaf = cases[c].nhwc ? tu_tensor(dt, LJ_SHAPE(cases[c].x[0], cases[c].x[2], cases[c].x[3], C), TU_ANY, 80)
                                     : tu_tensor(dt, 4, cases[c].x, TU_ANY, 80 + (uint64_t)c);
-    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(C, 1, cases[c].k, cases[c].k), TU_ANY, 90 + (uint64_t)c);
+    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(C, 1, cases[c].k[0], cases[c].k[1]), TU_ANY, 90 + (uint64_t)c);
     lj_tensor *b = cases[c].bias ? tu_tensor(dt, LJ_SHAPE(C), TU_ANY, 100 + (uint64_t)c) : NULL;
     ck_assert_int_eq(lj_tensor_set_requires_grad(leaf, true), LJ_OK);
     ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
@@ -1956,14 +1965,21 @@ START_TEST(test_depthwise_rows) {
     ck_assert_msg(cases[c].rows < 0 || rows == (cases[c].rows == 1), "case %zu: %s", c, lowering);
     free(lowering);
     free_program(p, opt);
-    /* the forward product alone, of leaves that need no gradient (with the gradients, the
-     * weight's reads the im2col too); up to 49 products a sum, in the taps' order; the
-     * weight's gradient sums hundreds */
+    /* the forward product alone, of leaves that need no gradient; up to 49 products a sum,
+     * in the taps' order; the weight's gradient sums hundreds */
     double rtol = dt == LJ_BF16 ? tu_rtol(LJ_BF16) : 1e-5, atol = dt == LJ_BF16 ? 1e-2 : 5e-4;
     tu_check_interp_tol(1, &alone, rtol, atol);
     lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 110 + (uint64_t)c);
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
     lj_tensor *outs[3] = {y, lj_tensor_grad(leaf), lj_tensor_grad(w)};
+    p = program_of_n(3, outs, &opt);
+    lowering = ljc_lowering_text(p);
+    rows = strstr(lowering, "read their windows from the image's rows") != NULL;
+    bool image = strstr(lowering, "the image is summed from the rows") != NULL;
+    ck_assert_msg(cases[c].grad_rows < 0 || rows == (cases[c].grad_rows == 1), "case %zu: %s", c, lowering);
+    ck_assert_msg(cases[c].image_rows < 0 || image == (cases[c].image_rows == 1), "case %zu: %s", c, lowering);
+    free(lowering);
+    free_program(p, opt);
     tu_check_interp_tol(3, outs, rtol, atol);
     lj_scope_end();
     lj_tensor_release(leaf);

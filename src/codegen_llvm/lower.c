@@ -606,7 +606,6 @@ static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
 static bool unpools(const ljg_program *p, const ljg_kernel *k);
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
-static bool depthwise_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1434,6 +1433,18 @@ static void column_nests_text(ljb_str *line, const ljg_kernel *k, bool columns) 
   free(list.s);
 }
 
+/* "; nests 0, 2 read their windows from the image's rows: its im2col not run" for the nests
+ * of kernel k that ljc_emit_depthwise_nest computes. */
+static void depthwise_text(ljb_str *line, const ljg_program *p, const ljg_kernel *k, const int *last) {
+  ljb_str list = {0};
+  int n = 0;
+  for (int s = 0; s < k->nnests; s++)
+    if (ljc_depthwise_nest(p, k, last, s)) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
+  ljb_str_printf(line, "; nest%s %s read%s %s windows from the image's rows: its im2col not run", n > 1 ? "s" : "",
+                 list.s, n > 1 ? "" : "s", n > 1 ? "their" : "its");
+  free(list.s);
+}
+
 char *ljc_lowering_text(const ljg_program *p) {
   ljb_str b = {0};
   ljb_str_puts(&b, "lowering (what the code does otherwise than the nests above say):\n");
@@ -1447,8 +1458,12 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
-    if (pools_rows(p, k, last, k->win_at) || depthwise_rows(p, k, last, k->win_at))
+    if (pools_rows(p, k, last, k->win_at))
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
+    if (ljc_depthwise_cols(p, k, last)) depthwise_text(&line, p, k, last);
+    if (ljc_depthwise_image(p, k, last))
+      ljb_str_printf(&line, "; nest %d and the col2im not run: the image is summed from the rows nest %d reads",
+                     k->win_at - 1, k->win_at - 1);
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
@@ -1481,7 +1496,7 @@ char *ljc_lowering_text(const ljg_program *p) {
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
       const ljg_nest *n = &k->nests[s];
       if (ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)) && !pools_rows(p, k, last, s) &&
-          !depthwise_rows(p, k, last, s))
+          !ljc_depthwise_nest(p, k, last, s))
         ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
       if (k->task_rows && sums_by_block(k, last, by >= 0, s))
         ljb_str_printf(&line, "; nest %d adds up each block's rows after the nests before %d", s, k->per_task_at);
@@ -1625,7 +1640,6 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVM
 
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end);
 static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi);
-static void emit_depthwise_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi);
 
 /* Whether a nest of k reads a LOCAL slot that an earlier nest wrote (a softmax: the max, the
  * exps and their sum, each read again by the nests after the one that made it). */
@@ -1810,19 +1824,19 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
       LLVMBuildMemCpy(b, kc->slot_ptr[k->nests[0].out_slot], 64, kc->ahead_slot, 64, bytes);
     }
   } else {
+    bool cols = ljc_depthwise_cols(kc->p, k, kc->nest_last), image = ljc_depthwise_image(kc->p, k, kc->nest_last);
     for (int s = 0; s < k->nnests; s++) {
       if (k->win_at == s && pools_rows(kc->p, k, kc->nest_last, s)) {
         emit_pool_rows(kc, s, lo, hi);
         continue;
       }
-      if (k->win_at == s && depthwise_rows(kc->p, k, kc->nest_last, s)) {
-        emit_depthwise_rows(kc, s, lo, hi);
-        continue;
-      }
-      if (k->win_at == s) emit_window(kc, lo, hi);
-      emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
+      if (k->win_at == s && image) ljc_emit_depthwise_image(kc, lo, hi);
+      else if (k->win_at == s && !cols) emit_window(kc, lo, hi);
+      if (cols && ljc_depthwise_nest(kc->p, k, kc->nest_last, s)) ljc_emit_depthwise_nest(kc, s, lo, hi);
+      else if (!(image && s == k->win_at - 1)) emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
     }
-    if (k->win_at == k->nnests) emit_window(kc, lo, hi);
+    if (k->win_at == k->nnests && image) ljc_emit_depthwise_image(kc, lo, hi);
+    else if (k->win_at == k->nnests && !cols) emit_window(kc, lo, hi);
   }
   if (k->tm) emit_trailing_product(kc, lo, hi, first);
   ljc_loop_end(ir, &B, NULL, NULL);
@@ -2529,19 +2543,6 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
 
 /* ---- a max-pool's windows straight from the image ------------------------------------------ */
 
-/* Whether a nest of k other than nests first .. last reads slot. */
-static bool nests_read(const ljg_kernel *k, int32_t slot, int first, int last) {
-  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), reads = false;
-  for (int o = 0; o < k->nnests && !reads; o++) {
-    if (o >= first && o <= last) continue;
-    memset(used, 0, (size_t)k->nexprs * sizeof *used);
-    ljg_nest_exprs(k, &k->nests[o], used);
-    for (int e = 0; e < k->nexprs && !reads; e++) reads = used[e] && ljg_expr_reads(&k->exprs[e], slot);
-  }
-  free(used);
-  return reads;
-}
-
 /* The most window rows emit_pool_rows takes (each a row of its code). */
 enum { POOL_ROWS_MAX = 4 };
 
@@ -2579,7 +2580,7 @@ static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nes
   if (t->ndim != 3 || t->offset != 0 || t->stride[0] != KK * P || t->stride[1] != 1 || t->stride[2] != P)
     return false;
   /* no other nest reads the buffer (the gather, s + 1, does not run) */
-  return !nests_read(k, k->win_out_slot, s, s + 1);
+  return !ljg_nests_read(k, k->win_out_slot, s, s + 1);
 }
 
 /* The argmax and maximum of the vw windows of output row oy from column ox0 on (pools_rows),
@@ -2662,163 +2663,6 @@ static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi
     LLVMValueRef last = ljc_i64(ir, OW - vw);
     pool_vector(kc, n, n + 1, &pick_view, rows, vw, task.iv, LLVMBuildNSWAdd(b, p_row, last, ""), last);
   }
-  ljc_loop_end(ir, &oy, NULL, NULL);
-  ljc_loop_end(ir, &task, NULL, NULL);
-}
-
-/* ---- a depthwise convolution's windows straight from the image ---------------------------- */
-
-/* The most taps a window emit_depthwise_rows takes (each a load and a multiply-add of its
- * code, unrolled). */
-enum { DEPTHWISE_TAPS_MAX = 49 };
-
-/* The operand of nest s's product that is not the window's im2col (the weight), or -1 when
- * the value is not such a product: the im2col read in its own layout ([N, C, P, KK] over its
- * [N, C, KK, P] rows, or [N·C, P, KK]) times a load the same for every position (stride 0
- * along P). */
-static int32_t depthwise_weight(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
-  const ljg_kexpr *x = &k->exprs[n->value];
-  int64_t C = k->win_img[1], P = k->win_oh * k->win_ow, KK = k->win[0] * k->win[1];
-  int d = n->ndim; /* 4 or 3 */
-  if (x->kind != LJG_X_OP || x->op != LJG_OP_MUL || x->nin != 2) return -1;
-  for (int i = 0; i < 2; i++) {
-    const ljg_kexpr *cols = &k->exprs[x->in[i]], *w = &k->exprs[x->in[1 - i]];
-    if (cols->kind != LJG_X_LOAD || cols->slot != k->win_out_slot || w->kind != LJG_X_LOAD ||
-        w->slot == k->win_out_slot || p->slots[w->slot].kind == LJG_SLOT_LOCAL || w->dtype != cols->dtype)
-      continue;
-    const ljg_view *cv = &k->views[cols->view], *wv = &k->views[w->view];
-    if (cv->n != 1 || wv->n != 1 || wv->v[0].ndim != d || wv->v[0].stride[d - 2] != 0) continue;
-    const ljg_view1 *t = &cv->v[0];
-    if (t->ndim == d && t->offset == 0 && (d == 3 || t->stride[0] == C * KK * P) && t->stride[d - 3] == KK * P &&
-        t->stride[d - 2] == 1 && t->stride[d - 1] == P)
-      return x->in[1 - i];
-  }
-  return -1;
-}
-
-/* The point of nest n ([N, C, P, KK] or [N·C, P, KK]) at plane (image n, channel c), position
- * p and tap t. */
-static ljc_point depthwise_point(const ljg_nest *n, LLVMValueRef task, LLVMValueRef in, LLVMValueRef c,
-                                 LLVMValueRef p, LLVMValueRef t) {
-  return n->ndim == 4 ? (ljc_point){4, {in, c, p, t}} : (ljc_point){3, {task, p, t}};
-}
-
-/* Whether nest s of kernel k is a depthwise convolution's sum over its window's taps (the
- * frontend's groups = channels: Σ_t im2col(x)[t, p] · w[c, t]) that reads the image's rows
- * instead (emit_depthwise_rows), in a kernel of row blocks of whole planes whose code runs
- * the window before nest s: a window of column stride 1 and at most DEPTHWISE_TAPS_MAX taps
- * over f32 or f64 rows of contiguous columns; the nest [N, C, P, KK] (or [N·C, P, KK]) alone
- * in its loop, a sum along the taps of depthwise_weight's product, its output contiguous
- * along the positions; no other nest reads the im2col, nor does any write the weight. Then
- * the im2col is not written. */
-static bool depthwise_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
-  if (s < 0 || s >= k->nnests || k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_IM2COL || k->win_at != s ||
-      k->row_block <= 0 || k->task_rows > 0 || nest_last[s] != s)
-    return false;
-  const int64_t *a = k->win, *img = k->win_img;
-  lj_dtype dt = (lj_dtype)k->win_dtype;
-  if ((dt != LJ_F32 && dt != LJ_F64) || a[3] != 1 || a[0] * a[1] > DEPTHWISE_TAPS_MAX ||
-      p->slots[k->win_out_slot].kind != LJG_SLOT_LOCAL)
-    return false;
-  const ljg_nest *n = &k->nests[s];
-  const ljg_kexpr *src = &k->exprs[k->win_src];
-  const ljg_view *sv = &k->views[src->view], *ov = &k->views[n->out_view];
-  int d = n->ndim;
-  bool planes = d == 4 ? n->shape[0] == img[0] && n->shape[1] == img[1] : d == 3 && n->shape[0] == img[0] * img[1];
-  if (n->rop != LJG_OP_SUM || !planes || n->rmask != 1u << (d - 1) || n->scatter_index >= 0 || n->out_dtype != dt ||
-      n->shape[d - 2] != k->win_oh * k->win_ow || n->shape[d - 1] != a[0] * a[1] || sv->n != 1 ||
-      ljg_view_top(sv)->ndim != 4 || ljg_view_top(sv)->stride[3] != 1 || ov->n != 1 || ov->v[0].stride[d - 2] != 1)
-    return false;
-  int32_t w = depthwise_weight(p, k, n);
-  if (w < 0) return false;
-  for (int o = 0; o < k->nnests; o++)
-    if (k->nests[o].out_slot == k->exprs[w].slot) return false;
-  return !nests_read(k, k->win_out_slot, s, s);
-}
-
-/* The most vectors of a row's positions emit_depthwise_rows sums at a time. */
-enum { DEPTHWISE_VECTORS = 4 };
-
-/* A depthwise convolution of a row-fused kernel (depthwise_rows) on the block's planes [lo,
- * hi): each output row DEPTHWISE_VECTORS vectors of positions at a time (one broadcast of a
- * tap's weight for all of them), Σ over the taps in their order of the image row's vector
- * under the tap (masked: zeros outside the image, as im2col's padding) times the plane's
- * weight for the tap, into nest s's output (lanes past the row masked): no im2col of KH·KW
- * rows written and read back. One Zen 4 thread, 56×56 planes at batch 32 ("same" padding),
- * against the im2col and its sum: 3×3 over 128 channels 14.7 -> 4.0 ms, 5×5 40.5 -> 12.7, 7×7
- * over 96 channels 55.6 -> 28.6 (its 28 masks of columns, one per tap column and vector,
- * outnumber the mask registers). A vector at a time, each tap's weight kept broadcast in a
- * register for the plane (spilled past 32), the 5×5 took 23.0. */
-static void emit_depthwise_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi) {
-  ljc_ir *ir = kc->ir;
-  LLVMBuilderRef b = ir->b;
-  const ljg_kernel *k = kc->k;
-  const ljg_nest *n = &k->nests[s];
-  const int64_t *a = k->win;
-  int64_t C = k->win_img[1], H = k->win_img[2], W = k->win_img[3], OW = k->win_ow, KH = a[0], KW = a[1];
-  lj_dtype dt = (lj_dtype)k->win_dtype;
-  unsigned esize = (unsigned)lj_dtype_size(dt);
-  int vw = ir->vec_bytes / (int)esize;
-  while (vw > OW && vw > 1) vw /= 2;
-  int64_t nv = (OW + vw - 1) / vw < DEPTHWISE_VECTORS ? (OW + vw - 1) / vw : DEPTHWISE_VECTORS, step = nv * vw;
-  LLVMTypeRef ct = ljc_compute_type(ir, dt), vt = LLVMVectorType(ct, (unsigned)vw);
-  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)vw), mt = LLVMVectorType(ir->i1, (unsigned)vw);
-  LLVMValueRef iota[64];
-  for (int l = 0; l < vw; l++) iota[l] = ljc_const_i(ir->i32, l);
-  LLVMValueRef lanes = LLVMConstVector(iota, (unsigned)vw);
-  const ljg_kexpr *wx = &k->exprs[depthwise_weight(kc->p, k, n)];
-  LLVMTypeRef ost = ljc_storage_type(ir, (lj_dtype)n->out_dtype);
-  window_gen w = {0};
-  w.kc = kc;
-  w.st = ljc_storage_type(ir, dt);
-  ljc_loop task, oy, j;
-  ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
-  w.n = LLVMBuildUDiv(b, task.iv, ljc_i64(ir, C), "");
-  w.c = LLVMBuildURem(b, task.iv, ljc_i64(ir, C), "");
-  ljc_point wp = depthwise_point(n, task.iv, w.n, w.c, ljc_i64(ir, 0), ljc_i64(ir, 0));
-  LLVMValueRef w0 = ljc_slot_offset(kc, wx->slot, &k->views[wx->view], &wp);
-  ljc_loop_begin(ir, &oy, ljc_i64(ir, 0), ljc_i64(ir, k->win_oh), false, 0, NULL);
-  LLVMValueRef rows[DEPTHWISE_TAPS_MAX], in_h[DEPTHWISE_TAPS_MAX];
-  for (int64_t kh = 0; kh < KH; kh++) {
-    LLVMValueRef ih = LLVMBuildNSWSub(b, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, a[2]), ""),
-                                                         ljc_i64(ir, kh * a[6]), ""), ljc_i64(ir, a[4]), "");
-    in_h[kh] = ljc_splat(ir, LLVMBuildICmp(b, LLVMIntULT, ih, ljc_i64(ir, H), ""), mt);
-    rows[kh] = window_src(&w, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntULT, ih, ljc_i64(ir, H), ""), ih,
-                                              ljc_i64(ir, 0), ""), ljc_i64(ir, 0));
-  }
-  LLVMValueRef p_row = LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, OW), "");
-  ljc_loop_begin(ir, &j, ljc_i64(ir, 0), ljc_i64(ir, (OW + step - 1) / step), false, 0, NULL);
-  LLVMValueRef ox0[DEPTHWISE_VECTORS], out_ok[DEPTHWISE_VECTORS], acc[DEPTHWISE_VECTORS];
-  for (int64_t r = 0; r < nv; r++) {
-    ox0[r] = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, j.iv, ljc_i64(ir, step), ""), ljc_i64(ir, r * vw), "");
-    LLVMValueRef ox = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, ox0[r], ir->i32, ""), it), lanes, "");
-    out_ok[r] = LLVMBuildICmp(b, LLVMIntSLT, ox, ljc_splat(ir, ljc_const_i(ir->i32, OW), it), "");
-    acc[r] = LLVMConstNull(vt);
-  }
-  for (int64_t kh = 0; kh < KH; kh++)
-    for (int64_t kw = 0; kw < KW; kw++) {
-      int64_t shift = kw * a[7] - a[5], t = kh * KW + kw; /* columns ox + kw·dx - px */
-      LLVMValueRef woff = LLVMBuildNSWAdd(b, w0, ljc_i64(ir, t * k->views[wx->view].v[0].stride[n->ndim - 1]), "");
-      LLVMValueRef wat = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[wx->slot], &woff, 1, "");
-      LLVMValueRef wt = LLVMBuildLoad2(b, w.st, wat, "");
-      LLVMValueRef wv = ljc_splat(ir, ljc_from_storage(ir, wt, dt), vt);
-      for (int64_t r = 0; r < nv; r++) {
-        LLVMValueRef ox = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, ox0[r], ir->i32, ""), it), lanes, "");
-        LLVMValueRef iw = LLVMBuildAdd(b, ox, ljc_splat(ir, ljc_const_i(ir->i32, shift), it), "");
-        LLVMValueRef in = LLVMBuildICmp(b, LLVMIntULT, iw, ljc_splat(ir, ljc_const_i(ir->i32, W), it), "");
-        in = LLVMBuildAnd(b, LLVMBuildAnd(b, in, out_ok[r], ""), in_h[kh], "");
-        LLVMValueRef col = LLVMBuildNSWAdd(b, ox0[r], ljc_i64(ir, shift), "");
-        LLVMValueRef at = LLVMBuildGEP2(b, w.st, rows[kh], &col, 1, ""); /* may lie before the row: no inbounds */
-        acc[r] = ljc_fmuladd(ir, ljc_masked_load(ir, vt, at, (int)esize, in), wv, acc[r]);
-      }
-    }
-  for (int64_t r = 0; r < nv; r++) {
-    ljc_point pt = depthwise_point(n, task.iv, w.n, w.c, LLVMBuildNSWAdd(b, p_row, ox0[r], ""), ljc_i64(ir, 0));
-    LLVMValueRef off = ljc_slot_offset(kc, n->out_slot, &k->views[n->out_view], &pt);
-    ljc_masked_store(ir, acc[r], LLVMBuildInBoundsGEP2(b, ost, kc->slot_ptr[n->out_slot], &off, 1, ""), (int)esize,
-                     out_ok[r]);
-  }
-  ljc_loop_end(ir, &j, NULL, NULL);
   ljc_loop_end(ir, &oy, NULL, NULL);
   ljc_loop_end(ir, &task, NULL, NULL);
 }

@@ -1108,6 +1108,17 @@ void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used) {
       for (int i = 0; i < k->exprs[e].nin; i++) used[k->exprs[e].in[i]] = true;
 }
 
+bool ljg_nests_read(const ljg_kernel *k, int32_t slot, int first, int last) {
+  bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), reads = false;
+  for (int o = 0; o < k->nnests && !reads; o++) {
+    if (o >= first && o <= last) continue;
+    ljg_nest_exprs(k, &k->nests[o], used);
+    for (int e = 0; e < k->nexprs && !reads; e++) reads = used[e] && ljg_expr_reads(&k->exprs[e], slot);
+  }
+  free(used);
+  return reads;
+}
+
 static void count_strides(const ljg_kernel *k, int e, int j, int r, int *col, int *row, uint8_t *seen) {
   if (seen[e]) return;
   seen[e] = 1;

@@ -589,6 +589,8 @@ void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out);
 /* Marks in used[] (k->nexprs entries) the expressions a nest's values and scatter indices are
  * computed from. */
 void ljg_nest_exprs(const ljg_kernel *k, const ljg_nest *nest, bool *used);
+/* Whether a nest of k other than nests first .. last reads slot. */
+bool ljg_nests_read(const ljg_kernel *k, int32_t slot, int first, int last);
 
 /* Whether a reduction nest with nkept leading kept dims runs in column order: its values lie
  * closer together along the last kept dim than along the last reduced one, where they are not

@@ -45,10 +45,14 @@ static bool same_shape(const ljg_gnode *a, const ljg_gnode *b) {
 }
 
 /* Whether reduction n of x may go in two stages: an op and dtype whose stages' results lose
- * nothing, over an input large enough to pay for a second kernel. */
+ * nothing. */
+static bool splits_exactly(const ljg_gnode *n, const ljg_gnode *x) {
+  return splittable_op(n->op) && x->dtype == n->dtype && splittable_dtype(n->dtype);
+}
+
+/* And over an input large enough to pay for a second kernel. */
 static bool worth_splitting(const ljg_gnode *n, const ljg_gnode *x) {
-  return splittable_op(n->op) && x->dtype == n->dtype && splittable_dtype(n->dtype) &&
-         ljg_gnumel(x) >= SPLIT_MIN_ELEMENTS;
+  return splits_exactly(n, x) && ljg_gnumel(x) >= SPLIT_MIN_ELEMENTS;
 }
 
 /* Whether node i, or one it is computed from through elementwise and view ops (at most
@@ -68,15 +72,16 @@ static bool reads_windows(const ljg_graph *g, int32_t i, int depth) {
  * L] summed over dims 0 and 4): the trailing dims first, then the leading. The first stage's
  * rows are the im2col's (image, channel) planes, so it joins the kernel that cuts them and
  * the windows stay on its stack instead of going through memory for a kernel split by
- * channels (231 MB for 32 channels of 112×112 at batch 16); -1 when n is not such a
- * reduction. */
+ * channels (231 MB for 32 channels of 112×112 at batch 16), or are not cut at all where the
+ * kernel reads the image's rows for the sum (codegen_llvm/depthwise.c). Split at any size:
+ * the second stage is a sum of B rows of C·KH·KW. -1 when n is not such a reduction. */
 static int split_windows(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_gnode *x = &rw->out.nodes[in[0]];
   uint64_t mask = (uint64_t)n->attr.a[0];
   int lead = 0, trail = 0;
   while (lead < n->ndim && (mask >> lead & 1)) lead++;
   while (trail < n->ndim - lead && (mask >> (n->ndim - 1 - trail) & 1)) trail++;
-  if (!worth_splitting(n, x) || lead == 0 || trail == 0 || lead + trail >= n->ndim ||
+  if (!splits_exactly(n, x) || lead == 0 || trail == 0 || lead + trail >= n->ndim ||
       __builtin_popcountll(mask) != lead + trail || !reads_windows(&rw->out, in[0], 8))
     return -1;
   ljg_gnode first = *n;
