@@ -110,15 +110,16 @@ static bool setup_bf16_conv(const workload *w, bench_state *s) {
   return all_set(s->in, 3);
 }
 
-/* A side × side conv layer with n = {B, Cin, Cout, H}: x [B, Cin, H, H] (needing its gradient
- * with x_grad), weight and bias as parameters (PyTorch's init), and the gradient flowing into
- * its output, of side gh. */
-static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_grad, int side) {
+/* A side × side conv layer with n = {B, Cin, Cout, H} in `groups` groups: x [B, Cin, H, H]
+ * (needing its gradient with x_grad), weight and bias as parameters (PyTorch's init), and the
+ * gradient flowing into its output, of side gh. */
+static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_grad, int side, int groups) {
   int64_t b = w->n[0], cin = w->n[1], cout = w->n[2], h = w->n[3];
   s->in[0] = rand_f32(s, LJ_SHAPE(b, cin, h, h));
   s->in[1] = rand_f32(s, LJ_SHAPE(b, cout, gh, gh));
   s->np = 2;
-  if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){side, side}, 1, true, &s->p[0], &s->p[1]) != LJ_OK)
+  if (lj_nn_conv2d_init(s->d, LJ_F32, cin, cout, (const int[]){side, side}, groups, true, &s->p[0], &s->p[1]) !=
+      LJ_OK)
     return false;
   if (x_grad && lj_tensor_set_requires_grad(s->in[0], true) != LJ_OK) return false;
   return all_set(s->in, 2);
@@ -126,20 +127,25 @@ static bool conv_setup(const workload *w, bench_state *s, int64_t gh, bool x_gra
 
 /* MNISTNet's layers, max-pooled: the gradient into the pooled output; the first layer's
  * input is the data, the second's needs its gradient. */
-static bool setup_conv(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3] / 2, w->n[1] > 1, 3); }
+static bool setup_conv(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3] / 2, w->n[1] > 1, 3, 1); }
 
 /* A network's first layer without pooling (a CIFAR network's): the gradient into the whole
  * output, none for the input, the data. */
-static bool setup_conv_relu(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 3); }
+static bool setup_conv_relu(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 3, 1); }
 
 /* A deep layer of a network, without pooling: the gradient into the whole output, and the
  * input's too. */
-static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 3); }
+static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 3, 1); }
 
 /* The same with a 5x5 window (an Inception branch's, LeNet's): for inference (no gradients),
  * and as a deep layer. */
-static bool setup_conv5(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 5); }
-static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5); }
+static bool setup_conv5(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 5, 1); }
+static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5, 1); }
+
+/* A deep depthwise 3x3 layer (MobileNet's: a group a channel), the input's gradient too. */
+static bool setup_conv_dw_deep(const workload *w, bench_state *s) {
+  return conv_setup(w, s, w->n[3], true, 3, (int)w->n[1]);
+}
 
 static bool setup_sgd(bench_state *s) {
   s->opt = lj_optim_sgd(s->np, s->p, (lj_sgd_options){.lr = 0.01, .momentum = 0.5});
@@ -464,11 +470,11 @@ static void conv_backward(const workload *w, bench_state *s) {
 /* relu(conv2d(x)), backward for an upstream gradient g: the weight's and bias's gradients,
  * and the input's when it needs one (a first layer's input is the data). */
 static void conv_relu_backward(const workload *w, bench_state *s) {
-  int same = (int)lj_tensor_shape(s->p[0])[2] / 2;
+  int same = (int)lj_tensor_shape(s->p[0])[2] / 2, groups = (int)(w->n[1] / lj_tensor_shape(s->p[0])[1]);
   lj_tensor_zero_grad(s->p[0]);
   lj_tensor_zero_grad(s->p[1]);
   lj_tensor_zero_grad(s->in[0]);
-  lj_tensor *y = lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, (const int[]){same, same}, NULL, 1));
+  lj_tensor *y = lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], NULL, (const int[]){same, same}, NULL, groups));
   lj_backward(lj_sum(lj_mul(y, s->in[1]), 0, NULL, false));
 }
 
@@ -634,6 +640,8 @@ const workload bench_workloads[] = {
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 4, 128, 28)},
     {"conv_dw3x3_b32", "depthwise conv 128 channels 3x3 + bias, 32x56x56 (inference)", {32, 128, 128, 56},
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 1, 128, 56)},
+    {"conv_dw3x3_bwd_b32", "relu(depthwise conv 128 channels 3x3), 32x56x56, forward + input/weight/bias gradients",
+     {32, 128, 128, 56}, setup_conv_dw_deep, conv_relu_backward, 0, 3 * CONV_FLOPS(32, 1, 128, 56)},
     {"conv5x5_b32", "conv 32->64 5x5 + bias, 32x28x28 (inference)", {32, 32, 64, 28}, setup_conv5, conv_same, 0,
      CONV5_FLOPS(32, 32, 64, 28)},
     {"conv5x5_bwd_b32", "relu(conv 32->64 5x5), 32x28x28, forward + input/weight/bias gradients", {32, 32, 64, 28},

@@ -142,9 +142,9 @@ def transformer(b, t, c, h):
     return step
 
 
-def conv_relu_backward(b, cin, cout, h, x_grad=False, side=3):
+def conv_relu_backward(b, cin, cout, h, x_grad=False, side=3, groups=1):
     x, g = rand(b, cin, h, h, grad=x_grad), rand(b, cout, h, h)
-    conv = nn.Conv2d(cin, cout, side, padding=side // 2)
+    conv = nn.Conv2d(cin, cout, side, padding=side // 2, groups=groups)
 
     def step():
         conv.zero_grad(set_to_none=True)
@@ -255,6 +255,7 @@ WORKLOADS = {
     "conv_dw3x3_b32": lambda: conv_grouped(32, 128, 128, 56),
     "conv5x5_b32": lambda: conv_same(32, 32, 64, 28, 5),
     "conv5x5_bwd_b32": lambda: conv_relu_backward(32, 32, 64, 28, x_grad=True, side=5),
+    "conv_dw3x3_bwd_b32": lambda: conv_relu_backward(32, 128, 128, 56, x_grad=True, groups=128),
     "resblock_b32": lambda: resblock(32, 64, 56),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
