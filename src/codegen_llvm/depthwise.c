@@ -24,8 +24,7 @@ enum { TAPS_MAX = 49 };
 /* The most vectors of a row's positions emit_sums sums at a time. */
 enum { SUM_VECTORS = 4 };
 
-/* The most taps a pass of emit_weight_sums accumulates (a vector register each): whole rows
- * of taps, at least one. */
+/* The most taps a pass of emit_weight_sums accumulates (a vector register each). */
 enum { WEIGHT_ACCS = 16 };
 
 /* What nest s of a depthwise kernel computes (the header's forward and weight gradient). */
@@ -88,13 +87,13 @@ static int32_t product_operand(const ljg_program *p, const ljg_kernel *k, int32_
 
 /* Whether k is a row-fused WINDOW kernel of whole planes whose im2col ljc_emit_depthwise_nest
  * can read from the image instead: f32 or f64 rows of contiguous columns, a column stride of
- * 1, at most TAPS_MAX taps, the im2col LOCAL. */
+ * 1 or 2, at most TAPS_MAX taps, the im2col LOCAL. */
 static bool cols_kernel(const ljg_program *p, const ljg_kernel *k) {
   if (k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_IM2COL || k->row_block <= 0 || k->task_rows > 0)
     return false;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
-  return (dt == LJ_F32 || dt == LJ_F64) && k->win[3] == 1 && taps(k) <= TAPS_MAX &&
+  return (dt == LJ_F32 || dt == LJ_F64) && (k->win[3] == 1 || k->win[3] == 2) && taps(k) <= TAPS_MAX &&
          p->slots[k->win_out_slot].kind == LJG_SLOT_LOCAL && sv->n == 1 && ljg_view_top(sv)->ndim == 4 &&
          ljg_view_top(sv)->stride[3] == 1;
 }
@@ -104,7 +103,7 @@ static bool cols_kernel(const ljg_program *p, const ljg_kernel *k) {
  * of the window's dtype: the forward [.., P, KK] of the im2col times a weight the same for
  * every position, contiguous along the positions; the weight gradient [.., KK, P] of the
  * im2col times dY, the same for every tap and contiguous along the positions, which no later
- * nest writes, of at most WEIGHT_ACCS taps a row. No nest writes the weight. */
+ * nest writes. No nest writes the weight. */
 static dw_form form(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s, int32_t *operand) {
   const ljg_nest *n = &k->nests[s];
   int d = n->ndim;
@@ -117,7 +116,7 @@ static dw_form form(const ljg_program *p, const ljg_kernel *k, const int *nest_l
     *operand = product_operand(p, k, n->value, d, d - 1, d - 2, -1, false);
     return *operand >= 0 && !ljg_kernel_writes(k, k->exprs[*operand].slot, -1) ? DW_FORWARD : DW_NONE;
   }
-  if (n->shape[d - 2] == KK && n->shape[d - 1] == P && k->win[1] <= WEIGHT_ACCS) {
+  if (n->shape[d - 2] == KK && n->shape[d - 1] == P) {
     *operand = product_operand(p, k, n->value, d, d - 2, d - 2, d - 1, true);
     if (*operand < 0) return DW_NONE;
     for (int o = s; o < k->nnests; o++)
@@ -151,8 +150,8 @@ bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k, const int *n
   int s = k->win_at - 1;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   if (k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_COL2IM || k->row_block <= 0 || k->task_rows > 0 || s < 0 ||
-      s >= k->nnests || nest_last[s] != s || (dt != LJ_F32 && dt != LJ_F64) || k->win[2] != 1 || k->win[3] != 1 ||
-      taps(k) > TAPS_MAX)
+      s >= k->nnests || nest_last[s] != s || (dt != LJ_F32 && dt != LJ_F64) || k->win[2] < 1 || k->win[2] > 2 ||
+      k->win[3] < 1 || k->win[3] > 2 || taps(k) > TAPS_MAX)
     return false;
   const ljg_nest *n = &k->nests[s];
   const ljg_kexpr *src = &k->exprs[k->win_src];
@@ -176,15 +175,23 @@ bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k, const int *n
   return false;
 }
 
-/* One plane's rows as emit_sums and emit_weight_sums read them: output row y, column x and
- * tap (kh, kw) read src's row y·rs + kh·rk + r0 and column x + kw·ck + c0, zero outside its
- * src_h rows of src_w columns (src_rs elements apart). */
+/* A tap of a plane's product: output row y and column x read the source's row y·rs + ro and
+ * column x·cs + co (dw_plane's rs and cs), times weight t. */
+typedef struct dw_tap {
+  int64_t t, ro, co;
+} dw_tap;
+
+/* One plane's rows as emit_sums and emit_weight_sums read them: the source's src_h rows of
+ * src_w columns, src_rs elements apart, zero outside them; out_h rows of out_w columns of
+ * nq classes of output columns (1, or 2 for an input gradient of column stride 2), the output
+ * column of class q at x the row's x·nq + q of its out_cols, each class with its taps. */
 typedef struct dw_plane {
   LLVMValueRef src;
   int64_t src_h, src_w, src_rs;
-  int64_t out_h, out_w;
-  int64_t rs, rk, r0, ck, c0;
-  int64_t KH, KW;
+  int64_t out_h, out_w, out_cols;
+  int64_t rs, cs;
+  int nq, ntaps[2];
+  dw_tap taps[2][TAPS_MAX];
   lj_dtype dt;
 } dw_plane;
 
@@ -192,20 +199,30 @@ static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a +
 static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* The code of one row of the output: a row of positions' vectors at a time (emit_row), the
- * taps' source rows `rows` of kh0 .. kh1 - 1 (inside: whether each lies in the plane, a
- * vector mask; NULL where every output row the loop runs has them all inside). */
+/* The least and greatest row (rows) or column offset of pl's taps. */
+static void tap_range(const dw_plane *pl, bool rows, int64_t *lo, int64_t *hi) {
+  *lo = INT64_MAX, *hi = INT64_MIN;
+  for (int q = 0; q < pl->nq; q++)
+    for (int i = 0; i < pl->ntaps[q]; i++) {
+      int64_t o = rows ? pl->taps[q][i].ro : pl->taps[q][i].co;
+      *lo = o < *lo ? o : *lo, *hi = o > *hi ? o : *hi;
+    }
+  if (*lo > *hi) *lo = *hi = 0;
+}
+
+/* The code of one row of the output: its vectors of positions, a group at a time (emit_row);
+ * each tap's source row (row[q][i]) and whether it lies in the plane (inside[q][i], an i1;
+ * rows_inside where every output row the loop runs has them all inside). */
 typedef struct row_gen {
   ljc_kctx *kc;
   const dw_plane *pl;
   int vw;
-  LLVMTypeRef vt, st;
-  int64_t kh0, kh1;
-  LLVMValueRef rows[TAPS_MAX], inside[TAPS_MAX];
+  LLVMTypeRef vt, st, pair; /* pair: the vector of cs·vw lanes a tap's source columns lie in */
+  LLVMValueRef rows[2][TAPS_MAX], inside[2][TAPS_MAX];
   bool rows_inside;
   LLVMValueRef w, dst, dst_row; /* emit_sums: the taps' weights, w_stride apart; the output
-                                   plane and row */
-  int64_t w_stride;
+                                   plane and row (rows dst_rs apart from row d0) */
+  int64_t w_stride, dst_rs, d0;
   LLVMValueRef dy, dy_row;      /* emit_weight_sums: dY's plane and row, the accumulators */
   int nacc;
   LLVMValueRef acc[LJC_LOOP_ACC];
@@ -214,49 +231,69 @@ typedef struct row_gen {
   void (*vectors)(struct row_gen *g, const LLVMValueRef *x0, int nv, bool plain);
 } row_gen;
 
-/* The lanes l of the vector at column x0 whose output column x0 + l lies in the row and,
- * unless shift is INT64_MIN, whose source column x0 + l + shift lies in the plane. */
-static LLVMValueRef lanes_in(row_gen *g, LLVMValueRef x0, int64_t shift) {
+/* The columns x of output class q: x·nq + q < out_cols. */
+static int64_t class_cols(const dw_plane *pl, int q) { return ceil_div(pl->out_cols - q, pl->nq); }
+
+/* The lanes i of n (an i1 vector) with x0 + i / cs < cols (x0 an i64). */
+static LLVMValueRef lanes_below(row_gen *g, LLVMValueRef x0, int n, int64_t cs, int64_t cols) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMValueRef d[128];
+  for (int i = 0; i < n; i++) d[i] = ljc_const_i(ir->i32, i / cs);
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)n);
+  LLVMValueRef x = ljc_splat(ir, LLVMBuildTrunc(ir->b, x0, ir->i32, ""), it);
+  return LLVMBuildICmp(ir->b, LLVMIntSLT, LLVMBuildAdd(ir->b, x, LLVMConstVector(d, (unsigned)n), ""),
+                       ljc_splat(ir, ljc_const_i(ir->i32, cols), it), "");
+}
+
+/* The lanes i of n for column x0 + i / cs of output class q below its columns whose source
+ * column x0·cs + shift + i lies in the plane (the lanes of a tap's source columns under the
+ * output's vector at x0). */
+static LLVMValueRef lanes_in(row_gen *g, LLVMValueRef x0, int64_t shift, int n, int64_t cs, int q) {
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
-  LLVMValueRef l[64];
-  for (int i = 0; i < g->vw; i++) l[i] = ljc_const_i(ir->i32, i);
-  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)g->vw);
-  LLVMValueRef xs = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, x0, ir->i32, ""), it),
-                                 LLVMConstVector(l, (unsigned)g->vw), "");
-  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntSLT, xs, ljc_splat(ir, ljc_const_i(ir->i32, g->pl->out_w), it), "");
-  if (shift == INT64_MIN) return ok;
-  LLVMValueRef c = LLVMBuildAdd(b, xs, ljc_splat(ir, ljc_const_i(ir->i32, shift), it), "");
+  LLVMValueRef l[128];
+  for (int i = 0; i < n; i++) l[i] = ljc_const_i(ir->i32, i);
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)n);
+  LLVMValueRef x = ljc_splat(ir, LLVMBuildTrunc(b, x0, ir->i32, ""), it);
+  LLVMValueRef ok = lanes_below(g, x0, n, cs, class_cols(g->pl, q));
+  LLVMValueRef c = LLVMBuildAdd(b, LLVMBuildMul(b, x, ljc_splat(ir, ljc_const_i(ir->i32, cs), it), ""),
+                                LLVMConstVector(l, (unsigned)n), "");
+  c = LLVMBuildAdd(b, c, ljc_splat(ir, ljc_const_i(ir->i32, shift), it), "");
   return LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntULT, c, ljc_splat(ir, ljc_const_i(ir->i32, g->pl->src_w), it), ""),
                       "");
 }
 
-/* The lanes of tap (kh, shift)'s source vector under the output's vector at x0 to load:
- * lanes_in, and the tap's row in the plane; NULL for all (plain, the row inside). */
-static LLVMValueRef tap_mask(row_gen *g, LLVMValueRef x0, int64_t shift, int64_t kh, bool plain) {
-  LLVMValueRef in = g->rows_inside ? NULL : g->inside[kh - g->kh0];
-  if (plain) return in;
-  LLVMValueRef ok = lanes_in(g, x0, shift);
-  return in ? LLVMBuildAnd(g->kc->ir->b, ok, in, "") : ok;
-}
-
 /* A vector of vt at element `at` of the array p (storage type st): lanes `mask` (the others
  * 0), or all where mask is NULL. */
-static LLVMValueRef load_vector(row_gen *g, LLVMValueRef p, LLVMValueRef at, LLVMValueRef mask) {
+static LLVMValueRef load_vector(row_gen *g, LLVMTypeRef vt, LLVMValueRef p, LLVMValueRef at, LLVMValueRef mask) {
   ljc_ir *ir = g->kc->ir;
   LLVMValueRef ptr = LLVMBuildGEP2(ir->b, g->st, p, &at, 1, ""); /* a tap's may lie before its row */
   unsigned esize = (unsigned)lj_dtype_size(g->pl->dt);
-  if (mask) return ljc_masked_load(ir, g->vt, ptr, (int)esize, mask);
-  LLVMValueRef v = LLVMBuildLoad2(ir->b, g->vt, ptr, "");
+  if (mask) return ljc_masked_load(ir, vt, ptr, (int)esize, mask);
+  LLVMValueRef v = LLVMBuildLoad2(ir->b, vt, ptr, "");
   LLVMSetAlignment(v, esize);
   return v;
 }
 
-/* The source's vector under tap (kh, kw) of the output's vector at column x0. */
-static LLVMValueRef tap_vector(row_gen *g, LLVMValueRef x0, int64_t kh, int64_t kw, bool plain) {
-  int64_t shift = kw * g->pl->ck + g->pl->c0;
-  LLVMValueRef col = LLVMBuildNSWAdd(g->kc->ir->b, x0, ljc_i64(g->kc->ir, shift), "");
-  return load_vector(g, g->rows[kh - g->kh0], col, tap_mask(g, x0, shift, kh, plain));
+/* The source's vector under tap i of class q of the output's vector at column x0: the
+ * lanes outside the plane or the row 0 (none masked when plain and the tap's row is
+ * inside); of column stride 2, the even lanes of the 2·vw from the first column. */
+static LLVMValueRef tap_vector(row_gen *g, LLVMValueRef x0, int q, int i, bool plain) {
+  ljc_ir *ir = g->kc->ir;
+  const dw_plane *pl = g->pl;
+  int64_t shift = pl->taps[q][i].co;
+  int n = g->vw * (int)pl->cs;
+  LLVMValueRef col = LLVMBuildNSWAdd(ir->b, LLVMBuildNSWMul(ir->b, x0, ljc_i64(ir, pl->cs), ""), ljc_i64(ir, shift), "");
+  LLVMValueRef mask = g->rows_inside ? NULL : ljc_splat(ir, g->inside[q][i], LLVMVectorType(ir->i1, (unsigned)n));
+  if (!plain) {
+    LLVMValueRef ok = lanes_in(g, x0, shift, n, pl->cs, q);
+    mask = mask ? LLVMBuildAnd(ir->b, ok, mask, "") : ok;
+  }
+  LLVMValueRef v = load_vector(g, g->pair, g->rows[q][i], col, mask);
+  if (pl->cs == 1) return v;
+  LLVMValueRef even[64];
+  for (int l = 0; l < g->vw; l++) even[l] = ljc_const_i(ir->i32, 2 * l);
+  return LLVMBuildShuffleVector(ir->b, v, v, LLVMConstVector(even, (unsigned)g->vw), "");
 }
 
 /* One output row: its vectors at the row's ends (masked) one group at a time with constant
@@ -265,11 +302,11 @@ static LLVMValueRef tap_vector(row_gen *g, LLVMValueRef x0, int64_t kh, int64_t 
 static void emit_row(row_gen *g, int group) {
   ljc_ir *ir = g->kc->ir;
   const dw_plane *pl = g->pl;
-  int64_t vw = g->vw, nvec = (pl->out_w + vw - 1) / vw;
-  int64_t lo_shift = pl->c0 + (pl->ck < 0 ? (pl->KW - 1) * pl->ck : 0);
-  int64_t hi_shift = pl->c0 + (pl->ck > 0 ? (pl->KW - 1) * pl->ck : 0);
-  int64_t full = pl->out_w < pl->src_w - hi_shift ? pl->out_w : pl->src_w - hi_shift;
-  int64_t j_lo = clamp(ceil_div(-lo_shift, vw), 0, nvec), j_hi = clamp(floor_div(full, vw), j_lo, nvec);
+  int64_t vw = g->vw, nvec = (pl->out_w + vw - 1) / vw, lo_shift, hi_shift;
+  tap_range(pl, false, &lo_shift, &hi_shift);
+  int64_t inside = floor_div(pl->src_w - hi_shift, pl->cs * vw), full = class_cols(pl, pl->nq - 1) / vw;
+  int64_t j_lo = clamp(ceil_div(-lo_shift, pl->cs * vw), 0, nvec);
+  int64_t j_hi = clamp(inside < full ? inside : full, j_lo, nvec);
   int64_t loop_groups = j_hi - j_lo > 2 * group ? (j_hi - j_lo) / group : 0, j_rest = j_lo + loop_groups * group;
   LLVMValueRef x0[SUM_VECTORS];
   for (int64_t j = 0; j < j_lo; j += group) {
@@ -296,30 +333,29 @@ static void emit_row(row_gen *g, int group) {
   }
 }
 
-/* The output rows [y0, y1) (none when empty), each by emit_row; rows_inside: every tap's
- * source row lies in the plane for all of them. */
+/* The output rows [y0, y1) (none when empty), each by emit_row after row_start; rows_inside:
+ * every tap's source row lies in the plane for all of them. */
 static void emit_rows(row_gen *g, int64_t y0, int64_t y1, bool rows_inside, int group,
                       void (*row_start)(row_gen *g, LLVMValueRef y)) {
   if (y0 >= y1) return;
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
   const dw_plane *pl = g->pl;
-  LLVMTypeRef mt = LLVMVectorType(ir->i1, (unsigned)g->vw);
   ljc_loop Y;
   ljc_loop_begin(ir, &Y, ljc_i64(ir, y0), ljc_i64(ir, y1), false, g->nacc, g->acc);
   memcpy(g->acc, Y.acc, (size_t)g->nacc * sizeof *g->acc);
   g->rows_inside = rows_inside;
-  for (int64_t kh = g->kh0; kh < g->kh1; kh++) {
-    LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, Y.iv, ljc_i64(ir, pl->rs), ""),
-                                     ljc_i64(ir, kh * pl->rk + pl->r0), "");
-    if (!rows_inside) {
-      LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntULT, r, ljc_i64(ir, pl->src_h), "");
-      g->inside[kh - g->kh0] = ljc_splat(ir, ok, mt);
-      r = LLVMBuildSelect(b, ok, r, ljc_i64(ir, 0), "");
+  LLVMValueRef base = LLVMBuildNSWMul(b, Y.iv, ljc_i64(ir, pl->rs), "");
+  for (int q = 0; q < pl->nq; q++)
+    for (int i = 0; i < pl->ntaps[q]; i++) {
+      LLVMValueRef r = LLVMBuildNSWAdd(b, base, ljc_i64(ir, pl->taps[q][i].ro), "");
+      if (!rows_inside) {
+        g->inside[q][i] = LLVMBuildICmp(b, LLVMIntULT, r, ljc_i64(ir, pl->src_h), "");
+        r = LLVMBuildSelect(b, g->inside[q][i], r, ljc_i64(ir, 0), "");
+      }
+      LLVMValueRef off = LLVMBuildNSWMul(b, r, ljc_i64(ir, pl->src_rs), "");
+      g->rows[q][i] = LLVMBuildInBoundsGEP2(b, g->st, pl->src, &off, 1, "");
     }
-    LLVMValueRef off = LLVMBuildNSWMul(b, r, ljc_i64(ir, pl->src_rs), "");
-    g->rows[kh - g->kh0] = LLVMBuildInBoundsGEP2(b, g->st, pl->src, &off, 1, "");
-  }
   row_start(g, Y.iv);
   emit_row(g, group);
   ljc_loop_end(ir, &Y, g->acc, g->acc);
@@ -329,7 +365,8 @@ static void emit_rows(row_gen *g, int64_t y0, int64_t y1, bool rows_inside, int 
  * others (no masks of rows). */
 static void emit_plane_rows(row_gen *g, int group, void (*row_start)(row_gen *g, LLVMValueRef y)) {
   const dw_plane *pl = g->pl;
-  int64_t lo = pl->r0 + (pl->rk < 0 ? (pl->KH - 1) * pl->rk : 0), hi = pl->r0 + (pl->rk > 0 ? (pl->KH - 1) * pl->rk : 0);
+  int64_t lo, hi;
+  tap_range(pl, true, &lo, &hi);
   int64_t y_lo = clamp(ceil_div(-lo, pl->rs), 0, pl->out_h);
   int64_t y_hi = clamp(floor_div(pl->src_h - 1 - hi, pl->rs) + 1, y_lo, pl->out_h);
   emit_rows(g, 0, y_lo, false, group, row_start);
@@ -338,52 +375,64 @@ static void emit_plane_rows(row_gen *g, int group, void (*row_start)(row_gen *g,
 }
 
 static row_gen row_gen_of(ljc_kctx *kc, const dw_plane *pl) {
-  row_gen g = {.kc = kc, .pl = pl, .kh1 = pl->KH};
+  row_gen g = {.kc = kc, .pl = pl};
   g.vw = kc->ir->vec_bytes / (int)lj_dtype_size(pl->dt);
   while (g.vw > pl->out_w && g.vw > 1) g.vw /= 2;
   g.vt = LLVMVectorType(ljc_compute_type(kc->ir, pl->dt), (unsigned)g.vw);
+  g.pair = LLVMVectorType(ljc_compute_type(kc->ir, pl->dt), (unsigned)(g.vw * pl->cs));
   g.st = ljc_storage_type(kc->ir, pl->dt);
   return g;
 }
 
 static void sums_row(row_gen *g, LLVMValueRef y) {
-  LLVMValueRef off = LLVMBuildNSWMul(g->kc->ir->b, y, ljc_i64(g->kc->ir, g->pl->out_w), "");
-  g->dst_row = LLVMBuildInBoundsGEP2(g->kc->ir->b, g->st, g->dst, &off, 1, "");
+  ljc_ir *ir = g->kc->ir;
+  LLVMValueRef row = LLVMBuildNSWAdd(ir->b, LLVMBuildNSWMul(ir->b, y, ljc_i64(ir, g->dst_rs), ""), ljc_i64(ir, g->d0), "");
+  LLVMValueRef off = LLVMBuildNSWMul(ir->b, row, ljc_i64(ir, g->pl->out_cols), "");
+  g->dst_row = LLVMBuildInBoundsGEP2(ir->b, g->st, g->dst, &off, 1, "");
 }
 
-/* emit_sums' nv vectors: Σ over the taps in their order, one broadcast of a tap's weight for
- * all of them. */
+/* emit_sums' nv vectors: each class's Σ over its taps in their order, one broadcast of a
+ * tap's weight for all of them; two classes' vectors interleaved into the row. */
 static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) {
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
   const dw_plane *pl = g->pl;
-  LLVMValueRef acc[SUM_VECTORS];
-  for (int v = 0; v < nv; v++) acc[v] = LLVMConstNull(g->vt);
-  for (int64_t kh = 0; kh < pl->KH; kh++)
-    for (int64_t kw = 0; kw < pl->KW; kw++) {
-      LLVMValueRef woff = ljc_i64(ir, (kh * pl->KW + kw) * g->w_stride);
+  LLVMValueRef acc[2][SUM_VECTORS];
+  for (int q = 0; q < pl->nq; q++) {
+    for (int v = 0; v < nv; v++) acc[q][v] = LLVMConstNull(g->vt);
+    for (int i = 0; i < pl->ntaps[q]; i++) {
+      LLVMValueRef woff = ljc_i64(ir, pl->taps[q][i].t * g->w_stride);
       LLVMValueRef wt = LLVMBuildLoad2(b, g->st, LLVMBuildInBoundsGEP2(b, g->st, g->w, &woff, 1, ""), "");
       LLVMValueRef wv = ljc_splat(ir, ljc_from_storage(ir, wt, pl->dt), g->vt);
-      for (int v = 0; v < nv; v++) acc[v] = ljc_fmuladd(ir, tap_vector(g, x0[v], kh, kw, plain), wv, acc[v]);
+      for (int v = 0; v < nv; v++) acc[q][v] = ljc_fmuladd(ir, tap_vector(g, x0[v], q, i, plain), wv, acc[q][v]);
     }
+  }
   unsigned esize = (unsigned)lj_dtype_size(pl->dt);
+  LLVMValueRef lanes[128];
+  for (int l = 0; l < 2 * g->vw; l++) lanes[l] = ljc_const_i(ir->i32, l % 2 * g->vw + l / 2);
   for (int v = 0; v < nv; v++) {
-    LLVMValueRef x = x0[v], at = LLVMBuildInBoundsGEP2(b, g->st, g->dst_row, &x, 1, "");
-    if (plain) LLVMSetAlignment(LLVMBuildStore(b, ljc_to_storage(ir, acc[v], pl->dt), at), esize);
-    else ljc_masked_store(ir, acc[v], at, (int)esize, lanes_in(g, x0[v], INT64_MIN));
+    LLVMValueRef y = pl->nq == 1 ? acc[0][v]
+                                 : LLVMBuildShuffleVector(b, acc[0][v], acc[1][v],
+                                                          LLVMConstVector(lanes, (unsigned)(2 * g->vw)), "");
+    LLVMValueRef x = LLVMBuildNSWMul(b, x0[v], ljc_i64(ir, pl->nq), "");
+    LLVMValueRef at = LLVMBuildInBoundsGEP2(b, g->st, g->dst_row, &x, 1, "");
+    y = ljc_to_storage(ir, y, pl->dt);
+    if (plain) LLVMSetAlignment(LLVMBuildStore(b, y, at), esize);
+    else ljc_masked_store(ir, y, at, (int)esize, lanes_below(g, x, g->vw * pl->nq, 1, pl->out_cols));
   }
 }
 
-/* out[y, x] = Σ over the taps in their order of the source under tap (kh, kw) times the
- * weight w[(kh·KW + kw)·w_stride], each output row (of out_w elements from dst) SUM_VECTORS
- * vectors of positions at a time. A vector at a time, each tap's weight kept broadcast in a
- * register for the plane (spilled past 32), a 5×5 forward took 23.0 ms instead of 12.7. */
-static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef dst) {
+/* out[y, x] = Σ over the taps in their order of the source under the tap times its weight
+ * w[t·w_stride], each output row (row y at row y·dst_rs + d0 of dst's rows of out_cols)
+ * SUM_VECTORS vectors of positions at a time. A vector at a time, each tap's weight kept
+ * broadcast in a register for the plane (spilled past 32), a 5×5 forward took 23.0 ms
+ * instead of 12.7. */
+static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef dst,
+                      int64_t dst_rs, int64_t d0) {
   row_gen g = row_gen_of(kc, pl);
-  g.w = w, g.w_stride = w_stride, g.dst = dst, g.vectors = sum_vectors;
+  g.w = w, g.w_stride = w_stride, g.dst = dst, g.dst_rs = dst_rs, g.d0 = d0, g.vectors = sum_vectors;
   int64_t vectors = (pl->out_w + g.vw - 1) / g.vw;
-  int group = vectors < SUM_VECTORS ? (int)vectors : SUM_VECTORS;
-  emit_plane_rows(&g, group, sums_row);
+  emit_plane_rows(&g, vectors < SUM_VECTORS ? (int)vectors : SUM_VECTORS, sums_row);
 }
 
 static void weight_row(row_gen *g, LLVMValueRef y) {
@@ -394,38 +443,34 @@ static void weight_row(row_gen *g, LLVMValueRef y) {
 /* emit_weight_sums' vectors: each dY's vector times the source's under each tap into the
  * tap's accumulator. */
 static void weight_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) {
-  const dw_plane *pl = g->pl;
   for (int v = 0; v < nv; v++) {
-    LLVMValueRef dy = load_vector(g, g->dy_row, x0[v], plain ? NULL : lanes_in(g, x0[v], INT64_MIN));
-    for (int64_t kh = g->kh0; kh < g->kh1; kh++)
-      for (int64_t kw = 0; kw < pl->KW; kw++) {
-        int t = (int)((kh - g->kh0) * pl->KW + kw);
-        g->acc[t] = ljc_fmuladd(g->kc->ir, tap_vector(g, x0[v], kh, kw, plain), dy, g->acc[t]);
-      }
+    LLVMValueRef mask = plain ? NULL : lanes_below(g, x0[v], g->vw, 1, g->pl->out_w);
+    LLVMValueRef dy = load_vector(g, g->vt, g->dy_row, x0[v], mask);
+    for (int i = 0; i < g->pl->ntaps[0]; i++)
+      g->acc[i] = ljc_fmuladd(g->kc->ir, tap_vector(g, x0[v], 0, i, plain), dy, g->acc[i]);
   }
 }
 
-/* dw[(kh·KW + kw)·out_stride] = Σ over the output's positions of dY (its rows contiguous from
- * dy) times the source under tap (kh, kw): a vector accumulator a tap, whole rows of taps
- * (at most WEIGHT_ACCS accumulators) a pass over dY, a vector of a row's positions at a time,
- * summed across its lanes at the end. */
+/* dw[t·out_stride] = Σ over the output's positions of dY (its rows contiguous from dy) times
+ * the source under tap t: a vector accumulator a tap, WEIGHT_ACCS taps a pass over dY, a
+ * vector of a row's positions at a time, summed across its lanes at the end. */
 static void emit_weight_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef dy, LLVMValueRef out, int64_t out_stride) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
-  row_gen g = row_gen_of(kc, pl);
-  g.dy = dy, g.vectors = weight_vectors;
   LLVMTypeRef ct = ljc_compute_type(ir, pl->dt);
-  int64_t rows_a_pass = WEIGHT_ACCS / pl->KW > 0 ? WEIGHT_ACCS / pl->KW : 1;
-  for (g.kh0 = 0; g.kh0 < pl->KH; g.kh0 += rows_a_pass) {
-    g.kh1 = g.kh0 + rows_a_pass < pl->KH ? g.kh0 + rows_a_pass : pl->KH;
-    g.nacc = (int)((g.kh1 - g.kh0) * pl->KW);
-    for (int t = 0; t < g.nacc; t++) g.acc[t] = LLVMConstNull(g.vt);
+  for (int t0 = 0; t0 < pl->ntaps[0]; t0 += WEIGHT_ACCS) {
+    dw_plane pass = *pl;
+    pass.ntaps[0] = pl->ntaps[0] - t0 < WEIGHT_ACCS ? pl->ntaps[0] - t0 : WEIGHT_ACCS;
+    memmove(pass.taps[0], pl->taps[0] + t0, (size_t)pass.ntaps[0] * sizeof *pass.taps[0]);
+    row_gen g = row_gen_of(kc, &pass);
+    g.dy = dy, g.vectors = weight_vectors, g.nacc = pass.ntaps[0];
+    for (int i = 0; i < g.nacc; i++) g.acc[i] = LLVMConstNull(g.vt);
     emit_plane_rows(&g, 1, weight_row);
-    for (int t = 0; t < g.nacc; t++) {
-      LLVMValueRef args[2] = {ljc_const_f(ct, 0), g.acc[t]};
+    for (int i = 0; i < g.nacc; i++) {
+      LLVMValueRef args[2] = {ljc_const_f(ct, 0), g.acc[i]};
       LLVMValueRef sum = ljc_intrinsic_over(ir, "vector.reduce.fadd", 1, &g.vt, 2, args);
       LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
-      LLVMValueRef off = ljc_i64(ir, (g.kh0 * pl->KW + t) * out_stride);
+      LLVMValueRef off = ljc_i64(ir, pass.taps[0][i].t * out_stride);
       LLVMBuildStore(b, ljc_to_storage(ir, sum, pl->dt), LLVMBuildInBoundsGEP2(b, g.st, out, &off, 1, ""));
     }
   }
@@ -439,19 +484,28 @@ static LLVMValueRef plane_at(ljc_kctx *kc, int32_t e, const ljc_point *pt) {
                                "");
 }
 
+/* The image's plane under the window of kernel k: the forward product's and the weight
+ * gradient's taps, every tap in the order of the weight's. */
+static dw_plane image_plane(const ljg_kernel *k) {
+  const int64_t *a = k->win;
+  const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
+  dw_plane pl = {.src_h = k->win_img[2], .src_w = k->win_img[3], .src_rs = ljg_view_top(sv)->stride[2],
+                 .out_h = k->win_oh, .out_w = k->win_ow, .out_cols = k->win_ow, .rs = a[2], .cs = a[3], .nq = 1,
+                 .dt = (lj_dtype)k->win_dtype};
+  for (int64_t kh = 0; kh < a[0]; kh++)
+    for (int64_t kw = 0; kw < a[1]; kw++)
+      pl.taps[0][pl.ntaps[0]++] = (dw_tap){kh * a[1] + kw, kh * a[6] - a[4], kw * a[7] - a[5]};
+  return pl;
+}
+
 void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
   const ljg_nest *n = &k->nests[s];
-  const int64_t *a = k->win;
   int32_t operand;
   dw_form f = form(kc->p, k, kc->nest_last, s, &operand);
-  const ljg_kexpr *src = &k->exprs[k->win_src];
-  const ljg_view *sv = &k->views[src->view];
-  dw_plane pl = {.src_h = k->win_img[2], .src_w = k->win_img[3], .src_rs = ljg_view_top(sv)->stride[2],
-                 .out_h = k->win_oh, .out_w = k->win_ow, .rs = a[2], .rk = a[6], .r0 = -a[4], .ck = a[7],
-                 .c0 = -a[5], .KH = a[0], .KW = a[1], .dt = (lj_dtype)k->win_dtype};
+  dw_plane pl = image_plane(k);
   LLVMValueRef zero = ljc_i64(ir, 0);
   ljc_loop task;
   ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
@@ -464,10 +518,29 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
                                            &off, 1, "");
   const ljg_view1 *ov = &k->views[n->out_view].v[0], *xv = &k->views[k->exprs[operand].view].v[0];
   if (f == DW_FORWARD)
-    emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1], out);
+    emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1], out, 1, 0);
   else
     emit_weight_sums(kc, &pl, plane_at(kc, operand, &pt), out, ov->stride[n->ndim - 2]);
   ljc_loop_end(ir, &task, NULL, NULL);
+}
+
+/* dY's plane as the input gradient's row class r reads it: image rows iy = y·sh + r, each of
+ * sw classes of columns (ix = x·sw + q) the taps (kh, kw) whose dY position
+ * ((iy + ph - kh·dh) / sh, (ix + pw - kw·dw) / sw) is whole, in the order of the weight's. */
+static dw_plane dy_plane(const ljg_kernel *k, int64_t r) {
+  const int64_t *a = k->win;
+  int64_t sh = a[2], sw = a[3];
+  dw_plane pl = {.src_h = k->win_oh, .src_w = k->win_ow, .src_rs = k->win_ow, .out_h = ceil_div(k->win_img[2] - r, sh),
+                 .out_w = ceil_div(k->win_img[3], sw), .out_cols = k->win_img[3], .rs = 1, .cs = 1, .nq = (int)sw,
+                 .dt = (lj_dtype)k->win_dtype};
+  for (int64_t q = 0; q < sw; q++)
+    for (int64_t kh = 0; kh < a[0]; kh++)
+      for (int64_t kw = 0; kw < a[1]; kw++) {
+        int64_t ro = r + a[4] - kh * a[6], co = q + a[5] - kw * a[7];
+        if (floor_div(ro, sh) * sh == ro && floor_div(co, sw) * sw == co)
+          pl.taps[q][pl.ntaps[q]++] = (dw_tap){kh * a[1] + kw, ro / sh, co / sw};
+      }
+  return pl;
 }
 
 void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
@@ -475,26 +548,26 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
   const ljg_nest *n = &k->nests[k->win_at - 1];
-  const int64_t *a = k->win;
   int d = n->ndim;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   const ljg_kexpr *x = &k->exprs[n->value];
   bool dy_first = plain_load(kc->p, k, x->in[0], dt, d, d - 2, d - 1, true) &&
                   plain_load(kc->p, k, x->in[1], dt, d, d - 1, -1, false);
   int32_t dy = x->in[dy_first ? 0 : 1], w = x->in[dy_first ? 1 : 0];
-  dw_plane pl = {.src_h = k->win_oh, .src_w = k->win_ow, .src_rs = k->win_ow, .out_h = k->win_img[2],
-                 .out_w = k->win_img[3], .rs = 1, .rk = -a[6], .r0 = a[4], .ck = -a[7], .c0 = a[5], .KH = a[0],
-                 .KW = a[1], .dt = dt};
   LLVMValueRef zero = ljc_i64(ir, 0);
   ljc_loop task;
   ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
   LLVMValueRef in = LLVMBuildUDiv(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
   LLVMValueRef c = LLVMBuildURem(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
   ljc_point pt = plane_point(n, task.iv, in, c, zero, zero);
-  pl.src = plane_at(kc, dy, &pt);
+  LLVMValueRef src = plane_at(kc, dy, &pt), wts = plane_at(kc, w, &pt);
   LLVMValueRef base = LLVMBuildNSWMul(b, task.iv, ljc_i64(ir, ljg_window_image_plane(k)), "");
   if (kc->slot_origin[k->win_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->win_out_slot], "");
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, ljc_storage_type(ir, dt), kc->slot_ptr[k->win_out_slot], &base, 1, "");
-  emit_sums(kc, &pl, plane_at(kc, w, &pt), k->views[k->exprs[w].view].v[0].stride[d - 2], out);
+  for (int64_t r = 0; r < k->win[2]; r++) {
+    dw_plane pl = dy_plane(k, r);
+    pl.src = src;
+    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], out, k->win[2], r);
+  }
   ljc_loop_end(ir, &task, NULL, NULL);
 }
