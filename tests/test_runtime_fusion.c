@@ -1916,15 +1916,17 @@ END_TEST
  * windows from the image's rows (no im2col written): each output row vectors of positions at
  * a time, the taps' masked vectors of the image's rows times the plane's weights; so does its
  * weight gradient (dY's rows times the image's under each tap, summed), in the kernel of the
- * forward product when both are in the graph, and the input gradient of one of stride 1 sums
- * dY's rows under the taps instead of a col2im. 3×3 with a bias (two vectors a row), 5×5
- * dilated along the rows to 66 positions (two steps, the second mostly masked), 7×7 of row
- * stride 2 on rows of 7 (vectors of 4; its input gradient keeps the col2im), f64 without
- * padding (one vector of 8), rows of 200 (vectors inside the rows and the image's in a loop),
- * 1×17 (more taps a row than the weight gradient takes: the kernel that reads the im2col for
- * it keeps it); values and gradients against the interpreter. A row stride along the image's
- * columns (an NHWC image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its
- * own for a batch this small) checks values only. */
+ * forward product when both are in the graph, and the input gradient sums dY's rows under
+ * the taps instead of a col2im (of stride 2, a class of the image's rows and columns at a
+ * time, each with its taps, the columns' two classes interleaved). 3×3 with a bias (two
+ * vectors a row), 5×5 dilated along the rows to 66 positions (two steps, the second mostly
+ * masked), 7×7 of row stride 2 on rows of 7 (vectors of 4), 3×3 of stride 2 over 17×35 (odd
+ * rows and columns: classes of unequal sizes), f64 5×5 of column stride 2 dilated along the
+ * rows, f64 without padding (one vector of 8), rows of 200 (vectors inside the rows and the
+ * image's in a loop), 1×17 (more taps than a pass of the weight gradient's accumulators);
+ * values and gradients against the interpreter. A row stride along the image's columns (an
+ * NHWC image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its own for a
+ * batch this small) checks values only. */
 START_TEST(test_depthwise_rows) {
   static const struct {
     lj_dtype dt;
