@@ -1,5 +1,6 @@
 /* Non-temporal stores (codegen_llvm/stream.c): with a low LJ_NT_STORE_KB, kernels writing
- * large outputs store them with non-temporal vector stores and fence; the values match the
+ * large outputs (loops', a depthwise convolution's input gradient's image) store them with
+ * non-temporal vector stores and fence; the values match the
  * interpreter whatever the task ranges' alignment (odd sizes, two threads, row lengths that
  * are and are not whole vectors), and nothing streams when the threshold is 0 or not met. */
 #include "test_util.h"
@@ -112,6 +113,39 @@ START_TEST(test_stream_whole_lines) {
 }
 END_TEST
 
+/* A depthwise convolution's input gradient, computed from dY's rows a plane at a time
+ * (codegen_llvm/depthwise.c), streams its image where its rows are whole cache lines (32
+ * floats; stride 1 and 2, one and two threads), and not where they are not (28 floats). All
+ * match the interpreter. */
+START_TEST(test_stream_depthwise_image) {
+  static const int64_t widths[] = {32, 28};
+  for (int i = 0; i < 2; i++)
+    for (int stride = 1; stride <= 2; stride++) {
+      char path[64];
+      init_streaming(256, stride, NULL, path, sizeof path);
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, 16, 34, widths[i]), TU_ANY, 6);
+      lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(16, 1, 3, 3), TU_ANY, 7);
+      ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+      lj_scope_begin();
+      lj_tensor *y = lj_conv2d(x, w, NULL, (const int[]){stride, stride}, (const int[]){1, 1}, NULL, 16);
+      lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 8);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *dx = lj_tensor_grad(x);
+      tu_check_interp_tol(1, &dx, 1e-5, 5e-4); /* nine products a sum, fused or not */
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+      char *text = tu_take_saved(path);
+      if (i == 0)
+        ck_assert_int_gt(count(text, "movnt"), 0);
+      else
+        ck_assert_int_eq(count(text, "movnt"), 0);
+      free(text);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* Below the threshold, or with it 0, the same chain has no non-temporal store. */
 START_TEST(test_stream_off) {
   static const int kbs[] = {0, 4096};
@@ -150,6 +184,7 @@ int main(void) {
   tcase_add_test(tc, test_stream_elementwise);
   tcase_add_loop_test(tc, test_stream_rows, 0, 2);
   tcase_add_test(tc, test_stream_whole_lines);
+  tcase_add_test(tc, test_stream_depthwise_image);
   tcase_add_test(tc, test_stream_off);
   tcase_add_test(tc, test_stream_config);
   suite_add_tcase(s, tc);

@@ -109,10 +109,10 @@ static bool cols_kernel(const ljg_program *p, const ljg_kernel *k) {
  * every position, contiguous along the positions; the weight gradient [.., KK, P] of the
  * im2col times dY, the same for every tap and contiguous along the positions, which no later
  * nest writes. No nest writes the weight. */
-static dw_form form(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s, int32_t *operand) {
+static dw_form form(const ljg_program *p, const ljg_kernel *k, int s, int32_t *operand) {
   const ljg_nest *n = &k->nests[s];
   int d = n->ndim;
-  if (nest_last[s] != s || !over_planes(k, n) || n->rop != LJG_OP_SUM || n->rmask != 1u << (d - 1) ||
+  if (!ljc_nest_alone(k, s) || !over_planes(k, n) || n->rop != LJG_OP_SUM || n->rmask != 1u << (d - 1) ||
       n->scatter_index >= 0 || n->out_dtype != k->win_dtype)
     return DW_NONE;
   int64_t P = positions(k), KK = taps(k);
@@ -131,7 +131,7 @@ static dw_form form(const ljg_program *p, const ljg_kernel *k, const int *nest_l
   return DW_NONE;
 }
 
-bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k, const int *nest_last) {
+bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k) {
   if (!cols_kernel(p, k)) return false;
   bool *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used), any = false, all = true;
   for (int s = 0; s < k->nnests && all; s++) {
@@ -139,23 +139,23 @@ bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k, const int *ne
     bool reads = false;
     for (int e = 0; e < k->nexprs && !reads; e++) reads = used[e] && ljg_expr_reads(&k->exprs[e], k->win_out_slot);
     int32_t unused;
-    if (reads) any = true, all = form(p, k, nest_last, s, &unused) != DW_NONE;
+    if (reads) any = true, all = form(p, k, s, &unused) != DW_NONE;
   }
   free(used);
   return any && all;
 }
 
-bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
+bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t unused;
-  return s >= 0 && s < k->nnests && ljc_depthwise_cols(p, k, nest_last) &&
-         form(p, k, nest_last, s, &unused) != DW_NONE;
+  return s >= 0 && s < k->nnests && ljc_depthwise_cols(p, k) &&
+         form(p, k, s, &unused) != DW_NONE;
 }
 
-bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k, const int *nest_last) {
+bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k) {
   int s = k->win_at - 1;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   if (k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_COL2IM || k->row_block <= 0 || k->task_rows > 0 || s < 0 ||
-      s >= k->nnests || nest_last[s] != s || (dt != LJ_F32 && dt != LJ_F64) || k->win[2] < 1 || k->win[2] > 2 ||
+      s >= k->nnests || !ljc_nest_alone(k, s) || (dt != LJ_F32 && dt != LJ_F64) || k->win[2] < 1 || k->win[2] > 2 ||
       k->win[3] < 1 || k->win[3] > 2 || taps(k) > TAPS_MAX)
     return false;
   const ljg_nest *n = &k->nests[s];
@@ -226,8 +226,10 @@ typedef struct row_gen {
   LLVMValueRef rows[2][TAPS_MAX], inside[2][TAPS_MAX];
   bool rows_inside;
   LLVMValueRef w, dst, dst_row; /* emit_sums: the taps' weights, w_stride apart; the output
-                                   plane and row (rows dst_rs apart from row d0) */
+                                   plane and row (rows dst_rs apart from row d0); the
+                                   alignment of a row's vectors inside it */
   int64_t w_stride, dst_rs, d0;
+  unsigned dst_align;
   LLVMValueRef dy, dy_row;      /* emit_weight_sums: dY's plane and row, the accumulators */
   int nacc;
   LLVMValueRef acc[LJC_LOOP_ACC];
@@ -422,20 +424,24 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
     LLVMValueRef x = LLVMBuildNSWMul(b, x0[v], ljc_i64(ir, pl->nq), "");
     LLVMValueRef at = LLVMBuildInBoundsGEP2(b, g->st, g->dst_row, &x, 1, "");
     y = ljc_to_storage(ir, y, pl->dt);
-    if (plain) LLVMSetAlignment(LLVMBuildStore(b, y, at), esize);
+    if (plain) LLVMSetAlignment(LLVMBuildStore(b, y, at), g->dst_align);
     else ljc_masked_store(ir, y, at, (int)esize, lanes_below(g, x, g->vw * pl->nq, 1, pl->out_cols));
   }
 }
 
 /* out[y, x] = Σ over the taps in their order of the source under the tap times its weight
  * w[t·w_stride], each output row (row y at row y·dst_rs + d0 of dst's rows of out_cols)
- * SUM_VECTORS vectors of positions at a time. A vector at a time, each tap's weight kept
+ * SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache line, so that
+ * the vectors inside rows of whole lines are aligned (stream.c's non-temporal stores need it). A vector at a time, each tap's weight kept
  * broadcast in a register for the plane (spilled past 32), a 5×5 forward took 23.0 ms
  * instead of 12.7. */
 static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef dst,
-                      int64_t dst_rs, int64_t d0) {
+                      int64_t dst_rs, int64_t d0, bool lines) {
   row_gen g = row_gen_of(kc, pl);
   g.w = w, g.w_stride = w_stride, g.dst = dst, g.dst_rs = dst_rs, g.d0 = d0, g.vectors = sum_vectors;
+  unsigned esize = (unsigned)lj_dtype_size(pl->dt), vector = (unsigned)g.vw * (unsigned)pl->nq * esize;
+  g.dst_align = lines && pl->out_cols * esize % LJC_LINE_BYTES == 0 ? (vector < LJC_LINE_BYTES ? vector : LJC_LINE_BYTES)
+                                                                   : esize;
   int64_t vectors = (pl->out_w + g.vw - 1) / g.vw;
   emit_plane_rows(&g, vectors < SUM_VECTORS ? (int)vectors : SUM_VECTORS, sums_row);
 }
@@ -509,7 +515,7 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
   const ljg_kernel *k = kc->k;
   const ljg_nest *n = &k->nests[s];
   int32_t operand;
-  dw_form f = form(kc->p, k, kc->nest_last, s, &operand);
+  dw_form f = form(kc->p, k, s, &operand);
   dw_plane pl = image_plane(k);
   LLVMValueRef zero = ljc_i64(ir, 0);
   ljc_loop task;
@@ -523,7 +529,7 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
                                            &off, 1, "");
   const ljg_view1 *ov = &k->views[n->out_view].v[0], *xv = &k->views[k->exprs[operand].view].v[0];
   if (f == DW_FORWARD)
-    emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1], out, 1, 0);
+    emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1], out, 1, 0, false);
   else
     emit_weight_sums(kc, &pl, plane_at(kc, operand, &pt), out, ov->stride[n->ndim - 2]);
   ljc_loop_end(ir, &task, NULL, NULL);
@@ -572,7 +578,8 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
   for (int64_t r = 0; r < k->win[2]; r++) {
     dw_plane pl = dy_plane(k, r);
     pl.src = src;
-    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], out, k->win[2], r);
+    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], out, k->win[2], r,
+              !kc->slot_origin[k->win_out_slot]);
   }
   ljc_loop_end(ir, &task, NULL, NULL);
 }

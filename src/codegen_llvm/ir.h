@@ -229,18 +229,18 @@ int ljc_expr_check(const ljg_kernel *k, int e);
 void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef value);
 
 /* depthwise.c: depthwise convolutions of a row-fused WINDOW kernel of whole planes computed
- * from the planes' rows, their im2col or col2im not run. nest_last as ljc_kctx's. */
+ * from the planes' rows, their im2col or col2im not run. */
 /* Whether kernel k's im2col is not run: each nest that reads it is a depthwise convolution's
  * product or weight gradient, which ljc_emit_depthwise_nest computes from the image's rows. */
-bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k, const int *nest_last);
+bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k);
 /* Whether nest s of kernel k is one of those (and ljc_depthwise_cols holds). */
-bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
+bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s);
 /* Nest s (ljc_depthwise_nest) on the planes [lo, hi). */
 void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi);
 /* Whether kernel k's col2im and the nest before it (win_at - 1) are a depthwise convolution's
  * input gradient of stride 1, the col2im of dY times the weight, which
  * ljc_emit_depthwise_image computes from dY's rows instead (neither runs). */
-bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k, const int *nest_last);
+bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k);
 /* The image of ljc_depthwise_image on the planes [lo, hi). */
 void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
 

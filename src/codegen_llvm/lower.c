@@ -1435,11 +1435,11 @@ static void column_nests_text(ljb_str *line, const ljg_kernel *k, bool columns) 
 
 /* "; nests 0, 2 read their windows from the image's rows: its im2col not run" for the nests
  * of kernel k that ljc_emit_depthwise_nest computes. */
-static void depthwise_text(ljb_str *line, const ljg_program *p, const ljg_kernel *k, const int *last) {
+static void depthwise_text(ljb_str *line, const ljg_program *p, const ljg_kernel *k) {
   ljb_str list = {0};
   int n = 0;
   for (int s = 0; s < k->nnests; s++)
-    if (ljc_depthwise_nest(p, k, last, s)) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
+    if (ljc_depthwise_nest(p, k, s)) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
   ljb_str_printf(line, "; nest%s %s read%s %s windows from the image's rows: its im2col not run", n > 1 ? "s" : "",
                  list.s, n > 1 ? "" : "s", n > 1 ? "their" : "its");
   free(list.s);
@@ -1460,8 +1460,8 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
     if (pools_rows(p, k, last, k->win_at))
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
-    if (ljc_depthwise_cols(p, k, last)) depthwise_text(&line, p, k, last);
-    if (ljc_depthwise_image(p, k, last))
+    if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
+    if (ljc_depthwise_image(p, k))
       ljb_str_printf(&line, "; nest %d and the col2im not run: the image is summed from the rows nest %d reads",
                      k->win_at - 1, k->win_at - 1);
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
@@ -1496,7 +1496,7 @@ char *ljc_lowering_text(const ljg_program *p) {
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
       const ljg_nest *n = &k->nests[s];
       if (ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)) && !pools_rows(p, k, last, s) &&
-          !ljc_depthwise_nest(p, k, last, s))
+          !ljc_depthwise_nest(p, k, s))
         ljb_str_printf(&line, "; nest %d runs its reduced dims outside its last kept one", s);
       if (k->task_rows && sums_by_block(k, last, by >= 0, s))
         ljb_str_printf(&line, "; nest %d adds up each block's rows after the nests before %d", s, k->per_task_at);
@@ -1824,7 +1824,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
       LLVMBuildMemCpy(b, kc->slot_ptr[k->nests[0].out_slot], 64, kc->ahead_slot, 64, bytes);
     }
   } else {
-    bool cols = ljc_depthwise_cols(kc->p, k, kc->nest_last), image = ljc_depthwise_image(kc->p, k, kc->nest_last);
+    bool cols = ljc_depthwise_cols(kc->p, k), image = ljc_depthwise_image(kc->p, k);
     for (int s = 0; s < k->nnests; s++) {
       if (k->win_at == s && pools_rows(kc->p, k, kc->nest_last, s)) {
         emit_pool_rows(kc, s, lo, hi);
@@ -1832,7 +1832,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
       }
       if (k->win_at == s && image) ljc_emit_depthwise_image(kc, lo, hi);
       else if (k->win_at == s && !cols) emit_window(kc, lo, hi);
-      if (cols && ljc_depthwise_nest(kc->p, k, kc->nest_last, s)) ljc_emit_depthwise_nest(kc, s, lo, hi);
+      if (cols && ljc_depthwise_nest(kc->p, k, s)) ljc_emit_depthwise_nest(kc, s, lo, hi);
       else if (!(image && s == k->win_at - 1)) emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
     }
     if (k->win_at == k->nnests && image) ljc_emit_depthwise_image(kc, lo, hi);
