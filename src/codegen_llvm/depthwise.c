@@ -147,16 +147,30 @@ bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k) {
 
 bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t unused;
-  return s >= 0 && s < k->nnests && ljc_depthwise_cols(p, k) &&
-         form(p, k, s, &unused) != DW_NONE;
+  return s >= 0 && s < k->nnests && ljc_depthwise_cols(p, k) && form(p, k, s, &unused) != DW_NONE;
+}
+
+/* Whether expression e is dY times the weight, the input gradient's product over a nest of d
+ * dims: dY the same for every tap, contiguous along the positions; the weight the same for
+ * every position, not LOCAL. Sets *dy and *w. */
+static bool image_product(const ljg_program *p, const ljg_kernel *k, int32_t e, int d, int32_t *dy, int32_t *w) {
+  const ljg_kexpr *x = &k->exprs[e];
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  if (x->kind != LJG_X_OP || x->op != LJG_OP_MUL || x->nin != 2) return false;
+  for (int i = 0; i < 2; i++)
+    if (plain_load(p, k, x->in[i], dt, d, d - 2, d - 1, true) && plain_load(p, k, x->in[1 - i], dt, d, d - 1, -1, false)) {
+      *dy = x->in[i], *w = x->in[1 - i];
+      return true;
+    }
+  return false;
 }
 
 bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k) {
   int s = k->win_at - 1;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   if (k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_COL2IM || k->row_block <= 0 || k->task_rows > 0 || s < 0 ||
-      s >= k->nnests || !ljc_nest_alone(k, s) || (dt != LJ_F32 && dt != LJ_F64) || k->win[2] < 1 || k->win[2] > 2 ||
-      k->win[3] < 1 || k->win[3] > 2 || taps(k) > TAPS_MAX)
+      s >= k->nnests || !ljc_nest_alone(k, s) || (dt != LJ_F32 && dt != LJ_F64) || k->win[2] > 2 || k->win[3] > 2 ||
+      taps(k) > TAPS_MAX)
     return false;
   const ljg_nest *n = &k->nests[s];
   const ljg_kexpr *src = &k->exprs[k->win_src];
@@ -172,12 +186,8 @@ bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k) {
       o->stride[d - 2] != P || o->stride[d - 1] != 1 || sv->n != 1 || c->ndim != 3 || c->offset != 0 ||
       c->stride[0] != C * KK * P || c->stride[1] != P || c->stride[2] != 1)
     return false;
-  const ljg_kexpr *x = &k->exprs[n->value];
-  if (x->kind != LJG_X_OP || x->op != LJG_OP_MUL || x->nin != 2) return false;
-  for (int i = 0; i < 2; i++)
-    if (plain_load(p, k, x->in[i], dt, d, d - 2, d - 1, true) && plain_load(p, k, x->in[1 - i], dt, d, d - 1, -1, false))
-      return true;
-  return false;
+  int32_t dy, w;
+  return image_product(p, k, n->value, d, &dy, &w);
 }
 
 /* A tap of a plane's product: output row y and column x read the source's row y·rs + ro and
@@ -561,10 +571,8 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
   const ljg_nest *n = &k->nests[k->win_at - 1];
   int d = n->ndim;
   lj_dtype dt = (lj_dtype)k->win_dtype;
-  const ljg_kexpr *x = &k->exprs[n->value];
-  bool dy_first = plain_load(kc->p, k, x->in[0], dt, d, d - 2, d - 1, true) &&
-                  plain_load(kc->p, k, x->in[1], dt, d, d - 1, -1, false);
-  int32_t dy = x->in[dy_first ? 0 : 1], w = x->in[dy_first ? 1 : 0];
+  int32_t dy, w;
+  image_product(kc->p, k, n->value, d, &dy, &w);
   LLVMValueRef zero = ljc_i64(ir, 0);
   ljc_loop task;
   ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
