@@ -441,17 +441,14 @@ typedef struct row_tap {
   int r, q, i;
 } row_tap;
 
-static const dw_plane *sorting_plane;
-
-/* By source row (the block's row's and the tap's), then source column: the taps that read the
- * same vectors next to each other. */
-static int by_source(const void *a, const void *b) {
-  const row_tap *x = a, *y = b;
-  const dw_tap *tx = &sorting_plane->taps[x->q][x->i], *ty = &sorting_plane->taps[y->q][y->i];
-  int64_t sx = x->r * sorting_plane->rs + tx->ro, sy = y->r * sorting_plane->rs + ty->ro;
-  if (sx != sy) return sx < sy ? -1 : 1;
-  if (tx->co != ty->co) return tx->co < ty->co ? -1 : 1;
-  return x->r != y->r ? x->r - y->r : x->q != y->q ? x->q - y->q : x->i - y->i;
+/* Whether tap a goes before tap b: by source row (the block's row's and the tap's), then
+ * source column, so that the taps that read the same vectors are next to each other. */
+static bool before(const dw_plane *pl, row_tap a, row_tap b) {
+  const dw_tap *ta = &pl->taps[a.q][a.i], *tb = &pl->taps[b.q][b.i];
+  int64_t sa = a.r * pl->rs + ta->ro, sb = b.r * pl->rs + tb->ro;
+  if (sa != sb) return sa < sb;
+  if (ta->co != tb->co) return ta->co < tb->co;
+  return a.r != b.r ? a.r < b.r : a.q != b.q ? a.q < b.q : a.i < b.i;
 }
 
 /* emit_sums' nv vectors of each of the block's rows: each class's Σ over its taps, one
@@ -472,8 +469,11 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
       for (int v = 0; v < nv; v++) acc[r][q][v] = LLVMConstNull(g->vt);
       for (int i = 0; i < pl->ntaps[q]; i++) order[n++] = (row_tap){r, q, i};
     }
-  sorting_plane = pl;
-  qsort(order, (size_t)n, sizeof *order, by_source);
+  for (int o = 1; o < n; o++) /* insertion: a few hundred taps at most */
+    for (int j = o; j > 0 && before(pl, order[j], order[j - 1]); j--) {
+      row_tap t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
   for (int o = 0; o < n; o++) {
     int r = order[o].r, q = order[o].q, i = order[o].i;
     LLVMValueRef woff = ljc_i64(ir, pl->taps[q][i].t * g->w_stride);
