@@ -1914,9 +1914,10 @@ END_TEST
 
 /* A depthwise convolution of one output channel a channel, column stride 1, reads its
  * windows from the image's rows (no im2col written): each output row vectors of positions at
- * a time, the taps' masked vectors of the image's rows times the plane's weights; so does its
- * weight gradient (dY's rows times the image's under each tap, summed), in the kernel of the
- * forward product when both are in the graph, and the input gradient sums dY's rows under
+ * a time, the taps' masked vectors of the image's rows times the plane's weights, starting
+ * from the bias where there is one (its add not run); so does its weight gradient (dY's rows
+ * times the image's under each tap, summed), in the kernel of the forward product when both
+ * are in the graph, and the input gradient sums dY's rows under
  * the taps instead of a col2im (of stride 2, a class of the image's rows and columns at a
  * time, each with its taps, the columns' two classes interleaved). 3×3 with a bias (two
  * vectors a row), 5×5 dilated along the rows to 66 positions (two steps, the second mostly
@@ -1966,7 +1967,9 @@ START_TEST(test_depthwise_rows) {
     ljg_program *p = program_of(alone, &opt);
     char *lowering = ljc_lowering_text(p);
     bool rows = strstr(lowering, "reads its windows from the image's rows") != NULL;
+    bool biased = strstr(lowering, "sums start from its bias and write its output") != NULL;
     ck_assert_msg(cases[c].rows < 0 || rows == (cases[c].rows == 1), "case %zu: %s", c, lowering);
+    ck_assert_msg(cases[c].rows < 0 || biased == (rows && cases[c].bias), "case %zu: %s", c, lowering);
     free(lowering);
     free_program(p, opt);
     /* the forward product alone, of leaves that need no gradient; up to 49 products a sum,

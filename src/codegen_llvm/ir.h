@@ -235,6 +235,12 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
 bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k);
 /* Whether nest s of kernel k is one of those (and ljc_depthwise_cols holds). */
 bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s);
+/* Whether nest s of kernel k is not run: it adds a bias to the depthwise sums of nest s - 1,
+ * which start from the bias and write its output instead. */
+bool ljc_depthwise_biased(const ljg_program *p, const ljg_kernel *k, int s);
+/* Whether the output of nest s of kernel k is written a row of the convolution's output at a
+ * time by depthwise sums (of nest s, or of nest s - 1 when nest s adds their bias). */
+bool ljc_depthwise_writes_rows(const ljg_program *p, const ljg_kernel *k, int s);
 /* Nest s (ljc_depthwise_nest) on the planes [lo, hi). */
 void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi);
 /* Whether kernel k's col2im and the nest before it (win_at - 1) are a depthwise convolution's

@@ -44,14 +44,23 @@ static bool streams_image(const ljg_program *p, const ljg_kernel *k, int64_t nt_
          k->win_img[3] * (int64_t)lj_dtype_size((lj_dtype)k->win_dtype) % LJC_LINE_BYTES == 0;
 }
 
-/* In a kernel whose depthwise sums read the image's rows (ljc_depthwise_cols), a nest after
- * them, such as the bias's add that writes the layer's output, streams as a loop kernel's
- * would, unless it is such a sum (whose stores LLVM cannot show aligned) or another nest of
- * the kernel reads what it writes. A 3×3 over 128 channels of 56×56 at batch 32 with its bias,
- * the kernel on one thread: 4.8 -> 4.15 ms (2.5 -> 2.2 on two); its output's stores, after
- * the sums instead of among their multiply-adds, waited on reading every line. */
-static bool streams_after_sums(const ljg_program *p, const ljg_kernel *k, int n) {
-  return !ljc_depthwise_nest(p, k, n) && !ljg_nests_read(k, k->nests[n].out_slot, n, n);
+/* The bytes of the rows nest n of kernel k writes as a row of the output: a loop's, its last
+ * dim's; in a kernel of depthwise sums (ljc_depthwise_cols), the convolution's output rows
+ * where the sums write them (ljc_depthwise_writes_rows), and -1 (not streamed) for the other
+ * sums (the weight gradient's, few and read back) and for an output another nest of the
+ * kernel reads. With its bias added in a nest of its own, a 3×3 over 128 channels of 56×56
+ * at batch 32 took 4.8 ms on one thread, 4.15 with that nest streamed (its stores, in a pass
+ * of their own, waited on reading every line); its sums now start from the bias and write
+ * the output among their multiply-adds, 2.96. */
+static int64_t row_bytes(const ljg_program *p, const ljg_kernel *k, int n) {
+  const ljg_nest *nest = &k->nests[n];
+  int64_t esize = (int64_t)lj_dtype_size(nest->out_dtype);
+  if (k->kind == LJG_K_WINDOW) {
+    if (ljg_nests_read(k, nest->out_slot, n, n)) return -1;
+    if (ljc_depthwise_writes_rows(p, k, n)) return k->win_ow * esize;
+    if (ljc_depthwise_nest(p, k, n)) return -1;
+  }
+  return nest->ndim ? nest->shape[nest->ndim - 1] * esize : 0;
 }
 
 bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, const char *cpu, uint8_t *stream) {
@@ -79,10 +88,9 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, cons
      * ends in a scalar loop whose ordinary stores share lines with the vectors' non-temporal
      * ones (the copy of [2048, 56, 56] out of a padded [2048, 58, 58], a pad's gradient, one
      * thread: 5.75 ms streamed, 1.3 not) */
-    int64_t row = nest->ndim ? nest->shape[nest->ndim - 1] * (int64_t)lj_dtype_size(nest->out_dtype) : 0;
+    int64_t row = row_bytes(p, k, n);
     if (nest->scatter_index >= 0 || s->kind == LJG_SLOT_LOCAL || s->kind == LJG_SLOT_SCALAR ||
-        2 * s->nbytes < nt_store_bytes || n == behind || (nest->ndim > 1 && row % LJC_LINE_BYTES) ||
-        (k->kind == LJG_K_WINDOW && !streams_after_sums(p, k, n)))
+        2 * s->nbytes < nt_store_bytes || n == behind || row < 0 || (nest->ndim > 1 && row % LJC_LINE_BYTES))
       continue;
     stream[nest->out_slot] = 1;
     any = true;
