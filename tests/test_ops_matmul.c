@@ -416,6 +416,67 @@ START_TEST(test_matmul_winograd_5x5) {
 }
 END_TEST
 
+/* The dilated convolutions of test_matmul_winograd_dilated. */
+static const struct {
+  int64_t x[4], w[4];
+  int pad[2], dil[2];
+  bool transforms; /* through the sub-images and Winograd's transforms (with Winograd on) */
+} dilated[] = {{{2, 16, 20, 24}, {12, 16, 3, 3}, {2, 2}, {2, 2}, true},
+               {{1, 8, 15, 18}, {8, 8, 5, 5}, {6, 4}, {3, 2}, true},
+               {{2, 16, 21, 24}, {12, 16, 3, 3}, {2, 2}, {2, 2}, false}};
+
+/* Dilated convolution c's output and input and weight gradients for a gradient drawn from a
+ * seed flowing into it, on two threads with Winograd on or off, checked against the
+ * interpreter, read into out[0..2] (n[0..2] elements; the caller frees them); whether a
+ * kernel called a Winograd routine. */
+static bool dilated_conv(size_t c, bool winograd, double *out[3], int64_t n[3]) {
+  char dir[] = "/tmp/lj_test_winograd_dilated_XXXXXX";
+  init_dumping(2, NULL, winograd, dir);
+  lj_tensor *x = tu_tensor(LJ_F32, 4, dilated[c].x, TU_ANY, 70 + c), *w = tu_tensor(LJ_F32, 4, dilated[c].w, TU_ANY, 80 + c);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+  ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+  lj_tensor *y = lj_conv2d(x, w, NULL, NULL, dilated[c].pad, dilated[c].dil, 1);
+  ck_assert_msg(y != NULL, "%s", lj_last_error());
+  lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 90 + c);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  lj_tensor *values[] = {y, lj_tensor_grad(x), lj_tensor_grad(w)};
+  tu_check_interp_tol(2, values, 5e-5, 1e-2); /* test_matmul_winograd_5x5's bounds */
+  tu_check_interp_tol(1, values + 2, 1e-4, 5e-2);
+  for (int i = 0; i < 3; i++) out[i] = tu_read(values[i], &n[i]);
+  bool transforms = tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_winograd");
+  lj_tensor *all[] = {x, w, y, g};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+  lj_shutdown();
+  tu_remove_dir(dir);
+  return transforms;
+}
+
+/* A dilated convolution of stride 1 whose dilation divides the image's sides and the padding
+ * runs as the undilated convolutions of the image's sub-images (every d-th row and column,
+ * as batches), and so through Winograd's transforms: 3×3 dilated by 2 (20×24), 5×5 dilated by
+ * 3 along the rows and 2 along the columns (15×18, six sub-images). Not where the dilation
+ * does not divide a side (21 rows), nor with Winograd off. Forward, input and weight
+ * gradients against the interpreter (which computes the sub-images too) and, with Winograd
+ * on, against the same with it off (the dilated windows as they are). */
+START_TEST(test_matmul_winograd_dilated) {
+  for (size_t c = 0; c < sizeof dilated / sizeof *dilated; c++) {
+    double *on[3], *off[3];
+    int64_t n[3], m[3];
+    ck_assert_int_eq(dilated_conv(c, true, on, n), dilated[c].transforms);
+    ck_assert(!dilated_conv(c, false, off, m));
+    for (int i = 0; i < 3; i++) {
+      ck_assert_int_eq(n[i], m[i]);
+      double atol = i == 2 ? 5e-2 : 1e-2, rtol = i == 2 ? 1e-4 : 5e-5;
+      for (int64_t j = 0; j < n[i]; j++)
+        ck_assert_msg(fabs(on[i][j] - off[i][j]) <= atol + rtol * fabs(off[i][j]),
+                      "case %zu, tensor %d, element %lld: %g against %g", c, i, (long long)j, on[i][j], off[i][j]);
+      free(on[i]);
+      free(off[i]);
+    }
+  }
+}
+END_TEST
+
 /* With lj_config.winograd off, a 3×3 convolution that would take the Winograd routines
  * (MNISTNet's conv2, a bias, relu and max-pool fused) goes through the GEMM, forward, input
  * and weight gradients, and agrees with the interpreter to the GEMM's rounding. */
@@ -904,6 +965,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_winograd_5x5, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);
   tcase_add_test(tc, test_matmul_winograd_threads);
+  tcase_add_test(tc, test_matmul_winograd_dilated);
   tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);

@@ -210,7 +210,8 @@ static bool image_product(const ljg_program *p, const ljg_kernel *k, int32_t e, 
   lj_dtype dt = (lj_dtype)k->win_dtype;
   if (x->kind != LJG_X_OP || x->op != LJG_OP_MUL || x->nin != 2) return false;
   for (int i = 0; i < 2; i++)
-    if (plain_load(p, k, x->in[i], dt, d, d - 2, d - 1, true) && plain_load(p, k, x->in[1 - i], dt, d, d - 1, -1, false)) {
+    if (plain_load(p, k, x->in[i], dt, d, d - 2, d - 1, true) &&
+        plain_load(p, k, x->in[1 - i], dt, d, d - 1, -1, false)) {
       *dy = x->in[i], *w = x->in[1 - i];
       return true;
     }
@@ -356,7 +357,8 @@ static LLVMValueRef tap_vector(row_gen *g, int r, LLVMValueRef x0, int q, int i,
   const dw_plane *pl = g->pl;
   int64_t shift = pl->taps[q][i].co;
   int n = g->vw * (int)pl->cs;
-  LLVMValueRef col = LLVMBuildNSWAdd(ir->b, LLVMBuildNSWMul(ir->b, x0, ljc_i64(ir, pl->cs), ""), ljc_i64(ir, shift), "");
+  LLVMValueRef col = LLVMBuildNSWMul(ir->b, x0, ljc_i64(ir, pl->cs), "");
+  col = LLVMBuildNSWAdd(ir->b, col, ljc_i64(ir, shift), "");
   LLVMValueRef mask = g->rows_inside ? NULL : ljc_splat(ir, g->inside[q][i], LLVMVectorType(ir->i1, (unsigned)n));
   if (!plain) {
     LLVMValueRef ok = lanes_in(g, x0, shift, n, pl->cs, q);
@@ -540,20 +542,20 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
     }
 }
 
-/* out[y, x] = *bias (0 where NULL) + Σ over the taps in their order of the source under the
- * tap times its weight w[t·w_stride], each output row (row y at row y·dst_rs + d0 of dst's rows of out_cols)
- * SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache line, so that
- * the vectors inside rows of whole lines are aligned (stream.c's non-temporal stores need it). A vector at a time, each tap's weight kept
- * broadcast in a register for the plane (spilled past 32), a 5×5 forward took 23.0 ms
- * instead of 12.7. */
+/* out[y, x] = *bias (0 where NULL) + Σ over the taps of the source under the tap times its
+ * weight w[t·w_stride], each output row (row y at row y·dst_rs + d0 of dst's rows of
+ * out_cols) SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache
+ * line, so that the vectors inside rows of whole lines are aligned (stream.c's non-temporal
+ * stores need it). A vector at a time, each tap's weight kept broadcast in a register for the
+ * plane (spilled past 32), a 5×5 forward took 23.0 ms instead of 12.7. */
 static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef bias,
                       LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
   row_gen g = row_gen_of(kc, pl);
   g.w = w, g.w_stride = w_stride, g.dst = dst, g.dst_rs = dst_rs, g.d0 = d0, g.vectors = sum_vectors;
   if (bias) g.bias = ljc_from_storage(kc->ir, LLVMBuildLoad2(kc->ir->b, g.st, bias, ""), pl->dt);
   unsigned esize = (unsigned)lj_dtype_size(pl->dt), vector = (unsigned)g.vw * (unsigned)pl->nq * esize;
-  g.dst_align = lines && pl->out_cols * esize % LJC_LINE_BYTES == 0 ? (vector < LJC_LINE_BYTES ? vector : LJC_LINE_BYTES)
-                                                                   : esize;
+  bool aligned = lines && pl->out_cols * esize % LJC_LINE_BYTES == 0;
+  g.dst_align = aligned ? (vector < LJC_LINE_BYTES ? vector : LJC_LINE_BYTES) : esize;
   int64_t vectors = (pl->out_w + g.vw - 1) / g.vw;
   emit_plane_rows(&g, pl->rs == 1 && pl->cs == 1 && pl->nq == 1 ? SUM_ROWS : 1,
                   vectors < SUM_VECTORS ? (int)vectors : SUM_VECTORS, sums_row);
