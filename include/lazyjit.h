@@ -115,7 +115,9 @@ typedef struct lj_config {
                                    (default 1024; at least 1) */
   bool disable_fusion;        /**< LJ_DISABLE_FUSION: every op becomes its own kernel */
   bool winograd;              /**< LJ_WINOGRAD: f32 3×3 and 5×5 convolutions of stride and
-                                   dilation 1 with at least 8 channels in and out go through
+                                   dilation 1 with at least 8 channels in and out (and dilated
+                                   ones whose dilation divides the image's sides and the
+                                   padding, as the convolution of the sub-images) go through
                                    Winograd's F(4×4, 3×3) or F(5×5, 3×3), F(2×2, 5×5) or
                                    F(3×3, 5×5) (whichever takes fewer products), which rounds
                                    to about 3e-5 of the output's magnitude (default on); off:
