@@ -296,7 +296,8 @@ typedef struct row_gen {
   int64_t w_stride, dst_rs, d0;
   unsigned dst_align;
   LLVMValueRef bias;            /* emit_sums: the value the sums start from, or NULL for 0 */
-  LLVMValueRef dy, dy_row;      /* emit_weight_sums: dY's plane and row, the accumulators */
+  LLVMValueRef dy, dy_row[SUM_ROWS]; /* emit_weight_sums: dY's plane and the block's rows,
+                                        the accumulators */
   int nacc;
   LLVMValueRef acc[LJC_LOOP_ACC];
   /* nv vectors of positions from x0[0], x0[1], ...; `plain` when every lane of them lies in
@@ -562,24 +563,31 @@ static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t 
 }
 
 static void weight_row(row_gen *g, LLVMValueRef y) {
-  LLVMValueRef off = LLVMBuildNSWMul(g->kc->ir->b, y, ljc_i64(g->kc->ir, g->pl->out_w), "");
-  g->dy_row = LLVMBuildInBoundsGEP2(g->kc->ir->b, g->st, g->dy, &off, 1, "");
+  ljc_ir *ir = g->kc->ir;
+  for (int r = 0; r < g->nrows; r++) {
+    LLVMValueRef off = LLVMBuildNSWAdd(ir->b, y, ljc_i64(ir, r), "");
+    off = LLVMBuildNSWMul(ir->b, off, ljc_i64(ir, g->pl->out_w), "");
+    g->dy_row[r] = LLVMBuildInBoundsGEP2(ir->b, g->st, g->dy, &off, 1, "");
+  }
 }
 
-/* emit_weight_sums' vectors: each dY's vector times the source's under each tap into the
- * tap's accumulator. */
+/* emit_weight_sums' vectors: each dY's vector of each of the block's rows times the
+ * source's under each tap into the tap's accumulator. */
 static void weight_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) {
-  for (int v = 0; v < nv; v++) {
-    LLVMValueRef mask = plain ? NULL : lanes_below(g, x0[v], g->vw, 1, g->pl->out_w);
-    LLVMValueRef dy = load_vector(g, g->vt, g->dy_row, x0[v], mask);
-    for (int i = 0; i < g->pl->ntaps[0]; i++)
-      g->acc[i] = ljc_fmuladd(g->kc->ir, tap_vector(g, 0, x0[v], 0, i, plain), dy, g->acc[i]);
-  }
+  for (int v = 0; v < nv; v++)
+    for (int r = 0; r < g->nrows; r++) {
+      LLVMValueRef mask = plain ? NULL : lanes_below(g, x0[v], g->vw, 1, g->pl->out_w);
+      LLVMValueRef dy = load_vector(g, g->vt, g->dy_row[r], x0[v], mask);
+      for (int i = 0; i < g->pl->ntaps[0]; i++)
+        g->acc[i] = ljc_fmuladd(g->kc->ir, tap_vector(g, r, x0[v], 0, i, plain), dy, g->acc[i]);
+    }
 }
 
 /* dw[t·out_stride] = Σ over the output's positions of dY (its rows contiguous from dy) times
  * the source under tap t: a vector accumulator a tap, WEIGHT_ACCS taps a pass over dY, a
- * vector of a row's positions at a time, summed across its lanes at the end. */
+ * vector of a row's positions at a time (of stride 1, of SUM_ROWS rows, which share the
+ * source's vectors as emit_sums' rows do: the 3×3 of SUM_ROWS' numbers 3.9 -> 2.9 ms, a row
+ * at a time against four), summed across its lanes at the end. */
 static void emit_weight_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef dy, LLVMValueRef out, int64_t out_stride) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -591,7 +599,7 @@ static void emit_weight_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef dy, 
     row_gen g = row_gen_of(kc, &pass);
     g.dy = dy, g.vectors = weight_vectors, g.nacc = pass.ntaps[0];
     for (int i = 0; i < g.nacc; i++) g.acc[i] = LLVMConstNull(g.vt);
-    emit_plane_rows(&g, 1, 1, weight_row);
+    emit_plane_rows(&g, pl->rs == 1 && pl->cs == 1 ? SUM_ROWS : 1, 1, weight_row);
     for (int i = 0; i < g.nacc; i++) {
       LLVMValueRef args[2] = {ljc_const_f(ct, 0), g.acc[i]};
       LLVMValueRef sum = ljc_intrinsic_over(ir, "vector.reduce.fadd", 1, &g.vt, 2, args);
