@@ -15,7 +15,7 @@
  * rows and columns (their position mod 2) over the taps that reach it, the columns' two
  * classes interleaved; of stride 1, four output rows at a time share the source rows they
  * read. One Zen 4 thread, 3×3 over 128 channels at batch 32, against the im2col and col2im:
- * 56×56 "same", the forward 14.7 -> 2.95 ms, the weight gradient 15.4 -> 3.85, the input
+ * 56×56 "same", the forward 14.7 -> 2.95 ms, the weight gradient 15.4 -> 2.9, the input
  * gradient 16.8 -> 3.0; 112×112 of stride 2, the forward 31.8 -> 9.0, the input gradient
  * 39.7 -> 8.7 (its 205 MB written with non-temporal stores, stream.c). */
 #include "codegen_llvm/ir.h"
