@@ -148,10 +148,8 @@ START_TEST(test_stream_depthwise_image) {
 END_TEST
 
 /* A depthwise convolution's forward product, its sums read from the image's rows: they write
- * the output (starting from the bias where there is one) and stream it where its rows are
- * whole cache lines (32 floats, not 28); a relu after the bias is a nest of its own, which
- * streams its output where the planes are whole lines (34 rows of 32 floats, not of 28). All
- * match the interpreter. */
+ * the output (starting from the bias where there is one, taking a relu after it) and stream
+ * it where its rows are whole cache lines (32 floats, not 28). All match the interpreter. */
 START_TEST(test_stream_depthwise_forward) {
   static const struct {
     int64_t width;

@@ -161,14 +161,15 @@ bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s) {
   return s >= 0 && s < k->nnests && ljc_depthwise_cols(p, k) && form(p, k, s, &unused) != DW_NONE;
 }
 
-/* The bias nest s + 1 of kernel k adds to the forward sums of nest s (DW_FORWARD), whose
- * sums then start from it and go to nest s + 1's output: nest s + 1 alone in its loop, over
- * the planes' positions ([.., P], one dim fewer than nest s), adding to nest s's LOCAL sums,
- * read where they lie and by no other nest, a load the same for every position that is not
- * LOCAL, its output contiguous along the positions; -1 when there is none. */
-static int32_t bias_of(const ljg_program *p, const ljg_kernel *k, int s) {
+/* What nest s + 1 of kernel k does to the forward sums of nest s (DW_FORWARD), which then
+ * take it on and go to nest s + 1's output: it adds a bias (*bias, a load the same for every
+ * position that is not LOCAL; -1 for none) and then takes a relu (*relu), or one of them, to
+ * nest s's LOCAL sums, read where they lie and by no other nest; alone in its loop, over the
+ * planes' positions ([.., P], one dim fewer than nest s), its output contiguous along them.
+ * False when it is not such a nest. */
+static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, int32_t *bias, bool *relu) {
   int32_t unused;
-  if (s + 1 >= k->nnests || form(p, k, s, &unused) != DW_FORWARD || !ljc_nest_alone(k, s + 1)) return -1;
+  if (s + 1 >= k->nnests || form(p, k, s, &unused) != DW_FORWARD || !ljc_nest_alone(k, s + 1)) return false;
   const ljg_nest *n = &k->nests[s], *a = &k->nests[s + 1];
   const ljg_view *ov = &k->views[n->out_view], *av = &k->views[a->out_view];
   int d = a->ndim;
@@ -176,30 +177,39 @@ static int32_t bias_of(const ljg_program *p, const ljg_kernel *k, int s) {
   if (d != n->ndim - 1 || memcmp(a->shape, n->shape, (size_t)d * sizeof *a->shape) || a->rmask ||
       a->scatter_index >= 0 || a->out_dtype != dt || p->slots[n->out_slot].kind != LJG_SLOT_LOCAL ||
       ljg_nests_read(k, n->out_slot, s, s + 1) || av->n != 1 || av->v[0].stride[d - 1] != 1)
-    return -1;
-  const ljg_kexpr *x = &k->exprs[a->value];
-  if (x->kind != LJG_X_OP || x->op != LJG_OP_ADD || x->nin != 2) return -1;
-  for (int i = 0; i < 2; i++) {
-    const ljg_kexpr *sums = &k->exprs[x->in[i]];
+    return false;
+  int32_t e = a->value;
+  *relu = k->exprs[e].kind == LJG_X_OP && k->exprs[e].op == LJG_OP_RELU;
+  if (*relu) e = k->exprs[e].in[0];
+  const ljg_kexpr *x = &k->exprs[e];
+  bool add = x->kind == LJG_X_OP && x->op == LJG_OP_ADD && x->nin == 2;
+  for (int i = 0; i < (add ? 2 : 1); i++) {
+    const ljg_kexpr *sums = add ? &k->exprs[x->in[i]] : x;
+    *bias = add ? x->in[1 - i] : -1;
     if (sums->kind != LJG_X_LOAD || sums->slot != n->out_slot || k->views[sums->view].n != 1 ||
-        !plain_load(p, k, x->in[1 - i], dt, d, d - 1, -1, false))
+        (add && !plain_load(p, k, *bias, dt, d, d - 1, -1, false)) || (!add && !*relu))
       continue;
     const ljg_view1 *sv = &k->views[sums->view].v[0], *o = &ov->v[0];
     bool same = sv->ndim == d && sv->offset == o->offset;
     for (int j = 0; j < d && same; j++) same = sv->stride[j] == o->stride[j];
-    if (same) return x->in[1 - i];
+    if (same) return true;
   }
-  return -1;
+  return false;
 }
 
-bool ljc_depthwise_biased(const ljg_program *p, const ljg_kernel *k, int s) {
-  return s >= 1 && ljc_depthwise_cols(p, k) && bias_of(p, k, s - 1) >= 0;
+bool ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s) {
+  int32_t bias;
+  bool relu;
+  return s >= 1 && ljc_depthwise_cols(p, k) && epilogue_of(p, k, s - 1, &bias, &relu);
 }
 
 bool ljc_depthwise_writes_rows(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t unused;
   if (!ljc_depthwise_cols(p, k) || s < 0 || s >= k->nnests) return false;
-  return ljc_depthwise_biased(p, k, s) || (form(p, k, s, &unused) == DW_FORWARD && bias_of(p, k, s) < 0);
+  int32_t bias;
+  bool relu;
+  return ljc_depthwise_epilogue(p, k, s) ||
+         (form(p, k, s, &unused) == DW_FORWARD && !epilogue_of(p, k, s, &bias, &relu));
 }
 
 /* Whether expression e is dY times the weight, the input gradient's product over a nest of d
@@ -295,7 +305,8 @@ typedef struct row_gen {
                                              it */
   int64_t w_stride, dst_rs, d0;
   unsigned dst_align;
-  LLVMValueRef bias;            /* emit_sums: the value the sums start from, or NULL for 0 */
+  LLVMValueRef bias;            /* emit_sums: the value the sums start from, or NULL for 0; */
+  bool relu;                    /* and whether their relu is stored */
   LLVMValueRef dy, dy_row[SUM_ROWS]; /* emit_weight_sums: dY's plane and the block's rows,
                                         the accumulators */
   int nacc;
@@ -537,6 +548,9 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
                                                             LLVMConstVector(lanes, (unsigned)(2 * g->vw)), "");
       LLVMValueRef x = LLVMBuildNSWMul(b, x0[v], ljc_i64(ir, pl->nq), "");
       LLVMValueRef at = LLVMBuildInBoundsGEP2(b, g->st, g->dst_row[r], &x, 1, "");
+      if (g->relu) /* lower_expr.c's relu: -0 and NaN kept */
+        y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, y, LLVMConstNull(LLVMTypeOf(y)), ""),
+                            LLVMConstNull(LLVMTypeOf(y)), y, "");
       y = ljc_to_storage(ir, y, pl->dt);
       if (plain) LLVMSetAlignment(LLVMBuildStore(b, y, at), g->dst_align);
       else ljc_masked_store(ir, y, at, (int)esize, lanes_below(g, x, g->vw * pl->nq, 1, pl->out_cols));
@@ -544,15 +558,16 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
 }
 
 /* out[y, x] = *bias (0 where NULL) + Σ over the taps of the source under the tap times its
- * weight w[t·w_stride], each output row (row y at row y·dst_rs + d0 of dst's rows of
+ * weight w[t·w_stride], its relu with `relu`, each output row (row y at row y·dst_rs + d0 of dst's rows of
  * out_cols) SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache
  * line, so that the vectors inside rows of whole lines are aligned (stream.c's non-temporal
  * stores need it). A vector at a time, each tap's weight kept broadcast in a register for the
  * plane (spilled past 32), a 5×5 forward took 23.0 ms instead of 12.7. */
 static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef bias,
-                      LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
+                      bool relu, LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
   row_gen g = row_gen_of(kc, pl);
   g.w = w, g.w_stride = w_stride, g.dst = dst, g.dst_rs = dst_rs, g.d0 = d0, g.vectors = sum_vectors;
+  g.relu = relu;
   if (bias) g.bias = ljc_from_storage(kc->ir, LLVMBuildLoad2(kc->ir->b, g.st, bias, ""), pl->dt);
   unsigned esize = (unsigned)lj_dtype_size(pl->dt), vector = (unsigned)g.vw * (unsigned)pl->nq * esize;
   bool aligned = lines && pl->out_cols * esize % LJC_LINE_BYTES == 0;
@@ -647,16 +662,17 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
   LLVMValueRef c = LLVMBuildURem(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
   ljc_point img = {4, {in, c, zero, zero}}, pt = plane_point(n, task.iv, in, c, zero, zero);
   pl.src = plane_at(kc, k->win_src, &img);
-  int32_t bias = f == DW_FORWARD ? bias_of(kc->p, k, s) : -1;
-  const ljg_nest *o = bias >= 0 ? &k->nests[s + 1] : n; /* the nest whose output the sums write */
-  ljc_point opt = bias < 0 ? pt : o->ndim == 3 ? (ljc_point){3, {in, c, zero}} : (ljc_point){2, {task.iv, zero}};
+  int32_t bias = -1;
+  bool relu = false, epilogue = f == DW_FORWARD && epilogue_of(kc->p, k, s, &bias, &relu);
+  const ljg_nest *o = epilogue ? &k->nests[s + 1] : n; /* the nest whose output the sums write */
+  ljc_point opt = !epilogue ? pt : o->ndim == 3 ? (ljc_point){3, {in, c, zero}} : (ljc_point){2, {task.iv, zero}};
   LLVMValueRef off = ljc_slot_offset(kc, o->out_slot, &k->views[o->out_view], &opt);
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, ljc_storage_type(ir, (lj_dtype)o->out_dtype), kc->slot_ptr[o->out_slot],
                                            &off, 1, "");
   const ljg_view1 *ov = &k->views[n->out_view].v[0], *xv = &k->views[k->exprs[operand].view].v[0];
   if (f == DW_FORWARD)
     emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1], bias >= 0 ? plane_at(kc, bias, &opt) : NULL,
-              out, 1, 0, false);
+              relu, out, 1, 0, false);
   else
     emit_weight_sums(kc, &pl, plane_at(kc, operand, &pt), out, ov->stride[n->ndim - 2]);
   ljc_loop_end(ir, &task, NULL, NULL);
@@ -703,7 +719,7 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
   for (int64_t r = 0; r < k->win[2]; r++) {
     dw_plane pl = dy_plane(k, r);
     pl.src = src;
-    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], NULL, out, k->win[2], r,
+    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], NULL, false, out, k->win[2], r,
               !kc->slot_origin[k->win_out_slot]);
   }
   ljc_loop_end(ir, &task, NULL, NULL);

@@ -1462,8 +1462,9 @@ char *ljc_lowering_text(const ljg_program *p) {
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
     if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
     for (int s = 0; s < k->nnests; s++)
-      if (ljc_depthwise_biased(p, k, s))
-        ljb_str_printf(&line, "; nest %d not run: nest %d's sums start from its bias and write its output", s, s - 1);
+      if (ljc_depthwise_epilogue(p, k, s))
+        ljb_str_printf(&line, "; nest %d not run: nest %d's sums add its bias or take its relu and write its output",
+                       s, s - 1);
     if (ljc_depthwise_image(p, k))
       ljb_str_printf(&line, "; nest %d and the col2im not run: the image is summed from the rows nest %d reads",
                      k->win_at - 1, k->win_at - 1);
@@ -1836,7 +1837,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
       if (k->win_at == s && image) ljc_emit_depthwise_image(kc, lo, hi);
       else if (k->win_at == s && !cols) emit_window(kc, lo, hi);
       if (cols && ljc_depthwise_nest(kc->p, k, s)) ljc_emit_depthwise_nest(kc, s, lo, hi);
-      else if (!(image && s == k->win_at - 1) && !(cols && ljc_depthwise_biased(kc->p, k, s)))
+      else if (!(image && s == k->win_at - 1) && !(cols && ljc_depthwise_epilogue(kc->p, k, s)))
         emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
     }
     if (k->win_at == k->nnests && image) ljc_emit_depthwise_image(kc, lo, hi);
