@@ -1999,6 +1999,40 @@ START_TEST(test_depthwise_rows) {
 }
 END_TEST
 
+/* A depthwise convolution's weight gradient of stride 2 over an image whose memory ends in
+ * NaN right after it (the image a slice of a longer buffer): the edge rows' masked loads read
+ * nothing past the image (compiled for AVX2, LLVM had loaded lanes past it from a mask that
+ * ANDed the columns' lanes with the row's flag, a NaN in the gradient), for the host and AVX2;
+ * against the interpreter. */
+START_TEST(test_depthwise_rows_image_end) {
+  static const char *const cpus[] = {NULL, "haswell"};
+  enum { N = 2 * 8 * 17 * 35, TAIL = 64 };
+  for (size_t t = 0; t < 2; t++) {
+    if (!tu_host_runs(cpus[t])) continue;
+    lj_config cfg = lj_config_default();
+    cfg.cpu = cpus[t];
+    cfg.num_threads = 2;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    static float host[N + TAIL];
+    for (int i = 0; i < N + TAIL; i++) host[i] = i < N ? (float)(i * 7919 % 1000) / 1000 - 0.5f : NAN;
+    lj_tensor *flat = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(N + TAIL), host);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 1, 3, 3), TU_ANY, 120);
+    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+    lj_scope_begin();
+    lj_tensor *x = lj_reshape(lj_slice(flat, 0, 0, N, 1), LJ_SHAPE(2, 8, 17, 35));
+    lj_tensor *y = lj_conv2d(x, w, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 8);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 121);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *dw = lj_tensor_grad(w);
+    tu_check_interp_tol(1, &dw, 1e-5, 5e-4);
+    lj_scope_end();
+    lj_tensor_release(flat);
+    lj_tensor_release(w);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* softmax(Q·Kᵀ·s)·V for q, k of [B, M, D] and [B, N, D], v of [B, N, E]. */
 static lj_tensor *attention(lj_tensor *q, lj_tensor *k, lj_tensor *v, double scale) {
   return lj_matmul(lj_softmax(lj_mul_scalar(lj_matmul(q, lj_transpose(k, 1, 2)), scale), 2), v);
@@ -2983,6 +3017,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_pool_row_fusion);
   tcase_add_test(tc, test_depthwise_conv);
   tcase_add_test(tc, test_depthwise_rows);
+  tcase_add_test(tc, test_depthwise_rows_image_end);
   tcase_add_test(tc, test_product_softmax_parts);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);

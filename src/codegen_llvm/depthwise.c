@@ -56,11 +56,16 @@ static bool over_planes(const ljg_kernel *k, const ljg_nest *n) {
                       : n->ndim == 3 && n->shape[0] == img[0] * img[1];
 }
 
-/* The point of a nest over the planes (over_planes) at plane (image in, channel c; the task
- * `task` = in·C + c) and (i, j) along its last two dims. */
-static ljc_point plane_point(const ljg_nest *n, LLVMValueRef task, LLVMValueRef in, LLVMValueRef c, LLVMValueRef i,
-                             LLVMValueRef j) {
-  return n->ndim == 4 ? (ljc_point){4, {in, c, i, j}} : (ljc_point){3, {task, i, j}};
+/* The point of ndim dims of plane (image in, channel c; the task `task` = in·C + c) at 0 along
+ * the dims after it, the plane two dims (split) or one. */
+static ljc_point plane_origin(int ndim, bool split, LLVMValueRef task, LLVMValueRef in, LLVMValueRef c,
+                              LLVMValueRef zero) {
+  ljc_point p = {ndim, {0}};
+  int d = 0;
+  if (split) p.idx[d++] = in, p.idx[d++] = c;
+  else p.idx[d++] = task;
+  while (d < ndim) p.idx[d++] = zero;
+  return p;
 }
 
 /* Whether expression e is a LOAD of the window's LOCAL [N, C·KK, P] in a nest of d dims over
@@ -361,9 +366,12 @@ static LLVMValueRef load_vector(row_gen *g, LLVMTypeRef vt, LLVMValueRef p, LLVM
 }
 
 /* The source's vector under tap i of class q of the output's vector at column x0 of the
- * block's output row r: the
- * lanes outside the plane or the row 0 (none masked when plain and the tap's row is
- * inside); of column stride 2, the even lanes of the 2·vw from the first column. */
+ * block's output row r: the lanes outside the plane's columns or the row 0 (no mask when
+ * plain); of column stride 2, the even lanes of the 2·vw from the first column. A tap's row
+ * outside the plane (its pointer then row 0's) zeroes the vector after the load rather than
+ * in the load's mask: compiled for AVX2, LLVM 19 loaded lanes past the image's end from a
+ * 16-lane mask that ANDed the columns' constant lanes with the row's broadcast flag (NaN in a
+ * weight gradient where the memory after the image held one). */
 static LLVMValueRef tap_vector(row_gen *g, int r, LLVMValueRef x0, int q, int i, bool plain) {
   ljc_ir *ir = g->kc->ir;
   const dw_plane *pl = g->pl;
@@ -371,12 +379,10 @@ static LLVMValueRef tap_vector(row_gen *g, int r, LLVMValueRef x0, int q, int i,
   int n = g->vw * (int)pl->cs;
   LLVMValueRef col = LLVMBuildNSWMul(ir->b, x0, ljc_i64(ir, pl->cs), "");
   col = LLVMBuildNSWAdd(ir->b, col, ljc_i64(ir, shift), "");
-  LLVMValueRef mask = g->rows_inside ? NULL : ljc_splat(ir, g->inside[q][i], LLVMVectorType(ir->i1, (unsigned)n));
-  if (!plain) {
-    LLVMValueRef ok = lanes_in(g, x0, shift, n, pl->cs, q);
-    mask = mask ? LLVMBuildAnd(ir->b, ok, mask, "") : ok;
-  }
+  LLVMValueRef mask = plain ? NULL : lanes_in(g, x0, shift, n, pl->cs, q);
   LLVMValueRef v = load_vector(g, g->pair, g->rows[r][q][i], col, mask);
+  if (!g->rows_inside)
+    v = LLVMBuildSelect(ir->b, g->inside[q][i], v, LLVMConstNull(g->pair), "");
   if (pl->cs == 1) return v;
   LLVMValueRef even[64];
   for (int l = 0; l < g->vw; l++) even[l] = ljc_const_i(ir->i32, 2 * l);
@@ -660,12 +666,13 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
   ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
   LLVMValueRef in = LLVMBuildUDiv(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
   LLVMValueRef c = LLVMBuildURem(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
-  ljc_point img = {4, {in, c, zero, zero}}, pt = plane_point(n, task.iv, in, c, zero, zero);
+  bool split = n->ndim == 4;
+  ljc_point img = plane_origin(4, true, task.iv, in, c, zero), pt = plane_origin(n->ndim, split, task.iv, in, c, zero);
   pl.src = plane_at(kc, k->win_src, &img);
   int32_t bias = -1;
   bool relu = false, epilogue = f == DW_FORWARD && epilogue_of(kc->p, k, s, &bias, &relu);
   const ljg_nest *o = epilogue ? &k->nests[s + 1] : n; /* the nest whose output the sums write */
-  ljc_point opt = !epilogue ? pt : o->ndim == 3 ? (ljc_point){3, {in, c, zero}} : (ljc_point){2, {task.iv, zero}};
+  ljc_point opt = plane_origin(o->ndim, split, task.iv, in, c, zero);
   LLVMValueRef off = ljc_slot_offset(kc, o->out_slot, &k->views[o->out_view], &opt);
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, ljc_storage_type(ir, (lj_dtype)o->out_dtype), kc->slot_ptr[o->out_slot],
                                            &off, 1, "");
@@ -711,7 +718,7 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
   LLVMValueRef in = LLVMBuildUDiv(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
   LLVMValueRef c = LLVMBuildURem(b, task.iv, ljc_i64(ir, k->win_img[1]), "");
-  ljc_point pt = plane_point(n, task.iv, in, c, zero, zero);
+  ljc_point pt = plane_origin(n->ndim, n->ndim == 4, task.iv, in, c, zero);
   LLVMValueRef src = plane_at(kc, dy, &pt), wts = plane_at(kc, w, &pt);
   LLVMValueRef base = LLVMBuildNSWMul(b, task.iv, ljc_i64(ir, ljg_window_image_plane(k)), "");
   if (kc->slot_origin[k->win_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->win_out_slot], "");
