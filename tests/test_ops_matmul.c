@@ -107,7 +107,7 @@ static void layout_operands(lj_dtype dt, int layout, int64_t M, int64_t N, int64
  * vector partial, with its second partial for 12 under AVX2 and 150 under AVX-512, one column
  * past a full panel under AVX2, more panels than one packed block: 150 under AVX2, 300 under
  * both), k of 1 and 16 (B read where it is), 17 (rows of a transposed B left after whole
- * vectors) and 600 (blocks of k, run for each block of panels: C starts from zero in each);
+ * vectors) and 800 (blocks of k, run for each block of panels: C starts from zero in each);
  * with B contiguous along n, B transposed (packed by transposes), A transposed (and, where its
  * k are a page apart, packed by transposes: batched, in blocks of rows and of k), and B
  * strided along both dims (packed element by element); batched with B broadcast; and more rows
@@ -118,7 +118,7 @@ static void layout_operands(lj_dtype dt, int layout, int64_t M, int64_t N, int64
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
 START_TEST(test_matmul_tiles) {
-  static const int64_t Ms[] = {1, 3, 5, 6, 8, 13, 17, 70}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 600};
+  static const int64_t Ms[] = {1, 3, 5, 6, 8, 13, 17, 70}, Ns[] = {1, 12, 17, 150, 300}, Ks[] = {1, 16, 17, 800};
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
   lj_config cfg = lj_config_default();
@@ -138,7 +138,7 @@ START_TEST(test_matmul_tiles) {
             lj_tensor_release(a);
             lj_tensor_release(b);
           }
-      tu_check_interp_tol(n, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11); /* f32: sums of 600 products */
+      tu_check_interp_tol(n, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11); /* f32: sums of 800 products */
       for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
     }
     lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 37, 300), TU_ANY, 900);
@@ -157,7 +157,7 @@ START_TEST(test_matmul_tiles) {
     /* A transposed, its k a page apart, packed by transposes: batched, 1000 rows of 1024 (a
      * block of rows of a partial vector), and blocks of k */
     lj_tensor *bat = lj_slice(tu_tensor(dt, LJ_SHAPE(3, 300, 1024), TU_ANY, 913), 2, 0, 1000, 1);
-    lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(700, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(700, 20), TU_ANY, 915);
+    lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(800, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(800, 20), TU_ANY, 915);
     /* convolutions of 3 output channels, and of 4 groups of 2: fewer rows than half a tile */
     lj_tensor *k3 = tu_tensor(dt, LJ_SHAPE(3, 5, 3, 3), TU_ANY, 917);
     lj_tensor *img8 = tu_tensor(dt, LJ_SHAPE(2, 8, 9, 9), TU_ANY, 918);
@@ -212,7 +212,7 @@ static void conv_gradients(lj_tensor *x, lj_tensor *x_leaf, lj_tensor *w, lj_ten
 /* Weight gradients dY·colsᵀ for each image (not summed over the batch as one product): a
  * grouped convolution's, and an ungrouped one's at batch 1. The window_t routine packs B, the
  * im2col transposed, from the image, the window vectors of a panel's taps transposed into its
- * rows: "same" windows read as runs (4 groups; 399 positions, two blocks of k and a last
+ * rows: "same" windows read as runs (4 groups; 899 positions, two blocks of k and a last
  * vector of positions past the end; 18 taps, a last panel of few columns), stride 2 (by pairs),
  * 5×5 without padding (by rows; 75 taps, a panel and a last one), stride 3 dilated (gathered),
  * and 360 taps at batch 1 (more panels than a block of them); f32 and, for the first, f64.
@@ -223,7 +223,7 @@ START_TEST(test_matmul_window_t) {
   if (!tu_host_runs(cpu)) return;
   char dir[] = "/tmp/lj_test_window_t_XXXXXX";
   init_dumping(2, cpu, true, dir);
-  static const int64_t xs[][4] = {{3, 8, 19, 21}, {3, 8, 19, 21}, {2, 6, 13, 13}, {2, 9, 12, 10}, {2, 4, 14, 14}, {1, 40, 10, 10}};
+  static const int64_t xs[][4] = {{3, 8, 29, 31}, {3, 8, 29, 31}, {2, 6, 13, 13}, {2, 9, 12, 10}, {2, 4, 14, 14}, {1, 40, 10, 10}};
   static const int64_t ws[][4] = {{12, 2, 3, 3}, {12, 2, 3, 3}, {4, 3, 3, 3}, {6, 3, 5, 5}, {4, 2, 3, 3}, {16, 40, 3, 3}};
   static const int groups[] = {4, 4, 2, 3, 2, 1}, strides[] = {1, 1, 2, 1, 3, 1}, pads[] = {1, 1, 1, 0, 2, 1};
   static const int dils[] = {1, 1, 1, 1, 2, 1};
@@ -243,7 +243,7 @@ START_TEST(test_matmul_window_t) {
     lj_tensor *ts[] = {x, w, y, g};
     for (int t = 0; t < 4; t++) lj_tensor_release(ts[t]);
   }
-  /* sums of up to 399 products (f32); the ungrouped input gradient through Winograd's
+  /* sums of up to 899 products (f32); the ungrouped input gradient through Winograd's
    * transforms (test_matmul_winograd's bounds) */
   tu_check_interp_tol(NCASES, dws, 1e-5, 1e-4);
   tu_check_interp_tol(NCASES, dxs, 5e-5, 1e-2);
@@ -749,7 +749,7 @@ END_TEST
  * transposed) or element by element (A strided along both dims); a few rows by B transposed
  * take dot products of vectors of pairs, by B contiguous along n sums of its rows' pairs, read
  * where they are. Around the tiles' edges (rows 1, 5, 8, 13, 70, columns 1, 17, 150, 300) and
- * the pairs' (k 1, 2, 17, 33 and 641: odd blocks of k, three of them), batched with B
+ * the pairs' (k 1, 2, 17, 33 and 1601: odd blocks of k, the last of two), batched with B
  * broadcast, a transpose above the cast, summed over the batch, a few rows by column tasks,
  * and an empty k; bf16 convolutions, which the frontend computes in f32: a 3×3 and a 5×5 one
  * through Winograd's routines, the others packing pairs of taps from the bf16 image, its
@@ -760,7 +760,7 @@ END_TEST
  * graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding
  * of their order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
-  static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 641};
+  static const int64_t Ms[] = {1, 5, 8, 13, 70}, Ns[] = {1, 17, 150, 300}, Ks[] = {1, 2, 17, 33, 1601};
   char dir[] = "/tmp/lj_test_bf16_XXXXXX";
   init_dumping(2, NULL, true, dir);
   bool dot = ljc_session_bf16_dot(ljr_get()->cg);
@@ -788,13 +788,13 @@ START_TEST(test_matmul_bf16_pairs) {
   static const int batch[1] = {0};
   lj_tensor *strided = tu_tensor(LJ_BF16, LJ_SHAPE(74, 600), TU_ANY, 917);
   lj_tensor *sa = lj_slice(lj_slice(strided, 0, 0, 74, 2), 1, 1, 600, 2);
-  lj_tensor *long_rows = tu_tensor(LJ_BF16, LJ_SHAPE(9, 1301), TU_ANY, 918);
-  lj_tensor *tall = tu_tensor(LJ_BF16, LJ_SHAPE(1300, 45), TU_ANY, 919);
+  lj_tensor *long_rows = tu_tensor(LJ_BF16, LJ_SHAPE(9, 3101), TU_ANY, 918);
+  lj_tensor *tall = tu_tensor(LJ_BF16, LJ_SHAPE(3100, 45), TU_ANY, 919);
   lj_tensor *f32[6] = {lj_matmul(lj_cast(ba, LJ_F32), lj_cast(w, LJ_F32)),
                        lj_matmul(lj_cast(ba, LJ_F32), lj_transpose(lj_cast(wt, LJ_F32), 0, 1)),
                        lj_sum(lj_matmul(lj_cast(few, LJ_F32), lj_cast(fb, LJ_F32)), 1, batch, false),
                        lj_matmul(lj_cast(x, LJ_F32), lj_cast(wide, LJ_F32)), lj_matmul(lj_cast(sa, LJ_F32), lj_cast(w, LJ_F32)),
-                       lj_matmul(lj_cast(lj_slice(long_rows, 1, 1, 1301, 1), LJ_F32), lj_cast(tall, LJ_F32))};
+                       lj_matmul(lj_cast(lj_slice(long_rows, 1, 1, 3101, 1), LJ_F32), lj_cast(tall, LJ_F32))};
   tu_check_interp_tol(6, f32, 1e-5, 1e-3);
   lj_tensor *img = tu_tensor(LJ_BF16, LJ_SHAPE(2, 16, 12, 10), TU_UNIT, 909), *k3 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 3, 3), TU_UNIT, 910);
   lj_tensor *k7 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 7, 7), TU_UNIT, 911), *bias = tu_tensor(LJ_BF16, LJ_SHAPE(24), TU_UNIT, 912);

@@ -139,8 +139,8 @@ bool ljb_flush_subnormals(bool on);
 
 /* thread.c: starts a thread that runs lazyjit's work (a pool worker, a device's executor, a
  * compile thread) with a stack of at least LJB_THREAD_STACK bytes whatever the process's
- * default: kernels keep packed matmul panels and LOCAL blocks of rows on their stack (a few
- * hundred KiB), and LLVM's code generator recurses deeply. pthread_create's result. */
+ * default: kernels keep packed matmul panels and LOCAL blocks of rows on their stack (about
+ * a MiB), and LLVM's code generator recurses deeply. pthread_create's result. */
 enum { LJB_THREAD_STACK = 8 << 20 };
 int ljb_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 

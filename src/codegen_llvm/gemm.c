@@ -54,10 +54,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* MR_MAX: the most rows a tile has (tile_rows). KC and MC by measurement (one thread of a
- * 5th-generation Xeon, AVX-512 and AVX2 code; 256 and 384 before): a K up to 320 (conv2's
- * 288) is one block, and A's block of MC rows stays in L2 beside the packed panels. */
-enum { MR_MAX = 8, NV = 2, KC = 320, NP = 8, MC = 96 };
+/* MR_MAX: the most rows a tile has (tile_rows). MC by measurement (one thread of a
+ * 5th-generation Xeon, AVX-512 and AVX2 code; 384 before): A's block of MC rows stays in L2
+ * beside the panel the tiles read. KC by measurement on a Zen 4 core, whose L1 holds no
+ * panel of more than 256 k anyway: each block of k is a pass over C's rows (every tile reads
+ * and writes its lines of C, from L3 for a large C), and fewer passes pay more than panels
+ * that stay in L1 (2048³, one thread: 165-168 ms with KC 320, 160 with 512, 156-161 with 768,
+ * 155-157 with 1024; 1024³ 20.1 -> 19.6); the panels still stream from L2, and the stack
+ * holds NP of them (768 KiB) and A's block (288 KiB). */
+enum { MR_MAX = 8, NV = 2, KC = 768, NP = 8, MC = 96 };
 /* A transposed is packed when its rows are a multiple of this many bytes apart along k. */
 enum { A_PAGE = 4096 };
 /* The shortest block of k whose tiles prefetch their lines of C (tile). */
