@@ -1915,11 +1915,13 @@ END_TEST
 /* A depthwise convolution of one output channel a channel, column stride 1, reads its
  * windows from the image's rows (no im2col written): each output row vectors of positions at
  * a time, the taps' masked vectors of the image's rows times the plane's weights, starting
- * from the bias where there is one and taking a relu after it (every other case; the nest
- * that adds the bias or takes the relu not run); so does its weight gradient (dY's rows
- * times the image's under each tap, summed), in the kernel of the forward product when both
- * are in the graph, and the input gradient sums dY's rows under
- * the taps instead of a col2im (of stride 2, a class of the image's rows and columns at a
+ * from the bias where there is one and bounded after it: a relu, a clamp to [-0.25, 0.5] (two
+ * scalars; for the 200-column rows crossed, every value the upper), a relu and a clamp to 0.3
+ * above (a constant and a scalar, ReLU6's form), in turn with none (the nest that adds the
+ * bias or bounds the sums not run, its planes flattened where there is no bias); so does its
+ * weight gradient (dY's rows times the image's under each tap, summed), in the kernel of the
+ * forward product when both are in the graph, and the input gradient sums dY's rows under the
+ * taps instead of a col2im (of stride 2, a class of the image's rows and columns at a
  * time, each with its taps, the columns' two classes interleaved). 3×3 with a bias (two
  * vectors a row), 5×5 dilated along the rows to 66 positions (two steps, the second mostly
  * masked), 7×7 of row stride 2 on rows of 7 (vectors of 4), 3×3 of stride 2 over 17×35 (odd
@@ -1963,16 +1965,19 @@ START_TEST(test_depthwise_rows) {
     lj_tensor *x = cases[c].nhwc ? lj_permute(leaf, 4, (const int[]){0, 3, 1, 2}) : leaf;
     lj_tensor *y = lj_conv2d(x, w, b, cases[c].stride, cases[c].pad, cases[c].dil, (int)C);
     lj_tensor *alone = lj_conv2d(lj_detach(x), lj_detach(w), b, cases[c].stride, cases[c].pad, cases[c].dil, (int)C);
-    bool relu = c % 2 == 0;
-    if (relu) alone = lj_relu(alone);
+    int bounds = (int)(c % 4); /* 1: none */
+    if (bounds == 0) alone = lj_relu(alone);
+    if (bounds == 2) alone = c == 6 ? lj_clamp(alone, 0.5, -0.25) : lj_clamp(alone, -0.25, 0.5);
+    if (bounds == 3) alone = lj_clamp_max(lj_relu(alone), 0.3);
     ck_assert_msg(y && alone, "%s", lj_last_error());
     ljg_graph *opt;
     ljg_program *p = program_of(alone, &opt);
     char *lowering = ljc_lowering_text(p);
     bool rows = strstr(lowering, "reads its windows from the image's rows") != NULL;
-    bool epilogue = strstr(lowering, "sums add its bias or take its relu and write its output") != NULL;
+    bool epilogue = strstr(lowering, "sums add its bias or bound it and write its output") != NULL;
     ck_assert_msg(cases[c].rows < 0 || rows == (cases[c].rows == 1), "case %zu: %s", c, lowering);
-    ck_assert_msg(cases[c].rows < 0 || epilogue == (rows && (cases[c].bias || relu)), "case %zu: %s", c, lowering);
+    ck_assert_msg(cases[c].rows < 0 || epilogue == (rows && (cases[c].bias || bounds != 1)), "case %zu: %s", c,
+                  lowering);
     free(lowering);
     free_program(p, opt);
     /* the forward product alone, of leaves that need no gradient; up to 49 products a sum,

@@ -167,54 +167,97 @@ bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s) {
 }
 
 /* What nest s + 1 of kernel k does to the forward sums of nest s (DW_FORWARD), which then
- * take it on and go to nest s + 1's output: it adds a bias (*bias, a load the same for every
- * position that is not LOCAL; -1 for none) and then takes a relu (*relu), or one of them, to
- * nest s's LOCAL sums, read where they lie and by no other nest; alone in its loop, over the
- * planes' positions ([.., P], one dim fewer than nest s), its output contiguous along them.
- * False when it is not such a nest. */
-static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, int32_t *bias, bool *relu) {
+ * take it on and go to nest s + 1's output: it adds a bias (a load the same for every position
+ * that is not LOCAL), then bounds the values, or one of them, to nest s's LOCAL sums, read
+ * where they lie and by no other nest; alone in its loop, over the planes' positions ([.., P],
+ * one dim fewer than nest s), its output contiguous along them. The bounds, in the order
+ * they apply, the last first: a relu, where(v < b, b, v) and where(v > b, b, v) for b a
+ * constant or a scalar (a clamp's: lj_clamp, ReLU6). */
+enum { BOUNDS_MAX = 4 };
+typedef struct dw_epilogue {
+  int32_t bias;              /* the bias LOAD, or -1 */
+  int nbounds;
+  int32_t bound[BOUNDS_MAX]; /* the bound b, or -1 for a relu's 0; the outermost first */
+  bool upper[BOUNDS_MAX];    /* where(v > b, b, v), else where(v < b, b, v) */
+} dw_epilogue;
+
+/* The bounds of a dw_epilogue as emit_sums takes them: n scalars in the order they apply. */
+typedef struct dw_bounds {
+  int n;
+  LLVMValueRef value[BOUNDS_MAX];
+  bool upper[BOUNDS_MAX];
+} dw_bounds;
+
+/* The bound expression e puts on its operand (*v) when it is one of dw_epilogue's, of dtype
+ * dt: into ep's next bound. */
+static bool bound_of(const ljg_kernel *k, int32_t e, lj_dtype dt, dw_epilogue *ep, int32_t *v) {
+  const ljg_kexpr *x = &k->exprs[e];
+  if (x->kind != LJG_X_OP || ep->nbounds == BOUNDS_MAX) return false;
+  if (x->op == LJG_OP_RELU) {
+    ep->bound[ep->nbounds] = -1, ep->upper[ep->nbounds++] = false;
+    *v = x->in[0];
+    return true;
+  }
+  if (x->op != LJG_OP_WHERE) return false;
+  const ljg_kexpr *c = &k->exprs[x->in[0]], *b = &k->exprs[x->in[1]];
+  if (c->kind != LJG_X_OP || (c->op != LJG_OP_LT && c->op != LJG_OP_GT) || c->in[0] != x->in[2] ||
+      c->in[1] != x->in[1] || (b->kind != LJG_X_CONST && b->kind != LJG_X_SCALAR) || b->dtype != dt)
+    return false;
+  ep->bound[ep->nbounds] = x->in[1], ep->upper[ep->nbounds++] = c->op == LJG_OP_GT;
+  *v = x->in[2];
+  return true;
+}
+
+/* False when nest s + 1 is not such a nest. */
+static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, dw_epilogue *ep) {
   int32_t unused;
   if (s + 1 >= k->nnests || form(p, k, s, &unused) != DW_FORWARD || !ljc_nest_alone(k, s + 1)) return false;
   const ljg_nest *n = &k->nests[s], *a = &k->nests[s + 1];
   const ljg_view *ov = &k->views[n->out_view], *av = &k->views[a->out_view];
   int d = a->ndim;
   lj_dtype dt = (lj_dtype)k->win_dtype;
-  if (d != n->ndim - 1 || memcmp(a->shape, n->shape, (size_t)d * sizeof *a->shape) || a->rmask ||
-      a->scatter_index >= 0 || a->out_dtype != dt || p->slots[n->out_slot].kind != LJG_SLOT_LOCAL ||
+  /* nest s + 1 over [N·C, P] where nest s is over [N, C, P, KK]: the planes flattened, as
+   * where no bias of C values keeps N and C apart */
+  bool flat = d == 2 && n->ndim == 4;
+  if ((flat ? a->shape[0] != n->shape[0] * n->shape[1] || a->shape[1] != n->shape[2]
+            : d != n->ndim - 1 || memcmp(a->shape, n->shape, (size_t)d * sizeof *a->shape)) ||
+      a->rmask || a->scatter_index >= 0 || a->out_dtype != dt || p->slots[n->out_slot].kind != LJG_SLOT_LOCAL ||
       ljg_nests_read(k, n->out_slot, s, s + 1) || av->n != 1 || av->v[0].stride[d - 1] != 1)
     return false;
   int32_t e = a->value;
-  *relu = k->exprs[e].kind == LJG_X_OP && k->exprs[e].op == LJG_OP_RELU;
-  if (*relu) e = k->exprs[e].in[0];
+  ep->nbounds = 0;
+  while (bound_of(k, e, dt, ep, &e))
+    continue;
   const ljg_kexpr *x = &k->exprs[e];
   bool add = x->kind == LJG_X_OP && x->op == LJG_OP_ADD && x->nin == 2;
   for (int i = 0; i < (add ? 2 : 1); i++) {
     const ljg_kexpr *sums = add ? &k->exprs[x->in[i]] : x;
-    *bias = add ? x->in[1 - i] : -1;
+    ep->bias = add ? x->in[1 - i] : -1;
     if (sums->kind != LJG_X_LOAD || sums->slot != n->out_slot || k->views[sums->view].n != 1 ||
-        (add && !plain_load(p, k, *bias, dt, d, d - 1, -1, false)) || (!add && !*relu))
+        (add && !plain_load(p, k, ep->bias, dt, d, d - 1, -1, false)) || (!add && !ep->nbounds))
       continue;
     const ljg_view1 *sv = &k->views[sums->view].v[0], *o = &ov->v[0];
     bool same = sv->ndim == d && sv->offset == o->offset;
-    for (int j = 0; j < d && same; j++) same = sv->stride[j] == o->stride[j];
+    if (flat) /* the plane's row along [N·C] */
+      same = same && o->stride[0] == n->shape[1] * o->stride[1] && sv->stride[0] == o->stride[1] &&
+             sv->stride[1] == o->stride[2];
+    else
+      for (int j = 0; j < d && same; j++) same = sv->stride[j] == o->stride[j];
     if (same) return true;
   }
   return false;
 }
 
 bool ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s) {
-  int32_t bias;
-  bool relu;
-  return s >= 1 && ljc_depthwise_cols(p, k) && epilogue_of(p, k, s - 1, &bias, &relu);
+  dw_epilogue ep;
+  return s >= 1 && ljc_depthwise_cols(p, k) && epilogue_of(p, k, s - 1, &ep);
 }
 
 bool ljc_depthwise_writes_rows(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t unused;
   if (!ljc_depthwise_cols(p, k) || s < 0 || s >= k->nnests) return false;
-  int32_t bias;
-  bool relu;
-  return ljc_depthwise_epilogue(p, k, s) ||
-         (form(p, k, s, &unused) == DW_FORWARD && !epilogue_of(p, k, s, &bias, &relu));
+  dw_epilogue ep;
+  return ljc_depthwise_epilogue(p, k, s) || (form(p, k, s, &unused) == DW_FORWARD && !epilogue_of(p, k, s, &ep));
 }
 
 /* Whether expression e is dY times the weight, the input gradient's product over a nest of d
@@ -311,7 +354,7 @@ typedef struct row_gen {
   int64_t w_stride, dst_rs, d0;
   unsigned dst_align;
   LLVMValueRef bias;            /* emit_sums: the value the sums start from, or NULL for 0; */
-  bool relu;                    /* and whether their relu is stored */
+  dw_bounds bounds;             /* and the bounds of the values stored */
   LLVMValueRef dy, dy_row[SUM_ROWS]; /* emit_weight_sums: dY's plane and the block's rows,
                                         the accumulators */
   int nacc;
@@ -554,9 +597,11 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
                                                             LLVMConstVector(lanes, (unsigned)(2 * g->vw)), "");
       LLVMValueRef x = LLVMBuildNSWMul(b, x0[v], ljc_i64(ir, pl->nq), "");
       LLVMValueRef at = LLVMBuildInBoundsGEP2(b, g->st, g->dst_row[r], &x, 1, "");
-      if (g->relu) /* lower_expr.c's relu: -0 and NaN kept */
-        y = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, y, LLVMConstNull(LLVMTypeOf(y)), ""),
-                            LLVMConstNull(LLVMTypeOf(y)), y, "");
+      for (int i = 0; i < g->bounds.n; i++) { /* lower_expr.c's relu and where: -0 and NaN kept */
+        LLVMValueRef bound = ljc_splat(ir, g->bounds.value[i], LLVMTypeOf(y));
+        LLVMRealPredicate beyond = g->bounds.upper[i] ? LLVMRealOGT : LLVMRealOLT;
+        y = LLVMBuildSelect(b, LLVMBuildFCmp(b, beyond, y, bound, ""), bound, y, "");
+      }
       y = ljc_to_storage(ir, y, pl->dt);
       if (plain) LLVMSetAlignment(LLVMBuildStore(b, y, at), g->dst_align);
       else ljc_masked_store(ir, y, at, (int)esize, lanes_below(g, x, g->vw * pl->nq, 1, pl->out_cols));
@@ -564,16 +609,16 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
 }
 
 /* out[y, x] = *bias (0 where NULL) + Σ over the taps of the source under the tap times its
- * weight w[t·w_stride], its relu with `relu`, each output row (row y at row y·dst_rs + d0 of dst's rows of
- * out_cols) SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache
+ * weight w[t·w_stride], bounded by `bounds` (NULL: none; scalars), each output row (row y at
+ * row y·dst_rs + d0 of dst's rows of out_cols) SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache
  * line, so that the vectors inside rows of whole lines are aligned (stream.c's non-temporal
  * stores need it). A vector at a time, each tap's weight kept broadcast in a register for the
  * plane (spilled past 32), a 5×5 forward took 23.0 ms instead of 12.7. */
 static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef bias,
-                      bool relu, LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
+                      const dw_bounds *bounds, LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
   row_gen g = row_gen_of(kc, pl);
   g.w = w, g.w_stride = w_stride, g.dst = dst, g.dst_rs = dst_rs, g.d0 = d0, g.vectors = sum_vectors;
-  g.relu = relu;
+  if (bounds) g.bounds = *bounds;
   if (bias) g.bias = ljc_from_storage(kc->ir, LLVMBuildLoad2(kc->ir->b, g.st, bias, ""), pl->dt);
   unsigned esize = (unsigned)lj_dtype_size(pl->dt), vector = (unsigned)g.vw * (unsigned)pl->nq * esize;
   bool aligned = lines && pl->out_cols * esize % LJC_LINE_BYTES == 0;
@@ -669,17 +714,24 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
   bool split = n->ndim == 4;
   ljc_point img = plane_origin(4, true, task.iv, in, c, zero), pt = plane_origin(n->ndim, split, task.iv, in, c, zero);
   pl.src = plane_at(kc, k->win_src, &img);
-  int32_t bias = -1;
-  bool relu = false, epilogue = f == DW_FORWARD && epilogue_of(kc->p, k, s, &bias, &relu);
+  dw_epilogue ep = {-1, 0, {0}, {0}};
+  bool epilogue = f == DW_FORWARD && epilogue_of(kc->p, k, s, &ep);
   const ljg_nest *o = epilogue ? &k->nests[s + 1] : n; /* the nest whose output the sums write */
-  ljc_point opt = plane_origin(o->ndim, split, task.iv, in, c, zero);
+  ljc_point opt = plane_origin(o->ndim, epilogue ? o->ndim == 3 : split, task.iv, in, c, zero);
+  dw_bounds bounds = {ep.nbounds, {0}, {0}};
+  for (int i = 0; i < ep.nbounds; i++) { /* the innermost (the last) first */
+    int32_t e = ep.bound[ep.nbounds - 1 - i];
+    if (e >= 0) ljc_emit_exprs(kc, &opt, e);
+    bounds.value[i] = e >= 0 ? kc->vals[e] : LLVMConstNull(ljc_compute_type(ir, pl.dt));
+    bounds.upper[i] = ep.upper[ep.nbounds - 1 - i];
+  }
   LLVMValueRef off = ljc_slot_offset(kc, o->out_slot, &k->views[o->out_view], &opt);
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, ljc_storage_type(ir, (lj_dtype)o->out_dtype), kc->slot_ptr[o->out_slot],
                                            &off, 1, "");
   const ljg_view1 *ov = &k->views[n->out_view].v[0], *xv = &k->views[k->exprs[operand].view].v[0];
   if (f == DW_FORWARD)
-    emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1], bias >= 0 ? plane_at(kc, bias, &opt) : NULL,
-              relu, out, 1, 0, false);
+    emit_sums(kc, &pl, plane_at(kc, operand, &pt), xv->stride[n->ndim - 1],
+              ep.bias >= 0 ? plane_at(kc, ep.bias, &opt) : NULL, &bounds, out, 1, 0, false);
   else
     emit_weight_sums(kc, &pl, plane_at(kc, operand, &pt), out, ov->stride[n->ndim - 2]);
   ljc_loop_end(ir, &task, NULL, NULL);
@@ -726,7 +778,7 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
   for (int64_t r = 0; r < k->win[2]; r++) {
     dw_plane pl = dy_plane(k, r);
     pl.src = src;
-    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], NULL, false, out, k->win[2], r,
+    emit_sums(kc, &pl, wts, k->views[k->exprs[w].view].v[0].stride[d - 2], NULL, NULL, out, k->win[2], r,
               !kc->slot_origin[k->win_out_slot]);
   }
   ljc_loop_end(ir, &task, NULL, NULL);

@@ -236,7 +236,8 @@ bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k);
 /* Whether nest s of kernel k is one of those (and ljc_depthwise_cols holds). */
 bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s);
 /* Whether nest s of kernel k is not run: it adds a bias to the depthwise sums of nest s - 1,
- * or takes their relu, or both, which the sums do themselves, writing its output instead. */
+ * or bounds them (a relu, a clamp), or both, which the sums do themselves, writing its output
+ * instead. */
 bool ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s);
 /* Whether the output of nest s of kernel k is written a row of the convolution's output at a
  * time by depthwise sums (of nest s, or of nest s - 1 when nest s is their epilogue). */

@@ -1463,8 +1463,8 @@ char *ljc_lowering_text(const ljg_program *p) {
     if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
     for (int s = 0; s < k->nnests; s++)
       if (ljc_depthwise_epilogue(p, k, s))
-        ljb_str_printf(&line, "; nest %d not run: nest %d's sums add its bias or take its relu and write its output",
-                       s, s - 1);
+        ljb_str_printf(&line, "; nest %d not run: nest %d's sums add its bias or bound it and write its output", s,
+                       s - 1);
     if (ljc_depthwise_image(p, k))
       ljb_str_printf(&line, "; nest %d and the col2im not run: the image is summed from the rows nest %d reads",
                      k->win_at - 1, k->win_at - 1);
