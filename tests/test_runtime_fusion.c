@@ -2297,7 +2297,8 @@ END_TEST
  * (stride 1 and "same" padding, with dilation) and gathered (stride 2, no padding, an even
  * window, an image read through a transpose); a K of 810 in two blocks; 35 and 9 columns (one
  * panel and its edge); batch 1. A 1x1 window of stride 1 and no padding is a plain matmul:
- * its im2col is the image reshaped. */
+ * its im2col is the image reshaped (4×4 positions: images side by side would fill no more
+ * lanes, test_conv_1x1_side_by_side). */
 START_TEST(test_conv_implicit_gemm) {
   static const struct {
     int64_t n, c, h, w, oc;
@@ -2306,7 +2307,7 @@ START_TEST(test_conv_implicit_gemm) {
   } cases[] = {
       {2, 3, 5, 7, 5, 3, 1, 1, 1, false}, {1, 1, 28, 28, 8, 3, 1, 1, 1, false}, {3, 90, 6, 6, 7, 3, 1, 1, 1, false},
       {2, 4, 9, 11, 6, 3, 2, 1, 1, false}, {2, 3, 8, 8, 4, 3, 1, 2, 2, false}, {2, 3, 8, 8, 4, 3, 1, 0, 1, false},
-      {2, 5, 7, 5, 3, 5, 1, 2, 1, false},  {2, 2, 3, 3, 3, 1, 1, 0, 1, false}, {2, 3, 10, 9, 4, 2, 1, 0, 1, false},
+      {2, 5, 7, 5, 3, 5, 1, 2, 1, false},  {2, 2, 4, 4, 3, 1, 1, 0, 1, false}, {2, 3, 10, 9, 4, 2, 1, 0, 1, false},
       {2, 3, 6, 9, 4, 3, 1, 1, 1, true},
   };
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
@@ -2330,6 +2331,68 @@ START_TEST(test_conv_implicit_gemm) {
       lj_tensor_release(x);
       lj_tensor_release(w);
     }
+}
+END_TEST
+
+/* A 1×1 convolution of stride 1 without padding over images whose positions leave more than a
+ * tenth of a last panel's lanes empty (7×7: 49 of 64; 3×3, 1×1) is one product of the weight
+ * and the images side by side: one matmul of O by N·H·W (of 1×1 images, its transpose). With a
+ * bias and a relu, f32 and f64, on one and two threads, against the images one at a time, and
+ * with its input, weight and bias gradients against the interpreter; 5×6 (30 of 32 lanes) and
+ * 4×4 positions keep a product per image. */
+START_TEST(test_conv_1x1_side_by_side) {
+  static const int64_t xs[][4] = {{6, 24, 7, 7}, {3, 16, 3, 3}, {5, 8, 1, 1}, {2, 9, 5, 6}, {3, 16, 4, 4}};
+  enum { NCASES = sizeof xs / sizeof *xs };
+  for (int threads = 1; threads <= 2; threads++) {
+    lj_shutdown();
+    tu_init_threads(threads);
+    for (int i = 0; i < 2 * NCASES; i++) {
+      const int64_t *x_shape = xs[i / 2];
+      lj_dtype dt = i & 1 ? LJ_F64 : LJ_F32;
+      int64_t N = x_shape[0], HW = x_shape[2] * x_shape[3], O = 20;
+      lj_tensor *x = tu_tensor(dt, 4, x_shape, TU_ANY, 160 + (uint64_t)i);
+      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(O, x_shape[1], 1, 1), TU_ANY, 170 + (uint64_t)i);
+      lj_tensor *b = tu_tensor(dt, LJ_SHAPE(O), TU_ANY, 180 + (uint64_t)i);
+      lj_tensor *leaves[3] = {x, w, b};
+      for (int l = 0; l < 3; l++) ck_assert_int_eq(lj_tensor_set_requires_grad(leaves[l], true), LJ_OK);
+      lj_scope_begin();
+      lj_tensor *y = lj_relu(lj_conv2d(x, w, b, NULL, NULL, NULL, 1));
+      ljg_graph *opt;
+      ljg_program *p = program_of(y, &opt);
+      int matmuls = 0;
+      for (int k = 0; k < p->nkernels; k++)
+        if (p->kernels[k].kind == LJG_K_MATMUL) {
+          matmuls++;
+          const ljg_kernel *mk = &p->kernels[k];
+          int64_t lanes = (HW + 15) / 16 * 16;
+          bool side_by_side = 10 * (lanes - HW) > lanes; /* one matrix of O by N·HW (or its transpose) */
+          bool shaped =
+              side_by_side ? mk->mm_b == 1 && mk->mm_m * mk->mm_n == O * N * HW : mk->mm_b == N && mk->mm_n == HW;
+          ck_assert_msg(shaped, "case %d: %lld matrices of %lld x %lld", i, (long long)mk->mm_b, (long long)mk->mm_m,
+                        (long long)mk->mm_n);
+        }
+      ck_assert_int_eq(matmuls, 1);
+      free_program(p, opt);
+      /* against the images one at a time (a product each) */
+      lj_tensor *parts[8];
+      for (int64_t n = 0; n < N; n++)
+        parts[n] = lj_relu(lj_conv2d(lj_detach(lj_slice(x, 0, n, n + 1, 1)), lj_detach(w), lj_detach(b), NULL, NULL,
+                                     NULL, 1));
+      lj_tensor *gap = lj_cast(lj_amax(lj_abs(lj_sub(lj_detach(y), lj_cat((int)N, parts, 0))), 0, NULL, false), LJ_F64);
+      double most = -1;
+      ck_assert_int_eq(lj_tensor_to_host(gap, &most, sizeof most), LJ_OK);
+      ck_assert_msg(most >= 0 && most <= (dt == LJ_F32 ? 1e-5 : 1e-12), "case %d: %g from the images one at a time", i,
+                    most);
+      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 190 + (uint64_t)i);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *outs[4] = {y, lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(b)};
+      double tol = dt == LJ_F32 ? 1e-4 : 1e-12; /* the weight's gradient sums up to 294 products */
+      tu_check_interp_tol(4, outs, tol, tol);
+      lj_tensor_release(g);
+      lj_scope_end();
+      for (int l = 0; l < 3; l++) lj_tensor_release(leaves[l]);
+    }
+  }
 }
 END_TEST
 
@@ -3025,6 +3088,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_depthwise_rows_image_end);
   tcase_add_test(tc, test_product_softmax_parts);
   tcase_add_test(tc, test_conv_implicit_gemm);
+  tcase_add_test(tc, test_conv_1x1_side_by_side);
   tcase_add_test(tc, test_conv_implicit_gemm_limits);
   tcase_add_test(tc, test_conv_implicit_gemm_shared_cols);
   tcase_add_test(tc, test_conv_implicit_gemm_training);
