@@ -140,6 +140,8 @@ static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_set
 /* The same with a 5x5 window (an Inception branch's, LeNet's): for inference (no gradients),
  * and as a deep layer. */
 static bool setup_conv5(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 5, 1); }
+/* A 1x1 layer (a bottleneck's: ResNet-50's, MobileNet's pointwise) for inference. */
+static bool setup_conv1x1(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 1, 1); }
 static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5, 1); }
 
 /* A deep depthwise 3x3 layer (MobileNet's: a group a channel), the input's gradient too. */
@@ -561,6 +563,7 @@ static void resnet18_step(const workload *w, bench_state *s) {
 #define MM(m, n, k, trans) {m, n, k, trans}, setup_matmul, matmul, 0, 2.0 * (m) * (n) * (k)
 #define CONV_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin) * 9)
 #define CONV5_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin) * 25)
+#define CONV1X1_FLOPS(b, cin, cout, h) (2.0 * (b) * (cout) * (h) * (h) * (cin))
 /* the forward products, the weight gradients and the input gradients but the first layer's
  * (the input needs none), as CNN_FLOPS leaves out conv1's */
 #define MLP_FLOPS(b) (6.0 * (b) * (784 * 512 + 512 * 512 + 512 * 10) - 2.0 * (b) * 784 * 512)
@@ -644,6 +647,8 @@ const workload bench_workloads[] = {
      {32, 128, 128, 56}, setup_conv_dw_deep, conv_relu_backward, 0, 3 * CONV_FLOPS(32, 1, 128, 56)},
     {"conv5x5_b32", "conv 32->64 5x5 + bias, 32x28x28 (inference)", {32, 32, 64, 28}, setup_conv5, conv_same, 0,
      CONV5_FLOPS(32, 32, 64, 28)},
+    {"conv1x1_7x7_b32", "conv 512->2048 1x1 + bias, 32x7x7 (inference; ResNet-50's last stage)", {32, 512, 2048, 7},
+     setup_conv1x1, conv_same, 0, CONV1X1_FLOPS(32, 512, 2048, 7)},
     {"conv5x5_bwd_b32", "relu(conv 32->64 5x5), 32x28x28, forward + input/weight/bias gradients", {32, 32, 64, 28},
      setup_conv5_deep, conv_relu_backward, 0, 3 * CONV5_FLOPS(32, 32, 64, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},

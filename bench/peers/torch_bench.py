@@ -254,6 +254,7 @@ WORKLOADS = {
     "conv_grouped_b32": lambda: conv_grouped(32, 128, 32, 28),
     "conv_dw3x3_b32": lambda: conv_grouped(32, 128, 128, 56),
     "conv5x5_b32": lambda: conv_same(32, 32, 64, 28, 5),
+    "conv1x1_7x7_b32": lambda: conv_same(32, 512, 2048, 7, 1),
     "conv5x5_bwd_b32": lambda: conv_relu_backward(32, 32, 64, 28, x_grad=True, side=5),
     "conv_dw3x3_bwd_b32": lambda: conv_relu_backward(32, 128, 128, 56, x_grad=True, groups=128),
     "resblock_b32": lambda: resblock(32, 64, 56),
