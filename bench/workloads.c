@@ -258,6 +258,22 @@ static bool setup_resblock(const workload *w, bench_state *s) {
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
+/* A MobileNetV2 inverted residual block for inference with n = {B, C, E, H}: x [B, C, H, H],
+ * the 1x1 expansion to E channels, the depthwise 3x3 and the 1x1 projection back to C, each
+ * with its bias (a batch norm folded in), PyTorch's initializations. */
+static bool setup_mbv2_block(const workload *w, bench_state *s) {
+  int64_t c = w->n[1], e = w->n[2];
+  static const int sides[3] = {1, 3, 1};
+  const int64_t ins[3] = {c, e, e}, outs[3] = {e, e, c}, groups[3] = {1, e, 1};
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], c, w->n[3], w->n[3]));
+  s->np = 6;
+  for (int i = 0; i < 3; i++)
+    if (lj_nn_conv2d_init(s->d, LJ_F32, ins[i], outs[i], (const int[]){sides[i], sides[i]}, (int)groups[i], true,
+                          &s->p[2 * i], &s->p[2 * i + 1]) != LJ_OK)
+      return false;
+  return all_set(s->in, 1) && all_set(s->p, 6);
+}
+
 /* A GPT-2 block with n = {B, T, C, H}: x [B, T, C] requiring grad, the gradient flowing into
  * the block's output, the causal mask [T, T] (true where a token may attend), and as
  * parameters (PyTorch's initializations) the two layer norms' weights and biases (ones and
@@ -407,6 +423,14 @@ static void resblock(const workload *w, bench_state *s) {
   h = lj_batch_norm(lj_conv2d(h, p[1], NULL, NULL, pad1, NULL, 1), NULL, NULL, p[4], p[5], true, 0.1, 1e-5);
   h = lj_relu(lj_add(h, s->in[0]));
   lj_backward(lj_sum(lj_mul(h, s->in[1]), 0, NULL, false));
+}
+
+/* x + project(relu6(depthwise(relu6(expand(x))))), MobileNetV2's block of stride 1. */
+static void mbv2_block(const workload *w, bench_state *s) {
+  lj_tensor *const *p = s->p;
+  lj_tensor *h = lj_clamp(lj_conv2d(s->in[0], p[0], p[1], NULL, NULL, NULL, 1), 0, 6);
+  h = lj_clamp(lj_conv2d(h, p[2], p[3], NULL, pad1, NULL, (int)w->n[2]), 0, 6);
+  keep(s, lj_add(s->in[0], lj_conv2d(h, p[4], p[5], NULL, NULL, NULL, 1)));
 }
 
 /* x + attention(ln1(x)) then that + mlp(ln2(that)), a GPT-2 block (causal self-attention of
@@ -649,6 +673,9 @@ const workload bench_workloads[] = {
      CONV5_FLOPS(32, 32, 64, 28)},
     {"conv1x1_7x7_b32", "conv 512->2048 1x1 + bias, 32x7x7 (inference; ResNet-50's last stage)", {32, 512, 2048, 7},
      setup_conv1x1, conv_same, 0, CONV1X1_FLOPS(32, 512, 2048, 7)},
+    {"mbv2_block_b32", "MobileNetV2 block 160 -> 960 -> 160, 32x7x7: 1x1, depthwise 3x3, 1x1, relu6 (inference)",
+     {32, 160, 960, 7}, setup_mbv2_block, mbv2_block, 0,
+     2 * CONV1X1_FLOPS(32, 160, 960, 7) + CONV_FLOPS(32, 1, 960, 7)},
     {"conv5x5_bwd_b32", "relu(conv 32->64 5x5), 32x28x28, forward + input/weight/bias gradients", {32, 32, 64, 28},
      setup_conv5_deep, conv_relu_backward, 0, 3 * CONV5_FLOPS(32, 32, 64, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},

@@ -167,6 +167,16 @@ def conv_same(b, cin, cout, h, side):
     return step
 
 
+def mbv2_block(b, c, e, h):
+    x = rand(b, c, h, h)
+    expand, dw, project = nn.Conv2d(c, e, 1), nn.Conv2d(e, e, 3, padding=1, groups=e), nn.Conv2d(e, c, 1)
+
+    def step():
+        with torch.no_grad():
+            return x + project(F.relu6(dw(F.relu6(expand(x)))))
+    return step
+
+
 def conv_grouped(b, c, groups, h):
     x, w, bias = rand(b, c, h, h), rand(c, c // groups, 3, 3), rand(c)
     return lambda: F.conv2d(x, w, bias, padding=1, groups=groups)
@@ -255,6 +265,7 @@ WORKLOADS = {
     "conv_dw3x3_b32": lambda: conv_grouped(32, 128, 128, 56),
     "conv5x5_b32": lambda: conv_same(32, 32, 64, 28, 5),
     "conv1x1_7x7_b32": lambda: conv_same(32, 512, 2048, 7, 1),
+    "mbv2_block_b32": lambda: mbv2_block(32, 160, 960, 7),
     "conv5x5_bwd_b32": lambda: conv_relu_backward(32, 32, 64, 28, x_grad=True, side=5),
     "conv_dw3x3_bwd_b32": lambda: conv_relu_backward(32, 128, 128, 56, x_grad=True, groups=128),
     "resblock_b32": lambda: resblock(32, 64, 56),
