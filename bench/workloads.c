@@ -140,9 +140,10 @@ static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_set
 /* The same with a 5x5 window (an Inception branch's, LeNet's): for inference (no gradients),
  * and as a deep layer. */
 static bool setup_conv5(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 5, 1); }
+static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5, 1); }
+
 /* A 1x1 layer (a bottleneck's: ResNet-50's, MobileNet's pointwise) for inference. */
 static bool setup_conv1x1(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 1, 1); }
-static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5, 1); }
 
 /* A deep depthwise 3x3 layer (MobileNet's: a group a channel), the input's gradient too. */
 static bool setup_conv_dw_deep(const workload *w, bench_state *s) {

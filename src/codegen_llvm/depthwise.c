@@ -610,10 +610,11 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
 
 /* out[y, x] = *bias (0 where NULL) + Σ over the taps of the source under the tap times its
  * weight w[t·w_stride], bounded by `bounds` (NULL: none; scalars), each output row (row y at
- * row y·dst_rs + d0 of dst's rows of out_cols) SUM_VECTORS vectors of positions at a time; with `lines`, dst lies at a cache
- * line, so that the vectors inside rows of whole lines are aligned (stream.c's non-temporal
- * stores need it). A vector at a time, each tap's weight kept broadcast in a register for the
- * plane (spilled past 32), a 5×5 forward took 23.0 ms instead of 12.7. */
+ * row y·dst_rs + d0 of dst's rows of out_cols) SUM_VECTORS vectors of positions at a time;
+ * with `lines`, dst lies at a cache line, so that the vectors inside rows of whole lines are
+ * aligned (stream.c's non-temporal stores need it). A vector at a time, each tap's weight kept
+ * broadcast in a register for the plane (spilled past 32), a 5×5 forward took 23.0 ms instead
+ * of 12.7. */
 static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef bias,
                       const dw_bounds *bounds, LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
   row_gen g = row_gen_of(kc, pl);
