@@ -2334,14 +2334,17 @@ START_TEST(test_conv_implicit_gemm) {
 }
 END_TEST
 
-/* A 1×1 convolution of stride 1 without padding over images whose positions leave more than a
- * tenth of a last panel's lanes empty (7×7: 49 of 64; 3×3, 1×1) is one product of the weight
- * and the images side by side: one matmul of O by N·H·W (of 1×1 images, its transpose). With a
- * bias and a relu, f32 and f64, on one and two threads, against the images one at a time, and
- * with its input, weight and bias gradients against the interpreter; 5×6 (30 of 32 lanes) and
- * 4×4 positions keep a product per image. */
+/* A 1×1 convolution without padding over images whose output positions leave more than a tenth
+ * of a last panel's lanes empty (7×7: 49 of 64; 3×3, 1×1; of stride 2, 7×7 of 13×13) is one
+ * product of the weight and the images side by side: one matmul of O by N·H·W (of 1×1 images,
+ * its transpose). With a bias and a relu, f32 and f64, on one and two threads, against the
+ * images one at a time, and with its input, weight and bias gradients against the interpreter;
+ * 5×6 (30 of 32 lanes), 4×4 and, of stride 2, 8×8 positions keep a product per image. */
 START_TEST(test_conv_1x1_side_by_side) {
-  static const int64_t xs[][4] = {{6, 24, 7, 7}, {3, 16, 3, 3}, {5, 8, 1, 1}, {2, 9, 5, 6}, {3, 16, 4, 4}};
+  static const int64_t xs[][4] = {{6, 24, 7, 7},   {3, 16, 3, 3}, {5, 8, 1, 1},
+                                  {2, 9, 5, 6},    {3, 16, 4, 4}, {3, 16, 13, 13},
+                                  {2, 8, 16, 16}};
+  static const int strides[] = {1, 1, 1, 1, 1, 2, 2};
   enum { NCASES = sizeof xs / sizeof *xs };
   for (int threads = 1; threads <= 2; threads++) {
     lj_shutdown();
@@ -2349,14 +2352,16 @@ START_TEST(test_conv_1x1_side_by_side) {
     for (int i = 0; i < 2 * NCASES; i++) {
       const int64_t *x_shape = xs[i / 2];
       lj_dtype dt = i & 1 ? LJ_F64 : LJ_F32;
-      int64_t N = x_shape[0], HW = x_shape[2] * x_shape[3], O = 20;
+      int st = strides[i / 2];
+      const int stride[2] = {st, st};
+      int64_t N = x_shape[0], HW = ((x_shape[2] - 1) / st + 1) * ((x_shape[3] - 1) / st + 1), O = 20;
       lj_tensor *x = tu_tensor(dt, 4, x_shape, TU_ANY, 160 + (uint64_t)i);
       lj_tensor *w = tu_tensor(dt, LJ_SHAPE(O, x_shape[1], 1, 1), TU_ANY, 170 + (uint64_t)i);
       lj_tensor *b = tu_tensor(dt, LJ_SHAPE(O), TU_ANY, 180 + (uint64_t)i);
       lj_tensor *leaves[3] = {x, w, b};
       for (int l = 0; l < 3; l++) ck_assert_int_eq(lj_tensor_set_requires_grad(leaves[l], true), LJ_OK);
       lj_scope_begin();
-      lj_tensor *y = lj_relu(lj_conv2d(x, w, b, NULL, NULL, NULL, 1));
+      lj_tensor *y = lj_relu(lj_conv2d(x, w, b, stride, NULL, NULL, 1));
       ljg_graph *opt;
       ljg_program *p = program_of(y, &opt);
       int matmuls = 0;
@@ -2376,7 +2381,7 @@ START_TEST(test_conv_1x1_side_by_side) {
       /* against the images one at a time (a product each) */
       lj_tensor *parts[8];
       for (int64_t n = 0; n < N; n++)
-        parts[n] = lj_relu(lj_conv2d(lj_detach(lj_slice(x, 0, n, n + 1, 1)), lj_detach(w), lj_detach(b), NULL, NULL,
+        parts[n] = lj_relu(lj_conv2d(lj_detach(lj_slice(x, 0, n, n + 1, 1)), lj_detach(w), lj_detach(b), stride, NULL,
                                      NULL, 1));
       lj_tensor *gap = lj_cast(lj_amax(lj_abs(lj_sub(lj_detach(y), lj_cat((int)N, parts, 0))), 0, NULL, false), LJ_F64);
       double most = -1;
