@@ -2339,7 +2339,8 @@ END_TEST
  * product of the weight and the images side by side: one matmul of O by N·H·W (of 1×1 images,
  * its transpose). With a bias and a relu, f32 and f64, on one and two threads, against the
  * images one at a time, and with its input, weight and bias gradients against the interpreter;
- * 5×6 (30 of 32 lanes), 4×4 and, of stride 2, 8×8 positions keep a product per image. */
+ * 5×6 (30 of 32 lanes), 4×4 and, of stride 2, 8×8 positions keep a product per image, and so
+ * do bf16 images (whose product multiplies bf16 pairs). */
 START_TEST(test_conv_1x1_side_by_side) {
   static const int64_t xs[][4] = {{6, 24, 7, 7},   {3, 16, 3, 3}, {5, 8, 1, 1},
                                   {2, 9, 5, 6},    {3, 16, 4, 4}, {3, 16, 13, 13},
@@ -2398,6 +2399,17 @@ START_TEST(test_conv_1x1_side_by_side) {
       for (int l = 0; l < 3; l++) lj_tensor_release(leaves[l]);
     }
   }
+  /* bf16 keeps a product per image, of bf16 pairs where the host has them */
+  lj_tensor *x = tu_tensor(LJ_BF16, LJ_SHAPE(4, 16, 7, 7), TU_ANY, 200);
+  lj_tensor *w = tu_tensor(LJ_BF16, LJ_SHAPE(20, 16, 1, 1), TU_ANY, 201);
+  lj_tensor *y = lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
+  ljg_graph *opt;
+  ljg_program *p = program_of(y, &opt);
+  for (int k = 0; k < p->nkernels; k++)
+    if (p->kernels[k].kind == LJG_K_MATMUL) ck_assert_int_eq(p->kernels[k].mm_b, 4);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &y, tu_rtol(LJ_BF16), 1e-2);
+  lj_tensor_release(y), lj_tensor_release(x), lj_tensor_release(w);
 }
 END_TEST
 

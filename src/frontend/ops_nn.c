@@ -127,12 +127,14 @@ enum { PANEL_COLUMNS = 16 };
  * than a tenth of their last panel's lanes empty (7×7: 49 of 64), of any stride (the image's
  * every s-th row and column, a ResNet's downsampling). Per image, 512 to 2048 channels over 7×7
  * at batch 32, one Zen 4 thread, took 38.6-40.8 ms (PyTorch 35.4-37.7); side by side
- * 31.9-33.9, the image and the output copied across. */
+ * 31.9-33.9, the image and the output copied across. Not for 16-bit images: the copy side by
+ * side is not one strided view of their values, which a product of bf16 pairs needs (fuse.c's
+ * bf16_operands; in f32, 20.3 -> 31 ms). */
 static bool images_side_by_side(const ljg_attr *a, const lj_tensor *x, int groups, int64_t oh, int64_t ow) {
   const int64_t *v = a->a, hw = oh * ow;
   int64_t lanes = (hw + PANEL_COLUMNS - 1) / PANEL_COLUMNS * PANEL_COLUMNS;
-  return groups == 1 && x->shape[0] > 1 && v[0] == 1 && v[1] == 1 && v[4] == 0 && v[5] == 0 &&
-         10 * (lanes - hw) > lanes;
+  return groups == 1 && (x->dtype == LJ_F32 || x->dtype == LJ_F64) && x->shape[0] > 1 && v[0] == 1 && v[1] == 1 &&
+         v[4] == 0 && v[5] == 0 && 10 * (lanes - hw) > lanes;
 }
 
 lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[2], const int padding[2],
@@ -180,7 +182,7 @@ lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[
     oh /= dh, ow /= dw;
     N *= dh * dw;
   }
-  if (images_side_by_side(&a, xf, groups, oh, ow)) {
+  if (images_side_by_side(&a, x, groups, oh, ow)) {
     lj_tensor *xo = lj_slice(lj_slice(xf, 2, 0, xf->shape[2], a.a[2]), 3, 0, xf->shape[3], a.a[3]);
     lj_tensor *xs = lj_reshape(lj_permute(xo, 4, (const int[]){1, 0, 2, 3}), LJ_SHAPE(C, N * oh * ow));
     lj_tensor *ys = lj_matmul(lj_reshape(wf, LJ_SHAPE(O, C)), xs);
