@@ -230,7 +230,8 @@ END_TEST
 
 /* The fused program of t's pending graph (the caller frees it and *opt). */
 /* The program of n tensors' graph together (their roots in order). */
-static ljg_program *program_of_n(int n, lj_tensor *const *t, ljg_graph **opt) {
+/* The program of tensors t fused with options o. */
+static ljg_program *program_with(int n, lj_tensor *const *t, const ljg_fuse_options *o, ljg_graph **opt) {
   ljg_node *nodes[8];
   for (int i = 0; i < n; i++) nodes[i] = ljf_node(t[i]);
   ljg_graph g;
@@ -239,7 +240,11 @@ static ljg_program *program_of_n(int n, lj_tensor *const *t, ljg_graph **opt) {
   *opt = ljg_graph_clone(&g);
   ljg_graph_free(&g);
   ljg_optimize(*opt);
-  return ljg_fuse(*opt, &(ljg_fuse_options){0});
+  return ljg_fuse(*opt, o);
+}
+
+static ljg_program *program_of_n(int n, lj_tensor *const *t, ljg_graph **opt) {
+  return program_with(n, t, &(ljg_fuse_options){0}, opt);
 }
 
 static ljg_program *program_of(lj_tensor *t, ljg_graph **opt) { return program_of_n(1, &t, opt); }
@@ -2339,8 +2344,9 @@ END_TEST
  * product of the weight and the images side by side: one matmul of O by N·H·W (of 1×1 images,
  * its transpose). With a bias and a relu, f32 and f64, on one and two threads, against the
  * images one at a time, and with its input, weight and bias gradients against the interpreter;
- * 5×6 (30 of 32 lanes), 4×4 and, of stride 2, 8×8 positions keep a product per image, and so
- * do bf16 images (whose product multiplies bf16 pairs). */
+ * 5×6 (30 of 32 lanes), 4×4 and, of stride 2, 8×8 positions keep a product per image. Of bf16
+ * images, the copy side by side is of bf16 values, whose product multiplies bf16 pairs (its
+ * operands bf16 LOADs where the target has the instruction). */
 START_TEST(test_conv_1x1_side_by_side) {
   static const int64_t xs[][4] = {{6, 24, 7, 7},   {3, 16, 3, 3}, {5, 8, 1, 1},
                                   {2, 9, 5, 6},    {3, 16, 4, 4}, {3, 16, 13, 13},
@@ -2399,14 +2405,20 @@ START_TEST(test_conv_1x1_side_by_side) {
       for (int l = 0; l < 3; l++) lj_tensor_release(leaves[l]);
     }
   }
-  /* bf16 keeps a product per image, of bf16 pairs where the host has them */
+  /* bf16: the images copied side by side in bf16, which a product of bf16 pairs reads */
   lj_tensor *x = tu_tensor(LJ_BF16, LJ_SHAPE(4, 16, 7, 7), TU_ANY, 200);
   lj_tensor *w = tu_tensor(LJ_BF16, LJ_SHAPE(20, 16, 1, 1), TU_ANY, 201);
   lj_tensor *y = lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
   ljg_graph *opt;
-  ljg_program *p = program_of(y, &opt);
-  for (int k = 0; k < p->nkernels; k++)
-    if (p->kernels[k].kind == LJG_K_MATMUL) ck_assert_int_eq(p->kernels[k].mm_b, 4);
+  ljg_program *p = program_with(1, &y, &(ljg_fuse_options){.bf16_dot = true}, &opt);
+  int matmuls = 0;
+  for (int k = 0; k < p->nkernels; k++) {
+    const ljg_kernel *mk = &p->kernels[k];
+    if (mk->kind != LJG_K_MATMUL) continue;
+    matmuls++;
+    ck_assert(mk->mm_b == 1 && mk->exprs[mk->mm_a].dtype == LJ_BF16 && mk->exprs[mk->mm_bm].dtype == LJ_BF16);
+  }
+  ck_assert_int_eq(matmuls, 1);
   free_program(p, opt);
   tu_check_interp_tol(1, &y, tu_rtol(LJ_BF16), 1e-2);
   lj_tensor_release(y), lj_tensor_release(x), lj_tensor_release(w);

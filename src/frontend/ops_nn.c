@@ -133,8 +133,8 @@ enum { PANEL_COLUMNS = 16 };
 static bool images_side_by_side(const ljg_attr *a, const lj_tensor *x, int groups, int64_t oh, int64_t ow) {
   const int64_t *v = a->a, hw = oh * ow;
   int64_t lanes = (hw + PANEL_COLUMNS - 1) / PANEL_COLUMNS * PANEL_COLUMNS;
-  return groups == 1 && (x->dtype == LJ_F32 || x->dtype == LJ_F64) && x->shape[0] > 1 && v[0] == 1 && v[1] == 1 &&
-         v[4] == 0 && v[5] == 0 && 10 * (lanes - hw) > lanes;
+  return groups == 1 && x->shape[0] > 1 && v[0] == 1 && v[1] == 1 && v[4] == 0 && v[5] == 0 &&
+         10 * (lanes - hw) > lanes;
 }
 
 lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[2], const int padding[2],
@@ -183,8 +183,9 @@ lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[
     N *= dh * dw;
   }
   if (images_side_by_side(&a, x, groups, oh, ow)) {
-    lj_tensor *xo = lj_slice(lj_slice(xf, 2, 0, xf->shape[2], a.a[2]), 3, 0, xf->shape[3], a.a[3]);
-    lj_tensor *xs = lj_reshape(lj_permute(xo, 4, (const int[]){1, 0, 2, 3}), LJ_SHAPE(C, N * oh * ow));
+    /* x copied in its own dtype, then widened: a product of bf16 pairs reads the copy */
+    lj_tensor *xo = lj_slice(lj_slice(x, 2, 0, x->shape[2], a.a[2]), 3, 0, x->shape[3], a.a[3]);
+    lj_tensor *xs = widened(lj_reshape(lj_permute(xo, 4, (const int[]){1, 0, 2, 3}), LJ_SHAPE(C, N * oh * ow)));
     lj_tensor *ys = lj_matmul(lj_reshape(wf, LJ_SHAPE(O, C)), xs);
     y = lj_permute(lj_reshape(ys, LJ_SHAPE(O, N, oh, ow)), 4, (const int[]){1, 0, 2, 3});
   } else if (G > 1 && C == G) {

@@ -293,6 +293,17 @@ static bool winograd_forward(const fuser *f, int32_t i) {
          f->g->nodes[i].shape[1] >= LJG_WINOGRAD_MIN_ROWS;
 }
 
+/* The bf16 buffer that a matmul's operand x, cast c of bf16 values seen through views, reads
+ * through one strided view past the cast: the buffer below the views under the cast, or, where
+ * those views make more than one level (images permuted side by side), the bf16 values they
+ * give, stored for it; -1 when there is none. */
+static int32_t bf16_source(const ljg_graph *g, int32_t x, int32_t c) {
+  int32_t below = ljg_in(g, &g->nodes[c])[0], src = ljg_strip_views(g, below);
+  ljg_view v;
+  if (ljg_chain_view_past(g, x, src, c, &v) && v.n == 1) return src;
+  return below != src && ljg_chain_view_past(g, x, below, c, &v) && v.n == 1 ? below : -1;
+}
+
 /* With ljg_fuse_options.bf16_dot, an f32 matmul both of whose operands are bf16 values cast
  * to f32 (a bf16 product as the matmul pass widens it: products summed in f32) reads the
  * bf16 buffers below the casts, each through one strided view, and its routine multiplies
@@ -316,9 +327,8 @@ static bool bf16_operands(const fuser *f, int32_t i, int32_t src[2]) {
     int32_t c = ljg_strip_views(g, x);
     const ljg_gnode *cast = &g->nodes[c];
     if (cast->op != LJG_OP_CAST || g->nodes[ljg_in(g, cast)[0]].dtype != LJ_BF16) return false;
-    src[k] = ljg_strip_views(g, ljg_in(g, cast)[0]);
-    ljg_view v;
-    if (!ljg_chain_view_past(g, x, src[k], c, &v) || v.n != 1) return false;
+    src[k] = bf16_source(g, x, c);
+    if (src[k] < 0) return false;
   }
   return true;
 }
@@ -327,9 +337,9 @@ static bool bf16_operands(const fuser *f, int32_t i, int32_t src[2]) {
  * takes is, through the views on both sides of the cast. */
 static int32_t bf16_load(fuser *f, int32_t x) {
   const ljg_graph *g = f->g;
-  int32_t c = ljg_strip_views(g, x), src = ljg_strip_views(g, ljg_in(g, &g->nodes[c])[0]);
+  int32_t c = ljg_strip_views(g, x), src = bf16_source(g, x, c);
   ljg_view v;
-  LJ_ASSERT(ljg_chain_view_past(g, x, src, c, &v) && v.n == 1);
+  LJ_ASSERT(src >= 0 && ljg_chain_view_past(g, x, src, c, &v) && v.n == 1);
   ljg_kexpr e = {0};
   e.kind = LJG_X_LOAD;
   e.node = src;
