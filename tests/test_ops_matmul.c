@@ -756,7 +756,8 @@ END_TEST
  * window positions read as runs (7×7 "same", with a bias; a dilated 3×3), by rows (7×7
  * without padding), by pairs (stride 2, with a bias; of 3 channels: 27 taps, an odd block of
  * k) and gathered (stride 3), and 40 channels of 7×7 (blocks of k); a convolution of bf16
- * data is one kernel (its image widened to f32 is not stored). Without the instruction the same
+ * data is one kernel (its image widened to f32 is not stored); heads permuted out of [B, T, H,
+ * D], stored as bf16 for the product. Without the instruction the same
  * graphs run through f32's routines. Against the interpreter: the f32 sums to f32's rounding
  * of their order, the bf16 products to one bf16 rounding. */
 START_TEST(test_matmul_bf16_pairs) {
@@ -801,13 +802,16 @@ START_TEST(test_matmul_bf16_pairs) {
   lj_tensor *img3 = tu_tensor(LJ_BF16, LJ_SHAPE(3, 3, 17, 19), TU_UNIT, 913), *k33 = tu_tensor(LJ_BF16, LJ_SHAPE(8, 3, 3, 3), TU_UNIT, 914);
   lj_tensor *deep = tu_tensor(LJ_BF16, LJ_SHAPE(1, 40, 9, 9), TU_UNIT, 915), *k40 = tu_tensor(LJ_BF16, LJ_SHAPE(20, 40, 7, 7), TU_UNIT, 916);
   lj_tensor *k5 = tu_tensor(LJ_BF16, LJ_SHAPE(24, 16, 5, 5), TU_UNIT, 920);
+  lj_tensor *q4 = tu_tensor(LJ_BF16, LJ_SHAPE(2, 5, 3, 8), TU_ANY, 921);
+  lj_tensor *k4 = tu_tensor(LJ_BF16, LJ_SHAPE(2, 5, 3, 8), TU_ANY, 922);
+  static const int heads[4] = {0, 2, 1, 3}, heads_t[4] = {0, 2, 3, 1};
   static const int pad[2] = {1, 1}, pad2[2] = {2, 2}, pad3[2] = {3, 3}, s2[2] = {2, 2}, s3[2] = {3, 3};
   int64_t kernels = lj_counter_value("CompiledKernels");
   lj_tensor *one = lj_conv2d(img, k7, NULL, NULL, pad, NULL, 1);
   ck_assert_int_eq(lj_sync_tensors(1, &one), LJ_OK);
   if (dot) ck_assert_int_eq(lj_counter_value("CompiledKernels") - kernels, 1);
   lj_tensor_release(one);
-  lj_tensor *bf[12] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1),
+  lj_tensor *bf[13] = {lj_matmul(ba, w), lj_matmul(x, wide), lj_matmul(e0, e1),
                        lj_conv2d(img, k3, NULL, NULL, pad, NULL, 1),
                        lj_conv2d(img, k5, NULL, NULL, pad2, NULL, 1),
                        lj_conv2d(img, k7, bias, NULL, pad3, NULL, 1),
@@ -816,15 +820,16 @@ START_TEST(test_matmul_bf16_pairs) {
                        lj_conv2d(img3, k33, NULL, s3, pad, NULL, 1),
                        lj_conv2d(img, k3, NULL, NULL, pad2, s2, 1),
                        lj_conv2d(img3, k33, NULL, s2, NULL, NULL, 1),
-                       lj_conv2d(deep, k40, NULL, NULL, pad3, NULL, 1)};
-  tu_check_interp_tol(12, bf, tu_rtol(LJ_BF16), 1e-2);
+                       lj_conv2d(deep, k40, NULL, NULL, pad3, NULL, 1),
+                       lj_matmul(lj_permute(q4, 4, heads), lj_permute(k4, 4, heads_t))};
+  tu_check_interp_tol(13, bf, tu_rtol(LJ_BF16), 1e-2);
   ck_assert(tu_dir_has(dir, "kernels.txt", "calls lj_gemm_f32_winograd"));
   ck_assert(tu_dir_has(dir, "kernels.txt", "calls lj_gemm_f32_winograd3_5x5"));
   static const char *const routines[4] = {"calls lj_gemm_bf16_rows", "calls lj_gemm_bf16_cols",
                                           "calls lj_gemm_bf16_elements", "calls lj_gemm_bf16_window"};
   for (int r = 0; r < 4; r++) ck_assert_msg(tu_dir_has(dir, "kernels.txt", routines[r]) == dot, "%s", routines[r]);
   lj_tensor *all[] = {ba, w, wt, few, fb, x, wide, e0, e1, img, k3, k5, k7, bias, img3, k33, deep, k40, strided, sa,
-                      long_rows, tall, f32[0], f32[1], f32[2], f32[3], f32[4], f32[5]};
+                      long_rows, tall, q4, k4, f32[0], f32[1], f32[2], f32[3], f32[4], f32[5]};
   for (size_t i = 0; i < sizeof bf / sizeof *bf; i++) lj_tensor_release(bf[i]);
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
   lj_shutdown();
