@@ -127,9 +127,9 @@ enum { PANEL_COLUMNS = 16 };
  * than a tenth of their last panel's lanes empty (7×7: 49 of 64), of any stride (the image's
  * every s-th row and column, a ResNet's downsampling). Per image, 512 to 2048 channels over 7×7
  * at batch 32, one Zen 4 thread, took 38.6-40.8 ms (PyTorch 35.4-37.7); side by side
- * 31.9-33.9, the image and the output copied across. Not for 16-bit images: the copy side by
- * side is not one strided view of their values, which a product of bf16 pairs needs (fuse.c's
- * bf16_operands; in f32, 20.3 -> 31 ms). */
+ * 31.9-33.9, the image and the output copied across. A 16-bit image is copied in its dtype and
+ * widened after, so that a product of bf16 pairs reads the copy (fuse.c's bf16_source; widened
+ * first, the copy in f32, a bf16 one took 31 ms instead of 20.3 a product an image, 16.7 so). */
 static bool images_side_by_side(const ljg_attr *a, const lj_tensor *x, int groups, int64_t oh, int64_t ow) {
   const int64_t *v = a->a, hw = oh * ow;
   int64_t lanes = (hw + PANEL_COLUMNS - 1) / PANEL_COLUMNS * PANEL_COLUMNS;
@@ -183,7 +183,6 @@ lj_tensor *lj_conv2d(lj_tensor *x, lj_tensor *w, lj_tensor *b, const int stride[
     N *= dh * dw;
   }
   if (images_side_by_side(&a, x, groups, oh, ow)) {
-    /* x copied in its own dtype, then widened: a product of bf16 pairs reads the copy */
     lj_tensor *xo = lj_slice(lj_slice(x, 2, 0, x->shape[2], a.a[2]), 3, 0, x->shape[3], a.a[3]);
     lj_tensor *xs = widened(lj_reshape(lj_permute(xo, 4, (const int[]){1, 0, 2, 3}), LJ_SHAPE(C, N * oh * ow)));
     lj_tensor *ys = lj_matmul(lj_reshape(wf, LJ_SHAPE(O, C)), xs);
