@@ -224,6 +224,10 @@ static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, dw_epi
       a->rmask || a->scatter_index >= 0 || a->out_dtype != dt || p->slots[n->out_slot].kind != LJG_SLOT_LOCAL ||
       ljg_nests_read(k, n->out_slot, s, s + 1) || av->n != 1 || av->v[0].stride[d - 1] != 1)
     return false;
+  /* the sums' positions (nest s's output without its taps) seen in nest s + 1's shape */
+  ljg_view pos = {1, {ov->v[0]}};
+  pos.v[0].ndim = n->ndim - 1;
+  if (ov->n != 1 || !ljg_view_reshape(&pos, d, a->shape)) return false;
   int32_t e = a->value;
   ep->nbounds = 0;
   while (bound_of(k, e, dt, ep, &e))
@@ -233,17 +237,9 @@ static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, dw_epi
   for (int i = 0; i < (add ? 2 : 1); i++) {
     const ljg_kexpr *sums = add ? &k->exprs[x->in[i]] : x;
     ep->bias = add ? x->in[1 - i] : -1;
-    if (sums->kind != LJG_X_LOAD || sums->slot != n->out_slot || k->views[sums->view].n != 1 ||
-        (add && !plain_load(p, k, ep->bias, dt, d, d - 1, -1, false)) || (!add && !ep->nbounds))
-      continue;
-    const ljg_view1 *sv = &k->views[sums->view].v[0], *o = &ov->v[0];
-    bool same = sv->ndim == d && sv->offset == o->offset;
-    if (flat) /* the plane's row along [N·C] */
-      same = same && o->stride[0] == n->shape[1] * o->stride[1] && sv->stride[0] == o->stride[1] &&
-             sv->stride[1] == o->stride[2];
-    else
-      for (int j = 0; j < d && same; j++) same = sv->stride[j] == o->stride[j];
-    if (same) return true;
+    if (sums->kind == LJG_X_LOAD && sums->slot == n->out_slot && ljg_view_equal(&k->views[sums->view], &pos) &&
+        (add ? plain_load(p, k, ep->bias, dt, d, d - 1, -1, false) : ep->nbounds > 0))
+      return true;
   }
   return false;
 }
