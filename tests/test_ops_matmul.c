@@ -559,6 +559,65 @@ START_TEST(test_matmul_taps) {
 }
 END_TEST
 
+/* 3×3 convolutions of column stride 1 with at most 8 output rows a matrix (output channels a
+ * group) take the forward taps routine and agree with the interpreter: groups of 4 channels
+ * (a bias after the product, its nest), 1 to 8 rows (tiles of 4 and of 8 rows, partly filled),
+ * rows of 7, 11, 22 and 28 positions (a vector's lanes partly used; two vectors), two output
+ * rows at a time sharing the image's rows (row stride 1, or 2 with dilation 2) or not
+ * (stride 2, dilation 1; an odd row last), a bias the routine starts from (groups = 1),
+ * padding 0 to 2, a relu after, one and two threads. The GEMM's and the Winograd routine's
+ * grouped convolutions (groups of 12 rows from 4 channels; of 16 from 16) start C's rows from
+ * their bias too, a group's matrices each image's. */
+START_TEST(test_matmul_taps_fwd) {
+  const char *cpu = tile_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  for (int threads = 1; threads <= 2; threads++) {
+    char dir[] = "/tmp/lj_test_taps_fwd_XXXXXX";
+    init_dumping(threads, cpu, true, dir);
+    struct {
+      int64_t n, c, h, w, o;
+      int groups, stride[2], pad[2], dilation[2];
+      bool bias, relu;
+    } cases[] = {
+        {2, 8, 28, 28, 8, 2, {1, 1}, {1, 1}, {1, 1}, true, false},
+        {3, 3, 13, 11, 5, 1, {1, 1}, {1, 1}, {1, 1}, true, true},
+        {2, 4, 9, 20, 6, 2, {2, 1}, {2, 2}, {2, 2}, false, false},
+        {2, 4, 12, 20, 6, 2, {2, 1}, {1, 1}, {1, 1}, false, true},
+        {2, 8, 7, 7, 24, 4, {1, 1}, {1, 1}, {1, 1}, true, true},
+        {1, 1, 3, 3, 1, 1, {1, 1}, {0, 0}, {1, 1}, false, false},
+        {5, 9, 10, 9, 8, 1, {1, 1}, {1, 1}, {1, 1}, true, false},
+        {2, 6, 11, 17, 3, 1, {1, 1}, {0, 2}, {1, 1}, false, false},
+        {2, 8, 9, 9, 24, 2, {1, 1}, {1, 1}, {1, 1}, true, false},
+        {2, 32, 9, 9, 32, 2, {1, 1}, {1, 1}, {1, 1}, true, false},
+    };
+    enum { NCASES = sizeof cases / sizeof *cases };
+    lj_tensor *ys[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+      uint64_t seed = 60 + 3 * (uint64_t)i;
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, seed);
+      lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o, cases[i].c / cases[i].groups, 3, 3), TU_ANY, seed + 1);
+      lj_tensor *b = cases[i].bias ? tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o), TU_ANY, seed + 2) : NULL;
+      lj_tensor *y = lj_conv2d(x, w, b, cases[i].stride, cases[i].pad, cases[i].dilation, cases[i].groups);
+      ck_assert_ptr_nonnull(y);
+      ys[i] = cases[i].relu ? lj_relu(y) : lj_tensor_retain(y);
+      lj_tensor *all[] = {x, w, b, y};
+      for (size_t j = 0; j < sizeof all / sizeof *all; j++) lj_tensor_release(all[j]);
+    }
+    tu_check_interp_tol(NCASES - 1, ys, 1e-5, 1e-5);
+    tu_check_interp_tol(1, ys + NCASES - 1, 5e-5, 1e-3); /* Winograd: about 3e-5 of values of ~10 */
+    static const char *const routines[] = {"taps_fwd", "window", "winograd5"};
+    for (int r = 0; r < 3; r++) {
+      char text[96];
+      snprintf(text, sizeof text, "calls lj_gemm_f32_%s; nest 0 not run: the routine starts C's rows", routines[r]);
+      ck_assert_msg(tu_dir_has(dir, ".kernels.txt", text), "%s", text);
+    }
+    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
+    tu_remove_dir(dir);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Random weight gradients of 3×3 convolutions over 1 to 3 channels that take the taps routine
  * (1 to 3 images of 1 to 20 × 1 to 30, 1 to 40 output channels, padding 0 to 2, a row stride
  * and dilations of 1 or 2) agree with the interpreter. */
@@ -974,6 +1033,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);
+  tcase_add_loop_test(tc, test_matmul_taps_fwd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_batch_halves);
   tcase_add_test(tc, test_matmul_bf16_pairs);
   tcase_add_test(tc, test_conv_bf16_rounds_once);

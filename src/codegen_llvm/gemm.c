@@ -1092,10 +1092,9 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
   return at(g, g->arg[LJC_GEMM_C], LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_C_ORIGIN], ""));
 }
 
-/* Where the bias of row m of matrix bi of C is (LJC_GEMM_BIAS; read it only when that is not
- * NULL, with the loads' masks). */
-static LLVMValueRef bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m) {
+LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m) {
   LLVMBuilderRef b = ir->b;
+  bi = LLVMBuildURem(b, bi, arg[LJC_GEMM_BIAS_NB], "");
   LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, bi, arg[LJC_GEMM_BIAS_SB], ""),
                                      LLVMBuildNSWMul(b, m, arg[LJC_GEMM_BIAS_SM], ""), "");
   return LLVMBuildGEP2(b, t, arg[LJC_GEMM_BIAS], &off, 1, "");
@@ -1107,7 +1106,7 @@ static LLVMValueRef row_bias(gemm *g, LLVMValueRef bi, LLVMValueRef m, LLVMValue
   LLVMTypeRef one = LLVMVectorType(g->t, 1);
   LLVMValueRef mask = LLVMBuildAnd(b, when, LLVMBuildIsNotNull(b, g->arg[LJC_GEMM_BIAS], ""), "");
   mask = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(g->ir->i1, 1)), mask, ljc_i64(g->ir, 0), "");
-  LLVMValueRef v = ljc_masked_load(g->ir, one, bias_at(g->ir, g->arg, g->t, bi, m), (int)g->esize, mask);
+  LLVMValueRef v = ljc_masked_load(g->ir, one, ljc_gemm_bias_at(g->ir, g->arg, g->t, bi, m), (int)g->esize, mask);
   return LLVMBuildExtractElement(b, v, ljc_i64(g->ir, 0), "");
 }
 
@@ -1117,7 +1116,7 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
   LLVMTypeRef vt = LLVMTypeOf(x), t = LLVMGetElementType(vt);
   LLVMValueRef has = LLVMBuildIsNotNull(b, arg[LJC_GEMM_BIAS], "");
   LLVMValueRef lanes = LLVMBuildAnd(b, rows, ljc_splat(ir, has, LLVMVectorType(ir->i1, LLVMGetVectorSize(vt))), "");
-  LLVMValueRef bias = ljc_masked_load(ir, vt, bias_at(ir, arg, t, bi, m), t == ir->f64 ? 8 : 4, lanes);
+  LLVMValueRef bias = ljc_masked_load(ir, vt, ljc_gemm_bias_at(ir, arg, t, bi, m), t == ir->f64 ? 8 : 4, lanes);
   return LLVMBuildSelect(b, has, LLVMBuildFAdd(b, x, bias, ""), x, "");
 }
 
@@ -1698,6 +1697,7 @@ bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   int kind = r / LJC_GEMM_NVARIANTS, variant = r % LJC_GEMM_NVARIANTS;
   if (r < 0 || r >= LJC_GEMM_NROUTINES || ljc_gemm_code(r) != r) return false;
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
+  if (variant == LJC_GEMM_TAPS_FWD) return kind == 0;
   if (variant == LJC_GEMM_WINDOW_T) return kind <= 1;
   if (kind == LJC_GEMM_BF16) return bf16_dot && (variant <= LJC_GEMM_ELEMENTS || variant == LJC_GEMM_WINDOW);
   return is_winograd(variant) ? kind <= 3 : true;
@@ -1707,7 +1707,8 @@ void ljc_gemm_routine_name(int routine, char name[32]) {
   static const char *const variants[LJC_GEMM_NVARIANTS] = {
       [LJC_GEMM_ROWS] = "rows",         [LJC_GEMM_COLS] = "cols",       [LJC_GEMM_ELEMENTS] = "elements",
       [LJC_GEMM_DIRECT] = "direct",     [LJC_GEMM_WINDOW] = "window",   [LJC_GEMM_WINOGRAD] = "winograd",
-      [LJC_GEMM_WINOGRAD_DW] = "winograd_dw", [LJC_GEMM_TAPS_DW] = "taps_dw", [LJC_GEMM_WINDOW_T] = "window_t"};
+      [LJC_GEMM_WINOGRAD_DW] = "winograd_dw", [LJC_GEMM_TAPS_DW] = "taps_dw", [LJC_GEMM_WINDOW_T] = "window_t",
+      [LJC_GEMM_TAPS_FWD] = "taps_fwd"};
   routine = ljc_gemm_code(routine);
   int kind = routine / LJC_GEMM_NVARIANTS;
   int variant = routine % LJC_GEMM_NVARIANTS;
@@ -1833,6 +1834,10 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   ljc_gemm_routine_name(routine, name);
   if (g.variant == LJC_GEMM_TAPS_DW) {
     ljc_define_taps_dw(ir, name);
+    return;
+  }
+  if (g.variant == LJC_GEMM_TAPS_FWD) {
+    ljc_define_taps_fwd(ir, name);
     return;
   }
   if (is_winograd(g.variant)) {
@@ -1981,6 +1986,18 @@ bool ljc_gemm_rows_outer(const ljg_kernel *k) {
                                  dx ? k->win_img[1] : k->mm_m);
 }
 
+/* Whether a matmul is a 3×3 convolution of column stride 1 with at most TAPS_FWD_ROWS rows a
+ * matrix (a grouped convolution's groups of few channels) that the taps routine (taps.c) does
+ * faster than the GEMM, which packs the window's columns for those few rows, and than the
+ * Winograd routine: f32, B the im2col, the image's rows contiguous; the shapes in 32 bits. */
+enum { TAPS_FWD_ROWS = 8 };
+static bool taps_fwd(const ljg_kernel *k, const ljg_view *bv) {
+  const int64_t *w = k->mm_win;
+  return k->mm_dtype == LJ_F32 && k->mm_cols == LJG_MM_COLS_B && !k->mm_sum && !k->mm_col_tasks &&
+         k->mm_task_rows == 1 && w[0] == 3 && w[1] == 3 && w[3] == 1 && k->mm_m <= TAPS_FWD_ROWS &&
+         bv->v[0].stride[3] == 1 && k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
+}
+
 int ljc_gemm_routine(const ljg_kernel *k) {
   if (k->kind != LJG_K_MATMUL || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64)) return -1;
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
@@ -1996,33 +2013,41 @@ int ljc_gemm_routine(const ljg_kernel *k) {
                                                               : LJC_GEMM_ELEMENTS);
   if (ea->dtype != k->mm_dtype || eb->dtype != k->mm_dtype) return -1;
   bool wino = !k->mm_no_winograd;
-  int variant = wino && winograd(k, av, bv)      ? LJC_GEMM_WINOGRAD
+  int variant = taps_fwd(k, bv)                  ? LJC_GEMM_TAPS_FWD
+                : wino && winograd(k, av, bv)    ? LJC_GEMM_WINOGRAD
                 : wino && winograd_dx(k, av, bv) ? LJC_GEMM_WINOGRAD_DX
                 : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW
-                : ljg_taps_dw(k)              ? LJC_GEMM_TAPS_DW
-                : k->mm_cols == LJG_MM_COLS_B ? LJC_GEMM_WINDOW
-                : k->mm_cols == LJG_MM_COLS_BT ? LJC_GEMM_WINDOW_T
-                : bs[2] == 1                  ? (ljg_kernel_b_in_place(k) ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
-                : bs[1] == 1                  ? LJC_GEMM_COLS
-                                              : LJC_GEMM_ELEMENTS;
+                : ljg_taps_dw(k)                 ? LJC_GEMM_TAPS_DW
+                : k->mm_cols == LJG_MM_COLS_B    ? LJC_GEMM_WINDOW
+                : k->mm_cols == LJG_MM_COLS_BT   ? LJC_GEMM_WINDOW_T
+                : bs[2] == 1                     ? (ljg_kernel_b_in_place(k) ? LJC_GEMM_DIRECT : LJC_GEMM_ROWS)
+                : bs[1] == 1                     ? LJC_GEMM_COLS
+                                                 : LJC_GEMM_ELEMENTS;
   int kind = is_winograd(variant) ? winograd_kind(k, variant)
                                   : (k->mm_dtype == LJ_F64) + 2 * (k->mm_cols == LJG_MM_COLS_A);
   return kind * LJC_GEMM_NVARIANTS + variant;
 }
 
-/* A bias's element for row m of matrix b of C at offset b·s[0] + m·s[1] from its view's
- * offset: a view over C's [B·M, N] or [B, M, N] rows, the same along each row. */
-static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[2]) {
+/* A bias's element for row m of matrix b of C at offset (b mod s[2])·s[0] + m·s[1] from its
+ * view's offset: a view over C's [B·M, N] or [B, M, N] rows, the same along each row, or over
+ * [I, G·M, N] for B = I·G matrices, the same for each i (a grouped convolution's bias, its
+ * matrices the groups of each image). */
+static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[3]) {
   int nd = v->ndim;
+  s[2] = k->mm_b;
   if (nd == 2) s[0] = k->mm_m * v->stride[0], s[1] = v->stride[0];
   else if (nd == 3 && v->shape[0] == k->mm_b && v->shape[1] == k->mm_m) s[0] = v->stride[0], s[1] = v->stride[1];
+  else if (nd == 3 && v->shape[1] % k->mm_m == 0 && v->shape[0] * v->shape[1] == k->mm_b * k->mm_m &&
+           v->stride[0] == 0)
+    s[0] = k->mm_m * v->stride[1], s[1] = v->stride[1], s[2] = v->shape[1] / k->mm_m;
   else return false;
   return v->stride[nd - 1] == 0;
 }
 
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
   int routine = ljc_gemm_routine(k);
-  if (routine < 0 || routine % LJC_GEMM_NVARIANTS > LJC_GEMM_WINOGRAD || k->nnests == 0 || k->mm_sum ||
+  int variant = routine % LJC_GEMM_NVARIANTS;
+  if (routine < 0 || (variant > LJC_GEMM_WINOGRAD && variant != LJC_GEMM_TAPS_FWD) || k->nnests == 0 || k->mm_sum ||
       k->mm_task_rows != 1 || k->mm_col_tasks || p->slots[k->mm_out_slot].kind != LJG_SLOT_LOCAL)
     return -1;
   const ljg_nest *n = &k->nests[0];
@@ -2032,11 +2057,11 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
       v->dtype != k->mm_dtype || n->out_dtype != k->mm_dtype || nd < 2 || nd > 3 || n->shape[nd - 1] != k->mm_n ||
       ljg_numel(nd - 1, n->shape) != k->mm_b * k->mm_m || !ljg_view_row_major(&k->views[n->out_view]))
     return -1;
-  bool rows_vector = routine % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD; /* ljc_gemm_add_row_bias */
+  bool rows_vector = variant == LJC_GEMM_WINOGRAD; /* ljc_gemm_add_row_bias */
   int32_t c = v->in[0], bias = v->in[1];
   if (k->exprs[c].slot != k->mm_out_slot || k->exprs[c].kind != LJG_X_LOAD) c = v->in[1], bias = v->in[0];
   const ljg_kexpr *ce = &k->exprs[c], *be = &k->exprs[bias];
-  int64_t s[2];
+  int64_t s[3];
   if (ce->kind != LJG_X_LOAD || ce->slot != k->mm_out_slot || !ljg_view_row_major(&k->views[ce->view]) ||
       k->views[ce->view].v[0].ndim != nd || be->kind != LJG_X_LOAD || be->dtype != k->mm_dtype ||
       be->slot == k->mm_out_slot || p->slots[be->slot].kind == LJG_SLOT_LOCAL || k->views[be->view].n != 1 ||
@@ -2249,7 +2274,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   operand_args(kc, arg, LJC_GEMM_B, eb);
   arg[LJC_GEMM_A_ORIGIN] = kc->slot_origin[ea->slot] ? kc->slot_origin[ea->slot] : ljc_i64(ir, 0);
   int32_t c_slot = k->mm_out_slot;
-  int64_t bias_s[2] = {0, 0};
+  int64_t bias_s[3] = {0, 0, 1};
   arg[LJC_GEMM_BIAS] = LLVMConstNull(ir->ptr);
   if (kc->mm_bias >= 0) { /* C plus the bias, into the first nest's slot */
     const ljg_kexpr *e = &k->exprs[kc->mm_bias];
@@ -2261,6 +2286,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   }
   arg[LJC_GEMM_BIAS_SB] = ljc_i64(ir, bias_s[0]);
   arg[LJC_GEMM_BIAS_SM] = ljc_i64(ir, bias_s[1]);
+  arg[LJC_GEMM_BIAS_NB] = ljc_i64(ir, bias_s[2]);
   arg[LJC_GEMM_BSUM] = LLVMConstNull(ir->ptr);
   if (kc->b_sum_slot >= 0) {
     LLVMValueRef off = ljc_i64(ir, kc->b_sum_at);

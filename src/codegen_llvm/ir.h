@@ -270,9 +270,10 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
  * columns, computed for every row (the taps routine's always are). ROWS_OUTER: 0, or 1 for
  * the WINOGRAD and WINOGRAD_DX variants when [BEGIN, END) number C's rows m·BATCH + b, row m
  * of every matrix in turn (ljc_gemm_rows_outer). BIAS: NULL, or what every
- * element of row m of C's matrix b starts from, BIAS[b·BIAS_SB + m·BIAS_SM] (a convolution's bias;
- * ljc_gemm_bias), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW
- * and WINOGRAD variants; NULL and zeros for the others). BSUM: NULL, or where the
+ * element of row m of C's matrix b starts from, BIAS[(b mod BIAS_NB)·BIAS_SB + m·BIAS_SM] (a
+ * convolution's bias; ljc_gemm_bias: BIAS_NB the matrices whose biases differ, a grouped
+ * convolution's groups, else BATCH), before the products are added (the ROWS, COLS, ELEMENTS,
+ * DIRECT, WINDOW, WINOGRAD and TAPS_FWD variants; NULL, zeros and 1 for the others). BSUM: NULL, or where the
  * WINOGRAD_DW and TAPS_DW variants write Σ_b Σ_k B[b, k, n] of each column n of their call,
  * BSUM[n·BSUM_S] (a convolution's bias gradient; ljc_gemm_b_sum). UNPOOL_AT: NULL, or for
  * TAPS_DW the i8 positions of a 2×2 max-pool's maxima (ljg_kernel.mm_unpool_at), read with
@@ -287,7 +288,7 @@ enum {
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_A_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS, LJC_GEMM_ROWS_OUTER,
-  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
+  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BIAS_NB, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
@@ -303,14 +304,18 @@ enum {
  * gradient, the batch sum of im2col(x)·dYᵀ (A the im2col), through the transforms' adjoints;
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
  * (taps.c); WINDOW_T: B the transpose of an im2col, packed from the image by transposes of
- * the window's vectors (a grouped convolution's weight gradient, dY·colsᵀ). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
+ * the window's vectors (a grouped convolution's weight gradient, dY·colsᵀ); TAPS_FWD: B the
+ * im2col of a 3×3 window of column stride 1, C's matrices of at most 8 rows (a grouped
+ * convolution's groups of few channels), each row summed from the image's rows where they are
+ * (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
  * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
  * F(5×5, 3×3), 2 for F(2×2, 5×5) and 3 for F(3×3, 5×5). */
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
-  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_WINDOW_T, LJC_GEMM_NVARIANTS
+  LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_WINDOW_T, LJC_GEMM_TAPS_FWD,
+  LJC_GEMM_NVARIANTS
 };
 /* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS, ELEMENTS and
  * WINDOW variants, B the im2col for the last; gemm.c's "bf16 operands"): what a kernel whose
@@ -364,6 +369,9 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
 bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *at, int64_t *step);
 /* lower.c: whether nest s of kernel k runs a loop of its own (shares none with another). */
 bool ljc_nest_alone(const ljg_kernel *k, int s);
+/* Where the bias of row m of matrix bi of C is (of type t; the argument block's BIAS, read
+ * only where that is not NULL). */
+LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m);
 /* x (a vector of one element of C's rows m .. m + lanes - 1 of matrix bi, BIAS_SM 1) plus
  * their bias where `rows` (an i1 vector) says, when the argument block has one; else x. */
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
@@ -381,8 +389,9 @@ int64_t ljc_winograd_work_bytes(int tn);
  * several at a time (each one block of its tiles), more rows than a block's. */
 bool ljc_winograd_rows_outer(int tm, int64_t oh, int64_t ow, int64_t rows);
 
-/* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW (f32). */
+/* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW or LJC_GEMM_TAPS_FWD (f32). */
 void ljc_define_taps_dw(ljc_ir *ir, const char *name);
+void ljc_define_taps_fwd(ljc_ir *ir, const char *name);
 
 /* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call
  * sites of g's nodes (nothing happens with g NULL, nor in the other calls then);
