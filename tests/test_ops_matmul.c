@@ -585,33 +585,41 @@ START_TEST(test_matmul_taps_fwd) {
         {2, 4, 12, 20, 6, 2, {2, 1}, {1, 1}, {1, 1}, false, true},
         {2, 8, 7, 7, 24, 4, {1, 1}, {1, 1}, {1, 1}, true, true},
         {1, 1, 3, 3, 1, 1, {1, 1}, {0, 0}, {1, 1}, false, false},
-        {5, 9, 10, 9, 8, 1, {1, 1}, {1, 1}, {1, 1}, true, false},
         {2, 6, 11, 17, 3, 1, {1, 1}, {0, 2}, {1, 1}, false, false},
         {2, 8, 9, 9, 24, 2, {1, 1}, {1, 1}, {1, 1}, true, false},
+        {5, 9, 10, 9, 8, 1, {1, 1}, {1, 1}, {1, 1}, true, false},
         {2, 32, 9, 9, 32, 2, {1, 1}, {1, 1}, {1, 1}, true, false},
     };
     enum { NCASES = sizeof cases / sizeof *cases };
-    lj_tensor *ys[NCASES];
+    lj_tensor *ys[NCASES], *dxs[NCASES];
     for (int i = 0; i < NCASES; i++) {
-      uint64_t seed = 60 + 3 * (uint64_t)i;
+      uint64_t seed = 60 + 4 * (uint64_t)i;
       lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, seed);
       lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o, cases[i].c / cases[i].groups, 3, 3), TU_ANY, seed + 1);
       lj_tensor *b = cases[i].bias ? tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o), TU_ANY, seed + 2) : NULL;
+      ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
       lj_tensor *y = lj_conv2d(x, w, b, cases[i].stride, cases[i].pad, cases[i].dilation, cases[i].groups);
       ck_assert_ptr_nonnull(y);
       ys[i] = cases[i].relu ? lj_relu(y) : lj_tensor_retain(y);
-      lj_tensor *all[] = {x, w, b, y};
+      lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, seed + 3);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(ys[i], g), 0, NULL, false)), LJ_OK);
+      dxs[i] = lj_tensor_retain(lj_tensor_grad(x));
+      lj_tensor *all[] = {x, w, b, y, g, ys[i]};
+      ys[i] = lj_detach(ys[i]);
       for (size_t j = 0; j < sizeof all / sizeof *all; j++) lj_tensor_release(all[j]);
     }
     tu_check_interp_tol(NCASES - 1, ys, 1e-5, 1e-5);
     tu_check_interp_tol(1, ys + NCASES - 1, 5e-5, 1e-3); /* Winograd: about 3e-5 of values of ~10 */
+    tu_check_interp_tol(NCASES - 2, dxs, 1e-5, 1e-4); /* sums of up to 12·9 products, some cancelling */
+    tu_check_interp_tol(2, dxs + NCASES - 2, 5e-5, 1e-3); /* Winograd's, from 8 and 16 channels */
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_taps_fwd; its col2im not run: the routine writes"));
     static const char *const routines[] = {"taps_fwd", "window", "winograd5"};
     for (int r = 0; r < 3; r++) {
       char text[96];
       snprintf(text, sizeof text, "calls lj_gemm_f32_%s; nest 0 not run: the routine starts C's rows", routines[r]);
       ck_assert_msg(tu_dir_has(dir, ".kernels.txt", text), "%s", text);
     }
-    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
+    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]), lj_tensor_release(dxs[i]);
     tu_remove_dir(dir);
     lj_shutdown();
   }

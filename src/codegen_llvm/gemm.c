@@ -1690,7 +1690,10 @@ static int winograd_tm(int routine) { return winograd_kinds[routine / LJC_GEMM_N
 static int winograd_r(int routine) { return winograd_kinds[routine / LJC_GEMM_NVARIANTS].r; }
 
 int ljc_gemm_code(int r) {
-  return r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX ? r - LJC_GEMM_WINOGRAD_DX + LJC_GEMM_WINOGRAD : r;
+  int variant = r % LJC_GEMM_NVARIANTS;
+  return variant == LJC_GEMM_WINOGRAD_DX ? r - variant + LJC_GEMM_WINOGRAD
+         : variant == LJC_GEMM_TAPS_DX   ? r - variant + LJC_GEMM_TAPS_FWD
+                                         : r;
 }
 
 bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
@@ -1971,9 +1974,12 @@ static int winograd_kind(const ljg_kernel *k, int variant) {
   return tiles[1] < tiles[0] ? large : small;
 }
 
+/* Whether variant writes a col2im's output: an input gradient's (WINOGRAD_DX, TAPS_DX). */
+static bool is_dx(int variant) { return variant == LJC_GEMM_WINOGRAD_DX || variant == LJC_GEMM_TAPS_DX; }
+
 bool ljc_gemm_writes_window(const ljg_kernel *k) {
   int r = ljc_gemm_routine(k);
-  return r >= 0 && r % LJC_GEMM_NVARIANTS == LJC_GEMM_WINOGRAD_DX;
+  return r >= 0 && is_dx(r % LJC_GEMM_NVARIANTS);
 }
 
 bool ljc_gemm_rows_outer(const ljg_kernel *k) {
@@ -1998,6 +2004,17 @@ static bool taps_fwd(const ljg_kernel *k, const ljg_view *bv) {
          bv->v[0].stride[3] == 1 && k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
 }
 
+/* The same for an input gradient as winograd_dx's, of at most TAPS_FWD_ROWS channels a plane's
+ * matrix: a 3×3 window of stride and dilation 1, dY's rows contiguous. */
+static bool taps_dx(const ljg_kernel *k, const ljg_view *bv) {
+  const int64_t *w = k->win, *bs = bv->v[0].stride;
+  if (k->mm_dtype != LJ_F32 || k->mm_cols || k->mm_sum || k->win_op != LJG_OP_COL2IM || k->nnests || w[0] != 3 ||
+      w[1] != 3 || w[2] != 1 || w[3] != 1 || w[6] != 1 || w[7] != 1 || k->mm_task_rows != 9 || w[4] >= 3 ||
+      w[5] >= 3 || k->win_img[1] > TAPS_FWD_ROWS || k->mm_n != k->win_oh * k->win_ow || bs[2] != 1)
+    return false;
+  return (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) < INT32_MAX && k->win_img[3] < INT32_MAX / 2;
+}
+
 int ljc_gemm_routine(const ljg_kernel *k) {
   if (k->kind != LJG_K_MATMUL || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64)) return -1;
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
@@ -2014,6 +2031,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   if (ea->dtype != k->mm_dtype || eb->dtype != k->mm_dtype) return -1;
   bool wino = !k->mm_no_winograd;
   int variant = taps_fwd(k, bv)                  ? LJC_GEMM_TAPS_FWD
+                : taps_dx(k, bv)                 ? LJC_GEMM_TAPS_DX
                 : wino && winograd(k, av, bv)    ? LJC_GEMM_WINOGRAD
                 : wino && winograd_dx(k, av, bv) ? LJC_GEMM_WINOGRAD_DX
                 : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW
@@ -2323,13 +2341,14 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   }
   int64_t sm = k->views[ea->view].v[0].stride[1], sk = k->views[ea->view].v[0].stride[2];
   int64_t weight[4] = {0, 0, 0, 0}; /* origin, row, channel, tap */
-  int64_t r = wino ? winograd_r(routine) : 0, taps = r * r;
-  if (variant == LJC_GEMM_WINOGRAD) /* A = W [ρ, c·r² + t] */
+  bool taps_routine = variant == LJC_GEMM_TAPS_FWD || variant == LJC_GEMM_TAPS_DX;
+  int64_t r = wino ? winograd_r(routine) : taps_routine ? 3 : 0, taps = r * r;
+  if (variant == LJC_GEMM_WINOGRAD || variant == LJC_GEMM_TAPS_FWD) /* A = W [ρ, c·r² + t] */
     memcpy(weight, (int64_t[]){0, sm, taps * sk, sk}, sizeof weight);
-  else if (variant == LJC_GEMM_WINOGRAD_DX) /* A = Wᵀ [c·r² + t, ρ]: flipped, rows and channels swapped */
+  else if (is_dx(variant)) /* A = Wᵀ [c·r² + t, ρ]: flipped, rows and channels swapped */
     memcpy(weight, (int64_t[]){(taps - 1) * sm, taps * sm, sk, -sm}, sizeof weight);
   for (int i = 0; i < 4; i++) arg[LJC_GEMM_W_ORIGIN + i] = ljc_i64(ir, weight[i]);
-  if (variant == LJC_GEMM_WINOGRAD_DX) { /* dY's image, padded by r - 1 - p, into the col2im's output */
+  if (is_dx(variant)) { /* dY's image, padded by r - 1 - p, into the col2im's output */
     const int64_t *bs = k->views[eb->view].v[0].stride, *cw = k->win;
     int64_t w[] = {bs[1], k->win_ow * bs[2], bs[2], k->win_oh, k->win_ow, r, r, 1, 1, r - 1 - cw[4], r - 1 - cw[5], 1, 1,
                    k->win_img[3]};

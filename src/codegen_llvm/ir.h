@@ -280,8 +280,8 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
  * B's strides: B is then the pooled gradient, its K the pooled positions' count times 4, and
  * dY's row y is built from B's row y/2 (element x from x/2 where the position is 2·(y%2) +
  * x%2, else 0); UNPOOL_MASK: NULL, or where, read the same way, an element not above 0 zeroes
- * B's (a relu's gradient). W_ORIGIN, W_ROW, W_CHAN, W_TAP: for the WINOGRAD and WINOGRAD_DX
- * variants, where the weight of output row r, input channel c and tap t (3·i + j) is: A's
+ * B's (a relu's gradient). W_ORIGIN, W_ROW, W_CHAN, W_TAP: for the WINOGRAD, WINOGRAD_DX,
+ * TAPS_FWD and TAPS_DX variants, where the weight of output row r, input channel c and tap t (3·i + j) is: A's
  * element W_ORIGIN + r·W_ROW + c·W_CHAN + t·W_TAP of each matrix (0 for the others). */
 enum {
   LJC_GEMM_A, LJC_GEMM_A_SB, LJC_GEMM_A_SM, LJC_GEMM_A_SK,
@@ -307,7 +307,8 @@ enum {
  * the window's vectors (a grouped convolution's weight gradient, dY·colsᵀ); TAPS_FWD: B the
  * im2col of a 3×3 window of column stride 1, C's matrices of at most 8 rows (a grouped
  * convolution's groups of few channels), each row summed from the image's rows where they are
- * (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
+ * (taps.c); TAPS_DX: the same for an input gradient as WINOGRAD_DX's, of at most 8 channels a
+ * plane's matrix. The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
  * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
@@ -315,7 +316,7 @@ enum {
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_WINDOW_T, LJC_GEMM_TAPS_FWD,
-  LJC_GEMM_NVARIANTS
+  LJC_GEMM_TAPS_DX, LJC_GEMM_NVARIANTS
 };
 /* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS, ELEMENTS and
  * WINDOW variants, B the im2col for the last; gemm.c's "bf16 operands"): what a kernel whose
@@ -334,8 +335,9 @@ void ljc_define_gemm_routine(ljc_ir *ir, int r);
 bool ljc_gemm_routine_defined(int r, bool bf16_dot);
 /* The name of the code routine r runs (ljc_gemm_code's). */
 void ljc_gemm_routine_name(int r, char name[32]);
-/* The routine whose code routine r runs: WINOGRAD_DX's is WINOGRAD's of the same kind (the
- * two differ only in where they read the weight, the W_ fields), every other its own. */
+/* The routine whose code routine r runs: WINOGRAD_DX's is WINOGRAD's of the same kind and
+ * TAPS_DX's TAPS_FWD's (each two differ only in where they read the weight, the W_ fields),
+ * every other its own. */
 int ljc_gemm_code(int r);
 /* The routine a kernel's matmul is (the code it calls: ljc_gemm_code's), or -1 when it is no
  * matmul the routines do (not f32/f64, an operand not a load through a single-level view, or

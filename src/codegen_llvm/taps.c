@@ -1,6 +1,6 @@
 /* taps.c — the f32 GEMM routines of 3×3 convolutions computed from the image's rows where they
  * are: the weight gradient with few input channels (TAPS_DW) and the forward product with few
- * output rows a matrix (TAPS_FWD, below).
+ * output rows a matrix (TAPS_FWD, below; and TAPS_DX, an input gradient as that product).
  *
  * The weight gradient with few input channels (fewer than the Winograd routine wants;
  * MNISTNet's conv1 has 1):
@@ -49,7 +49,11 @@
  * 128 channels in groups of 4 over 28×28 5.6-5.8 -> 3.35 ms; 256 -> 256 in groups of 8 20.4-21.0
  * (Winograd's) -> 12.8; 64 -> 4 channels over 56×56 12.8-14.0 -> 5.7-6.2, 64 -> 8 12.0-12.7
  * (Winograd's) -> 10.1, 3 -> 8 0.71 -> 0.50. With 16 rows it lost: 512 -> 512 in groups of 16
- * over 14×14 15.2-16.2 against Winograd's 12.1-12.5, 16 -> 16 over 28×28 1.32 against 0.80. */
+ * over 14×14 15.2-16.2 against Winograd's 12.1-12.5, 16 -> 16 over 28×28 1.32 against 0.80.
+ * An input gradient of stride 1 is such a product too (TAPS_DX, as WINOGRAD_DX): of dY, padded
+ * by 2 - p, with the flipped weight (the W_ fields), each matrix's rows the planes of the
+ * image's gradient, written where the col2im would write them. The groups of 4 above, one
+ * thread: 9.0 ms for the product of Wᵀ and dY (K = 4) and its col2im -> 3.4-3.9. */
 #include "codegen_llvm/ir.h"
 
 /* The columns a register tile: 10·NB accumulators (the 9 taps' and dY's sum), NB dY vectors
@@ -398,14 +402,14 @@ static void fwd_channels(taps *t, const fwd_tile *f, LLVMValueRef y, int n, LLVM
   ljc_loop C;
   ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, a[LJC_GEMM_K], i64c(t, TAPS)), false, nacc, in);
   LLVMValueRef plane = at(t, f->img, mul(t, C.iv, a[LJC_GEMM_IMG_SC]));
-  LLVMValueRef w0 = mulc(t, mul(t, C.iv, a[LJC_GEMM_A_SK]), TAPS);
+  LLVMValueRef w0 = mul(t, C.iv, a[LJC_GEMM_W_CHAN]);
   LLVMValueRef next[FWD_ACC], src[2][4][3] = {{{NULL}}};
   for (int i = 0; i < nacc; i++) next[i] = C.acc[i];
   for (int ky = 0; ky < 3; ky++)
     for (int kx = 0; kx < 3; kx++) {
       LLVMValueRef w[FWD_ROWS_MAX];
       for (int j = 0; j < t->rows; j++) {
-        LLVMValueRef off = add(t, w0, mulc(t, a[LJC_GEMM_A_SK], ky * 3 + kx));
+        LLVMValueRef off = add(t, w0, mulc(t, a[LJC_GEMM_W_TAP], ky * 3 + kx));
         w[j] = ljc_splat(ir, LLVMBuildLoad2(b, ir->f32, at(t, f->w[j], off), ""), t->vt);
       }
       for (int h = 0; h < n; h++) {
@@ -455,10 +459,10 @@ static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRe
   fwd_tile f = {.img = at(t, a[LJC_GEMM_B], mul(t, bi, a[LJC_GEMM_B_SB]))};
   LLVMValueRef mrow[FWD_ROWS_MAX], bias[FWD_ROWS_MAX];
   LLVMValueRef has_bias = LLVMBuildIsNotNull(b, a[LJC_GEMM_BIAS], "");
-  LLVMValueRef a_mat = at(t, a[LJC_GEMM_A], mul(t, bi, a[LJC_GEMM_A_SB]));
+  LLVMValueRef a_mat = at(t, a[LJC_GEMM_A], add(t, mul(t, bi, a[LJC_GEMM_A_SB]), a[LJC_GEMM_W_ORIGIN]));
   for (int j = 0; j < t->rows; j++) {
     mrow[j] = ljc_intrinsic2(ir, "smin", add(t, m0, i64c(t, j)), last);
-    f.w[j] = at(t, a_mat, mul(t, mrow[j], a[LJC_GEMM_A_SM]));
+    f.w[j] = at(t, a_mat, mul(t, mrow[j], a[LJC_GEMM_W_ROW]));
     LLVMValueRef bp = LLVMBuildSelect(b, has_bias, ljc_gemm_bias_at(ir, a, ir->f32, bi, mrow[j]), zero_slot, "");
     bias[j] = ljc_splat(ir, LLVMBuildLoad2(b, ir->f32, bp, ""), t->vt);
   }
