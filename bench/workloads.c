@@ -150,6 +150,11 @@ static bool setup_conv_dw_deep(const workload *w, bench_state *s) {
   return conv_setup(w, s, w->n[3], true, 3, (int)w->n[1]);
 }
 
+/* A deep grouped 3x3 layer (ResNeXt's: groups of 4 channels), the input's gradient too. */
+static bool setup_conv_grouped_deep(const workload *w, bench_state *s) {
+  return conv_setup(w, s, w->n[3], true, 3, (int)(w->n[1] / 4));
+}
+
 static bool setup_sgd(bench_state *s) {
   s->opt = lj_optim_sgd(s->np, s->p, (lj_sgd_options){.lr = 0.01, .momentum = 0.5});
   return s->opt != NULL;
@@ -666,6 +671,8 @@ const workload bench_workloads[] = {
      CONV_FLOPS(32, 64, 128, 28)},
     {"conv_grouped_b32", "conv 128->128 3x3 + bias in 32 groups of 4, 32x28x28", {32, 128, 32, 28},
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 4, 128, 28)},
+    {"conv_grouped_bwd_b32", "relu(conv 128->128 3x3 in 32 groups of 4), 32x28x28, forward + input/weight/bias gradients",
+     {32, 128, 128, 28}, setup_conv_grouped_deep, conv_relu_backward, 0, 3 * CONV_FLOPS(32, 4, 128, 28)},
     {"conv_dw3x3_b32", "depthwise conv 128 channels 3x3 + bias, 32x56x56 (inference)", {32, 128, 128, 56},
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 1, 128, 56)},
     {"conv_dw3x3_bwd_b32", "relu(depthwise conv 128 channels 3x3), 32x56x56, forward + input/weight/bias gradients",

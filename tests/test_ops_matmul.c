@@ -560,15 +560,16 @@ START_TEST(test_matmul_taps) {
 END_TEST
 
 /* 3×3 convolutions of column stride 1 with at most 8 output rows a matrix (output channels a
- * group) take the forward taps routine and agree with the interpreter: groups of 4 channels
- * (a bias after the product, its nest), 1 to 8 rows (tiles of 4 and of 8 rows, partly filled),
- * rows of 7, 11, 22 and 28 positions (a vector's lanes partly used; two vectors), two output
- * rows at a time sharing the image's rows (row stride 1, or 2 with dilation 2) or not
- * (stride 2, dilation 1; an odd row last), a bias the routine starts from (groups = 1),
- * padding 0 to 2, a relu after, one and two threads. The GEMM's and the Winograd routine's
- * grouped convolutions (groups of 12 rows from 4 channels; of 16 from 16) start C's rows from
- * their bias too, a group's matrices each image's. */
-START_TEST(test_matmul_taps_fwd) {
+ * group) take the taps routine for their forward product, their input gradient (at most 8
+ * input channels a group, stride 1) and their weight gradient for each image, and agree with
+ * the interpreter: groups of 4 channels (a bias after the product, its nest), 1 to 8 rows
+ * (tiles of 4 and of 8 rows, partly filled), rows of 7, 11, 22 and 28 positions (a vector's
+ * lanes partly used; two vectors), two output rows at a time sharing the image's rows (row
+ * stride 1, or 2 with dilation 2) or not (stride 2, dilation 1; an odd row last), a bias the
+ * routine starts from (groups = 1), padding 0 to 2, a relu after, one and two threads. The
+ * GEMM's and the Winograd routine's grouped convolutions (groups of 12 rows from 4 channels;
+ * of 16 from 16) start C's rows from their bias too, a group's matrices each image's. */
+START_TEST(test_matmul_taps_few_rows) {
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
   for (int threads = 1; threads <= 2; threads++) {
@@ -591,19 +592,21 @@ START_TEST(test_matmul_taps_fwd) {
         {2, 32, 9, 9, 32, 2, {1, 1}, {1, 1}, {1, 1}, true, false},
     };
     enum { NCASES = sizeof cases / sizeof *cases };
-    lj_tensor *ys[NCASES], *dxs[NCASES];
+    lj_tensor *ys[NCASES], *dxs[NCASES], *dws[NCASES];
     for (int i = 0; i < NCASES; i++) {
       uint64_t seed = 60 + 4 * (uint64_t)i;
       lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].n, cases[i].c, cases[i].h, cases[i].w), TU_ANY, seed);
       lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o, cases[i].c / cases[i].groups, 3, 3), TU_ANY, seed + 1);
       lj_tensor *b = cases[i].bias ? tu_tensor(LJ_F32, LJ_SHAPE(cases[i].o), TU_ANY, seed + 2) : NULL;
       ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+      ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
       lj_tensor *y = lj_conv2d(x, w, b, cases[i].stride, cases[i].pad, cases[i].dilation, cases[i].groups);
       ck_assert_ptr_nonnull(y);
       ys[i] = cases[i].relu ? lj_relu(y) : lj_tensor_retain(y);
       lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, seed + 3);
       ck_assert_int_eq(lj_backward(lj_sum(lj_mul(ys[i], g), 0, NULL, false)), LJ_OK);
       dxs[i] = lj_tensor_retain(lj_tensor_grad(x));
+      dws[i] = lj_tensor_retain(lj_tensor_grad(w));
       lj_tensor *all[] = {x, w, b, y, g, ys[i]};
       ys[i] = lj_detach(ys[i]);
       for (size_t j = 0; j < sizeof all / sizeof *all; j++) lj_tensor_release(all[j]);
@@ -612,6 +615,8 @@ START_TEST(test_matmul_taps_fwd) {
     tu_check_interp_tol(1, ys + NCASES - 1, 5e-5, 1e-3); /* Winograd: about 3e-5 of values of ~10 */
     tu_check_interp_tol(NCASES - 2, dxs, 1e-5, 1e-4); /* sums of up to 12·9 products, some cancelling */
     tu_check_interp_tol(2, dxs + NCASES - 2, 5e-5, 1e-3); /* Winograd's, from 8 and 16 channels */
+    tu_check_interp_tol(NCASES - 2, dws, 1e-4, 1e-3); /* sums of up to 5·10·9 products */
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_taps_wt"));
     ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_taps_fwd; its col2im not run: the routine writes"));
     static const char *const routines[] = {"taps_fwd", "window", "winograd5"};
     for (int r = 0; r < 3; r++) {
@@ -619,7 +624,7 @@ START_TEST(test_matmul_taps_fwd) {
       snprintf(text, sizeof text, "calls lj_gemm_f32_%s; nest 0 not run: the routine starts C's rows", routines[r]);
       ck_assert_msg(tu_dir_has(dir, ".kernels.txt", text), "%s", text);
     }
-    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]), lj_tensor_release(dxs[i]);
+    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]), lj_tensor_release(dxs[i]), lj_tensor_release(dws[i]);
     tu_remove_dir(dir);
     lj_shutdown();
   }
@@ -1041,7 +1046,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);
-  tcase_add_loop_test(tc, test_matmul_taps_fwd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_taps_few_rows, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_batch_halves);
   tcase_add_test(tc, test_matmul_bf16_pairs);
   tcase_add_test(tc, test_conv_bf16_rounds_once);

@@ -262,6 +262,7 @@ WORKLOADS = {
     "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
     "conv_grouped_b32": lambda: conv_grouped(32, 128, 32, 28),
+    "conv_grouped_bwd_b32": lambda: conv_relu_backward(32, 128, 128, 28, x_grad=True, groups=32),
     "conv_dw3x3_b32": lambda: conv_grouped(32, 128, 128, 56),
     "conv5x5_b32": lambda: conv_same(32, 32, 64, 28, 5),
     "conv1x1_7x7_b32": lambda: conv_same(32, 512, 2048, 7, 1),

@@ -1700,7 +1700,7 @@ bool ljc_gemm_routine_defined(int r, bool bf16_dot) {
   int kind = r / LJC_GEMM_NVARIANTS, variant = r % LJC_GEMM_NVARIANTS;
   if (r < 0 || r >= LJC_GEMM_NROUTINES || ljc_gemm_code(r) != r) return false;
   if (variant == LJC_GEMM_TAPS_DW) return kind == 2; /* f32, A the im2col */
-  if (variant == LJC_GEMM_TAPS_FWD) return kind == 0;
+  if (variant == LJC_GEMM_TAPS_FWD || variant == LJC_GEMM_TAPS_WT) return kind == 0;
   if (variant == LJC_GEMM_WINDOW_T) return kind <= 1;
   if (kind == LJC_GEMM_BF16) return bf16_dot && (variant <= LJC_GEMM_ELEMENTS || variant == LJC_GEMM_WINDOW);
   return is_winograd(variant) ? kind <= 3 : true;
@@ -1711,7 +1711,7 @@ void ljc_gemm_routine_name(int routine, char name[32]) {
       [LJC_GEMM_ROWS] = "rows",         [LJC_GEMM_COLS] = "cols",       [LJC_GEMM_ELEMENTS] = "elements",
       [LJC_GEMM_DIRECT] = "direct",     [LJC_GEMM_WINDOW] = "window",   [LJC_GEMM_WINOGRAD] = "winograd",
       [LJC_GEMM_WINOGRAD_DW] = "winograd_dw", [LJC_GEMM_TAPS_DW] = "taps_dw", [LJC_GEMM_WINDOW_T] = "window_t",
-      [LJC_GEMM_TAPS_FWD] = "taps_fwd"};
+      [LJC_GEMM_TAPS_FWD] = "taps_fwd", [LJC_GEMM_TAPS_WT] = "taps_wt"};
   routine = ljc_gemm_code(routine);
   int kind = routine / LJC_GEMM_NVARIANTS;
   int variant = routine % LJC_GEMM_NVARIANTS;
@@ -1841,6 +1841,10 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   }
   if (g.variant == LJC_GEMM_TAPS_FWD) {
     ljc_define_taps_fwd(ir, name);
+    return;
+  }
+  if (g.variant == LJC_GEMM_TAPS_WT) {
+    ljc_define_taps_wt(ir, name);
     return;
   }
   if (is_winograd(g.variant)) {
@@ -2004,6 +2008,17 @@ static bool taps_fwd(const ljg_kernel *k, const ljg_view *bv) {
          bv->v[0].stride[3] == 1 && k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
 }
 
+/* The same for WINDOW_T's product (B the im2col transposed) of at most TAPS_FWD_ROWS rows a
+ * matrix, a grouped convolution's weight gradient for each image: dY's positions and the
+ * image's rows contiguous. */
+static bool taps_wt(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
+  const int64_t *w = k->mm_win;
+  return k->mm_dtype == LJ_F32 && k->mm_cols == LJG_MM_COLS_BT && !k->mm_sum && !k->mm_col_tasks &&
+         k->mm_task_rows == 1 && w[0] == 3 && w[1] == 3 && w[3] == 1 && k->mm_m <= TAPS_FWD_ROWS &&
+         k->mm_k == k->mm_oh * k->mm_ow && av->v[0].stride[2] == 1 && bv->v[0].stride[3] == 1 &&
+         k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
+}
+
 /* The same for an input gradient as winograd_dx's, of at most TAPS_FWD_ROWS channels a plane's
  * matrix: a 3×3 window of stride and dilation 1, dY's rows contiguous. */
 static bool taps_dx(const ljg_kernel *k, const ljg_view *bv) {
@@ -2032,6 +2047,7 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   bool wino = !k->mm_no_winograd;
   int variant = taps_fwd(k, bv)                  ? LJC_GEMM_TAPS_FWD
                 : taps_dx(k, bv)                 ? LJC_GEMM_TAPS_DX
+                : taps_wt(k, av, bv)             ? LJC_GEMM_TAPS_WT
                 : wino && winograd(k, av, bv)    ? LJC_GEMM_WINOGRAD
                 : wino && winograd_dx(k, av, bv) ? LJC_GEMM_WINOGRAD_DX
                 : wino && winograd_dw(k, av, bv) ? LJC_GEMM_WINOGRAD_DW

@@ -308,7 +308,9 @@ enum {
  * im2col of a 3×3 window of column stride 1, C's matrices of at most 8 rows (a grouped
  * convolution's groups of few channels), each row summed from the image's rows where they are
  * (taps.c); TAPS_DX: the same for an input gradient as WINOGRAD_DX's, of at most 8 channels a
- * plane's matrix. The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
+ * plane's matrix; TAPS_WT: WINDOW_T's product of at most 8 rows a matrix and a 3×3 window of
+ * column stride 1 (a grouped convolution's weight gradient for each image), summed from dY's
+ * and the image's rows where they are (taps.c). The Winograd variants only where the kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
  * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
@@ -316,7 +318,7 @@ enum {
 enum {
   LJC_GEMM_ROWS, LJC_GEMM_COLS, LJC_GEMM_ELEMENTS, LJC_GEMM_DIRECT, LJC_GEMM_WINDOW, LJC_GEMM_WINOGRAD,
   LJC_GEMM_WINOGRAD_DX, LJC_GEMM_WINOGRAD_DW, LJC_GEMM_TAPS_DW, LJC_GEMM_WINDOW_T, LJC_GEMM_TAPS_FWD,
-  LJC_GEMM_TAPS_DX, LJC_GEMM_NVARIANTS
+  LJC_GEMM_TAPS_DX, LJC_GEMM_TAPS_WT, LJC_GEMM_NVARIANTS
 };
 /* The kind of the routines of bf16 operands and f32 products (the ROWS, COLS, ELEMENTS and
  * WINDOW variants, B the im2col for the last; gemm.c's "bf16 operands"): what a kernel whose
@@ -391,9 +393,10 @@ int64_t ljc_winograd_work_bytes(int tn);
  * several at a time (each one block of its tiles), more rows than a block's. */
 bool ljc_winograd_rows_outer(int tm, int64_t oh, int64_t ow, int64_t rows);
 
-/* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW or LJC_GEMM_TAPS_FWD (f32). */
+/* taps.c: defines the routine `name` of variant LJC_GEMM_TAPS_DW, _FWD or _WT (f32). */
 void ljc_define_taps_dw(ljc_ir *ir, const char *name);
 void ljc_define_taps_fwd(ljc_ir *ir, const char *name);
+void ljc_define_taps_wt(ljc_ir *ir, const char *name);
 
 /* debuginfo.c: LJ_HLO_DEBUG. ljc_dbg_begin starts debug info for the module from the call
  * sites of g's nodes (nothing happens with g NULL, nor in the other calls then);

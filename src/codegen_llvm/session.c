@@ -469,21 +469,20 @@ static bool add_routine(ljc_session *s, int r, LLVMMemoryBufferRef obj) {
 /* The GEMM routines p's kernels call, ascending (the order of their objects in
  * ljc_objects), into r[]; how many. */
 static int routine_list(const ljg_program *p, int *r) {
-  uint64_t want = 0;
-  _Static_assert(LJC_GEMM_NROUTINES <= 64, "a bit a routine");
+  bool want[LJC_GEMM_NROUTINES] = {false};
   for (int k = 0; k < p->nkernels; k++) {
     const ljg_kernel *kr = &p->kernels[k];
     int x = ljc_gemm_routine(kr);
-    if (x >= 0) want |= (uint64_t)1 << ljc_gemm_code(x);
+    if (x >= 0) want[ljc_gemm_code(x)] = true;
     if (kr->tm) {
       ljg_kernel t;
       ljg_trailing_product(kr, &t);
-      want |= (uint64_t)1 << ljc_gemm_code(ljc_gemm_routine(&t));
+      want[ljc_gemm_code(ljc_gemm_routine(&t))] = true;
     }
   }
   int n = 0;
   for (int x = 0; x < LJC_GEMM_NROUTINES; x++)
-    if (want >> x & 1) r[n++] = x;
+    if (want[x]) r[n++] = x;
   return n;
 }
 

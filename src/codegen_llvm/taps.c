@@ -69,7 +69,8 @@ typedef struct taps {
   LLVMTypeRef vt, it, mt; /* f32, i32 and i1 vectors of vw lanes */
   int vw, nb;
   bool shared; /* the window's row stride is its dilation: add_rows */
-  int rows, out_rows; /* the forward product's tiles (FWD_ACC) */
+  int rows, out_rows;      /* the rows of C a tile; the forward product's output rows (FWD_ACC) */
+  LLVMValueRef zero_slot;  /* the forward product's bias of a call without one: a 0 */
 } taps;
 
 static LLVMValueRef i64c(taps *t, int64_t v) { return ljc_i64(t->ir, v); }
@@ -451,7 +452,7 @@ static void fwd_rows(taps *t, fwd_tile *f, LLVMValueRef y, int n, const LLVMValu
 }
 
 /* Rows m0 .. min(m0 + t->rows, last + 1) - 1 of matrix bi of C. */
-static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef last, LLVMValueRef zero_slot) {
+static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef last) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
@@ -463,7 +464,7 @@ static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRe
   for (int j = 0; j < t->rows; j++) {
     mrow[j] = ljc_intrinsic2(ir, "smin", add(t, m0, i64c(t, j)), last);
     f.w[j] = at(t, a_mat, mul(t, mrow[j], a[LJC_GEMM_W_ROW]));
-    LLVMValueRef bp = LLVMBuildSelect(b, has_bias, ljc_gemm_bias_at(ir, a, ir->f32, bi, mrow[j]), zero_slot, "");
+    LLVMValueRef bp = LLVMBuildSelect(b, has_bias, ljc_gemm_bias_at(ir, a, ir->f32, bi, mrow[j]), t->zero_slot, "");
     bias[j] = ljc_splat(ir, LLVMBuildLoad2(b, ir->f32, bp, ""), t->vt);
   }
   LLVMValueRef c0 = mul(t, mul(t, bi, a[LJC_GEMM_M]), a[LJC_GEMM_LDC]);
@@ -480,8 +481,10 @@ static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRe
   }
 }
 
-/* The rows [BEGIN, END) of C (r = b·M + m), a matrix's run of them at a time, in tiles. */
-static void fwd_runs(taps *t, LLVMValueRef zero_slot) {
+/* The rows [BEGIN, END) of C (r = b·M + m), a matrix's run of them at a time, in tiles of
+ * t->rows: rows(t, bi, m0, last) computes rows m0 .. min(m0 + t->rows, last + 1) - 1 of matrix
+ * bi. */
+static void row_runs(taps *t, void (*rows)(taps *, LLVMValueRef, LLVMValueRef, LLVMValueRef)) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
@@ -499,7 +502,7 @@ static void fwd_runs(taps *t, LLVMValueRef zero_slot) {
   ljc_loop T;
   LLVMValueRef tiles = sdiv(t, add(t, len, i64c(t, t->rows - 1)), i64c(t, t->rows));
   ljc_loop_begin_step(ir, &T, m, add(t, m, mulc(t, tiles, t->rows)), t->rows, false, 0, NULL);
-  fwd_tile_rows(t, bi, T.iv, last, zero_slot);
+  rows(t, bi, T.iv, last);
   ljc_loop_end(ir, &T, NULL, NULL);
   LLVMValueRef r_next = add(t, r, len);
   LLVMBasicBlockRef tail = LLVMGetInsertBlock(b);
@@ -520,8 +523,8 @@ void ljc_define_taps_fwd(ljc_ir *ir, const char *name) {
   LLVMBuilderRef b = t.b;
   LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
-  LLVMValueRef zero_slot = ljc_entry_array(ir, ir->f32, 1); /* the bias of a call without one */
-  LLVMBuildStore(b, ljc_const_f(ir->f32, 0), zero_slot);
+  t.zero_slot = ljc_entry_array(ir, ir->f32, 1);
+  LLVMBuildStore(b, ljc_const_f(ir->f32, 0), t.zero_slot);
   LLVMValueRef shares = LLVMBuildICmp(b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SY], t.arg[LJC_GEMM_WIN_DY], "");
   LLVMValueRef wide = LLVMBuildICmp(b, LLVMIntSGT, t.arg[LJC_GEMM_M], i64c(&t, 4), "");
   /* tiles of 4 rows, two output rows at a time, their image rows shared or not; of 8, one */
@@ -531,8 +534,81 @@ void ljc_define_taps_fwd(ljc_ir *ir, const char *name) {
                                      : LLVMBuildAnd(b, LLVMBuildNot(b, wide, ""),
                                                     t.shared ? shares : LLVMBuildNot(b, shares, ""), "");
     LLVMBasicBlockRef after = ljc_if_begin(ir, when, "taps.rows");
-    fwd_runs(&t, zero_slot);
+    row_runs(&t, fwd_tile_rows);
     ljc_if_end(ir, after);
   }
   LLVMBuildRetVoid(b);
+}
+
+/* ---- the weight gradient of a few rows (TAPS_WT) --------------------------------------------- */
+
+/* The rows of C a tile of the weight gradient computes: 9 accumulators each (its taps). */
+enum { WT_ROWS = 2 };
+
+/* Rows m0, m0 + 1 of matrix bi of C (clamped to its last: a row past it is the last again),
+ * C[m, c·9 + t] = Σ_{oy, ox} dY[m, oy·OW + ox] · x[c, oy·sy + ky·dy - py, ox + kx·dx - px] (t =
+ * 3·ky + kx; dY is A, x B's image): for each channel, a vector of a row of dY's positions at a
+ * time, the 9 taps' vectors of x under it multiplied into the rows' accumulators, which are
+ * summed across their lanes at the end. */
+static void wt_tile(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef last) {
+  ljc_ir *ir = t->ir;
+  LLVMBuilderRef b = t->b;
+  const LLVMValueRef *a = t->arg;
+  LLVMValueRef OW = a[LJC_GEMM_WIN_OW], OH = sdiv(t, a[LJC_GEMM_K], OW);
+  LLVMValueRef img = at(t, a[LJC_GEMM_B], mul(t, bi, a[LJC_GEMM_B_SB])), dy_row[WT_ROWS], mrow[WT_ROWS];
+  for (int j = 0; j < WT_ROWS; j++) {
+    mrow[j] = ljc_intrinsic2(ir, "smin", add(t, m0, i64c(t, j)), last);
+    dy_row[j] = at(t, a[LJC_GEMM_A], add(t, mul(t, bi, a[LJC_GEMM_A_SB]), mul(t, mrow[j], a[LJC_GEMM_A_SM])));
+  }
+  enum { NACC = WT_ROWS * TAPS };
+  LLVMValueRef zero[NACC], acc[NACC];
+  for (int i = 0; i < NACC; i++) zero[i] = LLVMConstNull(t->vt);
+  ljc_loop C, Y, V;
+  ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, a[LJC_GEMM_N], i64c(t, TAPS)), false, 0, NULL);
+  LLVMValueRef plane = at(t, img, mul(t, C.iv, a[LJC_GEMM_IMG_SC]));
+  ljc_loop_begin(ir, &Y, i64c(t, 0), OH, false, NACC, zero);
+  ljc_loop_begin_step(ir, &V, i64c(t, 0), mulc(t, sdiv(t, add(t, OW, i64c(t, t->vw - 1)), i64c(t, t->vw)), t->vw),
+                      t->vw, false, NACC, Y.acc);
+  LLVMValueRef in_row = lanes_in(t, V.iv, OW), pos = add(t, mul(t, Y.iv, OW), V.iv), next[NACC], dy[WT_ROWS];
+  for (int j = 0; j < WT_ROWS; j++) dy[j] = ljc_masked_load(ir, t->vt, at(t, dy_row[j], pos), 4, in_row);
+  for (int i = 0; i < NACC; i++) next[i] = V.acc[i];
+  for (int ky = 0; ky < 3; ky++) {
+    LLVMValueRef iy = sub(t, add(t, mul(t, Y.iv, a[LJC_GEMM_WIN_SY]), mulc(t, a[LJC_GEMM_WIN_DY], ky)),
+                          a[LJC_GEMM_WIN_PY]);
+    LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], "");
+    LLVMValueRef row = at(t, plane, mul(t, LLVMBuildSelect(b, yin, iy, i64c(t, 0), ""), a[LJC_GEMM_IMG_SH]));
+    LLVMValueRef ymask = LLVMBuildAnd(b, in_row, ljc_splat(ir, yin, t->mt), "");
+    for (int kx = 0; kx < 3; kx++) {
+      LLVMValueRef xoff = sub(t, add(t, V.iv, mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
+      LLVMValueRef mask = LLVMBuildAnd(b, ymask, lanes_in(t, xoff, a[LJC_GEMM_IMG_W]), "");
+      LLVMValueRef x = ljc_masked_load(ir, t->vt, at(t, row, xoff), 4, mask);
+      for (int j = 0; j < WT_ROWS; j++)
+        next[j * TAPS + ky * 3 + kx] = ljc_fmuladd(ir, dy[j], x, next[j * TAPS + ky * 3 + kx]);
+    }
+  }
+  ljc_loop_end(ir, &V, next, next);
+  ljc_loop_end(ir, &Y, next, acc);
+  LLVMValueRef c0 = mulc(t, C.iv, TAPS);
+  for (int j = 0; j < WT_ROWS; j++) {
+    LLVMValueRef crow = mul(t, add(t, mul(t, bi, a[LJC_GEMM_M]), mrow[j]), a[LJC_GEMM_LDC]);
+    for (int tap = 0; tap < TAPS; tap++) {
+      LLVMValueRef off = sub(t, add(t, crow, add(t, c0, i64c(t, tap))), a[LJC_GEMM_C_ORIGIN]);
+      LLVMBuildStore(b, lane_sum(t, acc[j * TAPS + tap]), at(t, a[LJC_GEMM_C], off));
+    }
+  }
+  ljc_loop_end(ir, &C, NULL, NULL);
+}
+
+void ljc_define_taps_wt(ljc_ir *ir, const char *name) {
+  LLVMTypeRef param = ir->ptr;
+  LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
+  ljc_add_fn_attr(ir, fn, "nounwind");
+  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .rows = WT_ROWS};
+  t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
+  t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
+  t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
+  LLVMPositionBuilderAtEnd(t.b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
+  ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
+  row_runs(&t, wt_tile);
+  LLVMBuildRetVoid(t.b);
 }
