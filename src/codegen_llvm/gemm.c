@@ -2004,7 +2004,7 @@ enum { TAPS_FWD_ROWS = 8 };
 static bool taps_fwd(const ljg_kernel *k, const ljg_view *bv) {
   const int64_t *w = k->mm_win;
   return k->mm_dtype == LJ_F32 && k->mm_cols == LJG_MM_COLS_B && !k->mm_sum && !k->mm_col_tasks &&
-         k->mm_task_rows == 1 && w[0] == 3 && w[1] == 3 && w[3] == 1 && k->mm_m <= TAPS_FWD_ROWS &&
+         k->mm_task_rows == 1 && w[0] == 3 && w[1] == 3 && (w[3] == 1 || w[3] == 2) && k->mm_m <= TAPS_FWD_ROWS &&
          bv->v[0].stride[3] == 1 && k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
 }
 
@@ -2014,7 +2014,7 @@ static bool taps_fwd(const ljg_kernel *k, const ljg_view *bv) {
 static bool taps_wt(const ljg_kernel *k, const ljg_view *av, const ljg_view *bv) {
   const int64_t *w = k->mm_win;
   return k->mm_dtype == LJ_F32 && k->mm_cols == LJG_MM_COLS_BT && !k->mm_sum && !k->mm_col_tasks &&
-         k->mm_task_rows == 1 && w[0] == 3 && w[1] == 3 && w[3] == 1 && k->mm_m <= TAPS_FWD_ROWS &&
+         k->mm_task_rows == 1 && w[0] == 3 && w[1] == 3 && (w[3] == 1 || w[3] == 2) && k->mm_m <= TAPS_FWD_ROWS &&
          k->mm_k == k->mm_oh * k->mm_ow && av->v[0].stride[2] == 1 && bv->v[0].stride[3] == 1 &&
          k->mm_img[3] < INT32_MAX / 2 && k->mm_ow < INT32_MAX / 2;
 }

@@ -40,7 +40,7 @@
  *
  * The forward product with at most 8 rows a matrix (a grouped convolution's groups of a few
  * channels, ResNeXt's 4 or 8; a convolution to a few channels), over any channels:
- *   C[m, oy·OW + ox] = Σ_c Σ_{ky, kx} A[m, c·9 + 3·ky + kx] · x[c, oy·sy + ky·dy - py, ox + kx·dx - px]
+ *   C[m, oy·OW + ox] = Σ_c Σ_{ky, kx} A[m, c·9 + 3·ky + kx] · x[c, oy·sy + ky·dy - py, ox·sx + kx·dx - px]
  * The GEMM packs the window's 9 rows a channel of B for each matrix and multiplies each packed
  * vector into those few rows of C only, the packing most of its time. Here each vector of an
  * image row under a tap is loaded where it is (masked at the image's edges) and multiplied by
@@ -50,10 +50,22 @@
  * (Winograd's) -> 12.8; 64 -> 4 channels over 56×56 12.8-14.0 -> 5.7-6.2, 64 -> 8 12.0-12.7
  * (Winograd's) -> 10.1, 3 -> 8 0.71 -> 0.50. With 16 rows it lost: 512 -> 512 in groups of 16
  * over 14×14 15.2-16.2 against Winograd's 12.1-12.5, 16 -> 16 over 28×28 1.32 against 0.80.
+ * A column stride of 2 reads the even lanes of two vectors of an image row (the forward product
+ * and the weight gradient): a ResNeXt's downsampling, 56×56 to 28×28 in groups of 8, one
+ * thread, 26.7 -> 22.2 ms forward; in groups of 4 10.9 -> 10.2 (waiting on the image's 51 MB).
  * An input gradient of stride 1 is such a product too (TAPS_DX, as WINOGRAD_DX): of dY, padded
  * by 2 - p, with the flipped weight (the W_ fields), each matrix's rows the planes of the
  * image's gradient, written where the col2im would write them. The groups of 4 above, one
- * thread: 9.0 ms for the product of Wᵀ and dY (K = 4) and its col2im -> 3.4-3.9. */
+ * thread: 9.0 ms for the product of Wᵀ and dY (K = 4) and its col2im -> 3.4-3.9.
+ * A grouped convolution's weight gradient for each image (TAPS_WT, WINDOW_T's product dY·colsᵀ
+ * for at most 8 rows a matrix) is summed from dY's rows and the image's under each tap, two
+ * rows of C's 9 taps in vector accumulators, down a column of vectors (two output rows at a
+ * time where they share the image's rows), summed across their lanes at the end. The groups
+ * of 4 above, one thread: 9.8-10.0 ms through WINDOW_T's packed transposes -> 3.1-3.3 (4.9 a
+ * row at a time and the columns inside the rows); groups of 8 21.6 -> 12.7 (and their input
+ * gradient, Winograd's before, 20.6 -> 13.1); of stride 2 from 56×56, groups of 4 17.0 -> 7.7,
+ * of 8 36.3 -> 26.0. With 16 rows a matrix it lost over 7×7 (36.6 against 14.4 ms) and won a
+ * little over 14×14 (14.9 against 16.1): the lanes past a short row's end are wasted. */
 #include "codegen_llvm/ir.h"
 
 /* The columns a register tile: 10·NB accumulators (the 9 taps' and dY's sum), NB dY vectors
@@ -69,6 +81,7 @@ typedef struct taps {
   LLVMTypeRef vt, it, mt; /* f32, i32 and i1 vectors of vw lanes */
   int vw, nb;
   bool shared; /* the window's row stride is its dilation: add_rows */
+  int cs;                  /* the window's column stride (tap_columns) */
   int rows, out_rows;      /* the rows of C a tile; the forward product's output rows (FWD_ACC) */
   LLVMValueRef zero_slot;  /* the forward product's bias of a call without one: a 0 */
 } taps;
@@ -85,22 +98,57 @@ static LLVMValueRef at(taps *t, LLVMValueRef base, LLVMValueRef off) {
   return LLVMBuildGEP2(t->b, t->ir->f32, base, &off, 1, "");
 }
 
-/* The lanes l with 0 <= x + l < hi, x and hi i64 (the lanes compared as unsigned i32: x + l
- * below 0 reads as past hi; the routine's shapes fit in i32). */
-static LLVMValueRef lanes_in(taps *t, LLVMValueRef x, LLVMValueRef hi) {
-  LLVMValueRef l[64];
-  for (int i = 0; i < t->vw; i++) l[i] = ljc_const_i(t->ir->i32, i);
-  LLVMValueRef xs = ljc_splat(t->ir, LLVMBuildTrunc(t->b, x, t->ir->i32, ""), t->it);
-  LLVMValueRef lanes = LLVMBuildAdd(t->b, xs, LLVMConstVector(l, (unsigned)t->vw), "");
-  return LLVMBuildICmp(t->b, LLVMIntULT, lanes, ljc_splat(t->ir, LLVMBuildTrunc(t->b, hi, t->ir->i32, ""), t->it), "");
+/* The lanes l of n with 0 <= x + l < hi, x and hi i64 (the lanes compared as unsigned i32: x +
+ * l below 0 reads as past hi; the routine's shapes fit in i32). */
+static LLVMValueRef lanes_in_n(taps *t, LLVMValueRef x, LLVMValueRef hi, int n) {
+  LLVMValueRef l[128];
+  for (int i = 0; i < n; i++) l[i] = ljc_const_i(t->ir->i32, i);
+  LLVMTypeRef it = LLVMVectorType(t->ir->i32, (unsigned)n);
+  LLVMValueRef xs = ljc_splat(t->ir, LLVMBuildTrunc(t->b, x, t->ir->i32, ""), it);
+  LLVMValueRef lanes = LLVMBuildAdd(t->b, xs, LLVMConstVector(l, (unsigned)n), "");
+  return LLVMBuildICmp(t->b, LLVMIntULT, lanes, ljc_splat(t->ir, LLVMBuildTrunc(t->b, hi, t->ir->i32, ""), it), "");
 }
 
-/* lanes_in for half a vector's lanes. */
+/* lanes_in_n for a vector's lanes, and for half of them. */
+static LLVMValueRef lanes_in(taps *t, LLVMValueRef x, LLVMValueRef hi) { return lanes_in_n(t, x, hi, t->vw); }
 static LLVMValueRef half_lanes_in(taps *t, LLVMValueRef x, LLVMValueRef hi) {
-  taps half = *t;
-  half.vw = t->vw / 2;
-  half.it = LLVMVectorType(t->ir->i32, (unsigned)half.vw);
-  return lanes_in(&half, x, hi);
+  return lanes_in_n(t, x, hi, t->vw / 2);
+}
+
+/* The source columns of the taps kx = 0, 1, 2 under the vector of output columns from x0, whose
+ * lanes in the output's row are in_row, for the column stride t->cs (1 or 2): the first,
+ * x0·cs + kx·dx - px, into xoff[kx], and which of the cs·vw columns from it lie in the image
+ * under an output lane in the row into xmask[kx] (tap_vector reads every cs-th). */
+static void tap_columns(taps *t, LLVMValueRef x0, LLVMValueRef in_row, LLVMValueRef *xoff, LLVMValueRef *xmask) {
+  const LLVMValueRef *a = t->arg;
+  int n = t->cs * t->vw;
+  LLVMValueRef under = in_row, order[128];
+  if (t->cs > 1) {
+    for (int l = 0; l < n; l++) order[l] = ljc_const_i(t->ir->i32, l / t->cs);
+    under = LLVMBuildShuffleVector(t->b, in_row, in_row, LLVMConstVector(order, (unsigned)n), "");
+  }
+  for (int kx = 0; kx < 3; kx++) {
+    xoff[kx] = sub(t, add(t, mulc(t, x0, t->cs), mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
+    xmask[kx] = LLVMBuildAnd(t->b, under, lanes_in_n(t, xoff[kx], a[LJC_GEMM_IMG_W], n), "");
+  }
+}
+
+/* The vector under a tap of the image's row `row` (a row in the image): its columns from xoff,
+ * every cs-th, where xmask (tap_columns), else 0; 0 where yin (an i1: whether the tap's row
+ * lies in the image) is false: in the load's mask for cs 1, after the load for cs 2 (two
+ * vectors' mask ANDed with a row's flag is the pattern that LLVM 19 compiled for AVX2 into
+ * loads of lanes past the image: depthwise.c's tap_vector). The forward product of groups of 4
+ * channels over 28×28 (one Zen 4 thread, batch 32) took 3.96 ms instead of 3.44 with every
+ * row's zeros after the load. */
+static LLVMValueRef tap_vector(taps *t, LLVMValueRef row, LLVMValueRef xoff, LLVMValueRef xmask, LLVMValueRef yin) {
+  ljc_ir *ir = t->ir;
+  if (t->cs == 1)
+    return ljc_masked_load(ir, t->vt, at(t, row, xoff), 4, LLVMBuildAnd(t->b, xmask, ljc_splat(ir, yin, t->mt), ""));
+  int n = t->cs * t->vw;
+  LLVMValueRef v = ljc_masked_load(ir, LLVMVectorType(ir->f32, (unsigned)n), at(t, row, xoff), 4, xmask), order[64];
+  for (int l = 0; l < t->vw; l++) order[l] = ljc_const_i(ir->i32, l * t->cs);
+  v = LLVMBuildShuffleVector(t->b, v, v, LLVMConstVector(order, (unsigned)t->vw), "");
+  return LLVMBuildSelect(t->b, yin, v, LLVMConstNull(t->vt), "");
 }
 
 /* Σ of x's lanes (in any order). */
@@ -263,10 +311,7 @@ static void tile(taps *t, LLVMValueRef c, LLVMValueRef n0, LLVMValueRef n_last, 
   ljc_loop_begin_step(ir, &V, i64c(t, 0), mulc(t, sdiv(t, add(t, OW, i64c(t, t->vw - 1)), i64c(t, t->vw)), t->vw),
                       t->vw, false, nacc, Bl.acc);
   LLVMValueRef in_row = lanes_in(t, V.iv, OW);
-  for (int kx = 0; kx < 3; kx++) {
-    r.xoff[kx] = sub(t, add(t, V.iv, mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
-    r.xmask[kx] = LLVMBuildAnd(b, in_row, lanes_in(t, r.xoff[kx], a[LJC_GEMM_IMG_W]), "");
-  }
+  tap_columns(t, V.iv, in_row, r.xoff, r.xmask);
   LLVMValueRef next[NB_MAX * (TAPS + 1)], out[NB_MAX * (TAPS + 1)];
   if (mode == DY_DENSE) {
     dense_rows(t, &r, &u, V.iv, in_row, V.acc, out);
@@ -335,7 +380,7 @@ void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .nb = ir->vec_bytes >= 64 ? NB_MAX : 1};
+  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .nb = ir->vec_bytes >= 64 ? NB_MAX : 1, .cs = 1};
   t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
   t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
   t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
@@ -377,15 +422,13 @@ typedef struct fwd_tile {
 /* The image's row for tap ky of output row y + h, its vector at tap kx's columns: the lanes
  * outside the image 0. */
 static LLVMValueRef fwd_source(taps *t, const fwd_tile *f, LLVMValueRef plane, LLVMValueRef y, int h, int ky, int kx) {
-  ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
   LLVMValueRef iy = add(t, mul(t, add(t, y, i64c(t, h)), a[LJC_GEMM_WIN_SY]), mulc(t, a[LJC_GEMM_WIN_DY], ky));
   iy = sub(t, iy, a[LJC_GEMM_WIN_PY]);
   LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], "");
   LLVMValueRef row = at(t, plane, mul(t, LLVMBuildSelect(b, yin, iy, i64c(t, 0), ""), a[LJC_GEMM_IMG_SH]));
-  LLVMValueRef mask = LLVMBuildAnd(b, f->xmask[kx], ljc_splat(ir, yin, t->mt), "");
-  return ljc_masked_load(ir, t->vt, at(t, row, f->xoff[kx]), 4, mask);
+  return tap_vector(t, row, f->xoff[kx], f->xmask[kx], yin);
 }
 
 /* Output rows y .. y + n - 1 (n 1 or 2) of the tile at its vector of positions: in + Σ over
@@ -427,17 +470,13 @@ static void fwd_channels(taps *t, const fwd_tile *f, LLVMValueRef y, int n, LLVM
 static void fwd_rows(taps *t, fwd_tile *f, LLVMValueRef y, int n, const LLVMValueRef *mrow, LLVMValueRef c0,
                      const LLVMValueRef *bias) {
   ljc_ir *ir = t->ir;
-  LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
   LLVMValueRef OW = a[LJC_GEMM_WIN_OW];
   ljc_loop V;
   ljc_loop_begin_step(ir, &V, i64c(t, 0), mulc(t, sdiv(t, add(t, OW, i64c(t, t->vw - 1)), i64c(t, t->vw)), t->vw),
                       t->vw, false, 0, NULL);
   LLVMValueRef in_row = lanes_in(t, V.iv, OW);
-  for (int kx = 0; kx < 3; kx++) {
-    f->xoff[kx] = sub(t, add(t, V.iv, mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
-    f->xmask[kx] = LLVMBuildAnd(b, in_row, lanes_in(t, f->xoff[kx], a[LJC_GEMM_IMG_W]), "");
-  }
+  tap_columns(t, V.iv, in_row, f->xoff, f->xmask);
   LLVMValueRef start[FWD_ACC], sums[FWD_ACC];
   for (int h = 0; h < n; h++)
     for (int j = 0; j < t->rows; j++) start[h * t->rows + j] = bias[j];
@@ -516,7 +555,7 @@ void ljc_define_taps_fwd(ljc_ir *ir, const char *name) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4};
+  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .cs = 1};
   t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
   t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
   t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
@@ -527,16 +566,20 @@ void ljc_define_taps_fwd(ljc_ir *ir, const char *name) {
   LLVMBuildStore(b, ljc_const_f(ir->f32, 0), t.zero_slot);
   LLVMValueRef shares = LLVMBuildICmp(b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SY], t.arg[LJC_GEMM_WIN_DY], "");
   LLVMValueRef wide = LLVMBuildICmp(b, LLVMIntSGT, t.arg[LJC_GEMM_M], i64c(&t, 4), "");
-  /* tiles of 4 rows, two output rows at a time, their image rows shared or not; of 8, one */
-  for (int version = 0; version < 3; version++) {
-    t.rows = version < 2 ? 4 : 8, t.out_rows = FWD_ACC / t.rows, t.shared = version == 1;
-    LLVMValueRef when = version == 2 ? wide
-                                     : LLVMBuildAnd(b, LLVMBuildNot(b, wide, ""),
-                                                    t.shared ? shares : LLVMBuildNot(b, shares, ""), "");
-    LLVMBasicBlockRef after = ljc_if_begin(ir, when, "taps.rows");
-    row_runs(&t, fwd_tile_rows);
-    ljc_if_end(ir, after);
-  }
+  /* for column strides 1 and 2 (strided): tiles of 4 rows, two output rows at a time, their
+   * image rows shared (stride 1) or not (version 1, 0); of 8, one (version 2) */
+  LLVMValueRef strided = LLVMBuildICmp(b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SX], i64c(&t, 2), "");
+  for (int cs = 1; cs <= 2; cs++)
+    for (int version = 0; version < 3; version++) {
+      if (version == 1 && cs > 1) continue;
+      t.cs = cs, t.rows = version < 2 ? 4 : 8, t.out_rows = FWD_ACC / t.rows, t.shared = version == 1;
+      LLVMValueRef when = version == 2 ? wide : LLVMBuildNot(b, wide, "");
+      if (cs == 1 && version < 2) when = LLVMBuildAnd(b, when, version ? shares : LLVMBuildNot(b, shares, ""), "");
+      when = LLVMBuildAnd(b, when, cs > 1 ? strided : LLVMBuildNot(b, strided, ""), "");
+      LLVMBasicBlockRef after = ljc_if_begin(ir, when, "taps.rows");
+      row_runs(&t, fwd_tile_rows);
+      ljc_if_end(ir, after);
+    }
   LLVMBuildRetVoid(b);
 }
 
@@ -576,9 +619,8 @@ static void wt_rows(taps *t, const wt_col *w, LLVMValueRef y, int n, const LLVMV
     iy = sub(t, iy, a[LJC_GEMM_WIN_PY]);
     LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], "");
     LLVMValueRef row = at(t, w->plane, mul(t, LLVMBuildSelect(b, yin, iy, i64c(t, 0), ""), a[LJC_GEMM_IMG_SH]));
-    LLVMValueRef ymask = ljc_splat(ir, yin, t->mt);
     for (int kx = 0; kx < 3; kx++) {
-      LLVMValueRef x = ljc_masked_load(ir, t->vt, at(t, row, w->xoff[kx]), 4, LLVMBuildAnd(b, ymask, w->xmask[kx], ""));
+      LLVMValueRef x = tap_vector(t, row, w->xoff[kx], w->xmask[kx], yin);
       for (int h = 0; h < n; h++) {
         int ky = s - h;
         if (ky < 0 || ky > 2) continue;
@@ -590,7 +632,7 @@ static void wt_rows(taps *t, const wt_col *w, LLVMValueRef y, int n, const LLVMV
 }
 
 /* Rows m0, m0 + 1 of matrix bi of C (clamped to its last: a row past it is the last again),
- * C[m, c·9 + t] = Σ_{oy, ox} dY[m, oy·OW + ox] · x[c, oy·sy + ky·dy - py, ox + kx·dx - px] (t =
+ * C[m, c·9 + t] = Σ_{oy, ox} dY[m, oy·OW + ox] · x[c, oy·sy + ky·dy - py, ox·sx + kx·dx - px] (t =
  * 3·ky + kx; dY is A, x B's image): for each channel, a column of vectors of dY's rows at a
  * time, down its rows (wt_rows), the 9 taps' vectors of x under each multiplied into the rows'
  * accumulators, which are summed across their lanes at the end. */
@@ -615,10 +657,7 @@ static void wt_tile(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef last
                       t->vw, false, WT_ACC, zero);
   w.col = V.iv;
   w.in_row = lanes_in(t, V.iv, OW);
-  for (int kx = 0; kx < 3; kx++) {
-    w.xoff[kx] = sub(t, add(t, V.iv, mulc(t, a[LJC_GEMM_WIN_DX], kx)), a[LJC_GEMM_WIN_PX]);
-    w.xmask[kx] = LLVMBuildAnd(b, w.in_row, lanes_in(t, w.xoff[kx], a[LJC_GEMM_IMG_W]), "");
-  }
+  tap_columns(t, V.iv, w.in_row, w.xoff, w.xmask);
   LLVMValueRef pairs_end = t->shared ? mulc(t, sdiv(t, OH, i64c(t, 2)), 2) : i64c(t, 0);
   for (int n = 2; n >= 1; n--) {
     ljc_loop Y;
@@ -644,16 +683,21 @@ void ljc_define_taps_wt(ljc_ir *ir, const char *name) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .rows = WT_ROWS};
+  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .rows = WT_ROWS, .cs = 1};
   t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
   t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
   t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
   LLVMPositionBuilderAtEnd(t.b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
   LLVMValueRef shares = LLVMBuildICmp(t.b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SY], t.arg[LJC_GEMM_WIN_DY], "");
-  for (int shared = 0; shared <= 1; shared++) {
-    LLVMBasicBlockRef after = ljc_if_begin(ir, shared ? shares : LLVMBuildNot(t.b, shares, ""), "taps.rows");
-    t.shared = shared;
+  LLVMValueRef strided = LLVMBuildICmp(t.b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SX], i64c(&t, 2), "");
+  /* column stride 1, the image's rows shared or not; column stride 2, not */
+  for (int version = 0; version < 3; version++) {
+    t.cs = version < 2 ? 1 : 2, t.shared = version == 1;
+    LLVMValueRef when = version == 2 ? strided
+                                     : LLVMBuildAnd(t.b, LLVMBuildNot(t.b, strided, ""),
+                                                    version ? shares : LLVMBuildNot(t.b, shares, ""), "");
+    LLVMBasicBlockRef after = ljc_if_begin(ir, when, "taps.rows");
     row_runs(&t, wt_tile);
     ljc_if_end(ir, after);
   }
