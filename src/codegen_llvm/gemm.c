@@ -1996,10 +1996,11 @@ bool ljc_gemm_rows_outer(const ljg_kernel *k) {
                                  dx ? k->win_img[1] : k->mm_m);
 }
 
-/* Whether a matmul is a 3×3 convolution of column stride 1 with at most TAPS_FWD_ROWS rows a
- * matrix (a grouped convolution's groups of few channels) that the taps routine (taps.c) does
- * faster than the GEMM, which packs the window's columns for those few rows, and than the
- * Winograd routine: f32, B the im2col, the image's rows contiguous; the shapes in 32 bits. */
+/* Whether a matmul is a 3×3 convolution of column stride 1 or 2 with at most TAPS_FWD_ROWS
+ * rows a matrix (a grouped convolution's groups of few channels) that the taps routine
+ * (taps.c) does faster than the GEMM, which packs the window's columns for those few rows, and
+ * than the Winograd routine: f32, B the im2col, the image's rows contiguous; the shapes in 32
+ * bits. */
 enum { TAPS_FWD_ROWS = 8 };
 static bool taps_fwd(const ljg_kernel *k, const ljg_view *bv) {
   const int64_t *w = k->mm_win;

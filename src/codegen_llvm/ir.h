@@ -305,13 +305,13 @@ enum {
  * TAPS_DW: the same for a 3×3 window of column stride 1 over few channels, dY read in place
  * (taps.c); WINDOW_T: B the transpose of an im2col, packed from the image by transposes of
  * the window's vectors (a grouped convolution's weight gradient, dY·colsᵀ); TAPS_FWD: B the
- * im2col of a 3×3 window of column stride 1, C's matrices of at most 8 rows (a grouped
+ * im2col of a 3×3 window of column stride 1 or 2, C's matrices of at most 8 rows (a grouped
  * convolution's groups of few channels), each row summed from the image's rows where they are
  * (taps.c); TAPS_DX: the same for an input gradient as WINOGRAD_DX's, of at most 8 channels a
  * plane's matrix; TAPS_WT: WINDOW_T's product of at most 8 rows a matrix and a 3×3 window of
- * column stride 1 (a grouped convolution's weight gradient for each image), summed from dY's
- * and the image's rows where they are (taps.c). The Winograd variants only where the kernel
- * allows them (ljg_kernel.mm_no_winograd).
+ * column stride 1 or 2 (a grouped convolution's weight gradient for each image), summed from
+ * dY's and the image's rows where they are (taps.c). The Winograd variants only where the
+ * kernel allows them (ljg_kernel.mm_no_winograd).
  * A routine is numbered kind · LJC_GEMM_NVARIANTS + variant, kind = dtype (0: f32, 1: f64) + 2
  * when A is an im2col packed from its image, a block of rows at a time, or LJC_GEMM_BF16; for
  * the Winograd variants (f32) the kind is their tile instead: 0 for F(4×4, 3×3), 1 for
