@@ -264,6 +264,32 @@ static bool setup_resblock(const workload *w, bench_state *s) {
   return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
+/* A ResNeXt bottleneck block (torchvision's resnext50_32x4d's first stage) with n = {B, C, W,
+ * H}: x [B, C, H, H] requiring grad, the gradient flowing into the block's output, and as
+ * parameters the 1x1 reduction to W channels, the 3x3 convolution in groups of 4 and the 1x1
+ * expansion back to C (without biases, PyTorch's initializations) and their batch norms'
+ * weights and biases (ones and zeros). */
+static bool setup_resnext_block(const workload *w, bench_state *s) {
+  int64_t b = w->n[0], c = w->n[1], width = w->n[2], h = w->n[3];
+  const int64_t ins[3] = {c, width, width}, outs[3] = {width, width, c};
+  const int sides[3] = {1, 3, 1}, groups[3] = {1, (int)(width / 4), 1};
+  s->in[0] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->in[1] = rand_f32(s, LJ_SHAPE(b, c, h, h));
+  s->np = 9;
+  for (int i = 0; i < 3; i++) {
+    lj_tensor *unused = NULL;
+    if (lj_nn_conv2d_init(s->d, LJ_F32, ins[i], outs[i], (const int[]){sides[i], sides[i]}, groups[i], false,
+                          &s->p[i], &unused) != LJ_OK)
+      return false;
+    s->p[3 + 2 * i] = lj_ones(s->d, LJ_F32, LJ_SHAPE(outs[i]));
+    s->p[4 + 2 * i] = lj_zeros(s->d, LJ_F32, LJ_SHAPE(outs[i]));
+  }
+  if (!all_set(s->in, 2) || !all_set(s->p, 9) || lj_sync_tensors(9, s->p) != LJ_OK) return false;
+  for (int i = 0; i < 9; i++)
+    if (lj_tensor_set_requires_grad(s->p[i], true) != LJ_OK) return false;
+  return lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
 /* A MobileNetV2 inverted residual block for inference with n = {B, C, E, H}: x [B, C, H, H],
  * the 1x1 expansion to E channels, the depthwise 3x3 and the 1x1 projection back to C, each
  * with its bias (a batch norm folded in), PyTorch's initializations. */
@@ -428,6 +454,21 @@ static void resblock(const workload *w, bench_state *s) {
   h = lj_relu(lj_batch_norm(h, NULL, NULL, p[2], p[3], true, 0.1, 1e-5));
   h = lj_batch_norm(lj_conv2d(h, p[1], NULL, NULL, pad1, NULL, 1), NULL, NULL, p[4], p[5], true, 0.1, 1e-5);
   h = lj_relu(lj_add(h, s->in[0]));
+  lj_backward(lj_sum(lj_mul(h, s->in[1]), 0, NULL, false));
+}
+
+/* relu(bn(expand(relu(bn(grouped(relu(bn(reduce(x)))))))) + x), forward and backward for an
+ * upstream gradient g: the input's, the convolutions' and the batch norms' gradients. */
+static void resnext_block(const workload *w, bench_state *s) {
+  lj_tensor *const *p = s->p;
+  lj_tensor_zero_grad(s->in[0]);
+  for (int i = 0; i < s->np; i++) lj_tensor_zero_grad(p[i]);
+  lj_tensor *h = s->in[0];
+  for (int i = 0; i < 3; i++) {
+    h = lj_conv2d(h, p[i], NULL, NULL, i == 1 ? pad1 : NULL, NULL, i == 1 ? (int)(w->n[2] / 4) : 1);
+    h = lj_batch_norm(h, NULL, NULL, p[3 + 2 * i], p[4 + 2 * i], true, 0.1, 1e-5);
+    h = lj_relu(i < 2 ? h : lj_add(h, s->in[0]));
+  }
   lj_backward(lj_sum(lj_mul(h, s->in[1]), 0, NULL, false));
 }
 
@@ -689,6 +730,10 @@ const workload bench_workloads[] = {
      setup_conv5_deep, conv_relu_backward, 0, 3 * CONV5_FLOPS(32, 32, 64, 28)},
     {"resblock_b32", "ResNet basic block 64ch 56x56 (conv-bn-relu x2, add), fwd + bwd", {32, 64, 56},
      setup_resblock, resblock, 0, 6 * CONV_FLOPS(32, 64, 64, 56)},
+    {"resnext_block_b16",
+     "ResNeXt bottleneck 256 -> 128 (32 groups of 4) -> 256, 28x28 (conv-bn-relu x3, add), fwd + bwd", {16, 256, 128, 28},
+     setup_resnext_block, resnext_block, 0,
+     3 * (2 * CONV1X1_FLOPS(16, 256, 128, 28) + CONV_FLOPS(16, 4, 128, 28))},
     {"conv1_fwd_b64", "relu(maxpool(conv 1->32 3x3)), 64x28x28", {64, 1, 32, 28}, setup_conv, conv_forward, 0,
      CONV_FLOPS(64, 1, 32, 28)},
     {"conv1_bwd_b64", "conv1 layer forward + weight/bias gradients", {64, 1, 32, 28}, setup_conv, conv_backward,

@@ -122,6 +122,25 @@ def resblock(b, c, h):
     return step
 
 
+def resnext_block(b, c, width, h):
+    x, g = rand(b, c, h, h, grad=True), rand(b, c, h, h)
+    convs = [nn.Conv2d(c, width, 1, bias=False), nn.Conv2d(width, width, 3, padding=1, groups=width // 4, bias=False),
+             nn.Conv2d(width, c, 1, bias=False)]
+    norms = [nn.BatchNorm2d(n, track_running_stats=False) for n in (width, width, c)]
+    params = [p for m in convs + norms for p in m.parameters()]
+
+    def step():
+        x.grad = None
+        for p in params:
+            p.grad = None
+        y = x
+        for i in range(3):
+            y = norms[i](convs[i](y))
+            y = torch.relu(y if i < 2 else y + x)
+        (y * g).sum().backward()
+    return step
+
+
 def transformer(b, t, c, h):
     x, g = rand(b, t, c, grad=True), rand(b, t, c)
     norms = [nn.LayerNorm(c) for _ in range(2)]
@@ -270,6 +289,7 @@ WORKLOADS = {
     "conv5x5_bwd_b32": lambda: conv_relu_backward(32, 32, 64, 28, x_grad=True, side=5),
     "conv_dw3x3_bwd_b32": lambda: conv_relu_backward(32, 128, 128, 56, x_grad=True, groups=128),
     "resblock_b32": lambda: resblock(32, 64, 56),
+    "resnext_block_b16": lambda: resnext_block(16, 256, 128, 28),
     "conv1_fwd_b64": lambda: conv_forward(64, 1, 32, 28),
     "conv1_bwd_b64": lambda: conv_backward(64, 1, 32, 28),
     "conv_c3_bwd_b64": lambda: conv_relu_backward(64, 3, 64, 32),
