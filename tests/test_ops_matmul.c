@@ -635,6 +635,34 @@ START_TEST(test_matmul_taps_few_rows) {
 }
 END_TEST
 
+/* A product whose A is broadcast over B's leading batch dims, [G, M, K] · [N, G, K, P], reads
+ * A's G matrices again for each of the N (mm_a_period) instead of storing the N·G of them: f32
+ * through the GEMM (rows of C in tasks that split each run of G matrices on two threads), f64,
+ * an i64 product (no routine: A stored as before) and one of no broadcast. Against the
+ * interpreter; fails with the runs' B left at the first run's. */
+START_TEST(test_matmul_a_period) {
+  for (int threads = 1; threads <= 2; threads++) {
+    char dir[] = "/tmp/lj_test_a_period_XXXXXX";
+    init_dumping(threads, NULL, true, dir);
+    lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(3, 37, 64), TU_ANY, 1);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(5, 3, 64, 100), TU_ANY, 2);
+    lj_tensor *c = tu_tensor(LJ_F64, LJ_SHAPE(2, 8, 33), TU_ANY, 3);
+    lj_tensor *d = tu_tensor(LJ_F64, LJ_SHAPE(5, 2, 33, 17), TU_ANY, 4);
+    lj_tensor *e = tu_tensor(LJ_I64, LJ_SHAPE(2, 3, 4), TU_ANY, 5), *f = tu_tensor(LJ_I64, LJ_SHAPE(3, 2, 4, 5), TU_ANY, 6);
+    lj_tensor *bt = lj_permute(b, 4, (const int[]){0, 1, 3, 2});
+    lj_tensor *ys[] = {lj_matmul(a, b), lj_matmul(c, d), lj_matmul(e, f), lj_matmul(bt, b)};
+    for (int i = 0; i < 4; i++) ck_assert_ptr_nonnull(ys[i]);
+    tu_check_interp_tol(4, ys, 1e-5, 1e-4); /* sums of 64 products */
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "A's 3 matrices again and again"));
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "A's 2 matrices again and again"));
+    lj_tensor *all[] = {a, b, c, d, e, f, bt, ys[0], ys[1], ys[2], ys[3]};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+    tu_remove_dir(dir);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Random weight gradients of 3×3 convolutions over 1 to 3 channels that take the taps routine
  * (1 to 3 images of 1 to 20 × 1 to 30, 1 to 40 output channels, padding 0 to 2, a row stride
  * and dilations of 1 or 2) agree with the interpreter. */
@@ -1050,6 +1078,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_winograd_off);
   tcase_add_loop_test(tc, test_matmul_taps, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_taps_random);
+  tcase_add_test(tc, test_matmul_a_period);
   tcase_add_loop_test(tc, test_matmul_taps_few_rows, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_batch_halves);
   tcase_add_test(tc, test_matmul_bf16_pairs);

@@ -2297,6 +2297,44 @@ static void call_by_runs(ljc_kctx *kc, const LLVMValueRef *arg, LLVMValueRef fn)
   ljc_loop_end(ir, &run, NULL, NULL);
 }
 
+/* A product whose A repeats along the batch every G = mm_a_period matrices (a grouped
+ * convolution's weight for each image): the routine called on each run of G matrices that
+ * the task range [begin, end) of C's rows (of the argument block's M a matrix: an input
+ * gradient's planes where its routine writes the col2im's image) reaches, its share of that
+ * run's rows, with B's and C's matrices of it (and the bias's, where each matrix has its own)
+ * and A's G as they are. */
+static void call_by_periods(ljc_kctx *kc, const LLVMValueRef *arg, LLVMValueRef fn, int64_t bias_nb) {
+  const ljg_kernel *k = kc->k;
+  ljc_ir *ir = kc->ir;
+  LLVMBuilderRef b = ir->b;
+  int64_t G = k->mm_a_period;
+  LJ_ASSERT(bias_nb == k->mm_b || G % bias_nb == 0);
+  LLVMValueRef begin = arg[LJC_GEMM_BEGIN], end = arg[LJC_GEMM_END];
+  LLVMValueRef u = LLVMBuildNSWMul(b, ljc_i64(ir, G), arg[LJC_GEMM_M], "");
+  LLVMValueRef first = LLVMBuildUDiv(b, begin, u, "");
+  LLVMValueRef last = LLVMBuildUDiv(b, LLVMBuildNSWAdd(b, end, LLVMBuildNSWSub(b, u, ljc_i64(ir, 1), ""), ""), u, "");
+  ljc_loop run;
+  ljc_loop_begin(ir, &run, first, last, false, 0, NULL);
+  LLVMValueRef lo = LLVMBuildNSWMul(b, run.iv, u, ""), hi = LLVMBuildNSWAdd(b, lo, u, "");
+  LLVMValueRef a[LJC_GEMM_NARGS];
+  memcpy(a, arg, sizeof a);
+  a[LJC_GEMM_BEGIN] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smax", begin, lo), lo, "");
+  a[LJC_GEMM_END] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smin", end, hi), lo, "");
+  LLVMValueRef m0 = LLVMBuildNSWMul(b, run.iv, ljc_i64(ir, G), "");
+  a[LJC_GEMM_B] = advance(kc, k->mm_bm, arg[LJC_GEMM_B], LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_B_SB], ""));
+  LLVMTypeRef ct = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
+  LLVMValueRef c_off = LLVMBuildNSWMul(b, m0, LLVMBuildNSWMul(b, arg[LJC_GEMM_M], arg[LJC_GEMM_N], ""), "");
+  a[LJC_GEMM_C] = LLVMBuildInBoundsGEP2(b, ct, arg[LJC_GEMM_C], &c_off, 1, "");
+  if (kc->mm_bias >= 0 && bias_nb == k->mm_b) /* a bias for each matrix: the run's */
+    a[LJC_GEMM_BIAS] = LLVMBuildGEP2(b, ct, arg[LJC_GEMM_BIAS],
+                                     (LLVMValueRef[]){LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_BIAS_SB], "")}, 1, "");
+  a[LJC_GEMM_BATCH] = ljc_i64(ir, G);
+  a[LJC_GEMM_BIAS_NB] = ljc_i64(ir, bias_nb == k->mm_b ? G : bias_nb);
+  LLVMValueRef block = store_args(ir, a);
+  LLVMBuildCall2(b, routine_type(ir), fn, &block, 1, "");
+  ljc_loop_end(ir, &run, NULL, NULL);
+}
+
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first) {
   const ljg_kernel *k = kc->k;
   ljc_ir *ir = kc->ir;
@@ -2388,6 +2426,8 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   if (!fn) fn = LLVMAddFunction(ir->mod, name, routine_type(ir));
   if (k->mm_sum > 1) {
     call_by_runs(kc, arg, fn);
+  } else if (k->mm_a_period) {
+    call_by_periods(kc, arg, fn, bias_s[2]);
   } else {
     LLVMValueRef block = store_args(ir, arg);
     LLVMBuildCall2(b, routine_type(ir), fn, &block, 1, "");

@@ -2075,7 +2075,7 @@ static void emit_matmul(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVM
     end = LLVMBuildNSWMul(b, end, ljc_i64(ir, k->mm_task_rows), "");
   }
   if (k->mm_n == 0 || ljc_emit_gemm(kc, begin, end, first)) return;
-  LJ_ASSERT(!k->mm_col_tasks); /* given only to the matmuls a routine takes (fuse.c) */
+  LJ_ASSERT(!k->mm_col_tasks && !k->mm_a_period); /* given only to the matmuls a routine takes (fuse.c) */
   LJ_ASSERT(k->mm_dtype != LJ_BF16 && k->mm_dtype != LJ_F16); /* f32 products by now (pass_matmul.c) */
   LLVMTypeRef t = ljc_compute_type(ir, k->mm_dtype);
   const ljg_view1 *bview = ljg_view_top(&k->views[k->exprs[k->mm_bm].view]);

@@ -197,6 +197,36 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
   return ljg_chain_view(g, top, src, &v) ? v.n : LJG_MAX_VIEWS + 1;
 }
 
+/* Whether view v of a matmul's A, [B, M, K], is the matrices [G, M, K] of one level expanded
+ * over the batch's leading N = B / G (G > 1): row-major [B, M, K] over [N, G, M, K] whose N has
+ * stride 0, as a grouped convolution's weight for the N·G matrices of its images' groups;
+ * *out is then that one level, [G, M, K], and *period G (ljg_kernel.mm_a_period). */
+static bool period_view(const ljg_view *v, ljg_view *out, int64_t *period) {
+  if (v->n != 2) return false;
+  const ljg_view1 *top = &v->v[1], *below = &v->v[0];
+  if (top->ndim != 3 || top->offset != 0 || !ljg_view1_walks(top, 3, top->shape) || below->ndim != 4 ||
+      below->stride[0] != 0 || below->shape[1] < 2 || below->shape[0] * below->shape[1] != top->shape[0] ||
+      below->shape[2] != top->shape[1] || below->shape[3] != top->shape[2])
+    return false;
+  out->n = 1;
+  out->v[0] = *below;
+  out->v[0].ndim = 3;
+  for (int d = 0; d < 3; d++) out->v[0].shape[d] = below->shape[d + 1], out->v[0].stride[d] = below->stride[d + 1];
+  *period = below->shape[1];
+  return true;
+}
+
+/* Whether matmul i's A, x over the buffer src, is read as period_view says (an f32 or f64
+ * product of A as it is, not a batch sum): not stored for it. */
+static bool periodic_a(const fuser *f, int32_t i, int32_t x, int32_t src) {
+  const ljg_gnode *n = &f->g->nodes[i];
+  ljg_view v, one;
+  int64_t period;
+  return n->op == LJG_OP_MATMUL && (n->dtype == LJ_F32 || n->dtype == LJ_F64) && !f->bf16[i] &&
+         (f->cols[i] < 0 || ljg_mm_cols_operand(f->cols_op[i]) == 1) && f->g->nodes[src].dtype == n->dtype &&
+         ljg_chain_view(f->g, x, src, &v) && period_view(&v, &one, &period);
+}
+
 /* The im2col node that matmul i reads as its operand *op (LJG_MM_COLS_B, else _A, else _BT:
  * B the im2col transposed) when the matmul routines can pack that operand straight from the
  * im2col's image (implicit GEMM): a float matmul with an operand that is a whole im2col
@@ -476,7 +506,8 @@ static void decide(fuser *f) {
         x = ljg_in(g, &g->nodes[f->cols[i]])[0];
       int32_t src = ljg_strip_views(g, x);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
-      if (chain_levels(g, x, src) > 1) f->realized[x] = true;
+      if (chain_levels(g, x, src) > 1 && !(ljg_ops[n->op].kind == LJG_MATMUL && k == 0 && periodic_a(f, i, x, src)))
+        f->realized[x] = true;
     }
     if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion) && bf16_views[i] < f->eff[i]) {
       int32_t src = ljg_strip_views(g, in[0]);
@@ -879,6 +910,16 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
     }
     k->mm_a = f->bf16[i] ? bf16_load(f, operand[0]) : build(f, operand[0], 0, false);
     k->mm_bm = f->bf16[i] ? bf16_load(f, operand[1]) : build(f, operand[1], 0, false);
+    ljg_view one;
+    int64_t period;
+    if (!f->bf16[i] && f->exprs.a[k->mm_a].kind == LJG_X_LOAD &&
+        period_view(&f->views.a[f->exprs.a[k->mm_a].view], &one, &period)) {
+      ljg_kexpr a = f->exprs.a[k->mm_a]; /* A's matrices as they lie, not expanded */
+      a.view = add_view(f, &one);
+      ljb_vec_push(&f->exprs, a);
+      k->mm_a = f->exprs.n - 1;
+      k->mm_a_period = period;
+    }
     k->mm_b = g->nodes[in[0]].shape[0];
     k->mm_m = n->shape[1];
     k->mm_n = n->shape[2];
@@ -994,6 +1035,7 @@ static void column_tasks(ljg_program *p) {
     }
     int64_t rows = k->mm_b * k->mm_m, blocks = (k->mm_n + LJG_MATMUL_COL_TASK - 1) / LJG_MATMUL_COL_TASK;
     if (k->kind != LJG_K_MATMUL || (k->nnests && k->row_block < rows) || k->tm || k->mm_sum || k->mm_cols ||
+        k->mm_a_period ||
         k->mm_task_rows != 1 || ljg_kernel_has_window(k) || (k->mm_dtype != LJ_F32 && k->mm_dtype != LJ_F64) ||
         k->mm_k == 0 || k->mm_b == 0 || rows > LJG_MATMUL_COL_SPLIT_ROWS || blocks < 2 ||
         (blocks < rows && blocks < LJG_MATMUL_COL_SPLIT_TASKS) || !nests_by_columns(p, k))
@@ -1104,6 +1146,7 @@ void ljg_trailing_product(const ljg_kernel *k, ljg_kernel *out) {
   out->mm_sum = out->mm_col_tasks = out->mm_cols = 0;
   out->mm_no_winograd = 1;
   out->mm_task_rows = 1;
+  out->mm_a_period = 0;
   out->mm_unpool_at = out->mm_unpool_mask = -1;
   out->win_op = LJG_OP_DATA;
   out->tm = 0;
@@ -1243,6 +1286,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
       if (k->mm_sum > 1) ljb_str_printf(&b, " in %" PRId64 " runs", k->mm_sum);
       if (k->mm_no_winograd) ljb_str_puts(&b, ", no Winograd");
       if (k->mm_task_rows > 1) ljb_str_printf(&b, ", %" PRId64 " rows a task", k->mm_task_rows);
+      if (k->mm_a_period) ljb_str_printf(&b, ", A's %" PRId64 " matrices again and again", k->mm_a_period);
       ljb_str_puts(&b, "\n");
       if (k->mm_cols) {
         bool a = k->mm_cols == LJG_MM_COLS_A;

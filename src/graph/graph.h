@@ -520,6 +520,10 @@ typedef struct ljg_kernel {
                              Winograd's transforms (ljg_fuse_options.no_winograd) */
   int64_t mm_task_rows; /* rows of C a task computes: 1, or a col2im's KH·KW when it joined
                            (its tasks are image planes, each the sum of that many rows) */
+  int64_t mm_a_period;  /* 0; or A's LOAD reads this many matrices, which repeat along the
+                           batch: matrix b's A is matrix b mod mm_a_period's (a grouped
+                           convolution's weight, [G, M, K], for the N·G matrices of its images'
+                           groups, never copied for each image) */
   /* Implicit GEMM: operand A or B (mm_cols) is the im2col of the image [N, C, H, W] that
    * its LOAD (mm_a or mm_bm) reads, with window mm_win (kh, kw, sh, sw, ph, pw, dh, dw; fill
    * 0) and OH × OW windows: the matmul routine packs it from the image. */
