@@ -2259,6 +2259,24 @@ static LLVMValueRef advance(ljc_kctx *kc, int32_t e, LLVMValueRef p, LLVMValueRe
   return LLVMBuildInBoundsGEP2(ir->b, ljc_storage_type(ir, (lj_dtype)kc->k->exprs[e].dtype), p, &off, 1, "");
 }
 
+/* Opens a loop over the runs of `units` tasks (an i64) that the task range [BEGIN, END) of the
+ * argument block arg reaches, each run `per` matrices: a receives arg with the range made the
+ * run's share of it, counted from the run's first task, and *m0 the run's first matrix. */
+static void runs_begin(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef units, int64_t per, ljc_loop *run,
+                       LLVMValueRef *a, LLVMValueRef *m0) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef begin = arg[LJC_GEMM_BEGIN], end = arg[LJC_GEMM_END];
+  LLVMValueRef first = LLVMBuildUDiv(b, begin, units, "");
+  LLVMValueRef rounded = LLVMBuildNSWAdd(b, end, LLVMBuildNSWSub(b, units, ljc_i64(ir, 1), ""), "");
+  LLVMValueRef last = LLVMBuildUDiv(b, rounded, units, "");
+  ljc_loop_begin(ir, run, first, last, false, 0, NULL);
+  LLVMValueRef lo = LLVMBuildNSWMul(b, run->iv, units, ""), hi = LLVMBuildNSWAdd(b, lo, units, "");
+  memcpy(a, arg, LJC_GEMM_NARGS * sizeof *a);
+  a[LJC_GEMM_BEGIN] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smax", begin, lo), lo, "");
+  a[LJC_GEMM_END] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smin", end, hi), lo, "");
+  *m0 = LLVMBuildNSWMul(b, run->iv, ljc_i64(ir, per), "");
+}
+
 /* A batch sum into G matrices (ljg_kernel.mm_sum > 1), its tasks G runs of each matrix's
  * rows or column blocks: the routine called on each run [begin, end) reaches, its share of
  * that run's rows or blocks, with A's and B's matrices of that run of the batch (an unpooled
@@ -2267,18 +2285,10 @@ static void call_by_runs(ljc_kctx *kc, const LLVMValueRef *arg, LLVMValueRef fn)
   const ljg_kernel *k = kc->k;
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
-  int64_t units = k->ntasks / k->mm_sum, per = k->mm_b / k->mm_sum;
-  LLVMValueRef begin = arg[LJC_GEMM_BEGIN], end = arg[LJC_GEMM_END], u = ljc_i64(ir, units);
-  LLVMValueRef first = LLVMBuildUDiv(b, begin, u, "");
-  LLVMValueRef last = LLVMBuildUDiv(b, LLVMBuildNSWAdd(b, end, ljc_i64(ir, units - 1), ""), u, "");
+  int64_t per = k->mm_b / k->mm_sum;
   ljc_loop run;
-  ljc_loop_begin(ir, &run, first, last, false, 0, NULL);
-  LLVMValueRef lo = LLVMBuildNSWMul(b, run.iv, u, ""), hi = LLVMBuildNSWAdd(b, lo, u, "");
-  LLVMValueRef a[LJC_GEMM_NARGS];
-  memcpy(a, arg, sizeof a);
-  a[LJC_GEMM_BEGIN] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smax", begin, lo), lo, "");
-  a[LJC_GEMM_END] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smin", end, hi), lo, "");
-  LLVMValueRef m0 = LLVMBuildNSWMul(b, run.iv, ljc_i64(ir, per), "");
+  LLVMValueRef a[LJC_GEMM_NARGS], m0;
+  runs_begin(ir, arg, ljc_i64(ir, k->ntasks / k->mm_sum), per, &run, a, &m0);
   LLVMValueRef a_off = LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_A_SB], "");
   LLVMValueRef b_off = LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_B_SB], "");
   a[LJC_GEMM_A] = advance(kc, k->mm_a, arg[LJC_GEMM_A], a_off);
@@ -2309,18 +2319,9 @@ static void call_by_periods(ljc_kctx *kc, const LLVMValueRef *arg, LLVMValueRef 
   LLVMBuilderRef b = ir->b;
   int64_t G = k->mm_a_period;
   LJ_ASSERT(bias_nb == k->mm_b || G % bias_nb == 0);
-  LLVMValueRef begin = arg[LJC_GEMM_BEGIN], end = arg[LJC_GEMM_END];
-  LLVMValueRef u = LLVMBuildNSWMul(b, ljc_i64(ir, G), arg[LJC_GEMM_M], "");
-  LLVMValueRef first = LLVMBuildUDiv(b, begin, u, "");
-  LLVMValueRef last = LLVMBuildUDiv(b, LLVMBuildNSWAdd(b, end, LLVMBuildNSWSub(b, u, ljc_i64(ir, 1), ""), ""), u, "");
   ljc_loop run;
-  ljc_loop_begin(ir, &run, first, last, false, 0, NULL);
-  LLVMValueRef lo = LLVMBuildNSWMul(b, run.iv, u, ""), hi = LLVMBuildNSWAdd(b, lo, u, "");
-  LLVMValueRef a[LJC_GEMM_NARGS];
-  memcpy(a, arg, sizeof a);
-  a[LJC_GEMM_BEGIN] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smax", begin, lo), lo, "");
-  a[LJC_GEMM_END] = LLVMBuildNSWSub(b, ljc_intrinsic2(ir, "smin", end, hi), lo, "");
-  LLVMValueRef m0 = LLVMBuildNSWMul(b, run.iv, ljc_i64(ir, G), "");
+  LLVMValueRef a[LJC_GEMM_NARGS], m0;
+  runs_begin(ir, arg, LLVMBuildNSWMul(b, ljc_i64(ir, G), arg[LJC_GEMM_M], ""), G, &run, a, &m0);
   a[LJC_GEMM_B] = advance(kc, k->mm_bm, arg[LJC_GEMM_B], LLVMBuildNSWMul(b, m0, arg[LJC_GEMM_B_SB], ""));
   LLVMTypeRef ct = ljc_compute_type(ir, (lj_dtype)k->mm_dtype);
   LLVMValueRef c_off = LLVMBuildNSWMul(b, m0, LLVMBuildNSWMul(b, arg[LJC_GEMM_M], arg[LJC_GEMM_N], ""), "");

@@ -376,17 +376,26 @@ static void columns(taps *t, dy_mode mode) {
   ljc_loop_end(ir, &C, NULL, NULL);
 }
 
-void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
+/* Adds the routine `name` (void name(i64 *args)) and returns the taps state of its code: the
+ * builder at its entry, the argument block's fields loaded, vectors of the target's f32 width,
+ * a column stride of 1. */
+static taps routine_begin(ljc_ir *ir, const char *name) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .nb = ir->vec_bytes >= 64 ? NB_MAX : 1, .cs = 1};
+  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .cs = 1};
   t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
   t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
   t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
-  LLVMBuilderRef b = t.b;
-  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
+  LLVMPositionBuilderAtEnd(t.b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
+  return t;
+}
+
+void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
+  taps t = routine_begin(ir, name);
+  t.nb = ir->vec_bytes >= 64 ? NB_MAX : 1;
+  LLVMBuilderRef b = t.b;
   const LLVMValueRef *a = t.arg;
   LLVMValueRef unpooled = LLVMBuildIsNotNull(b, a[LJC_GEMM_UNPOOL_AT], "");
   LLVMValueRef masked = LLVMBuildIsNotNull(b, a[LJC_GEMM_UNPOOL_MASK], "");
@@ -552,16 +561,8 @@ static void row_runs(taps *t, void (*rows)(taps *, LLVMValueRef, LLVMValueRef, L
 }
 
 void ljc_define_taps_fwd(ljc_ir *ir, const char *name) {
-  LLVMTypeRef param = ir->ptr;
-  LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
-  ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .cs = 1};
-  t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
-  t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
-  t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
+  taps t = routine_begin(ir, name);
   LLVMBuilderRef b = t.b;
-  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
-  ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
   t.zero_slot = ljc_entry_array(ir, ir->f32, 1);
   LLVMBuildStore(b, ljc_const_f(ir->f32, 0), t.zero_slot);
   LLVMValueRef shares = LLVMBuildICmp(b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SY], t.arg[LJC_GEMM_WIN_DY], "");
@@ -680,15 +681,8 @@ static void wt_tile(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef last
 }
 
 void ljc_define_taps_wt(ljc_ir *ir, const char *name) {
-  LLVMTypeRef param = ir->ptr;
-  LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
-  ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .rows = WT_ROWS, .cs = 1};
-  t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
-  t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
-  t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
-  LLVMPositionBuilderAtEnd(t.b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
-  ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), t.arg);
+  taps t = routine_begin(ir, name);
+  t.rows = WT_ROWS;
   LLVMValueRef shares = LLVMBuildICmp(t.b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SY], t.arg[LJC_GEMM_WIN_DY], "");
   LLVMValueRef strided = LLVMBuildICmp(t.b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SX], i64c(&t, 2), "");
   /* column stride 1, the image's rows shared or not; column stride 2, not */
