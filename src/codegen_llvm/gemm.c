@@ -1989,6 +1989,7 @@ bool ljc_gemm_writes_window(const ljg_kernel *k) {
 bool ljc_gemm_rows_outer(const ljg_kernel *k) {
   int r = ljc_gemm_routine(k), variant = r % LJC_GEMM_NVARIANTS;
   if (r < 0 || (variant != LJC_GEMM_WINOGRAD && variant != LJC_GEMM_WINOGRAD_DX) || k->nnests || k->mm_b < 2 ||
+      k->mm_a_period ||
       (k->row_block && !ljc_gemm_in_one_call(k)) || k->views[k->exprs[k->mm_a].view].v[0].stride[0])
     return false;
   bool dx = variant == LJC_GEMM_WINOGRAD_DX;

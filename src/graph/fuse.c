@@ -199,13 +199,15 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
 
 /* Whether view v of a matmul's A, [B, M, K], is the matrices [G, M, K] of one level expanded
  * over the batch's leading N = B / G (G > 1): row-major [B, M, K] over [N, G, M, K] whose N has
- * stride 0, as a grouped convolution's weight for the N·G matrices of its images' groups;
+ * stride 0 and G not (the routines number a repeating A's tasks matrix by matrix, not row by
+ * row of a same A: ljc_gemm_rows_outer), as a grouped convolution's weight for the N·G matrices of its images' groups;
  * *out is then that one level, [G, M, K], and *period G (ljg_kernel.mm_a_period). */
 static bool period_view(const ljg_view *v, ljg_view *out, int64_t *period) {
   if (v->n != 2) return false;
   const ljg_view1 *top = &v->v[1], *below = &v->v[0];
   if (top->ndim != 3 || top->offset != 0 || !ljg_view1_walks(top, 3, top->shape) || below->ndim != 4 ||
-      below->stride[0] != 0 || below->shape[1] < 2 || below->shape[0] * below->shape[1] != top->shape[0] ||
+      below->stride[0] != 0 || below->stride[1] == 0 || below->shape[1] < 2 ||
+      below->shape[0] * below->shape[1] != top->shape[0] ||
       below->shape[2] != top->shape[1] || below->shape[3] != top->shape[2])
     return false;
   out->n = 1;
