@@ -200,8 +200,9 @@ static int chain_levels(const ljg_graph *g, int32_t top, int32_t src) {
 /* Whether view v of a matmul's A, [B, M, K], is the matrices [G, M, K] of one level expanded
  * over the batch's leading N = B / G (G > 1): row-major [B, M, K] over [N, G, M, K] whose N has
  * stride 0 and G not (the routines number a repeating A's tasks matrix by matrix, not row by
- * row of a same A: ljc_gemm_rows_outer), as a grouped convolution's weight for the N·G matrices of its images' groups;
- * *out is then that one level, [G, M, K], and *period G (ljg_kernel.mm_a_period). */
+ * row of a same A: ljc_gemm_rows_outer), as a grouped convolution's weight for the N·G
+ * matrices of its images' groups; *out is then that one level, [G, M, K], and *period G
+ * (ljg_kernel.mm_a_period). */
 static bool period_view(const ljg_view *v, ljg_view *out, int64_t *period) {
   if (v->n != 2) return false;
   const ljg_view1 *top = &v->v[1], *below = &v->v[0];
