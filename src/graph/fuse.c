@@ -220,14 +220,14 @@ static bool period_view(const ljg_view *v, ljg_view *out, int64_t *period) {
 }
 
 /* Whether matmul i's A, x over the buffer src, is read as period_view says (an f32 or f64
- * product of A as it is, not a batch sum): not stored for it. */
-static bool periodic_a(const fuser *f, int32_t i, int32_t x, int32_t src) {
+ * product of A as it is, not a batch sum): not stored for it; *one and *period then
+ * period_view's. */
+static bool periodic_a(const fuser *f, int32_t i, int32_t x, int32_t src, ljg_view *one, int64_t *period) {
   const ljg_gnode *n = &f->g->nodes[i];
-  ljg_view v, one;
-  int64_t period;
+  ljg_view v;
   return n->op == LJG_OP_MATMUL && (n->dtype == LJ_F32 || n->dtype == LJ_F64) && !f->bf16[i] &&
          (f->cols[i] < 0 || ljg_mm_cols_operand(f->cols_op[i]) == 1) && f->g->nodes[src].dtype == n->dtype &&
-         ljg_chain_view(f->g, x, src, &v) && period_view(&v, &one, &period);
+         ljg_chain_view(f->g, x, src, &v) && period_view(&v, one, period);
 }
 
 /* The im2col node that matmul i reads as its operand *op (LJG_MM_COLS_B, else _A, else _BT:
@@ -383,6 +383,22 @@ static int32_t bf16_load(fuser *f, int32_t x) {
   return push_expr(f, &e);
 }
 
+/* The LOAD of matmul i's A, x, as the matrices that repeat along the batch (periodic_a: x
+ * not stored), *period of them; -1 when x is not read so. */
+static int32_t period_load(fuser *f, int32_t i, int32_t x, int64_t *period) {
+  int32_t src = ljg_strip_views(f->g, x);
+  ljg_view one;
+  if (f->realized[x] || !periodic_a(f, i, x, src, &one, period)) return -1;
+  ljg_kexpr e = {0};
+  e.kind = LJG_X_LOAD;
+  e.node = src;
+  e.dtype = f->g->nodes[src].dtype;
+  e.op = f->g->nodes[src].op;
+  e.slot = f->realized[src] ? f->oslot[src] : f->pslot[src];
+  e.view = add_view(f, &one);
+  return push_expr(f, &e);
+}
+
 /* The view that matmul i reads as B when it is transposed (contiguous along k or strided, not
  * along n), one level over a buffer, not expanded over the batch, and the product would read
  * it in place were it contiguous (ljg_matmul_b_in_place): its node, else -1. */
@@ -509,7 +525,10 @@ static void decide(fuser *f) {
         x = ljg_in(g, &g->nodes[f->cols[i]])[0];
       int32_t src = ljg_strip_views(g, x);
       if (g->nodes[src].op != LJG_OP_DATA) f->realized[src] = true;
-      if (chain_levels(g, x, src) > 1 && !(ljg_ops[n->op].kind == LJG_MATMUL && k == 0 && periodic_a(f, i, x, src)))
+      ljg_view one;
+      int64_t period;
+      if (chain_levels(g, x, src) > 1 &&
+          !(ljg_ops[n->op].kind == LJG_MATMUL && k == 0 && periodic_a(f, i, x, src, &one, &period)))
         f->realized[x] = true;
     }
     if (n->op == LJG_OP_EXPAND && !(f->opt && f->opt->disable_fusion) && bf16_views[i] < f->eff[i]) {
@@ -911,18 +930,11 @@ static void build_kernel(fuser *f, int32_t i, ljg_kernel *k) {
       memcpy(k->mm_img, g->nodes[img].shape, sizeof k->mm_img);
       ljg_window_out(c->attr.a, k->mm_img[2], k->mm_img[3], &k->mm_oh, &k->mm_ow);
     }
-    k->mm_a = f->bf16[i] ? bf16_load(f, operand[0]) : build(f, operand[0], 0, false);
+    int64_t period = 0;
+    int32_t periodic = f->bf16[i] || k->mm_cols == LJG_MM_COLS_A ? -1 : period_load(f, i, operand[0], &period);
+    k->mm_a = f->bf16[i] ? bf16_load(f, operand[0]) : periodic >= 0 ? periodic : build(f, operand[0], 0, false);
     k->mm_bm = f->bf16[i] ? bf16_load(f, operand[1]) : build(f, operand[1], 0, false);
-    ljg_view one;
-    int64_t period;
-    if (!f->bf16[i] && f->exprs.a[k->mm_a].kind == LJG_X_LOAD &&
-        period_view(&f->views.a[f->exprs.a[k->mm_a].view], &one, &period)) {
-      ljg_kexpr a = f->exprs.a[k->mm_a]; /* A's matrices as they lie, not expanded */
-      a.view = add_view(f, &one);
-      ljb_vec_push(&f->exprs, a);
-      k->mm_a = f->exprs.n - 1;
-      k->mm_a_period = period;
-    }
+    k->mm_a_period = periodic >= 0 ? period : 0;
     k->mm_b = g->nodes[in[0]].shape[0];
     k->mm_m = n->shape[1];
     k->mm_n = n->shape[2];
