@@ -1127,6 +1127,67 @@ START_TEST(test_window_sums_by_plane) {
 }
 END_TEST
 
+/* The LOOPS kernels of p that load from a slot of at least `bytes`. */
+static int loops_reading(const ljg_program *p, int64_t bytes) {
+  int n = 0;
+  for (int ki = 0; ki < p->nkernels; ki++) {
+    const ljg_kernel *k = &p->kernels[ki];
+    bool reads = false;
+    for (int e = 0; k->kind == LJG_K_LOOPS && e < k->nexprs; e++)
+      reads |= k->exprs[e].kind == LJG_X_LOAD && p->slots[k->exprs[e].slot].nbytes >= bytes;
+    n += reads;
+  }
+  return n;
+}
+
+/* The sums of the optimized graph from numel elements to `to`. */
+static int sums_to(const ljg_graph *g, int64_t numel, int64_t to) {
+  int n = 0;
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *v = &g->nodes[i];
+    n += v->op == LJG_OP_SUM && ljg_gnumel(&g->nodes[ljg_in(g, v)[0]]) == numel && ljg_gnumel(v) == to;
+  }
+  return n;
+}
+
+/* A convolution's bias gradient, Σ of dY over images and positions, where dY is multiplied
+ * with each image's windows for the weight gradient (a depthwise convolution's, a grouped
+ * one's per image), is summed per (image, channel) plane first, in the kernel that computes
+ * dY, and then over the images: no kernel of its own reads dY back. A dense convolution's,
+ * whose weight gradient is one product summed over the images, stays one sum, which that
+ * product's routine takes (it sums dY as it reads it). Values and gradients against the
+ * interpreter on one and two threads. */
+START_TEST(test_bias_gradient_by_plane) {
+  static const int64_t shapes[][3] = {{8, 8, 8} /* depthwise */, {8, 8, 2} /* groups of 4 */, {1, 8, 1}};
+  for (int threads = 1; threads <= 2; threads++) {
+    init_threads(threads);
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+      lj_scope_begin();
+      int64_t C = shapes[i][0], O = shapes[i][1], G = shapes[i][2], dy = 4 * O * 24 * 20;
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, C, 24, 20), TU_UNIT, 30);
+      lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(O, C / G, 3, 3), TU_UNIT, 31);
+      lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(O), TU_UNIT, 32);
+      lj_tensor *g = tu_tensor(LJ_F32, LJ_SHAPE(4, O, 24, 20), TU_UNIT, 33);
+      lj_tensor *params[3] = {x, w, b};
+      for (int j = 0; j < 3; j++) lj_tensor_set_requires_grad(params[j], true);
+      lj_tensor *y = lj_relu(lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, (int)G));
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *outs[4] = {y, lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(b)};
+      ljg_graph *opt;
+      ljg_program *p = program_of_n(4, outs, &opt);
+      bool dense = G == 1;
+      ck_assert_int_eq(sums_to(opt, dy, 4 * O), !dense);
+      ck_assert_int_eq(sums_to(opt, dy, O), dense);
+      if (!dense) ck_assert_msg(loops_reading(p, dy * 4) == 0, "case %zu: a kernel reads dY back", i);
+      free_program(p, opt);
+      tu_check_interp_tol(4, outs, 1e-4, 1e-4);
+      lj_scope_end();
+    }
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Whether the lowering runs a nest of p's with its reduced dims outside its last kept one. */
 static bool in_column_order(const ljg_program *p) {
   char *lowering = ljc_lowering_text(p);
@@ -3088,6 +3149,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_group_norm_rows);
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);
+  tcase_add_test(tc, test_bias_gradient_by_plane);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_attention_grads_unpermuted);

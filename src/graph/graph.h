@@ -309,7 +309,7 @@ void ljg_pass_fold(ljg_graph *g);       /* constant folding of constant-only sub
 void ljg_pass_matmul(ljg_graph *g);     /* 16-bit float products in f32; batch sums into matmul_sum; steps' and summed products joined; (Bᵀ·Aᵀ)ᵀ where it pays */
 void ljg_pass_dce(ljg_graph *g);        /* drops nodes no root uses; renumbers */
 void ljg_pass_reduce(ljg_graph *g);     /* long reductions over leading dims in two stages */
-/* The pipeline: simplify, fold, dce, matmul, simplify, dce, with the verifier after each. */
+/* The pipeline: simplify, fold, dce, matmul, dce, reduce, simplify, dce, with the verifier after each. */
 void ljg_optimize(ljg_graph *g);
 
 /* ---- text and dot (text.c, dot.c) ------------------------------------------------------ */

@@ -12,10 +12,12 @@
  * read as they lie in memory, and the second reduces a BLOCKS-row result. The blocks depend
  * on the shape alone, so the order of the operations does not depend on the thread count. A
  * mean is a mean of the blocks' means (the blocks are equal). A reduction of an image's
- * windows over leading and trailing dims (split_windows) goes in two stages as well, the
- * trailing dims first. */
+ * windows over leading and trailing dims (split_planes) goes in two stages as well, the
+ * trailing dims first, and so does such a reduction of a convolution's output gradient that
+ * is multiplied with the windows of each image (its bias gradient). */
 #include "graph/graph.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The blocks the reduced rows are cut into (the largest of these that divides them into
@@ -67,22 +69,47 @@ static bool reads_windows(const ljg_graph *g, int32_t i, int depth) {
   return false;
 }
 
-/* A reduction over an image's windows by batch and position, kept dims between (a depthwise
- * convolution's weight gradient, Σ over images and positions of im2col · dY, [B, C, 1, KH·KW,
- * L] summed over dims 0 and 4): the trailing dims first, then the leading. The first stage's
- * rows are the im2col's (image, channel) planes, so it joins the kernel that cuts them and
- * the windows stay on its stack instead of going through memory for a kernel split by
- * channels (231 MB for 32 channels of 112×112 at batch 16), or are not cut at all where the
- * kernel reads the image's rows for the sum (codegen_llvm/depthwise.c). Split at any size:
- * the second stage is a sum of B rows of C·KH·KW. -1 when n is not such a reduction. */
-static int split_windows(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
+/* Marks in dy[] the nodes that, through views alone, are an operand of a product (mul or
+ * matmul) whose other operand reads an image's windows: a convolution's output gradient dY,
+ * multiplied per image with the windows for the weight gradient (a depthwise convolution's
+ * mul summed by split_planes, a grouped one's batched matmul). A product summed over the
+ * batch in one node (matmul_sum) is not one: its routine may sum dY for the bias gradient
+ * itself (codegen_llvm: ljc_gemm_b_sum). */
+static void mark_conv_dy(const ljg_graph *g, bool *dy) {
+  for (int i = 0; i < g->n; i++) {
+    const ljg_gnode *n = &g->nodes[i];
+    if ((n->op != LJG_OP_MUL && n->op != LJG_OP_MATMUL) || n->nin != 2) continue;
+    const int32_t *in = ljg_in(g, n);
+    for (int j = 0; j < 2; j++) {
+      if (!reads_windows(g, in[1 - j], 8) || reads_windows(g, in[j], 8)) continue;
+      for (int32_t x = in[j];; x = ljg_in(g, &g->nodes[x])[0]) {
+        dy[x] = true;
+        if (ljg_ops[g->nodes[x].op].kind != LJG_VIEW || g->nodes[x].nin != 1) break;
+      }
+    }
+  }
+}
+
+/* A reduction over leading and trailing dims, kept dims between, of an image's windows or of
+ * a convolution's output gradient (`of_dy`, mark_conv_dy): a depthwise convolution's weight
+ * gradient, Σ over images and positions of im2col · dY, [B, C, 1, KH·KW, L] summed over dims 0
+ * and 4, or a convolution's bias gradient, Σ of dY [B, C, H, W] over dims 0, 2 and 3: the
+ * trailing dims first, then the leading. The first stage's rows are the (image, channel)
+ * planes, so it joins the kernel that cuts them or computes dY, and the windows stay on its
+ * stack instead of going through memory for a kernel split by channels (231 MB for 32
+ * channels of 112×112 at batch 16), or are not cut at all where the kernel reads the image's
+ * rows for the sum (codegen_llvm/depthwise.c); dY is summed as it is written instead of read
+ * back by a kernel of its own (2.7 of the 17.4 ms of a 3×3 depthwise convolution's gradients
+ * over 128 channels of 56×56 at batch 32, one Zen 4 thread). Split at any size: the second
+ * stage is a sum of B rows of C·KH·KW or C. -1 when n is not such a reduction. */
+static int split_planes(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in, bool of_dy) {
   const ljg_gnode *x = &rw->out.nodes[in[0]];
   uint64_t mask = (uint64_t)n->attr.a[0];
   int lead = 0, trail = 0;
   while (lead < n->ndim && (mask >> lead & 1)) lead++;
   while (trail < n->ndim - lead && (mask >> (n->ndim - 1 - trail) & 1)) trail++;
   if (!splits_exactly(n, x) || lead == 0 || trail == 0 || lead + trail >= n->ndim ||
-      __builtin_popcountll(mask) != lead + trail || !reads_windows(&rw->out, in[0], 8))
+      __builtin_popcountll(mask) != lead + trail || (!of_dy && !reads_windows(&rw->out, in[0], 8)))
     return -1;
   ljg_gnode first = *n;
   memcpy(first.shape, x->shape, sizeof first.shape);
@@ -94,8 +121,8 @@ static int split_windows(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in
   return ljg_rw_add(rw, &second, &fi);
 }
 
-static int split(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
-  int w = split_windows(rw, n, in);
+static int split(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in, bool of_dy) {
+  int w = split_planes(rw, n, in, of_dy);
   if (w >= 0) return w;
   const ljg_gnode *x = &rw->out.nodes[in[0]];
   int r = leading_reduced(n);
@@ -135,16 +162,19 @@ static int split(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
 }
 
 void ljg_pass_reduce(ljg_graph *g) {
+  bool *dy = ljb_xcalloc((size_t)g->n, sizeof *dy);
+  mark_conv_dy(g, dy);
   ljg_rewriter rw;
   ljg_rw_init(&rw, g);
   for (int i = 0; i < g->n; i++) {
     const ljg_gnode *n = &g->nodes[i];
     if (ljg_ops[n->op].kind == LJG_REDUCE) {
-      int32_t in = rw.map[ljg_in(g, n)[0]];
-      rw.map[i] = split(&rw, n, &in);
+      int32_t x = ljg_in(g, n)[0], in = rw.map[x];
+      rw.map[i] = split(&rw, n, &in, dy[x]);
     } else {
       rw.map[i] = ljg_rw_copy(&rw, g, i);
     }
   }
   ljg_rw_finish(&rw, g);
+  free(dy);
 }

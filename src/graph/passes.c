@@ -17,6 +17,7 @@ void ljg_optimize(ljg_graph *g) {
   verified(g, ljg_pass_fold, "fold");
   verified(g, ljg_pass_dce, "dce"); /* the matmul pass counts uses: only live ones */
   verified(g, ljg_pass_matmul, "matmul");
+  verified(g, ljg_pass_dce, "dce"); /* the reduce pass reads what uses a node: only live ones */
   verified(g, ljg_pass_reduce, "reduce"); /* after matmul: a batch sum there is a matmul_sum */
   verified(g, ljg_pass_simplify, "simplify");
   verified(g, ljg_pass_dce, "dce");
