@@ -820,13 +820,16 @@ static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const lj
  * vmath function (the exps) over the row, writing a block-local slot or summing along the
  * row, prefetches the next block's rows of what the first streams, the lines of
  * PREFETCH_STRIP of its row's elements before it computes them, so the next block's first
- * nest reads them from cache. One thread: cross-entropy over [512, 32000] 5.27-5.33 -> 4.21-4.27
- * ms, log_softmax over it 5.05 -> 3.63-3.69. Prefetching in the last nest instead gained
- * nothing (its non-temporal stores keep the memory busy), nor in a layer norm's sum of
- * squares (3-4% slower: too little work to hide the fetch behind). The first nest's loads
- * that qualify: of a slot of at least min_bytes (PREFETCH_MIN_BYTES; runs_ahead asks for
- * fewer) that is not block-local, one level of view over the nest's [rows, columns] with the
- * columns contiguous. Returns how many, written to loads. */
+ * nest reads them from cache: from L2 (ljc_prefetch), which holds a row of 128 KB, while the
+ * L1 keeps the lines the exps are computing. One thread: cross-entropy over [512, 32000]
+ * 5.27-5.33 -> 4.21-4.27 ms, log_softmax over it 5.05 -> 3.63-3.69 (a Zen 5 core, prefetched
+ * into L1); on a Zen 4 core, whose L1 is 32 KB, cross-entropy took 7.3-7.7 ms not prefetched,
+ * 8.8-9.0 prefetched into L1 and 5.8 into L2 (a softmax over it the same). Prefetching in the
+ * last nest instead gained nothing (its non-temporal stores keep the memory busy), nor in a
+ * layer norm's sum of squares (3-4% slower: too little work to hide the fetch behind). The
+ * first nest's loads that qualify: of a slot of at least min_bytes (PREFETCH_MIN_BYTES;
+ * runs_ahead asks for fewer) that is not block-local, one level of view over the nest's
+ * [rows, columns] with the columns contiguous. Returns how many, written to loads. */
 static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int64_t min_bytes, int32_t *loads) {
   if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !carries_prefetch(p, k, &k->nests[s])) return 0;
   for (int t = 1; t < s; t++)
@@ -984,9 +987,7 @@ static void prefetch_strip(nest_gen *g, LLVMValueRef c) {
     for (int64_t j = 0; j < PREFETCH_STRIP; j += lane) {
       next.idx[1] = LLVMBuildAdd(b, c, ljc_i64(ir, j), "");
       LLVMValueRef off = ljc_view_offset(ir, &kc->k->views[x->view], &next);
-      LLVMValueRef args[4] = {LLVMBuildGEP2(b, st, kc->slot_ptr[x->slot], &off, 1, ""), ljc_const_i(ir->i32, 0),
-                              ljc_const_i(ir->i32, 3), ljc_const_i(ir->i32, 1)};
-      ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
+      ljc_prefetch(ir, LLVMBuildGEP2(b, st, kc->slot_ptr[x->slot], &off, 1, ""));
     }
   }
 }
