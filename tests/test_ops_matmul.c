@@ -109,7 +109,8 @@ static void layout_operands(lj_dtype dt, int layout, int64_t M, int64_t N, int64
  * both), k of 1 and 16 (B read where it is), 17 (rows of a transposed B left after whole
  * vectors) and 800 (blocks of k, run for each block of panels: C starts from zero in each);
  * with B contiguous along n, B transposed (packed by transposes), A transposed (and, where its
- * k are a page apart, packed by transposes: batched, in blocks of rows and of k), and B
+ * k are a page apart, or half a page over more than a block of k, packed by transposes:
+ * batched, in blocks of rows and of k), and B
  * strided along both dims (packed element by element); batched with B broadcast; and more rows
  * than a block of rows, split across threads inside a matrix; convolutions, whose routine
  * packs B from the image, of 7 output channels, of 3 and of 4 groups of 2 (half a tile's rows
@@ -155,15 +156,17 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *x2 = tu_tensor(dt, LJ_SHAPE(3, 643), TU_ANY, 909), *wide = tu_tensor(dt, LJ_SHAPE(643, 2100), TU_ANY, 910);
     lj_tensor *x1 = tu_tensor(dt, LJ_SHAPE(1, 50), TU_ANY, 911), *wider = tu_tensor(dt, LJ_SHAPE(50, 4133), TU_ANY, 912);
     /* A transposed, its k a page apart, packed by transposes: batched, 1000 rows of 1024 (a
-     * block of rows of a partial vector), and blocks of k */
+     * block of rows of a partial vector), and blocks of k; and half a page apart, over more k
+     * than a block (packed) */
     lj_tensor *bat = lj_slice(tu_tensor(dt, LJ_SHAPE(3, 300, 1024), TU_ANY, 913), 2, 0, 1000, 1);
     lj_tensor *tallt = tu_tensor(dt, LJ_SHAPE(800, 1024), TU_ANY, 914), *b20 = tu_tensor(dt, LJ_SHAPE(800, 20), TU_ANY, 915);
+    lj_tensor *tallh = tu_tensor(dt, LJ_SHAPE(800, 2048 / (int64_t)lj_dtype_size(dt)), TU_ANY, 920);
     /* convolutions of 3 output channels, and of 4 groups of 2: fewer rows than half a tile */
     lj_tensor *k3 = tu_tensor(dt, LJ_SHAPE(3, 5, 3, 3), TU_ANY, 917);
     lj_tensor *img8 = tu_tensor(dt, LJ_SHAPE(2, 8, 9, 9), TU_ANY, 918);
     lj_tensor *kg = tu_tensor(dt, LJ_SHAPE(8, 2, 3, 3), TU_ANY, 919);
     static const int batch[1] = {0};
-    lj_tensor *ts[15] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+    lj_tensor *ts[16] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
                         lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
                                       (const int[]){2, 2}, NULL, NULL),
                         lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1),
@@ -172,8 +175,9 @@ START_TEST(test_matmul_tiles) {
                         lj_matmul(lj_transpose(tallt, 0, 1), b20), lj_sum(lj_matmul(few, fbn), 1, batch, false),
                         lj_sum(lj_matmul(ba, fbn), 1, batch, false),
                         lj_conv2d(img, k3, NULL, NULL, (const int[]){1, 1}, NULL, 1),
-                        lj_conv2d(img8, kg, NULL, NULL, (const int[]){1, 1}, NULL, 4)};
-    tu_check_interp_tol(15, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+                        lj_conv2d(img8, kg, NULL, NULL, (const int[]){1, 1}, NULL, 4),
+                        lj_matmul(lj_transpose(tallh, 0, 1), b20)};
+    tu_check_interp_tol(16, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
   }
 }
 END_TEST

@@ -63,7 +63,8 @@
  * 155-157 with 1024; 1024³ 20.1 -> 19.6); the panels still stream from L2, and the stack
  * holds NP of them (768 KiB) and A's block (288 KiB). */
 enum { MR_MAX = 8, NV = 2, KC = 768, NP = 8, MC = 96 };
-/* A transposed is packed when its rows are a multiple of this many bytes apart along k. */
+/* A transposed is packed when its rows are a multiple of this many bytes apart along k, or
+ * of half as many where K takes more than a block of k (pack_a_rows_of). */
 enum { A_PAGE = 4096 };
 /* The shortest block of k whose tiles prefetch their lines of C (tile). */
 enum { PREFETCH_C_MIN_K = 32 };
@@ -1033,7 +1034,10 @@ static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) 
  * few to hold them for the next tile: one thread, 3072 × 2048 · 2048 × 768 from A's transpose
  * took 52-53 ms, from a contiguous A 46, packed 48-49; 1024³ 11.4-12.3 -> 10.6. With rows a
  * stride apart that spreads the lines over more sets, reading in place is faster (512 × 128 ·
- * 128 × 784: 0.47 ms, packed 0.50). */
+ * 128 × 784: 0.47 ms, packed 0.50), also half a page apart while K fits a block of k (512 ×
+ * K · K × 512 from A's transpose, one Zen 4 thread: 0.61 and 0.63 ms at K 128, 3.65 and 3.69
+ * at 768), but not beyond it: 5.13 and 5.02 at 1024, 8.36 and 7.61 at 1536, 11.4 and 10.2 at
+ * 2048. */
 static void pack_a_rows_of(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
   ljc_ir *ir = g->ir;
   int vw = g->vw;
@@ -1786,6 +1790,10 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
     LLVMValueRef k_bytes = mul(g, g->arg[LJC_GEMM_A_SK], g->esize);
     LLVMValueRef pages = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, k_bytes, ljc_i64(ir, A_PAGE - 1), ""),
                                        ljc_i64(ir, 0), "");
+    LLVMValueRef halves = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, k_bytes, ljc_i64(ir, A_PAGE / 2 - 1), ""),
+                                        ljc_i64(ir, 0), "");
+    LLVMValueRef blocks = LLVMBuildICmp(g->b, LLVMIntSGT, g->arg[LJC_GEMM_K], ljc_i64(ir, g->kc), "");
+    pages = LLVMBuildOr(g->b, pages, LLVMBuildAnd(g->b, halves, blocks, ""), "");
     g->a_transposed = LLVMBuildAnd(g->b, along_m, pages, "");
     g->a_step = LLVMBuildSelect(g->b, g->a_transposed, ljc_i64(ir, 1), g->a_step, "");
   }
