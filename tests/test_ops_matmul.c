@@ -166,7 +166,8 @@ START_TEST(test_matmul_tiles) {
     lj_tensor *img8 = tu_tensor(dt, LJ_SHAPE(2, 8, 9, 9), TU_ANY, 918);
     lj_tensor *kg = tu_tensor(dt, LJ_SHAPE(8, 2, 3, 3), TU_ANY, 919);
     static const int batch[1] = {0};
-    lj_tensor *ts[16] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)), lj_matmul(tall, lj_transpose(tw, 0, 1)),
+    lj_tensor *ts[16] = {lj_matmul(ba, w), lj_matmul(ba, lj_transpose(wt, 0, 1)),
+                        lj_matmul(tall, lj_transpose(tw, 0, 1)),
                         lj_max_pool2d(lj_relu(lj_conv2d(img, k, NULL, NULL, (const int[]){1, 1}, NULL, 1)),
                                       (const int[]){2, 2}, NULL, NULL),
                         lj_conv2d(img, k, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1),
