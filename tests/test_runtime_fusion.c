@@ -1144,8 +1144,7 @@ START_TEST(test_permuted_epilogue) {
       lj_tensor *w = lj_cast(tu_tensor(LJ_F32, LJ_SHAPE(70, 24, 1, 1), TU_UNIT, 41), dt);
       lj_tensor *b = lj_cast(tu_tensor(LJ_F32, LJ_SHAPE(70), TU_UNIT, 42), dt);
       ck_assert_int_eq(lj_sync_tensors(3, (lj_tensor *[]){x, w, b}), LJ_OK);
-      lj_tensor *y = i % 2 ? lj_relu(lj_conv2d(x, w, b, NULL, NULL, NULL, 1))
-                           : lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
+      lj_tensor *y = i % 2 ? lj_relu(lj_conv2d(x, w, b, NULL, NULL, NULL, 1)) : lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
       ljg_graph *opt;
       ljg_program *p = program_of(y, &opt);
       ck_assert_int_eq(p->nkernels, 2);
