@@ -185,6 +185,9 @@ typedef struct nest_gen {
                              (runs_ahead), or NULL */
   struct nest_gen *behind; /* then: the last nest, run over the previous block's rows in it
                               (runs_behind), or NULL */
+  struct nest_gen *with;   /* the next nest, a sum along the row of what this one writes, run
+                              at the same points in its loop (sums_in_loop), or NULL */
+  LLVMValueRef *acc;       /* as `with`: its accumulators in that loop */
 } nest_gen;
 
 static LLVMValueRef point_value(nest_gen *g) {
@@ -856,6 +859,41 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int6
   return nl;
 }
 
+/* Whether nest s + 1 runs in the loop of nest s, which prefetches (prefetch_loads; ahead: the
+ * nest that runs the first one ahead instead, if any), at the same points (emit_prefetching):
+ * nest s maps a row into a LOCAL slot (a softmax's or a loss's exps), and nest s + 1 sums or
+ * averages that row in the plain order, alone in its loop, from that slot where nest s writes
+ * it and from what no nest from s on writes, with no checks or random numbers. Its pass over
+ * the row, from L2 for a row of 128 KB, goes: one Zen 4 thread, cross-entropy over [512,
+ * 32000] 5.85 -> 5.67 ms (the fastest of five alternated runs of 40 steps; a softmax over it
+ * 5.8 -> 5.56). */
+static bool sums_in_loop(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int ahead, int s) {
+  int32_t pf[PREFETCH_LOADS_MAX];
+  if (s == ahead || s + 1 >= k->nnests || nest_last[s] != s || nest_last[s + 1] != s + 1 ||
+      prefetch_loads(p, k, s, PREFETCH_MIN_BYTES, pf) == 0)
+    return false;
+  const ljg_nest *n = &k->nests[s], *t = &k->nests[s + 1];
+  if (n->rop >= 0 || (t->rop != LJG_OP_SUM && t->rop != LJG_OP_MEAN) || t->rmask != 2 || t->ndim != 2 ||
+      t->row_dims != n->row_dims || t->shape[0] != n->shape[0] || t->shape[1] != n->shape[1] ||
+      t->scatter_index >= 0 || ljg_column_order(k, t, 1) || has_random(k, t))
+    return false;
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), ok = true;
+  ljg_nest_exprs(k, t, used);
+  for (int e = 0; e < k->nexprs && ok; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (!used[e]) continue;
+    ok = ljc_expr_check(k, e) == LJG_KERR_NONE;
+    if (x->kind != LJG_X_LOAD && x->kind != LJG_X_BUFFER) continue;
+    if (x->slot == n->out_slot) {
+      ok &= x->kind == LJG_X_LOAD && ljg_view_equal(&k->views[x->view], &k->views[n->out_view]);
+      continue;
+    }
+    for (int i = s + 1; i < k->nnests; i++) ok &= k->nests[i].out_slot != x->slot;
+  }
+  free(used);
+  return ok;
+}
+
 /* Whether nest s, which would prefetch the next block's rows (prefetch_loads: of an input of
  * at least AHEAD_MIN_BYTES here), runs the first nest over them instead, in the same loop as
  * its own row (emit_ahead): the first nest is a sum, mean, product, max or min along the row
@@ -995,35 +1033,51 @@ static void prefetch_strip(nest_gen *g, LLVMValueRef c) {
 /* One column of a prefetching nest's row at g->pt: its point (acc NULL), or its value
  * combined into acc (a reduction). */
 static void prefetching_column(nest_gen *g, LLVMValueRef *acc, LLVMValueRef *out) {
-  if (acc)
+  if (acc) {
     emit_reduced(g, 2, acc, out);
-  else
-    emit_kept(g, 2);
+    return;
+  }
+  emit_kept(g, 2);
+  nest_gen *w = g->with;
+  if (!w) return;
+  w->pt.idx[0] = g->pt.idx[0];
+  w->pt.idx[1] = g->pt.idx[1];
+  reduction_combine(g->kc->ir, &w->red, w->acc, point_value(w), g->pt.idx[1], out);
 }
 
 /* The columns [lo, hi) of a prefetching nest's row, PREFETCH_STRIP at a time: the strip's
  * prefetches, then the strip (a loop of a known count, which vectorizes as the whole row's
  * would); then the columns past the last whole strip. A reduction (acc not NULL) carries its
- * accumulators through, in the same order, into out. */
+ * accumulators through, in the same order, into out; an elementwise nest, those of the sum it
+ * runs with (g->with), which it then stores. */
 static void emit_prefetching(nest_gen *g, LLVMValueRef lo, LLVMValueRef hi, LLVMValueRef *acc, LLVMValueRef *out) {
   ljc_ir *ir = g->kc->ir;
   LLVMBuilderRef b = ir->b;
-  int nacc = acc ? reduction_nacc(&g->red) : 0;
-  LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP), next[2], strip_out[2], whole_out[2];
+  nest_gen *w = g->with;
+  LLVMValueRef init[2], next[2], strip_out[2], whole_out[2], sums[2];
+  int n = acc ? reduction_nacc(&g->red) : w ? reduction_nacc(&w->red) : 0;
+  for (int i = 0; acc && i < n; i++) init[i] = acc[i];
+  if (w) reduction_init(ir, &w->red, init);
+  LLVMValueRef strip = ljc_i64(ir, PREFETCH_STRIP);
   LLVMValueRef strips = LLVMBuildSDiv(b, LLVMBuildSub(b, hi, lo, ""), strip, "");
   LLVMValueRef whole = LLVMBuildAdd(b, lo, LLVMBuildMul(b, strips, strip, ""), "");
   ljc_loop S, L, T;
-  ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, nacc, acc);
+  ljc_loop_begin_step(ir, &S, lo, whole, PREFETCH_STRIP, true, n, init);
   prefetch_strip(g, S.iv);
-  ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(b, S.iv, strip, ""), false, nacc, S.acc);
+  ljc_loop_begin(ir, &L, S.iv, LLVMBuildAdd(b, S.iv, strip, ""), false, n, S.acc);
   g->pt.idx[1] = L.iv;
+  if (w) w->acc = L.acc;
   prefetching_column(g, acc ? L.acc : NULL, next);
   ljc_loop_end(ir, &L, next, strip_out);
   ljc_loop_end(ir, &S, strip_out, whole_out);
-  ljc_loop_begin(ir, &T, whole, hi, true, nacc, whole_out);
+  ljc_loop_begin(ir, &T, whole, hi, true, n, whole_out);
   g->pt.idx[1] = T.iv;
+  if (w) w->acc = T.acc;
   prefetching_column(g, acc ? T.acc : NULL, next);
-  ljc_loop_end(ir, &T, next, out);
+  ljc_loop_end(ir, &T, next, w ? sums : out);
+  if (!w) return;
+  w->pt.idx[1] = ljc_i64(ir, 0);
+  store_reduction(w, sums);
 }
 
 /* Where the last nest runs behind (runs_behind): points it to the row a block before `row`.
@@ -1522,6 +1576,7 @@ char *ljc_lowering_text(const ljg_program *p) {
       } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, PREFETCH_MIN_BYTES, pf)) > 0) {
         ljb_str_printf(&line, "; nest %d prefetches the next block's rows of", s);
         for (int i = 0; i < npf; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", pf[i]);
+        if (sums_in_loop(p, k, last, -1, s)) ljb_str_printf(&line, "; nest %d sums in its loop", s + 1);
       }
     }
     char *text = ljb_str_take(&line);
@@ -1606,10 +1661,11 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     return;
   }
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
+      (s > 0 && sums_in_loop(kc->p, kc->k, kc->nest_last, kc->ahead, s - 1)) ||
       picks_found(kc->k, kc->nest_last, s - 1, &pick_view) ||
       (maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view) && !pools_rows(kc->p, kc->k, kc->nest_last, s - 2)))
     return;
-  nest_gen g, first, last;
+  nest_gen g, first, last, with;
   nest_gen_init(&g, kc, nest, check, begin, end);
   if (s > 0 && s == kc->ahead) {
     nest_gen_init(&first, kc, kc->k->nests, -1, begin, end);
@@ -1636,6 +1692,10 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     g.tiles = &tl;
   } else if (!g.ahead) {
     g.npf = prefetch_loads(kc->p, kc->k, s, PREFETCH_MIN_BYTES, g.pf);
+    if (sums_in_loop(kc->p, kc->k, kc->nest_last, kc->ahead, s)) {
+      nest_gen_init(&with, kc, nest + 1, -1, begin, end);
+      g.with = &with;
+    }
   }
   emit_kept(&g, 0);
   kc->ir->loop_width = kc->ir->loop_interleave = 0;
