@@ -1127,6 +1127,65 @@ START_TEST(test_window_sums_by_plane) {
 }
 END_TEST
 
+/* A 1×1 convolution over small images is one product of the weight [O, C] and the images
+ * side by side [C, N·P]; its output [N, O, P], C permuted (and biased, relu'd), is written by
+ * the product's kernel as the epilogue of C's rows: two kernels (the images copied side by
+ * side, the product), not three; so is a batched product's C, permuted with its rows [B, M]
+ * inside the output's dims. A product of few rows (whose columns the threads may split) keeps
+ * its copy apart. Values against the interpreter, f32 and bf16, with a bias and relu and
+ * without, on one and two threads (rows split across them). */
+START_TEST(test_permuted_epilogue) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_BF16};
+  for (int threads = 1; threads <= 2; threads++) {
+    init_threads(threads);
+    for (int i = 0; i < 4; i++) {
+      lj_scope_begin();
+      lj_dtype dt = dts[i / 2];
+      lj_tensor *x = lj_cast(tu_tensor(LJ_F32, LJ_SHAPE(5, 24, 7, 7), TU_UNIT, 40), dt);
+      lj_tensor *w = lj_cast(tu_tensor(LJ_F32, LJ_SHAPE(300, 24, 1, 1), TU_UNIT, 41), dt);
+      lj_tensor *b = lj_cast(tu_tensor(LJ_F32, LJ_SHAPE(300), TU_UNIT, 42), dt);
+      ck_assert_int_eq(lj_sync_tensors(3, (lj_tensor *[]){x, w, b}), LJ_OK);
+      lj_tensor *y = i % 2 ? lj_relu(lj_conv2d(x, w, b, NULL, NULL, NULL, 1))
+                           : lj_conv2d(x, w, NULL, NULL, NULL, NULL, 1);
+      ljg_graph *opt;
+      ljg_program *p = program_of(y, &opt);
+      ck_assert_int_eq(p->nkernels, 2);
+      const ljg_kernel *k = &p->kernels[1];
+      ck_assert_int_eq(k->kind, LJG_K_MATMUL);
+      const ljg_nest *n = &k->nests[k->nnests - 1]; /* C's rows first: [O, N, P] */
+      ck_assert(n->ndim == 3 && n->shape[0] == 300 && n->shape[1] == 5 && n->shape[2] == 49 && n->row_dims == 1);
+      free_program(p, opt);
+      tu_check_interp_tol(1, &y, dt == LJ_BF16 ? 1e-2 : 1e-5, dt == LJ_BF16 ? 1e-2 : 1e-5);
+      lj_scope_end();
+    }
+    /* a batched product's rows, [B, M], two dims of the permuted output's: [P, B, M, Q] */
+    lj_scope_begin();
+    lj_tensor *a = tu_tensor(LJ_F32, LJ_SHAPE(2, 150, 24), TU_UNIT, 43);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(2, 24, 245), TU_UNIT, 44);
+    lj_tensor *c = lj_reshape(lj_matmul(a, b), LJ_SHAPE(2, 150, 5, 49));
+    lj_tensor *per_b = tu_tensor(LJ_F32, LJ_SHAPE(1, 2, 1, 1), TU_UNIT, 45); /* keeps B and M apart */
+    lj_tensor *y = lj_relu(lj_add(lj_permute(c, 4, (const int[]){2, 0, 1, 3}), per_b));
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    const ljg_nest *n = &p->kernels[0].nests[0];
+    ck_assert(n->ndim == 4 && n->shape[0] == 2 && n->shape[1] == 150 && n->shape[2] == 5 && n->row_dims == 2);
+    ck_assert_int_eq(p->kernels[0].ntasks, 300);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &y, 1e-5, 1e-5);
+    /* a product of few rows, whose columns may be split between threads, keeps its copy apart */
+    lj_tensor *few = lj_conv2d(tu_tensor(LJ_F32, LJ_SHAPE(5, 24, 7, 7), TU_UNIT, 46),
+                               tu_tensor(LJ_F32, LJ_SHAPE(70, 24, 1, 1), TU_UNIT, 47), NULL, NULL, NULL, NULL, 1);
+    p = program_of(few, &opt);
+    ck_assert_int_eq(p->nkernels, 3);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &few, 1e-5, 1e-5);
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* The LOOPS kernels of p that load from a slot of at least `bytes`. */
 static int loops_reading(const ljg_program *p, int64_t bytes) {
   int n = 0;
@@ -3152,6 +3211,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_column_order);
   tcase_add_test(tc, test_window_sums_by_plane);
   tcase_add_test(tc, test_bias_gradient_by_plane);
+  tcase_add_test(tc, test_permuted_epilogue);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_attention_grads_unpermuted);
