@@ -127,10 +127,11 @@ enum { PANEL_COLUMNS = 16 };
  * than a tenth of their last panel's lanes empty (7×7: 49 of 64), of any stride (the image's
  * every s-th row and column, a ResNet's downsampling). Per image, 512 to 2048 channels over 7×7
  * at batch 32, one Zen 4 thread, took 38.6-40.8 ms (PyTorch 35.4-37.7); side by side
- * 31.9-33.9, the image copied across and the output permuted back (by the product's kernel:
- * graph/fuse_rows.c). A 16-bit image is copied in its dtype and
- * widened after, so that a product of bf16 pairs reads the copy (fuse.c's bf16_source; widened
- * first, the copy in f32, a bf16 one took 31 ms instead of 20.3 a product an image, 16.7 so). */
+ * 31.9-33.9, the image copied across and the output permuted back (by the product's kernel
+ * where its rows are more than column tasks take: graph/fuse_rows.c). A 16-bit image is copied
+ * in its dtype and widened after, so that a product of bf16 pairs reads the copy (fuse.c's
+ * bf16_source; widened first, the copy in f32, a bf16 one took 31 ms instead of 20.3 a product
+ * an image, 16.7 so). */
 static bool images_side_by_side(const ljg_attr *a, const lj_tensor *x, int groups, int64_t oh, int64_t ow) {
   const int64_t *v = a->a, hw = oh * ow;
   int64_t lanes = (hw + PANEL_COLUMNS - 1) / PANEL_COLUMNS * PANEL_COLUMNS;

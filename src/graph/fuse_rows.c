@@ -43,8 +43,9 @@
  *     has them as its first dims (row_dims of them: a [B, M, N] bias add after a batched
  *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters
  *     along them; or B is elementwise, of one nest that has them as later dims, and the group
- *     a plain matmul's (no window, no batch sum: permutes_c); or B is a col2im and the group
- *     only LOOPS nests; or B is an im2col and the group a matmul's without a window;
+ *     a plain matmul's of more rows than column tasks take (no window, no batch sum:
+ *     permutes_c); or B is a col2im and the group only LOOPS nests; or B is an im2col and the
+ *     group a matmul's without a window;
  *     or B is a matmul that multiplies_rows (above; nothing joins after it);
  *   - every slot the group writes is written row-disjointly (row r at [r·S, (r+1)·S) of a
  *     buffer of rows·S elements) and B reads it only at its own row: plain loads (one view
@@ -332,14 +333,10 @@ static bool as_permuted_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   if (k->kind != LJG_K_LOOPS || k->nnests != 1 || k->task_dim != 0 || rows < 2) return false;
   const ljg_nest *n = &k->nests[0];
   if (n->rop >= 0 || n->scatter_index >= 0) return false;
-  int d0 = 1, d1 = 0;
-  for (; d0 < n->ndim && !d1; d0++) {
-    int64_t prod = 1;
-    for (int d = d0; d < n->ndim && prod < rows; d++)
-      if ((prod *= n->shape[d]) == rows) d1 = d + 1;
-  }
-  if (!d1) return false;
-  d0--;
+  int d0 = 1, nr = 0;
+  while (d0 < n->ndim && !(nr = leading_dims(n->ndim - d0, n->shape + d0, rows))) d0++;
+  if (!nr) return false;
+  int d1 = d0 + nr;
   for (int e = 0; e < k->nexprs; e++)
     if (k->exprs[e].kind == LJG_X_BUFFER || k->exprs[e].kind == LJG_X_GATHER) return false;
   int order[LJ_MAX_DIMS], nd = 0;
@@ -357,7 +354,7 @@ static bool as_permuted_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   ljg_nest *nest = ljb_arena_alloc(arena, sizeof *nest);
   *nest = *n;
   for (int d = 0; d < nd; d++) nest->shape[d] = n->shape[order[d]];
-  nest->row_dims = d1 - d0;
+  nest->row_dims = nr;
   k->views = views;
   k->nests = nest;
   k->ntasks = rows;
