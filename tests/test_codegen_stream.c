@@ -1,11 +1,12 @@
 /* Non-temporal stores (codegen_llvm/stream.c): with a low LJ_NT_STORE_KB, kernels writing
  * large outputs (loops', a depthwise convolution's forward sums' and input gradient's, and
- * the nests after the sums) store them with non-temporal vector stores and fence; the values match
- * the interpreter whatever the task ranges' alignment (odd sizes, two threads, row lengths
- * that are and are not whole vectors), and nothing streams when the threshold is 0 or not
- * met. */
+ * the nests after the sums, a product's C from its GEMM routine) store them with
+ * non-temporal vector stores and fence; the values match the interpreter whatever the task
+ * ranges' alignment (odd sizes, two threads, row lengths that are and are not whole vectors),
+ * and nothing streams when the threshold is 0 or not met. */
 #include "test_util.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -178,6 +179,55 @@ START_TEST(test_stream_depthwise_forward) {
 }
 END_TEST
 
+/* A product alone whose C is at least half the threshold (64 KiB) and whose K takes one block
+ * of k has its GEMM routine store C's full vectors non-temporally: the kernel's lowering says
+ * so and the routine's code has the stores. B read in place (K 3, 16) or packed (K 64, and
+ * transposed), f64, rows of whole vectors and not (1000 floats: the routine finds them
+ * unaligned and stores them as ever), one and two threads. A product with a relu after it, or
+ * whose K is more than a block of k, does not. All match the interpreter. */
+START_TEST(test_stream_matmul) {
+  static const struct {
+    int64_t m, n, k;
+    lj_dtype dt;
+    bool bt, relu, streams;
+  } cases[] = {{300, 512, 3, LJ_F32, false, false, true},  {257, 1000, 16, LJ_F32, false, false, true},
+               {200, 512, 64, LJ_F32, true, false, true},  {300, 256, 8, LJ_F64, false, false, true},
+               {300, 512, 3, LJ_F32, false, true, false},  {64, 512, 1000, LJ_F32, false, false, false}};
+  const char *says = "the routine stores C's full vectors non-temporally";
+  for (int threads = 1; threads <= 2; threads++)
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      char dir[] = "/tmp/lj_test_stream_mm_XXXXXX";
+      ck_assert_ptr_nonnull(mkdtemp(dir));
+      lj_config cfg = lj_config_default();
+      cfg.nt_store_kb = 64;
+      cfg.num_threads = threads;
+      cfg.dump_dir = dir;
+      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      lj_dtype dt = cases[c].dt;
+      lj_tensor *a = tu_tensor(dt, LJ_SHAPE(cases[c].m, cases[c].k), TU_ANY, 12);
+      lj_tensor *b = cases[c].bt ? tu_tensor(dt, LJ_SHAPE(cases[c].n, cases[c].k), TU_ANY, 13)
+                                 : tu_tensor(dt, LJ_SHAPE(cases[c].k, cases[c].n), TU_ANY, 13);
+      lj_scope_begin();
+      lj_tensor *y = lj_matmul(a, cases[c].bt ? lj_transpose(b, 0, 1) : b);
+      lj_tensor *r = cases[c].relu ? lj_relu(y) : y;
+      tu_check_interp_tol(1, &r, 1e-5, 1e-6 * (double)cases[c].k); /* sums of k products that cancel in places */
+      lj_scope_end();
+      lj_tensor_release(a);
+      lj_tensor_release(b);
+      ck_assert_msg(tu_dir_has(dir, ".kernels.txt", says) == cases[c].streams, "case %zu, %d threads", c, threads);
+      if (cases[c].streams) {
+        char cmd[200], *out = NULL;
+        snprintf(cmd, sizeof cmd, "objdump -d %s/*.lj_gemm_*.o | grep -c movnt", dir);
+        tu_command(cmd, &out);
+        ck_assert_msg(atoi(out) > 0, "case %zu: no non-temporal store in the routine", c);
+        free(out);
+      }
+      tu_remove_dir(dir);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* Below the threshold, or with it 0, the same chain has no non-temporal store. */
 START_TEST(test_stream_off) {
   static const int kbs[] = {0, 4096};
@@ -218,6 +268,7 @@ int main(void) {
   tcase_add_test(tc, test_stream_whole_lines);
   tcase_add_test(tc, test_stream_depthwise_image);
   tcase_add_test(tc, test_stream_depthwise_forward);
+  tcase_add_test(tc, test_stream_matmul);
   tcase_add_test(tc, test_stream_off);
   tcase_add_test(tc, test_stream_config);
   suite_add_tcase(s, tc);

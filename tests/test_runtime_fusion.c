@@ -400,7 +400,7 @@ START_TEST(test_conv_bias_grad_summed) {
       lj_tensor *out[2] = {lj_tensor_grad(w), lj_tensor_grad(b)};
       ljg_graph *opt;
       ljg_program *prog = program_of_n(2, out, &opt);
-      char *lowering = ljc_lowering_text(prog);
+      char *lowering = ljc_lowering_text(prog, NULL);
       ck_assert_msg((strstr(lowering, "the routine also sums B for kernel") != NULL) == cases[i].summed, "%s", lowering);
       ck_assert_msg((strstr(lowering, "routine writes it") != NULL) == cases[i].summed, "%s", lowering);
       free(lowering);
@@ -451,7 +451,7 @@ START_TEST(test_pool_grad_unpooled) {
       int n = cases[i].dx ? 3 : 2;
       ljg_graph *opt;
       ljg_program *prog = program_of_n(n, out, &opt);
-      char *text = ljg_program_text(prog, opt), *lowering = ljc_lowering_text(prog);
+      char *text = ljg_program_text(prog, opt), *lowering = ljc_lowering_text(prog, NULL);
       ck_assert_msg((strstr(text, "unpooled") != NULL) == cases[i].unpooled, "case %zu: %s", i, text);
       bool summed = strstr(lowering, "the routine also sums B for kernel") != NULL;
       if (cases[i].unpooled) ck_assert_msg(summed == !cases[i].scaled, "%s", lowering);
@@ -511,7 +511,7 @@ START_TEST(test_argmax_stores_found) {
       int n = folded ? 4 : 2;
       ljg_graph *opt; /* the dump's kernels.txt says so */
       ljg_program *p = program_of(outs[0], &opt);
-      char *lowering = ljc_lowering_text(p);
+      char *lowering = ljc_lowering_text(p, NULL);
       ck_assert_msg((strstr(lowering, "stores the elements it found") != NULL) == folded, "%s", lowering);
       free(lowering);
       free_program(p, opt);
@@ -552,7 +552,7 @@ START_TEST(test_argmax_maps_found) {
       }
       ljg_graph *opt;
       ljg_program *p = program_of_n(n, outs, &opt);
-      char *lowering = ljc_lowering_text(p);
+      char *lowering = ljc_lowering_text(p, NULL);
       const char *found = lowering;
       int count = 0;
       while ((found = strstr(found, "stores what it maps them to")) != NULL) found++, count++;
@@ -645,7 +645,7 @@ START_TEST(test_unpool_rows) {
         lj_tensor *dx = lj_tensor_grad(x);
         ljg_graph *opt;
         ljg_program *p = program_of(dx, &opt);
-        char *lowering = ljc_lowering_text(p);
+        char *lowering = ljc_lowering_text(p, NULL);
         bool rows = strstr(lowering, "store the image's rows") != NULL;
         ck_assert_msg(rows == cases[c].rows, "case %zu: %s", c, lowering);
         free(lowering);
@@ -699,7 +699,7 @@ START_TEST(test_pool_rows) {
         lj_tensor *outs[2] = {out, lj_tensor_grad(x)};
         ljg_graph *opt;
         ljg_program *p = program_of_n(2, outs, &opt);
-        char *lowering = ljc_lowering_text(p);
+        char *lowering = ljc_lowering_text(p, NULL);
         bool rows = strstr(lowering, "reads its windows from the image's rows") != NULL;
         ck_assert_msg(rows == cases[c].rows, "case %zu, form %d: %s", c, form, lowering);
         free(lowering);
@@ -764,7 +764,7 @@ START_TEST(test_transposes_apart) {
       ck_assert_int_eq(lj_graph_kernel_count(2, pairs[i]), 2);
       ljg_graph *opt;
       ljg_program *p = program_of_n(2, pairs[i], &opt);
-      char *lowering = ljc_lowering_text(p);
+      char *lowering = ljc_lowering_text(p, NULL);
       ck_assert_msg(strstr(lowering, "kernel 0: nest 0 reads e0 transposed, in tiles along dims 0 and 1"), "%s", lowering);
       ck_assert_msg((strstr(lowering, "kernel 1: nest 0 reads e0 transposed") != NULL) == (i == 1), "%s", lowering);
       free(lowering);
@@ -939,7 +939,7 @@ START_TEST(test_sums_once_a_task) {
       ck_assert_int_eq(p->kernels[1].task_rows, 0);
       int at = p->kernels[0].per_task_at;
       ck_assert_int_eq(p->kernels[0].nnests, at + 2);
-      char *lowering = ljc_lowering_text(p), want[2][96];
+      char *lowering = ljc_lowering_text(p, NULL), want[2][96];
       for (int s = 0; s < 2; s++) {
         snprintf(want[s], sizeof want[s], "nest %d adds up each block's rows after the nests before %d", at + s, at);
         ck_assert_msg(strstr(lowering, want[s]), "%s", lowering);
@@ -1249,7 +1249,7 @@ END_TEST
 
 /* Whether the lowering runs a nest of p's with its reduced dims outside its last kept one. */
 static bool in_column_order(const ljg_program *p) {
-  char *lowering = ljc_lowering_text(p);
+  char *lowering = ljc_lowering_text(p, NULL);
   bool found = strstr(lowering, "runs its reduced dims outside its last kept one") != NULL;
   free(lowering);
   return found;
@@ -1470,7 +1470,7 @@ START_TEST(test_matmul_column_tasks_with_nests) {
     ck_assert_int_eq(p->nkernels, 1);
     ck_assert_int_eq(p->kernels[0].mm_col_tasks, LJG_MATMUL_COL_TASK);
     ck_assert_int_eq(p->kernels[0].ntasks, 10);
-    char *lowering = ljc_lowering_text(p);
+    char *lowering = ljc_lowering_text(p, NULL);
     ck_assert_msg(strstr(lowering, "nest 0 runs on a task's columns of every row") != NULL, "%s", lowering);
     ck_assert_msg(strstr(lowering, "whole in the first task") != NULL, "%s", lowering);
     free(lowering);
@@ -1856,7 +1856,7 @@ START_TEST(test_rows_ahead) {
         for (int f = 0; f < 4; f++) {
           ljg_graph *opt;
           ljg_program *p = program_of(ys[f], &opt);
-          char *lowering = ljc_lowering_text(p);
+          char *lowering = ljc_lowering_text(p, NULL);
           if (size && f < 2 && dts[i] != LJ_BF16)
             ck_assert_msg(strstr(lowering, "in blocks of 1 rows") != NULL, "%d: %s", f, lowering);
           for (int w = 0; w < 4; w++) {
@@ -1872,7 +1872,7 @@ START_TEST(test_rows_ahead) {
         lj_tensor *pair[2] = {lj_div(e, lj_sum(e, 1, dims, true)), m};
         ljg_graph *opt;
         ljg_program *p = program_of_n(2, pair, &opt);
-        char *lowering = ljc_lowering_text(p);
+        char *lowering = ljc_lowering_text(p, NULL);
         const ljg_kernel *k = &p->kernels[p->nkernels - 1];
         ck_assert_msg((strstr(lowering, says[0]) != NULL) == (size > 0), "%s", lowering);
         ck_assert_int_ne(p->slots[k->nests[0].out_slot].kind, LJG_SLOT_LOCAL);
@@ -2099,7 +2099,7 @@ START_TEST(test_depthwise_rows) {
     ck_assert_msg(y && alone, "%s", lj_last_error());
     ljg_graph *opt;
     ljg_program *p = program_of(alone, &opt);
-    char *lowering = ljc_lowering_text(p);
+    char *lowering = ljc_lowering_text(p, NULL);
     bool rows = strstr(lowering, "reads its windows from the image's rows") != NULL;
     bool epilogue = strstr(lowering, "sums add its bias or bound it and write its output") != NULL;
     ck_assert_msg(cases[c].rows < 0 || rows == (cases[c].rows == 1), "case %zu: %s", c, lowering);
@@ -2115,7 +2115,7 @@ START_TEST(test_depthwise_rows) {
     ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
     lj_tensor *outs[3] = {y, lj_tensor_grad(leaf), lj_tensor_grad(w)};
     p = program_of_n(3, outs, &opt);
-    lowering = ljc_lowering_text(p);
+    lowering = ljc_lowering_text(p, NULL);
     rows = strstr(lowering, "read their windows from the image's rows") != NULL;
     bool image = strstr(lowering, "the image is summed from the rows") != NULL;
     ck_assert_msg(cases[c].grad_rows < 0 || rows == (cases[c].grad_rows == 1), "case %zu: %s", c, lowering);
@@ -2196,7 +2196,7 @@ START_TEST(test_trailing_product) {
         lj_tensor *y = attention(q, k, v, 0.25);
         ljg_graph *opt;
         ljg_program *p = program_of(y, &opt);
-        char *text = ljg_program_text(p, opt), *lowering = ljc_lowering_text(p);
+        char *text = ljg_program_text(p, opt), *lowering = ljc_lowering_text(p, NULL);
         ck_assert_msg(p->nkernels == 1 && p->kernels[0].tm == 1, "%s", text);
         const ljg_kernel *kr = &p->kernels[0];
         ck_assert_int_eq(kr->tm_n, 13);

@@ -28,6 +28,9 @@ void ljc_session_free(ljc_session *s);
  * name and features, opt level, the non-temporal store threshold, debug info. Part of every
  * graph key. Borrowed. */
 const char *ljc_session_target(const ljc_session *s);
+/* Sets stream[slot] (p->nslots entries) for the outputs kernel ki of p writes non-temporally
+ * when s compiles it (stream.c, under s's threshold and CPU; never off x86); whether any. */
+bool ljc_session_stream_slots(const ljc_session *s, const ljg_program *p, int ki, uint8_t *stream);
 /* What the GEMM routines' code depends on, a prefix of the target: LLVM version, target
  * triple, CPU name and features, opt level. Borrowed. */
 const char *ljc_session_routine_target(const ljc_session *s);
@@ -105,8 +108,9 @@ bool ljc_gemm_in_one_call(const ljg_kernel *k);
 /* Text (malloc'd) saying, kernel by kernel, what the lowering does otherwise than p's nests say
  * (LJ_DUMP_DIR's kernels.txt ends with it): the GEMM routine a kernel calls, the nests it does
  * not run because another does their work (a bias the routine starts from, a zero fill under a
- * scatter, a gather of what an argmax found), the nests that share one loop. */
-char *ljc_lowering_text(const ljg_program *p);
+ * scatter, a gather of what an argmax found), the nests that share one loop, and, for session s
+ * (unless NULL), the outputs it streams (stream.c). */
+char *ljc_lowering_text(const ljg_program *p, const ljc_session *s);
 
 /* Compiles every kernel of p, each into a module and an object file of its own, on the
  * session's threads (with the GEMM routines the kernels call that the session does not have

@@ -103,6 +103,8 @@ typedef struct gemm {
   /* the block of k being done, and whether it is the first (C starts from zero) or adds to
    * what C holds; summed over the batch, only the first matrix's first block starts C */
   LLVMValueRef k0, k1, first, batch_first;
+  LLVMValueRef stream; /* an i1, whether the call stores C's full vectors non-temporally
+                          (streams_c), or NULL on a target without such stores */
 } gemm;
 
 /* A block of C's columns from n0: nv vectors, `cols` columns in all (i64); mask[j]: the
@@ -1124,15 +1126,42 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
   return LLVMBuildSelect(b, has, LLVMBuildFAdd(b, x, bias, ""), x, "");
 }
 
-/* Stores C's tile rows r < mr for which store[r] (an i1) is true. */
-static void store_tile(gemm *g, int mr, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc,
-                       const LLVMValueRef *store) {
+/* Stores C's tile rows r < mr for which store[r] (an i1) is true; with nontemporal, their full
+ * vectors (the call streams C: streams_c) non-temporally. */
+static void store_rows(gemm *g, int mr, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc,
+                       const LLVMValueRef *store, bool nontemporal) {
   for (int r = 0; r < mr; r++) {
     LLVMBasicBlockRef after = ljc_if_begin(g->ir, store[r], "gemm.store");
-    for (int j = 0; j < p->nv; j++)
-      vstore(g, acc[r * p->nv + j], c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)), p->mask[j]);
+    for (int j = 0; j < p->nv; j++) {
+      LLVMValueRef c = c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw));
+      if (!nontemporal || p->mask[j]) {
+        vstore(g, acc[r * p->nv + j], c, p->mask[j]);
+        continue;
+      }
+      LLVMValueRef st = LLVMBuildStore(g->b, acc[r * p->nv + j], c);
+      LLVMSetAlignment(st, (unsigned)g->ir->vec_bytes);
+      ljc_set_nontemporal(g->ir->ctx, st);
+    }
     ljc_if_end(g->ir, after);
   }
+}
+
+/* Stores the tile's rows that `store` marks: their full vectors non-temporally where the call
+ * streams C and this is the last block of k (C's lines are written once, never read). */
+static void store_tile(gemm *g, int mr, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *acc,
+                       const LLVMValueRef *store) {
+  if (!g->stream) {
+    store_rows(g, mr, crow, p, acc, store, false);
+    return;
+  }
+  LLVMValueRef last = LLVMBuildICmp(g->b, LLVMIntEQ, g->k1, g->arg[LJC_GEMM_K], "");
+  LLVMValueRef nt = LLVMBuildAnd(g->b, g->stream, last, "");
+  LLVMBasicBlockRef after = ljc_if_begin(g->ir, nt, "gemm.stream_c");
+  store_rows(g, mr, crow, p, acc, store, true);
+  ljc_if_end(g->ir, after);
+  after = ljc_if_begin(g->ir, LLVMBuildNot(g->b, nt, ""), "gemm.store_c");
+  store_rows(g, mr, crow, p, acc, store, false);
+  ljc_if_end(g->ir, after);
 }
 
 /* An mr-row tile of C in panel p: row r is C's row crow[r] and A's row m[r] of matrix bi;
@@ -1158,10 +1187,13 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
    * first block of k, read) only then, they missed the cache one after another on every tile
    * of a C larger than it (the 1×1 convolution below: 21.5-22.3 -> 18.7 ms). Not for a short
    * block of k, whose C is a small one's (conv1's 9 taps, its C a block on the stack: 3-5%
-   * slower with them) */
+   * slower with them), nor where the call streams C: a non-temporal store to a line the cache
+   * holds must take it out first ([4096, 64] by [64, 4096], one thread: 21.3 ms with ordinary
+   * stores, 25.8 streamed after the prefetches, 20.2 without them) */
   LLVMValueRef klen = LLVMBuildNSWSub(g->b, g->k1, g->k0, "");
-  LLVMBasicBlockRef no_prefetch =
-      ljc_if_begin(ir, LLVMBuildICmp(g->b, LLVMIntSGE, klen, ljc_i64(ir, PREFETCH_C_MIN_K), ""), "gemm.prefetch_c");
+  LLVMValueRef long_k = LLVMBuildICmp(g->b, LLVMIntSGE, klen, ljc_i64(ir, PREFETCH_C_MIN_K), "");
+  if (g->stream) long_k = LLVMBuildAnd(g->b, long_k, LLVMBuildNot(g->b, g->stream, ""), "");
+  LLVMBasicBlockRef no_prefetch = ljc_if_begin(ir, long_k, "gemm.prefetch_c");
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < nv; j++) ljc_prefetch_write(ir, c_at(g, crow[r], add(g, p->n0, (int64_t)j * g->vw)));
   ljc_if_end(ir, no_prefetch);
@@ -1757,6 +1789,21 @@ void ljc_gemm_load_args(ljc_ir *ir, LLVMValueRef block, LLVMValueRef *arg) {
   }
 }
 
+/* Whether the call streams C (an i1; NULL where the target has no non-temporal stores): its
+ * kernel asks it to (STREAM), and C's full vectors start on whole vectors (C's address, its
+ * origin and its rows' length LDC are whole vectors). */
+static LLVMValueRef streams_c(gemm *g) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  if (strncmp(LLVMGetTarget(ir->mod), "x86_64", 6) != 0) return NULL;
+  LLVMValueRef addr = LLVMBuildPtrToInt(b, g->arg[LJC_GEMM_C], ir->i64, "");
+  LLVMValueRef elems = LLVMBuildOr(b, g->arg[LJC_GEMM_C_ORIGIN], g->arg[LJC_GEMM_LDC], "");
+  LLVMValueRef off = LLVMBuildOr(b, LLVMBuildAnd(b, addr, ljc_i64(ir, ir->vec_bytes - 1), ""),
+                                 LLVMBuildAnd(b, elems, ljc_i64(ir, g->vw - 1), ""), "");
+  LLVMValueRef asked = LLVMBuildICmp(b, LLVMIntNE, g->arg[LJC_GEMM_STREAM], ljc_i64(ir, 0), "");
+  return LLVMBuildAnd(b, asked, LLVMBuildICmp(b, LLVMIntEQ, off, ljc_i64(ir, 0), ""), "");
+}
+
 /* The internal function that computes rows m0 .. m0 + len - 1 (len > 0) of matrix bi into
  * C's rows from crow0, adding to what C holds unless batch_first (an i8):
  * (ptr args, i64 bi, i64 m0, i64 crow0, i64 len, i8 batch_first). */
@@ -1769,6 +1816,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
   ljc_add_fn_attr(ir, fn, "noinline");
   LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(ir->ctx, fn, "entry"));
   ljc_gemm_load_args(ir, LLVMGetParam(fn, 0), g->arg);
+  g->stream = streams_c(g);
   /* the packed panels, or the few rows' sums where B is read in place (axpy_rows_of) */
   g->packed = g->variant != LJC_GEMM_DIRECT ? ljc_entry_array(ir, g->ot, (int64_t)g->kc * NP * NV * g->vw)
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
@@ -1817,6 +1865,12 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
     when(g, LLVMBuildNot(g->b, few, ""), panels_then, &rw);
   else
     panels(g, &rw);
+  if (g->stream) { /* the thread that joins the kernel's tasks sees C's non-temporal stores */
+    LLVMBasicBlockRef after = ljc_if_begin(ir, g->stream, "gemm.fence");
+    ljc_sfence(g->b, ir->mod);
+    ljc_if_end(ir, after);
+    g->stream = NULL;
+  }
   LLVMBuildRetVoid(g->b);
   return fn;
 }
@@ -2038,6 +2092,12 @@ static bool taps_dx(const ljg_kernel *k, const ljg_view *bv) {
       w[5] >= 3 || k->win_img[1] > TAPS_FWD_ROWS || k->mm_n != k->win_oh * k->win_ow || bs[2] != 1)
     return false;
   return (k->mm_k - 1) * llabs(bs[1]) + (k->mm_n - 1) < INT32_MAX && k->win_img[3] < INT32_MAX / 2;
+}
+
+bool ljc_gemm_streams_c(const ljg_kernel *k) {
+  int routine = ljc_gemm_routine(k), variant = routine % LJC_GEMM_NVARIANTS;
+  int64_t kc = routine / LJC_GEMM_NVARIANTS == LJC_GEMM_BF16 ? 2 * KC : KC;
+  return routine >= 0 && variant <= LJC_GEMM_WINDOW && k->nnests == 0 && !k->mm_sum && k->mm_k <= kc;
 }
 
 int ljc_gemm_routine(const ljg_kernel *k) {
@@ -2430,6 +2490,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   arg[LJC_GEMM_LDC] = arg[LJC_GEMM_N];
   arg[LJC_GEMM_COL_TASKS] = ljc_i64(ir, k->mm_col_tasks);
   arg[LJC_GEMM_ROWS_OUTER] = ljc_i64(ir, ljc_gemm_rows_outer(k));
+  arg[LJC_GEMM_STREAM] = ljc_i64(ir, ir->stream && ir->stream[c_slot]);
   char name[32];
   ljc_gemm_routine_name(routine, name);
   LLVMValueRef fn = LLVMGetNamedFunction(ir->mod, name);

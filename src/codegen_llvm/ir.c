@@ -377,6 +377,19 @@ void ljc_prefetch_write(ljc_ir *ir, LLVMValueRef p) {
   ljc_intrinsic(ir, "prefetch", ir->ptr, 4, args);
 }
 
+void ljc_set_nontemporal(LLVMContextRef ctx, LLVMValueRef store) {
+  LLVMMetadataRef one = LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(ctx), 1, 0));
+  LLVMSetMetadata(store, LLVMGetMDKindIDInContext(ctx, "nontemporal", 11),
+                  LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, &one, 1)));
+}
+
+void ljc_sfence(LLVMBuilderRef b, LLVMModuleRef mod) {
+  LLVMTypeRef t = LLVMFunctionType(LLVMVoidTypeInContext(LLVMGetModuleContext(mod)), NULL, 0, 0);
+  LLVMValueRef fence = LLVMGetNamedFunction(mod, "llvm.x86.sse.sfence");
+  if (!fence) fence = LLVMAddFunction(mod, "llvm.x86.sse.sfence", t);
+  LLVMBuildCall2(b, t, fence, NULL, 0, "");
+}
+
 void ljc_masked_store(ljc_ir *ir, LLVMValueRef x, LLVMValueRef p, int align, LLVMValueRef mask) {
   LLVMTypeRef types[2] = {LLVMTypeOf(x), ir->ptr};
   LLVMValueRef args[4] = {x, p, ljc_const_i(ir->i32, align), mask};

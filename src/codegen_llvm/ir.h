@@ -126,6 +126,12 @@ void ljc_prefetch(ljc_ir *ir, LLVMValueRef p);
 /* The same for writing (prefetchw): the line comes owned, so the stores to it that follow do
  * not each wait for it. */
 void ljc_prefetch_write(ljc_ir *ir, LLVMValueRef p);
+/* Marks vector store `store` non-temporal (!nontemporal): on x86, a store of a whole vector
+ * the store's alignment shows aligned goes straight to memory without reading its line. */
+void ljc_set_nontemporal(LLVMContextRef ctx, LLVMValueRef store);
+/* x86's sfence at the builder's position: the non-temporal stores before it are seen by every
+ * thread before any store after it. */
+void ljc_sfence(LLVMBuilderRef b, LLVMModuleRef mod);
 
 /* vmath.c: transcendentals as straight-line polynomial code (vectorizable; libm only for sin
  * and cos beyond 2^20). Each takes and returns a float or double value. */
@@ -269,7 +275,9 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
  * tasks). COL_TASKS (ljg_kernel.mm_col_tasks): 0, or [BEGIN, END) are blocks of that many
  * columns, computed for every row (the taps routine's always are). ROWS_OUTER: 0, or 1 for
  * the WINOGRAD and WINOGRAD_DX variants when [BEGIN, END) number C's rows m·BATCH + b, row m
- * of every matrix in turn (ljc_gemm_rows_outer). BIAS: NULL, or what every
+ * of every matrix in turn (ljc_gemm_rows_outer). STREAM: 1 when C's full vectors are stored
+ * non-temporally (ljc_gemm_streams_c; the routines of tiles do, where C's rows start on whole
+ * vectors), else 0. BIAS: NULL, or what every
  * element of row m of C's matrix b starts from, BIAS[(b mod BIAS_NB)·BIAS_SB + m·BIAS_SM] (a
  * convolution's bias; ljc_gemm_bias: BIAS_NB the matrices whose biases differ, a grouped
  * convolution's groups, else BATCH), before the products are added (the ROWS, COLS, ELEMENTS,
@@ -288,6 +296,7 @@ enum {
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_A_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS, LJC_GEMM_ROWS_OUTER,
+  LJC_GEMM_STREAM,
   LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BIAS_NB, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
@@ -346,6 +355,10 @@ int ljc_gemm_code(int r);
  * matmul the routines do (not f32/f64, an operand not a load through a single-level view, or
  * of another dtype than the product's but both bf16 for an f32 one). */
 int ljc_gemm_routine(const ljg_kernel *k);
+/* Whether matmul kernel k's routine may store C non-temporally (the STREAM field): a routine
+ * of tiles, its product alone (no nests read C, no sum over the batch) and in one block of k,
+ * so that each line of C is written once and never read. */
+bool ljc_gemm_streams_c(const ljg_kernel *k);
 /* A matmul kernel's rows [begin, end) as a call of its routine; false, emitting nothing, when
  * there is none (ljc_gemm_routine). `first` (an i1): the first call of a run of the kernel. */
 bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValueRef first);

@@ -1500,7 +1500,26 @@ static void depthwise_text(ljb_str *line, const ljg_program *p, const ljg_kernel
   free(list.s);
 }
 
-char *ljc_lowering_text(const ljg_program *p) {
+/* "; C streams ..." and "; nests 1, 2 stream ..." for the outputs kernel ki streams. */
+static void stream_text(ljb_str *line, const ljg_program *p, int ki, const ljc_session *s) {
+  const ljg_kernel *k = &p->kernels[ki];
+  uint8_t *stream = ljb_xcalloc((size_t)p->nslots + 1, 1);
+  if (s && ljc_session_stream_slots(s, p, ki, stream)) {
+    if (k->kind == LJG_K_MATMUL && stream[k->mm_out_slot])
+      ljb_str_puts(line, "; the routine stores C's full vectors non-temporally");
+    ljb_str list = {0};
+    int n = 0;
+    for (int j = 0; j < k->nnests; j++)
+      if (stream[k->nests[j].out_slot]) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", j);
+    if (n)
+      ljb_str_printf(line, "; nest%s %s store%s %s aligned vectors non-temporally", n > 1 ? "s" : "", list.s,
+                     n > 1 ? "" : "s", n > 1 ? "their" : "its");
+    free(list.s);
+  }
+  free(stream);
+}
+
+char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
   ljb_str b = {0};
   ljb_str_puts(&b, "lowering (what the code does otherwise than the nests above say):\n");
   for (int ki = 0; ki < p->nkernels; ki++) {
@@ -1510,6 +1529,7 @@ char *ljc_lowering_text(const ljg_program *p) {
     char routine[LJC_KERNEL_ROUTINES_MAX];
     ljb_str line = {0};
     if (ljc_kernel_routine(k, routine)) ljb_str_printf(&line, "; calls %s", routine);
+    stream_text(&line, p, ki, session);
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");

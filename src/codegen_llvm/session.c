@@ -226,6 +226,11 @@ static bool worth_vectorizing(const ljg_kernel *k) {
   return points > LJC_SMALL_POINTS;
 }
 
+bool ljc_session_stream_slots(const ljc_session *s, const ljg_program *p, int ki, uint8_t *stream) {
+  int64_t nt_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* x86's sfence */
+  return ljc_stream_slots(p, ki, nt_bytes, s->cpu, stream);
+}
+
 /* A kernel (or GEMM routine) lowered into a fresh context and module, not yet optimized. */
 typedef struct lowered {
   LLVMContextRef ctx;
@@ -268,9 +273,8 @@ static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
   ir.vec_bytes = ljc_vector_bytes(s->features);
   ir.fma = s->features && strstr(s->features, "+fma");
   ir.bf16_dot = ljc_bf16_dot(s->features);
-  int64_t nt_bytes = strncmp(s->triple, "x86_64", 6) == 0 ? s->nt_store_bytes : 0; /* x86's sfence */
   l->stream = k >= 0 ? ljb_xcalloc((size_t)p->nslots + 1, 1) : NULL;
-  if (k >= 0 && !ljc_stream_slots(p, k, nt_bytes, s->cpu, l->stream)) {
+  if (k >= 0 && !ljc_session_stream_slots(s, p, k, l->stream)) {
     free(l->stream);
     l->stream = NULL;
   }

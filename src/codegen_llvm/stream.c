@@ -15,6 +15,10 @@
  * kernel then ends with an sfence: non-temporal stores are not ordered with the other
  * stores, and the thread that joins the kernel's tasks must see them.
  *
+ * A matmul kernel's C streams from its GEMM routine instead (gemm.c: the argument block's
+ * STREAM, which the routine honours where C's rows start on whole vectors), when the product is
+ * all the kernel computes and C is written once (streams_c).
+ *
  * The output of a nest the lowering runs a block behind in the loop of the exps
  * (ljc_behind_nest: log_softmax's x − max − log sum, softmax's exps / sum) streams too, but on
  * a Zen 4 core (znver4, whose AVX-512 runs on 256-bit halves): there non-temporal stores in
@@ -44,6 +48,19 @@ static bool streams_image(const ljg_program *p, const ljg_kernel *k, int64_t nt_
          k->win_img[3] * (int64_t)lj_dtype_size((lj_dtype)k->win_dtype) % LJC_LINE_BYTES == 0;
 }
 
+/* A matmul's C, where its routine may stream it (ljc_gemm_streams_c), C is at least half the
+ * threshold and not a block on the stack, and the kernel moves the threshold: the product of
+ * [4096, 3] by [3, 4096] (a point cloud's pairwise products), one thread, wrote its 64 MiB in
+ * 8.5 ms with ordinary stores, each first reading its line, and 2.6 ms streamed. */
+static bool streams_c(const ljg_program *p, const ljg_kernel *k, int64_t nt_store_bytes) {
+  if (!ljc_gemm_streams_c(k)) return false; /* A and B are loads then */
+  const ljg_slot *c = &p->slots[k->mm_out_slot];
+  const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
+  int64_t moved = c->nbytes + p->slots[ea->slot].nbytes + (eb->slot != ea->slot ? p->slots[eb->slot].nbytes : 0);
+  return c->kind != LJG_SLOT_LOCAL && c->kind != LJG_SLOT_SCALAR && 2 * c->nbytes >= nt_store_bytes &&
+         moved >= nt_store_bytes;
+}
+
 /* The bytes of the rows nest n of kernel k writes as a row of the output: a loop's, its last
  * dim's; in a kernel of depthwise sums (ljc_depthwise_cols), the convolution's output rows
  * where the sums write them (ljc_depthwise_writes_rows), and -1 (not streamed) for the other
@@ -66,6 +83,7 @@ static int64_t row_bytes(const ljg_program *p, const ljg_kernel *k, int n) {
 bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, const char *cpu, uint8_t *stream) {
   const ljg_kernel *k = &p->kernels[ki];
   memset(stream, 0, (size_t)p->nslots);
+  if (nt_store_bytes > 0 && k->kind == LJG_K_MATMUL) return (stream[k->mm_out_slot] = streams_c(p, k, nt_store_bytes));
   if (nt_store_bytes <= 0 || (k->kind != LJG_K_LOOPS && k->kind != LJG_K_WINDOW)) return false;
   uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, 1);
   for (int e = 0; e < k->nexprs; e++)
@@ -131,11 +149,7 @@ void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t 
   LLVMValueRef fn = LLVMGetNamedFunction(mod, entry);
   if (!fn || LLVMCountBasicBlocks(fn) == 0) return;
   LLVMContextRef ctx = LLVMGetModuleContext(mod);
-  unsigned nt_kind = LLVMGetMDKindIDInContext(ctx, "nontemporal", 11);
   LLVMTargetDataRef td = LLVMGetModuleDataLayout(mod);
-  LLVMValueRef one = LLVMConstInt(LLVMInt32TypeInContext(ctx), 1, 0);
-  LLVMMetadataRef one_md = LLVMValueAsMetadata(one);
-  LLVMValueRef nt_md = LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, &one_md, 1));
   LLVMValueRef slots = LLVMGetParam(fn, 0);
   bool marked = false;
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb))
@@ -147,20 +161,17 @@ void ljc_mark_stream_stores(LLVMModuleRef mod, const char *entry, const uint8_t 
       if (LLVMGetAlignment(i) < (size < LJC_LINE_BYTES ? size : LJC_LINE_BYTES)) continue; /* its parts aligned */
       int s = slot_of(LLVMGetOperand(i, 1), slots);
       if (s < 0 || s >= nslots || !stream[s]) continue;
-      LLVMSetMetadata(i, nt_kind, nt_md);
+      ljc_set_nontemporal(ctx, i);
       marked = true;
     }
   if (!marked) return;
   /* an sfence before every return */
   LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
-  LLVMTypeRef fence_t = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
-  LLVMValueRef fence = LLVMGetNamedFunction(mod, "llvm.x86.sse.sfence");
-  if (!fence) fence = LLVMAddFunction(mod, "llvm.x86.sse.sfence", fence_t);
   for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(fn); bb; bb = LLVMGetNextBasicBlock(bb)) {
     LLVMValueRef term = LLVMGetBasicBlockTerminator(bb);
     if (!term || !LLVMIsAReturnInst(term)) continue;
     LLVMPositionBuilderBefore(b, term);
-    LLVMBuildCall2(b, fence_t, fence, NULL, 0, "");
+    ljc_sfence(b, mod);
   }
   LLVMDisposeBuilder(b);
 }

@@ -84,7 +84,7 @@ void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t, const ljc_objects 
   char hex[33];
   ljb_hash_hex(e->key, hex);
   char *graph = ljg_graph_text(e->graph, NULL);
-  char *program = ljg_program_text(e->prog, e->opt), *lowering = ljc_lowering_text(e->prog);
+  char *program = ljg_program_text(e->prog, e->opt), *lowering = ljc_lowering_text(e->prog, ljr_get()->cg);
   ljb_str text = {0};
   ljb_str_puts(&text, program);
   ljb_str_puts(&text, lowering);
