@@ -183,16 +183,20 @@ END_TEST
  * of k has its GEMM routine store C's full vectors non-temporally: the kernel's lowering says
  * so and the routine's code has the stores. B read in place (K 3, 16) or packed (K 64, and
  * transposed), f64, rows of whole vectors and not (1000 floats: the routine finds them
- * unaligned and stores them as ever), one and two threads. A product with a relu after it, or
- * whose K is more than a block of k, does not. All match the interpreter. */
+ * unaligned and stores them as ever), one and two threads. So does one with a relu after it
+ * where the relu runs on all of a thread's rows after the product (B packed, by transposes:
+ * one block of rows), its C and its output at least the threshold, the relu's output streamed
+ * too; not where the relu runs on blocks of rows (B read in place), which read C back from
+ * the stack, nor a product whose K is more than a block of k. All match the interpreter. */
 START_TEST(test_stream_matmul) {
   static const struct {
     int64_t m, n, k;
     lj_dtype dt;
     bool bt, relu, streams;
-  } cases[] = {{300, 512, 3, LJ_F32, false, false, true},  {257, 1000, 16, LJ_F32, false, false, true},
-               {200, 512, 64, LJ_F32, true, false, true},  {300, 256, 8, LJ_F64, false, false, true},
-               {300, 512, 3, LJ_F32, false, true, false},  {64, 512, 1000, LJ_F32, false, false, false}};
+  } cases[] = {{300, 512, 3, LJ_F32, false, false, true}, {257, 1000, 16, LJ_F32, false, false, true},
+               {200, 512, 64, LJ_F32, true, false, true}, {300, 256, 8, LJ_F64, false, false, true},
+               {300, 512, 3, LJ_F32, false, true, false}, {300, 512, 3, LJ_F32, true, true, true},
+               {64, 512, 1000, LJ_F32, false, false, false}};
   const char *says = "the routine stores C's full vectors non-temporally";
   for (int threads = 1; threads <= 2; threads++)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -215,6 +219,7 @@ START_TEST(test_stream_matmul) {
       lj_tensor_release(a);
       lj_tensor_release(b);
       ck_assert_msg(tu_dir_has(dir, ".kernels.txt", says) == cases[c].streams, "case %zu, %d threads", c, threads);
+      if (cases[c].relu) ck_assert(tu_dir_has(dir, ".kernels.txt", "nest 0 stores its aligned vectors non-temporally"));
       if (cases[c].streams) {
         char cmd[200], *out = NULL;
         snprintf(cmd, sizeof cmd, "objdump -d %s/*.lj_gemm_*.o | grep -c movnt", dir);

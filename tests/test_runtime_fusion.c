@@ -1361,6 +1361,16 @@ START_TEST(test_matmul_epilogue) {
   ck_assert_int_eq(p->nkernels, 1);
   ck_assert_int_eq(p->kernels[0].row_block, 130);
   free_program(p, opt);
+  /* a transposed weight over a K of a few: packed all the same (by transposes), so one block */
+  lj_tensor *xa = tu_tensor(LJ_F32, LJ_SHAPE(300, 3), TU_ANY, 16);
+  lj_tensor *wt = tu_tensor(LJ_F32, LJ_SHAPE(600, 3), TU_ANY, 17);
+  lj_tensor *ty = lj_relu(lj_add(lj_matmul(xa, lj_transpose(wt, 0, 1)), bias));
+  p = program_of(ty, &opt);
+  ck_assert_int_eq(p->nkernels, 1);
+  ck_assert_int_eq(p->kernels[0].row_block, 300);
+  free_program(p, opt);
+  tu_check_interp_tol(1, &ty, 1e-5, 1e-5);
+  lj_tensor_release(xa), lj_tensor_release(wt), lj_tensor_release(ty);
   /* C is an output too: still one kernel */
   lj_tensor *both[2] = {c, y};
   ck_assert_int_eq(lj_graph_kernel_count(2, both), 1);
@@ -2419,6 +2429,36 @@ START_TEST(test_conv_pool_row_fusion) {
 }
 END_TEST
 
+/* A convolution with an epilogue and no window after it (a bias and a relu) computes each
+ * image's C whole in a block, so that its window is packed from the image once for all its
+ * output channels: 64 channels of 56×56, stride 2 (48 rows of C take more than half of L2; a
+ * block of as many rows as fit would take two of 32). Values against the interpreter, one and
+ * two threads. */
+START_TEST(test_conv_epilogue_whole_image) {
+  static const int s2[2] = {2, 2}, p1[2] = {1, 1};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 3, 112, 112), TU_ANY, 41);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(64, 3, 3, 3), TU_ANY, 42);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(64), TU_ANY, 43);
+    lj_scope_begin();
+    lj_tensor *y = lj_relu(lj_conv2d(x, w, b, s2, p1, NULL, 1));
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    ck_assert_int_eq(p->kernels[0].mm_cols, LJG_MM_COLS_B);
+    ck_assert_int_eq(p->kernels[0].row_block, 64);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &y, 1e-5, 1e-5); /* sums of 27 products */
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+    lj_tensor_release(b);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Implicit GEMM: a convolution's matmul packs B's panels from the image, and no im2col is
  * stored. Values against the interpreter, f32 and f64, for windows read as runs of the image
  * (stride 1 and "same" padding, with dilation) and gathered (stride 2, no padding, an even
@@ -3236,6 +3276,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_conv_bias_grad_summed);
   tcase_add_test(tc, test_pool_grad_unpooled);
   tcase_add_test(tc, test_conv_pool_row_fusion);
+  tcase_add_test(tc, test_conv_epilogue_whole_image);
   tcase_add_test(tc, test_depthwise_conv);
   tcase_add_test(tc, test_depthwise_rows);
   tcase_add_test(tc, test_depthwise_rows_image_end);

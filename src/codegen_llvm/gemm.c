@@ -2097,7 +2097,7 @@ static bool taps_dx(const ljg_kernel *k, const ljg_view *bv) {
 bool ljc_gemm_streams_c(const ljg_kernel *k) {
   int routine = ljc_gemm_routine(k), variant = routine % LJC_GEMM_NVARIANTS;
   int64_t kc = routine / LJC_GEMM_NVARIANTS == LJC_GEMM_BF16 ? 2 * KC : KC;
-  return routine >= 0 && variant <= LJC_GEMM_WINDOW && k->nnests == 0 && !k->mm_sum && k->mm_k <= kc;
+  return routine >= 0 && variant <= LJC_GEMM_WINDOW && !k->mm_sum && k->mm_k <= kc;
 }
 
 int ljc_gemm_routine(const ljg_kernel *k) {

@@ -356,8 +356,8 @@ int ljc_gemm_code(int r);
  * of another dtype than the product's but both bf16 for an f32 one). */
 int ljc_gemm_routine(const ljg_kernel *k);
 /* Whether matmul kernel k's routine may store C non-temporally (the STREAM field): a routine
- * of tiles, its product alone (no nests read C, no sum over the batch) and in one block of k,
- * so that each line of C is written once and never read. */
+ * of tiles, no sum over the batch and K in one block of k, so that the routine writes each line
+ * of C once and never reads it (stream.c decides whether the kernel's nests let it). */
 bool ljc_gemm_streams_c(const ljg_kernel *k);
 /* A matmul kernel's rows [begin, end) as a call of its routine; false, emitting nothing, when
  * there is none (ljc_gemm_routine). `first` (an i1): the first call of a run of the kernel. */

@@ -16,8 +16,8 @@
  * stores, and the thread that joins the kernel's tasks must see them.
  *
  * A matmul kernel's C streams from its GEMM routine instead (gemm.c: the argument block's
- * STREAM, which the routine honours where C's rows start on whole vectors), when the product is
- * all the kernel computes and C is written once (streams_c).
+ * STREAM, which the routine honours where C's rows start on whole vectors), where C is written
+ * once and not read back from the caches (streams_c); its nests' outputs as a loop's.
  *
  * The output of a nest the lowering runs a block behind in the loop of the exps
  * (ljc_behind_nest: log_softmax's x − max − log sum, softmax's exps / sum) streams too, but on
@@ -48,17 +48,22 @@ static bool streams_image(const ljg_program *p, const ljg_kernel *k, int64_t nt_
          k->win_img[3] * (int64_t)lj_dtype_size((lj_dtype)k->win_dtype) % LJC_LINE_BYTES == 0;
 }
 
-/* A matmul's C, where its routine may stream it (ljc_gemm_streams_c), C is at least half the
- * threshold and not a block on the stack, and the kernel moves the threshold: the product of
- * [4096, 3] by [3, 4096] (a point cloud's pairwise products), one thread, wrote its 64 MiB in
- * 8.5 ms with ordinary stores, each first reading its line, and 2.6 ms streamed. */
+/* A matmul's C, where its routine may stream it (ljc_gemm_streams_c), C is not a block on the
+ * stack, and the kernel moves the threshold: when nothing follows the product in its kernel,
+ * a C of at least half the threshold (the product of [4096, 3] by [3, 4096], a point cloud's
+ * pairwise products, one thread, wrote its 64 MiB in 8.5 ms with ordinary stores, each first
+ * reading its line, and 2.6 ms streamed); when nests follow it on the whole of a thread's rows
+ * (no blocks of rows, no column tasks), a C of at least the threshold, which the nests read
+ * back from memory either way (relu(x·Wᵀ + b) to [4096, 4096] from 3 inputs, one thread: 12.7
+ * -> 6.4 ms with C and the relu's output streamed). */
 static bool streams_c(const ljg_program *p, const ljg_kernel *k, int64_t nt_store_bytes) {
   if (!ljc_gemm_streams_c(k)) return false; /* A and B are loads then */
   const ljg_slot *c = &p->slots[k->mm_out_slot];
   const ljg_kexpr *ea = &k->exprs[k->mm_a], *eb = &k->exprs[k->mm_bm];
   int64_t moved = c->nbytes + p->slots[ea->slot].nbytes + (eb->slot != ea->slot ? p->slots[eb->slot].nbytes : 0);
-  return c->kind != LJG_SLOT_LOCAL && c->kind != LJG_SLOT_SCALAR && 2 * c->nbytes >= nt_store_bytes &&
-         moved >= nt_store_bytes;
+  bool after_all = k->nnests == 0 || (k->row_block >= k->ntasks && !k->mm_col_tasks);
+  return after_all && c->kind != LJG_SLOT_LOCAL && c->kind != LJG_SLOT_SCALAR &&
+         (k->nnests ? 1 : 2) * c->nbytes >= nt_store_bytes && moved >= nt_store_bytes;
 }
 
 /* The bytes of the rows nest n of kernel k writes as a row of the output: a loop's, its last
@@ -83,8 +88,10 @@ static int64_t row_bytes(const ljg_program *p, const ljg_kernel *k, int n) {
 bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, const char *cpu, uint8_t *stream) {
   const ljg_kernel *k = &p->kernels[ki];
   memset(stream, 0, (size_t)p->nslots);
-  if (nt_store_bytes > 0 && k->kind == LJG_K_MATMUL) return (stream[k->mm_out_slot] = streams_c(p, k, nt_store_bytes));
-  if (nt_store_bytes <= 0 || (k->kind != LJG_K_LOOPS && k->kind != LJG_K_WINDOW)) return false;
+  if (nt_store_bytes <= 0) return false;
+  bool c = k->kind == LJG_K_MATMUL && streams_c(p, k, nt_store_bytes);
+  if (k->kind == LJG_K_MATMUL && k->nnests == 0) return (stream[k->mm_out_slot] = c);
+  if (k->kind != LJG_K_LOOPS && k->kind != LJG_K_WINDOW && k->kind != LJG_K_MATMUL) return false;
   uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, 1);
   for (int e = 0; e < k->nexprs; e++)
     if (k->exprs[e].kind == LJG_X_LOAD || k->exprs[e].kind == LJG_X_BUFFER) used[k->exprs[e].slot] = 1;
@@ -97,7 +104,8 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, cons
   if (moved < nt_store_bytes) return false;
   if (k->kind == LJG_K_WINDOW && !ljc_depthwise_cols(p, k))
     return (stream[k->win_out_slot] = streams_image(p, k, nt_store_bytes));
-  bool any = false;
+  bool any = c;
+  if (c) stream[k->mm_out_slot] = 1;
   int behind = streams_behind(cpu) ? -1 : ljc_behind_nest(p, ki);
   for (int n = 0; n < k->nnests; n++) {
     const ljg_nest *nest = &k->nests[n];
@@ -105,10 +113,13 @@ bool ljc_stream_slots(const ljg_program *p, int ki, int64_t nt_store_bytes, cons
     /* rows stream only as whole cache lines (or a nest of one row): a row of another length
      * ends in a scalar loop whose ordinary stores share lines with the vectors' non-temporal
      * ones (the copy of [2048, 56, 56] out of a padded [2048, 58, 58], a pad's gradient, one
-     * thread: 5.75 ms streamed, 1.3 not) */
-    int64_t row = row_bytes(p, k, n);
-    if (nest->scatter_index >= 0 || s->kind == LJG_SLOT_LOCAL || s->kind == LJG_SLOT_SCALAR ||
-        2 * s->nbytes < nt_store_bytes || n == behind || row < 0 || (nest->ndim > 1 && row % LJC_LINE_BYTES))
+     * thread: 5.75 ms streamed, 1.3 not); a matmul kernel's epilogue only an output of at
+     * least the threshold, as its C (a convolution of 3 to 64 channels over 32×32, batch 64,
+     * its 16 MiB relu(C + b) read back by the backward kernels, two threads: 3.13 -> 3.33 ms
+     * streamed at half the threshold) */
+    int64_t row = row_bytes(p, k, n), least = k->kind == LJG_K_MATMUL ? nt_store_bytes : (nt_store_bytes + 1) / 2;
+    if (nest->scatter_index >= 0 || s->kind == LJG_SLOT_LOCAL || s->kind == LJG_SLOT_SCALAR || s->nbytes < least ||
+        n == behind || row < 0 || (nest->ndim > 1 && row % LJC_LINE_BYTES))
       continue;
     stream[nest->out_slot] = 1;
     any = true;
