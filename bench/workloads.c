@@ -142,6 +142,9 @@ static bool setup_conv_deep(const workload *w, bench_state *s) { return conv_set
 static bool setup_conv5(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 5, 1); }
 static bool setup_conv5_deep(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], true, 5, 1); }
 
+/* ResNet's stem, 7x7, for inference: the data, its 3 channels. */
+static bool setup_stem(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3] / 2, false, 7, 1); }
+
 /* A 1x1 layer (a bottleneck's: ResNet-50's, MobileNet's pointwise) for inference. */
 static bool setup_conv1x1(const workload *w, bench_state *s) { return conv_setup(w, s, w->n[3], false, 1, 1); }
 
@@ -506,6 +509,12 @@ static void conv_stride2(const workload *w, bench_state *s) {
   keep(s, lj_conv2d(s->in[0], s->p[0], s->p[1], pool2, pad1, NULL, 1));
 }
 
+/* relu(conv 7×7 of stride 2 + bias), ResNet's stem without its batch norm (folded into the
+ * weight and bias for inference). */
+static void conv_stem(const workload *w, bench_state *s) {
+  keep(s, lj_relu(lj_conv2d(s->in[0], s->p[0], s->p[1], pool2, (const int[]){3, 3}, NULL, 1)));
+}
+
 /* A grouped 3×3 convolution for inference with n = {B, C, groups, H}: x [B, C, H, H], weight
  * [C, C / groups, 3, 3] and bias [C] (ResNeXt's: groups of 4 channels; MobileNet's depthwise
  * one: groups of 1), none needing gradients. */
@@ -673,6 +682,8 @@ const workload bench_workloads[] = {
     {"sgemm_512", "512^3 matmul", MM(512, 512, 512, 0)},
     {"sgemm_1024", "1024^3 matmul", MM(1024, 1024, 1024, 0)},
     {"sgemm_2048", "2048^3 matmul", MM(2048, 2048, 2048, 0)},
+    {"pairwise_4096x3", "x y^T over 3 features, 4096x3 . (4096x3)^T (a point cloud's pairwise products): its output",
+     {4096, 4096, 3, GEMM_TB}, setup_matmul, matmul, 4.0 * 4096 * 4096, 0},
     {"sgemm_mlp_fwd1", "MLP batch 128: x W1^T, 128x784 . (512x784)^T", MM(128, 512, 784, GEMM_TB)},
     {"sgemm_mlp_fwd2", "MLP batch 128: h W2^T, 128x512 . (512x512)^T", MM(128, 512, 512, GEMM_TB)},
     {"sgemm_mlp_dx2", "MLP batch 128: dY W2, 128x512 . 512x512", MM(128, 512, 512, 0)},
@@ -710,6 +721,8 @@ const workload bench_workloads[] = {
      lstm_step, 0, LSTM_FLOPS(32, 32, 64, 256)},
     {"conv3x3_s2_b32", "conv 64->128 3x3 stride 2 + bias, 32x56x56", {32, 64, 128, 56}, setup_conv, conv_stride2, 0,
      CONV_FLOPS(32, 64, 128, 28)},
+    {"conv7x7_s2_b8", "relu(conv 3->64 7x7 stride 2 + bias), 8x224x224 (inference; ResNet's stem)", {8, 3, 64, 224},
+     setup_stem, conv_stem, 0, 2.0 * 8 * 64 * 112 * 112 * 3 * 49},
     {"conv_grouped_b32", "conv 128->128 3x3 + bias in 32 groups of 4, 32x28x28", {32, 128, 32, 28},
      setup_grouped_conv, conv_grouped, 0, CONV_FLOPS(32, 4, 128, 28)},
     {"conv_grouped_bwd_b32",

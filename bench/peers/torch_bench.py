@@ -177,6 +177,15 @@ def conv_stride2(b, cin, cout, h):
     return lambda: conv(x)
 
 
+def conv_stem(b, cin, cout, h):
+    x, conv = rand(b, cin, h, h), nn.Conv2d(cin, cout, 7, stride=2, padding=3)
+
+    def step():
+        with torch.no_grad():
+            return torch.relu(conv(x))
+    return step
+
+
 def conv_same(b, cin, cout, h, side):
     x, conv = rand(b, cin, h, h), nn.Conv2d(cin, cout, side, padding=side // 2)
 
@@ -259,6 +268,7 @@ WORKLOADS = {
     "sgemm_512": lambda: matmul(512, 512, 512),
     "sgemm_1024": lambda: matmul(1024, 1024, 1024),
     "sgemm_2048": lambda: matmul(2048, 2048, 2048),
+    "pairwise_4096x3": lambda: matmul(4096, 4096, 3, tb=True),
     "sgemm_mlp_fwd1": lambda: matmul(128, 512, 784, tb=True),
     "sgemm_mlp_fwd2": lambda: matmul(128, 512, 512, tb=True),
     "sgemm_mlp_dx2": lambda: matmul(128, 512, 512),
@@ -280,6 +290,7 @@ WORKLOADS = {
     "transformer_b4x256": lambda: transformer(4, 256, 768, 12),
     "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),
     "conv3x3_s2_b32": lambda: conv_stride2(32, 64, 128, 56),
+    "conv7x7_s2_b8": lambda: conv_stem(8, 3, 64, 224),
     "conv_grouped_b32": lambda: conv_grouped(32, 128, 32, 28),
     "conv_grouped_bwd_b32": lambda: conv_relu_backward(32, 128, 128, 28, x_grad=True, groups=32),
     "conv_dw3x3_b32": lambda: conv_grouped(32, 128, 128, 56),
