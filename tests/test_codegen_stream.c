@@ -233,6 +233,39 @@ START_TEST(test_stream_matmul) {
 }
 END_TEST
 
+/* A convolution's output kept, with a relu of it after: the routine starts C's rows from the
+ * bias and writes them into the output, which streams from the routine's stores while the
+ * relu reads the block back (its own thread's stores). Both outputs match the interpreter, on
+ * one and two threads. */
+START_TEST(test_stream_conv_bias) {
+  static const int s2[2] = {2, 2}, p1[2] = {1, 1};
+  for (int threads = 1; threads <= 2; threads++) {
+    char dir[] = "/tmp/lj_test_stream_conv_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    lj_config cfg = lj_config_default();
+    cfg.nt_store_kb = 64;
+    cfg.num_threads = threads;
+    cfg.dump_dir = dir;
+    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 16, 128, 128), TU_ANY, 14);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(32, 16, 3, 3), TU_ANY, 15);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(32), TU_ANY, 16);
+    lj_scope_begin();
+    lj_tensor *y = lj_conv2d(x, w, b, s2, p1, NULL, 1);
+    lj_tensor *outs[2] = {y, lj_relu(lj_add_scalar(y, -1))};
+    tu_check_interp_tol(2, outs, 1e-5, 1e-4); /* sums of 144 products */
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+    lj_tensor_release(b);
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "nest 0 not run: the routine starts C's rows from its bias"));
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "nests 0, 1 store their aligned vectors non-temporally"));
+    tu_remove_dir(dir);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Below the threshold, or with it 0, the same chain has no non-temporal store. */
 START_TEST(test_stream_off) {
   static const int kbs[] = {0, 4096};
@@ -274,6 +307,7 @@ int main(void) {
   tcase_add_test(tc, test_stream_depthwise_image);
   tcase_add_test(tc, test_stream_depthwise_forward);
   tcase_add_test(tc, test_stream_matmul);
+  tcase_add_test(tc, test_stream_conv_bias);
   tcase_add_test(tc, test_stream_off);
   tcase_add_test(tc, test_stream_config);
   suite_add_tcase(s, tc);
