@@ -20,6 +20,18 @@ static void init_streaming(int kb, int threads, const char *cpu, char *path, siz
   tu_init_saving(cfg, "asm", path, cap);
 }
 
+/* Starts the runtime with a 64 KiB threshold and `threads` threads, dumping its compiles
+ * into a new directory made from the template dir (mkdtemp): the kernels' text and the GEMM
+ * routines' objects. */
+static void init_dumping(int threads, char *dir) {
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  lj_config cfg = lj_config_default();
+  cfg.nt_store_kb = 64;
+  cfg.num_threads = threads;
+  cfg.dump_dir = dir;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+}
+
 /* How many times text names `what`. */
 static int count(const char *text, const char *what) {
   int n = 0;
@@ -201,12 +213,7 @@ START_TEST(test_stream_matmul) {
   for (int threads = 1; threads <= 2; threads++)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
       char dir[] = "/tmp/lj_test_stream_mm_XXXXXX";
-      ck_assert_ptr_nonnull(mkdtemp(dir));
-      lj_config cfg = lj_config_default();
-      cfg.nt_store_kb = 64;
-      cfg.num_threads = threads;
-      cfg.dump_dir = dir;
-      ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+      init_dumping(threads, dir);
       lj_dtype dt = cases[c].dt;
       lj_tensor *a = tu_tensor(dt, LJ_SHAPE(cases[c].m, cases[c].k), TU_ANY, 12);
       lj_tensor *b = cases[c].bt ? tu_tensor(dt, LJ_SHAPE(cases[c].n, cases[c].k), TU_ANY, 13)
@@ -241,12 +248,7 @@ START_TEST(test_stream_conv_bias) {
   static const int s2[2] = {2, 2}, p1[2] = {1, 1};
   for (int threads = 1; threads <= 2; threads++) {
     char dir[] = "/tmp/lj_test_stream_conv_XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    lj_config cfg = lj_config_default();
-    cfg.nt_store_kb = 64;
-    cfg.num_threads = threads;
-    cfg.dump_dir = dir;
-    ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+    init_dumping(threads, dir);
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 16, 128, 128), TU_ANY, 14);
     lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(32, 16, 3, 3), TU_ANY, 15);
     lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(32), TU_ANY, 16);

@@ -1488,34 +1488,39 @@ static void column_nests_text(ljb_str *line, const ljg_kernel *k, bool columns) 
   free(list.s);
 }
 
-/* "; nests 0, 2 read their windows from the image's rows: its im2col not run" for the nests
- * of kernel k that ljc_emit_depthwise_nest computes. */
-static void depthwise_text(ljb_str *line, const ljg_program *p, const ljg_kernel *k) {
+/* "; nest 2 <verb>s its <what>" or "; nests 0, 2 <verb> their <what>" for the nests of k that
+ * `which` marks, nothing when none is. */
+static void nests_text(ljb_str *line, const ljg_kernel *k, const bool *which, const char *verb, const char *what) {
   ljb_str list = {0};
   int n = 0;
   for (int s = 0; s < k->nnests; s++)
-    if (ljc_depthwise_nest(p, k, s)) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
-  ljb_str_printf(line, "; nest%s %s read%s %s windows from the image's rows: its im2col not run", n > 1 ? "s" : "",
-                 list.s, n > 1 ? "" : "s", n > 1 ? "their" : "its");
+    if (which[s]) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
+  if (n)
+    ljb_str_printf(line, "; nest%s %s %s%s %s %s", n > 1 ? "s" : "", list.s, verb, n > 1 ? "" : "s",
+                   n > 1 ? "their" : "its", what);
   free(list.s);
 }
 
-/* "; C streams ..." and "; nests 1, 2 stream ..." for the outputs kernel ki streams. */
+/* The nests of kernel k that ljc_emit_depthwise_nest computes. */
+static void depthwise_text(ljb_str *line, const ljg_program *p, const ljg_kernel *k) {
+  bool *which = ljb_xcalloc((size_t)k->nnests + 1, sizeof *which);
+  for (int s = 0; s < k->nnests; s++) which[s] = ljc_depthwise_nest(p, k, s);
+  nests_text(line, k, which, "read", "windows from the image's rows: its im2col not run");
+  free(which);
+}
+
+/* The outputs kernel ki streams under session s: a matmul's C from its routine, nests'. */
 static void stream_text(ljb_str *line, const ljg_program *p, int ki, const ljc_session *s) {
   const ljg_kernel *k = &p->kernels[ki];
   uint8_t *stream = ljb_xcalloc((size_t)p->nslots + 1, 1);
+  bool *which = ljb_xcalloc((size_t)k->nnests + 1, sizeof *which);
   if (s && ljc_session_stream_slots(s, p, ki, stream)) {
     if (k->kind == LJG_K_MATMUL && stream[k->mm_out_slot])
       ljb_str_puts(line, "; the routine stores C's full vectors non-temporally");
-    ljb_str list = {0};
-    int n = 0;
-    for (int j = 0; j < k->nnests; j++)
-      if (stream[k->nests[j].out_slot]) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", j);
-    if (n)
-      ljb_str_printf(line, "; nest%s %s store%s %s aligned vectors non-temporally", n > 1 ? "s" : "", list.s,
-                     n > 1 ? "" : "s", n > 1 ? "their" : "its");
-    free(list.s);
+    for (int j = 0; j < k->nnests; j++) which[j] = stream[k->nests[j].out_slot];
+    nests_text(line, k, which, "store", "aligned vectors non-temporally");
   }
+  free(which);
   free(stream);
 }
 
