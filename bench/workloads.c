@@ -684,6 +684,8 @@ const workload bench_workloads[] = {
     {"sgemm_2048", "2048^3 matmul", MM(2048, 2048, 2048, 0)},
     {"pairwise_4096x3", "x y^T over 3 features, 4096x3 . (4096x3)^T (a point cloud's pairwise products): its output",
      {4096, 4096, 3, GEMM_TB}, setup_matmul, matmul, 4.0 * 4096 * 4096, 0},
+    {"sgemm_b32_4096", "x W^T at batch 32, 32x4096 . (4096x4096)^T: a weight from memory",
+     MM(32, 4096, 4096, GEMM_TB)},
     {"sgemm_mlp_fwd1", "MLP batch 128: x W1^T, 128x784 . (512x784)^T", MM(128, 512, 784, GEMM_TB)},
     {"sgemm_mlp_fwd2", "MLP batch 128: h W2^T, 128x512 . (512x512)^T", MM(128, 512, 512, GEMM_TB)},
     {"sgemm_mlp_dx2", "MLP batch 128: dY W2, 128x512 . 512x512", MM(128, 512, 512, 0)},

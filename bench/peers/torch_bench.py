@@ -269,6 +269,7 @@ WORKLOADS = {
     "sgemm_1024": lambda: matmul(1024, 1024, 1024),
     "sgemm_2048": lambda: matmul(2048, 2048, 2048),
     "pairwise_4096x3": lambda: matmul(4096, 4096, 3, tb=True),
+    "sgemm_b32_4096": lambda: matmul(32, 4096, 4096, tb=True),
     "sgemm_mlp_fwd1": lambda: matmul(128, 512, 784, tb=True),
     "sgemm_mlp_fwd2": lambda: matmul(128, 512, 512, tb=True),
     "sgemm_mlp_dx2": lambda: matmul(128, 512, 512),
