@@ -691,14 +691,37 @@ static lane_rows lane_rows_at(gemm *g, LLVMValueRef base) {
  * 26.5-27.2 ms, one thread). The one-row read: ResNet's 7×7 stride-2 stem (3 -> 64 channels,
  * 224×224, batch 8; every vector within a row of 112), forward 12.8-13.2 -> 11.6-11.9 ms,
  * weight gradient 15.8-17.1 -> 13.8-14.0 (its A packed likewise, pack_a_rows). */
+/* The mask of 2·vw elements whose pair of lanes `lanes` (vw of them) has. */
+static LLVMValueRef lane_pairs(gemm *g, LLVMValueRef lanes) {
+  LLVMValueRef twice[128];
+  for (int l = 0; l < 2 * g->vw; l++) twice[l] = ljc_const_i(g->ir->i32, l / 2);
+  return LLVMBuildShuffleVector(g->b, lanes, lanes, LLVMConstVector(twice, 2 * (unsigned)g->vw), "");
+}
+
+/* row_at, or with in2 (the pairs of elements of side_pair_vector) the 2·vw elements from b0
+ * at the pairs of `row`'s lanes that in2 has. */
+static LLVMValueRef rows_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMValueRef row, int step, LLVMValueRef in2) {
+  if (!in2) return row_at(g, plane, b0, row, step);
+  LLVMValueRef p0 = LLVMBuildGEP2(g->b, g->ot, plane, &b0, 1, "");
+  prefetch_plane_ahead(g, p0, 2);
+  LLVMValueRef mask = LLVMBuildAnd(g->b, lane_pairs(g, row), in2, "");
+  return ljc_masked_load(g->ir, LLVMVectorType(g->ot, 2 * (unsigned)g->vw), p0, osize(g), mask);
+}
+
+/* x at `lanes`, y at the others: of vw lanes, or of 2·vw elements by pairs of lanes (in2). */
+static LLVMValueRef pick(gemm *g, LLVMValueRef lanes, LLVMValueRef x, LLVMValueRef y, LLVMValueRef in2) {
+  return LLVMBuildSelect(g->b, in2 ? lane_pairs(g, lanes) : lanes, x, y, "");
+}
+
 static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef plane, LLVMValueRef c, LLVMValueRef in,
-                                     int step) {
+                                     int step, LLVMValueRef in2) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
+  LLVMTypeRef vt = in2 ? LLVMVectorType(g->ot, 2 * (unsigned)g->vw) : g->ivt;
   LLVMTypeRef bits_t = LLVMIntTypeInContext(ir->ctx, (unsigned)g->vw), it = LLVMTypeOf(lr->base);
   LLVMValueRef row0 = LLVMBuildAnd(b, in, lr->r0, ""), row1 = LLVMBuildAnd(b, in, lr->r1, "");
-  LLVMValueRef v0 = LLVMBuildSelect(b, row0, row_at(g, plane, LLVMBuildAdd(b, lr->first, c, ""), row0, step),
-                                    LLVMConstNull(g->ivt), "");
+  LLVMValueRef v0 =
+      pick(g, row0, rows_at(g, plane, LLVMBuildAdd(b, lr->first, c, ""), row0, step, in2), LLVMConstNull(vt), in2);
   LLVMValueRef others = LLVMBuildBitCast(b, LLVMBuildAnd(b, in, LLVMBuildNot(b, lr->r0, ""), ""), bits_t, "");
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
   LLVMBasicBlockRef one = LLVMGetInsertBlock(b);
@@ -707,27 +730,27 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.rows_done");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, others, LLVMConstNull(bits_t), ""), done, more);
   LLVMPositionBuilderAtEnd(b, more);
-  LLVMValueRef v = LLVMBuildSelect(b, row1, row_at(g, plane, LLVMBuildAdd(b, lr->last, c, ""), row1, step), v0, "");
+  LLVMValueRef v = pick(g, row1, rows_at(g, plane, LLVMBuildAdd(b, lr->last, c, ""), row1, step, in2), v0, in2);
   LLVMValueRef left = LLVMBuildAnd(b, in, LLVMBuildNot(b, LLVMBuildOr(b, lr->r0, lr->r1, ""), ""), "");
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.row");
   LLVMBuildBr(b, head);
   LLVMPositionBuilderAtEnd(b, head);
-  LLVMValueRef vp = LLVMBuildPhi(b, g->ivt, ""), lp = LLVMBuildPhi(b, LLVMTypeOf(in), "");
+  LLVMValueRef vp = LLVMBuildPhi(b, vt, ""), lp = LLVMBuildPhi(b, LLVMTypeOf(in), "");
   LLVMValueRef bits = LLVMBuildBitCast(b, lp, bits_t, "");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntNE, bits, LLVMConstNull(bits_t), ""), body, done);
   LLVMPositionBuilderAtEnd(b, body);
   LLVMValueRef none_left = ljc_splat(ir, ljc_const_i(ir->i32, INT32_MAX), it);
   LLVMValueRef bmin = ljc_intrinsic1(ir, "vector.reduce.smin", LLVMBuildSelect(b, lp, lr->base, none_left, ""));
   LLVMValueRef row = LLVMBuildAnd(b, lp, LLVMBuildICmp(b, LLVMIntEQ, lr->base, ljc_splat(ir, bmin, it), ""), "");
-  LLVMValueRef v1 = LLVMBuildSelect(b, row, row_at(g, plane, LLVMBuildAdd(b, bmin, c, ""), row, step), vp, "");
+  LLVMValueRef v1 = pick(g, row, rows_at(g, plane, LLVMBuildAdd(b, bmin, c, ""), row, step, in2), vp, in2);
   LLVMValueRef left1 = LLVMBuildAnd(b, lp, LLVMBuildNot(b, row, ""), "");
   LLVMBasicBlockRef end = LLVMGetInsertBlock(b);
   LLVMBuildBr(b, head);
   LLVMAddIncoming(vp, (LLVMValueRef[]){v, v1}, (LLVMBasicBlockRef[]){pre, end}, 2);
   LLVMAddIncoming(lp, (LLVMValueRef[]){left, left1}, (LLVMBasicBlockRef[]){pre, end}, 2);
   LLVMPositionBuilderAtEnd(b, done);
-  LLVMValueRef out = LLVMBuildPhi(b, g->ivt, "");
+  LLVMValueRef out = LLVMBuildPhi(b, vt, "");
   LLVMAddIncoming(out, (LLVMValueRef[]){v0, vp}, (LLVMBasicBlockRef[]){one, head}, 2);
   return out;
 }
@@ -753,7 +776,7 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   }
   if (how != WINDOW_GATHER) { /* the tap moves every lane by dy·SH + dx·SW */
     LLVMValueRef c = vadd(g, vmul(g, dy, a[LJC_GEMM_IMG_SH]), vmul(g, dx, a[LJC_GEMM_IMG_SW]));
-    return window_rows_read(g, lr, plane, LLVMBuildTrunc(b, c, ir->i32, ""), in, rows_step(how));
+    return window_rows_read(g, lr, plane, LLVMBuildTrunc(b, c, ir->i32, ""), in, rows_step(how), NULL);
   }
   LLVMValueRef off = LLVMBuildAdd(b, LLVMBuildMul(b, ih, splat32(g, a[LJC_GEMM_IMG_SH]), ""),
                                   LLVMBuildMul(b, iw, splat32(g, a[LJC_GEMM_IMG_SW]), ""), "");
@@ -836,6 +859,43 @@ static LLVMValueRef tap_vector(gemm *g, const window_pack *w, LLVMValueRef t, LL
                        lr);
 }
 
+/* WINDOW_PAIRS with bf16 operands: the pairs of tap t and tap t + 1 where the second is the
+ * first's neighbour on the right in the same row of the same plane (side_by_side), the image's
+ * rows contiguous. A lane's two elements then lie side by side in the image, so the pairs of
+ * the lanes in one of its rows are the 2·vw elements from the first lane's as they lie: one
+ * load a row, where each tap's vector took two loads and a shuffle and then the two were
+ * interleaved. mask0 and mask1 are the lanes each tap may have. */
+static LLVMValueRef side_pair_vector(gemm *g, const window_pack *w, LLVMValueRef ohs, LLVMValueRef ows,
+                                     const LLVMValueRef *field, LLVMValueRef mask0, LLVMValueRef mask1,
+                                     const lane_rows *lr) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef dy = field[TAP_DY], dx = field[TAP_DX];
+  LLVMValueRef ih = LLVMBuildAdd(b, ohs, splat32(g, dy), ""), iw = LLVMBuildAdd(b, ows, splat32(g, dx), "");
+  LLVMValueRef W = splat32(g, a[LJC_GEMM_IMG_W]);
+  LLVMValueRef row_in = LLVMBuildICmp(b, LLVMIntULT, ih, splat32(g, a[LJC_GEMM_IMG_H]), "");
+  LLVMValueRef in0 = LLVMBuildAnd(b, row_in, LLVMBuildICmp(b, LLVMIntULT, iw, W, ""), "");
+  LLVMValueRef iw1 = LLVMBuildAdd(b, iw, splat32(g, ljc_i64(ir, 1)), "");
+  LLVMValueRef in1 = LLVMBuildAnd(b, row_in, LLVMBuildICmp(b, LLVMIntULT, iw1, W, ""), "");
+  in0 = LLVMBuildAnd(b, in0, mask0 ? mask0 : w->all, "");
+  in1 = LLVMBuildAnd(b, in1, mask1, "");
+  LLVMValueRef c = vadd(g, vmul(g, dy, a[LJC_GEMM_IMG_SH]), dx);
+  return window_rows_read(g, lr, oat(g, w->image, field[TAP_PLANE]), LLVMBuildTrunc(b, c, ir->i32, ""),
+                          LLVMBuildOr(b, in0, in1, ""), 2, interleave(g, in0, in1));
+}
+
+/* Whether tap t + 1 of the block is there (has) and tap t's neighbour on the right: the same
+ * plane and row of the window, one column on, in an image whose rows are contiguous. */
+static LLVMValueRef side_by_side(gemm *g, const LLVMValueRef *f0, const LLVMValueRef *f1, LLVMValueRef has) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef same = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, f0[TAP_PLANE], f1[TAP_PLANE], ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, f0[TAP_DY], f1[TAP_DY], ""), "");
+  LLVMValueRef next = LLVMBuildICmp(b, LLVMIntEQ, add(g, f0[TAP_DX], 1), f1[TAP_DX], "");
+  LLVMValueRef rows = LLVMBuildICmp(b, LLVMIntEQ, g->arg[LJC_GEMM_IMG_SW], ljc_i64(g->ir, 1), "");
+  return LLVMBuildAnd(b, LLVMBuildAnd(b, same, next, ""), LLVMBuildAnd(b, rows, has, ""), "");
+}
+
 /* B the im2col (rows of k are taps, columns window positions): panel by panel, the lanes'
  * positions once, then row by row of k (pair by pair with bf16 operands) with its tap carried
  * along. */
@@ -862,6 +922,27 @@ static void pack_window_panels(gemm *g, void *ctx, int how) {
     LLVMValueRef k, second;
     pair_rows(g, K.iv, &k, &second, &has);
   }
+  LLVMBasicBlockRef after = NULL;
+  if (g->pairs && how == WINDOW_PAIRS) { /* taps side by side: side_pair_vector */
+    LLVMValueRef f0[TAP_FIELDS], f1[TAP_FIELDS];
+    for (int f = 0; f < TAP_FIELDS; f++) {
+      f0[f] = LLVMBuildLoad2(b, ir->i64, tap_field(g, t, f), "");
+      f1[f] = LLVMBuildLoad2(b, ir->i64, tap_field(g, add(g, t, 1), f), "");
+    }
+    LLVMValueRef side = side_by_side(g, f0, f1, has);
+    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+    LLVMBasicBlockRef yes = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.side_pairs");
+    LLVMBasicBlockRef no = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.pairs");
+    after = LLVMAppendBasicBlockInContext(ir->ctx, fn, "window.pairs_done");
+    LLVMBuildCondBr(b, side, yes, no);
+    LLVMPositionBuilderAtEnd(b, yes);
+    for (int j = 0; j < p->nv; j++) {
+      LLVMValueRef in1 = p->mask[j] ? p->mask[j] : w->all;
+      packed_store(g, side_pair_vector(g, w, ohs[j], ows[j], f0, p->mask[j], in1, &lr[j]), pairs_at(g, p, buf, K.iv, j));
+    }
+    LLVMBuildBr(b, after);
+    LLVMPositionBuilderAtEnd(b, no);
+  }
   for (int j = 0; j < p->nv; j++) {
     LLVMValueRef nj = add(g, n0, (int64_t)j * vw);
     LLVMValueRef v = tap_vector(g, w, t, ohs[j], ows[j], nj, p->mask[j], how, &lr[j]);
@@ -872,6 +953,10 @@ static void pack_window_panels(gemm *g, void *ctx, int how) {
     LLVMValueRef in1 = LLVMBuildAnd(b, p->mask[j] ? p->mask[j] : w->all, ljc_splat(ir, has, LLVMTypeOf(w->all)), "");
     packed_store(g, interleave(g, v, tap_vector(g, w, add(g, t, 1), ohs[j], ows[j], nj, in1, how, &lr[j])),
                  pairs_at(g, p, buf, K.iv, j));
+  }
+  if (after) {
+    LLVMBuildBr(b, after);
+    LLVMPositionBuilderAtEnd(b, after);
   }
   ljc_loop_end(ir, &K, NULL, NULL);
   ljc_loop_end(ir, &Q, NULL, NULL);
