@@ -681,16 +681,6 @@ static lane_rows lane_rows_at(gemm *g, LLVMValueRef base) {
   return r;
 }
 
-/* The lanes of `in` of a vector grouped as lr says, at tap offset c (i32) from plane: the
- * elements from b0 = base + c on (row_at) for the lanes whose base is the same, the first
- * lane's row and the last lane's independently of each other, then, where rows are narrower
- * than a vector, one round for each row left between them (the least base of the lanes left);
- * the lanes not in `in` zero; when the first lane's row holds all of `in` (a vector within one
- * row of the window positions), that read alone. Working the rows out again for every tap took
- * 12% longer for the 3×3 stride-2 convolution of window_read's comment (30.2-30.6 against
- * 26.5-27.2 ms, one thread). The one-row read: ResNet's 7×7 stride-2 stem (3 -> 64 channels,
- * 224×224, batch 8; every vector within a row of 112), forward 12.8-13.2 -> 11.6-11.9 ms,
- * weight gradient 15.8-17.1 -> 13.8-14.0 (its A packed likewise, pack_a_rows). */
 /* The mask of 2·vw elements whose pair of lanes `lanes` (vw of them) has. */
 static LLVMValueRef lane_pairs(gemm *g, LLVMValueRef lanes) {
   LLVMValueRef twice[128];
@@ -700,7 +690,8 @@ static LLVMValueRef lane_pairs(gemm *g, LLVMValueRef lanes) {
 
 /* row_at, or with in2 (the pairs of elements of side_pair_vector) the 2·vw elements from b0
  * at the pairs of `row`'s lanes that in2 has. */
-static LLVMValueRef rows_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMValueRef row, int step, LLVMValueRef in2) {
+static LLVMValueRef rows_at(gemm *g, LLVMValueRef plane, LLVMValueRef b0, LLVMValueRef row, int step,
+                            LLVMValueRef in2) {
   if (!in2) return row_at(g, plane, b0, row, step);
   LLVMValueRef p0 = LLVMBuildGEP2(g->b, g->ot, plane, &b0, 1, "");
   prefetch_plane_ahead(g, p0, 2);
@@ -713,6 +704,17 @@ static LLVMValueRef pick(gemm *g, LLVMValueRef lanes, LLVMValueRef x, LLVMValueR
   return LLVMBuildSelect(g->b, in2 ? lane_pairs(g, lanes) : lanes, x, y, "");
 }
 
+/* The lanes of `in` of a vector grouped as lr says, at tap offset c (i32) from plane: the
+ * elements from b0 = base + c on (row_at) for the lanes whose base is the same, the first
+ * lane's row and the last lane's independently of each other, then, where rows are narrower
+ * than a vector, one round for each row left between them (the least base of the lanes left);
+ * the lanes not in `in` zero; when the first lane's row holds all of `in` (a vector within one
+ * row of the window positions), that read alone. Working the rows out again for every tap took
+ * 12% longer for the 3×3 stride-2 convolution of window_read's comment (30.2-30.6 against
+ * 26.5-27.2 ms, one thread). The one-row read: ResNet's 7×7 stride-2 stem (3 -> 64 channels,
+ * 224×224, batch 8; every vector within a row of 112), forward 12.8-13.2 -> 11.6-11.9 ms,
+ * weight gradient 15.8-17.1 -> 13.8-14.0 (its A packed likewise, pack_a_rows). With in2, the
+ * pairs of elements of side_pair_vector: `in` the lanes with either, the result 2·vw elements. */
 static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef plane, LLVMValueRef c, LLVMValueRef in,
                                      int step, LLVMValueRef in2) {
   ljc_ir *ir = g->ir;
@@ -864,7 +866,10 @@ static LLVMValueRef tap_vector(gemm *g, const window_pack *w, LLVMValueRef t, LL
  * rows contiguous. A lane's two elements then lie side by side in the image, so the pairs of
  * the lanes in one of its rows are the 2·vw elements from the first lane's as they lie: one
  * load a row, where each tap's vector took two loads and a shuffle and then the two were
- * interleaved. mask0 and mask1 are the lanes each tap may have. */
+ * interleaved. With 3×3 taps, two pairs in three are such (a channel's 9 taps pair across
+ * rows and channels); a 3×3 stride-2 convolution, 64 -> 128 channels on 56×56 at batch 32 in
+ * bf16, one Zen 4 thread: 21.2 -> 20.0 ms (PyTorch 19.1-19.4). field holds tap t's fields;
+ * mask0 and mask1 are the lanes each tap may have. */
 static LLVMValueRef side_pair_vector(gemm *g, const window_pack *w, LLVMValueRef ohs, LLVMValueRef ows,
                                      const LLVMValueRef *field, LLVMValueRef mask0, LLVMValueRef mask1,
                                      const lane_rows *lr) {
@@ -938,7 +943,8 @@ static void pack_window_panels(gemm *g, void *ctx, int how) {
     LLVMPositionBuilderAtEnd(b, yes);
     for (int j = 0; j < p->nv; j++) {
       LLVMValueRef in1 = p->mask[j] ? p->mask[j] : w->all;
-      packed_store(g, side_pair_vector(g, w, ohs[j], ows[j], f0, p->mask[j], in1, &lr[j]), pairs_at(g, p, buf, K.iv, j));
+      LLVMValueRef v = side_pair_vector(g, w, ohs[j], ows[j], f0, p->mask[j], in1, &lr[j]);
+      packed_store(g, v, pairs_at(g, p, buf, K.iv, j));
     }
     LLVMBuildBr(b, after);
     LLVMPositionBuilderAtEnd(b, no);
