@@ -184,6 +184,47 @@ START_TEST(test_matmul_tiles) {
 END_TEST
 
 
+/* x·Wᵀ of a few rows, a whole number of panels (16 to 96: the panels' widths of every target
+ * and dtype), computed as (W·xᵀ)ᵀ: W's rows read where they are, the product transposed into C
+ * block by block of 256 of its columns. Columns 1, 17 and 300 (two blocks, the second of 44), k
+ * of 1, 17 and 800 (blocks of k); 40 rows, not whole panels under AVX-512; batched, relu(x·Wᵀ
+ * + b) with its epilogue, and A a slice of rows from 3 on. Host, AVX2 and SSE2 code. */
+START_TEST(test_matmul_swapped) {
+  static const int64_t Ms[] = {16, 32, 40, 64, 96}, Ns[] = {1, 17, 300}, Ks[] = {1, 17, 800};
+  const char *cpu = tile_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  lj_config cfg = lj_config_default();
+  cfg.cpu = cpu;
+  ck_assert_int_eq(lj_init(&cfg), LJ_OK);
+  for (int di = 0; di < 2; di++) {
+    lj_dtype dt = di ? LJ_F64 : LJ_F32;
+    lj_tensor *ts[48];
+    int n = 0;
+    for (int mi = 0; mi < 5; mi++)
+      for (int ni = 0; ni < 3; ni++)
+        for (int ki = 0; ki < 3; ki++) {
+          lj_tensor *a, *b;
+          layout_operands(dt, 1, Ms[mi], Ns[ni], Ks[ki], (uint64_t)(3000 + 9 * mi + 3 * ni + ki), &a, &b);
+          ts[n++] = lj_matmul(a, b);
+          lj_tensor_release(a);
+          lj_tensor_release(b);
+        }
+    lj_tensor *xb = tu_tensor(dt, LJ_SHAPE(2, 32, 70), TU_ANY, 3100);
+    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(300, 70), TU_ANY, 3101);
+    lj_tensor *bias = tu_tensor(dt, LJ_SHAPE(300), TU_ANY, 3102), *big = tu_tensor(dt, LJ_SHAPE(40, 70), TU_ANY, 3103);
+    ts[n++] = lj_matmul(xb, lj_transpose(w, 0, 1));
+    ts[n++] = lj_relu(lj_linear(lj_reshape(xb, LJ_SHAPE(64, 70)), w, bias));
+    ts[n++] = lj_matmul(lj_slice(big, 0, 3, 35, 1), lj_transpose(w, 0, 1));
+    tu_check_interp_tol(n, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11);
+    for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(xb);
+    lj_tensor_release(w);
+    lj_tensor_release(bias);
+    lj_tensor_release(big);
+  }
+}
+END_TEST
+
 /* Starts the runtime on `threads` threads (on two, the larger products split between them)
  * compiling for cpu (NULL: the host), Winograd on or off, and dumping its compiles into a new
  * directory made from the template dir (mkdtemp). */
@@ -1074,6 +1115,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_shapes);
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_swapped, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_t, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd_5x5, 0, (int)(sizeof tile_targets / sizeof *tile_targets));

@@ -47,7 +47,8 @@
  *
  * A call of a few rows packs nothing (few_rows): the COLS routine takes dot products along k
  * (dot_rows_of), the ROWS and DIRECT routines add B's rows into its rows' sums kept in L1
- * (axpy_rows_of); all read B once, where it is. */
+ * (axpy_rows_of); all read B once, where it is. A COLS call of a whole number of panels of rows
+ * up to MC computes its product transposed (swap_rows_of): B's columns are the tiles' rows. */
 #include "codegen_llvm/ir.h"
 
 #include <stdint.h>
@@ -1687,6 +1688,94 @@ static void dot_rows_of(gemm *g, const rows *rw, int nr) {
   ljc_loop_end(ir, &T, NULL, NULL);
 }
 
+/* ---- a few rows by B's columns: the product transposed ----------------------------------- */
+
+/* A call of a whole number of panels' widths of rows up to MC (NV·vw: 32, 64 or 96 rows of
+ * f32 under AVX-512) of a COLS routine whose A is contiguous along k (x·Wᵀ of a linear layer at
+ * a batch of 32 or 64) computes Cᵀ = Bᵀ·Aᵀ instead, SWAP_COLS of B's columns at a time: W's
+ * rows, contiguous along k, are the tiles' rows of A, read where they are, and the call's rows
+ * of A, transposed, the panels, packed from few values; each block of Cᵀ goes into a buffer on
+ * the stack, then transposed into C. Packing W, the panels of C, took a transpose of every
+ * vw × vw block of it, which for so few rows the tiles did not pay back: one Zen 4 thread, 32
+ * rows by 1024 × 1024 0.72 -> 0.61 ms, by 4096 × 4096 11.8 -> 10.2, 64 rows by 512 × 784 0.485
+ * -> 0.460 (two threads alike). Rows that leave a panel partly empty lost as much as that (17
+ * and 40 rows by 1024 × 1024: 0.57 -> 0.75, 0.86 -> 0.96 ms). */
+enum { SWAP_COLS = 256 };
+
+/* C's rows of rw, columns n0 .. n0 + ncols - 1, from the block of Cᵀ in buf (row n of it at
+ * buf + n·MC): vw × vw blocks transposed in registers. */
+static void swap_store(gemm *g, const rows *rw, LLVMValueRef buf, LLVMValueRef n0, LLVMValueRef ncols) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  int vw = g->vw;
+  ljc_loop I, J;
+  ljc_loop_begin_step(ir, &I, ljc_i64(ir, 0), ncols, vw, true, 0, NULL);
+  LLVMValueRef cols = lanes_below(g, I.iv, ncols);
+  ljc_loop_begin_step(ir, &J, ljc_i64(ir, 0), rw->len, vw, true, 0, NULL);
+  LLVMValueRef rows_in = lanes_below(g, J.iv, rw->len), v[64];
+  for (int c = 0; c < vw; c++) {
+    LLVMValueRef n = add(g, I.iv, c);
+    LLVMValueRef in = LLVMBuildAnd(b, rows_in, splat(g, LLVMBuildICmp(b, LLVMIntSLT, n, ncols, ""),
+                                                      LLVMTypeOf(rows_in)), "");
+    v[c] = masked_load(g, at(g, buf, LLVMBuildNSWAdd(b, mul(g, n, MC), J.iv, "")), in);
+  }
+  ljc_transpose(ir, vw, v);
+  for (int r = 0; r < vw; r++) {
+    LLVMValueRef m = add(g, J.iv, r);
+    LLVMBasicBlockRef after = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, m, rw->len, ""), "gemm.swap_row");
+    vstore(g, v[r], c_at(g, LLVMBuildNSWAdd(b, rw->crow0, m, ""), LLVMBuildNSWAdd(b, n0, I.iv, "")), cols);
+    ljc_if_end(ir, after);
+  }
+  ljc_loop_end(ir, &J, NULL, NULL);
+  ljc_loop_end(ir, &I, NULL, NULL);
+}
+
+/* The call's rows rw as Cᵀ = Bᵀ·Aᵀ (above), SWAP_COLS of C's columns at a time, each through
+ * `panels` with the operands' places swapped and the block of Cᵀ as its C. */
+static void swap_rows_of(gemm *g, void *ctx) {
+  const rows *rw = ctx;
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef arg[LJC_GEMM_NARGS], a_transposed = g->a_transposed, a_step = g->a_step, first = g->batch_first;
+  memcpy(arg, g->arg, sizeof arg);
+  LLVMValueRef zero = ljc_i64(ir, 0), N = arg[LJC_GEMM_N];
+  LLVMValueRef buf = ljc_entry_array(ir, g->t, (int64_t)SWAP_COLS * MC);
+  ljc_loop J;
+  ljc_loop_begin_step(ir, &J, zero, N, SWAP_COLS, true, 0, NULL);
+  LLVMValueRef ncols = ljc_intrinsic2(ir, "smin", ljc_i64(ir, SWAP_COLS), LLVMBuildNSWSub(b, N, J.iv, ""));
+  /* A: B's columns from J, along k; B: the call's rows of A, transposed; C: buf */
+  LLVMValueRef w_rows = elem(g, LJC_GEMM_B, rw->bi, zero, J.iv), x_rows = elem(g, LJC_GEMM_A, rw->bi, rw->m0, zero);
+  LLVMValueRef *s = g->arg;
+  s[LJC_GEMM_A] = w_rows, s[LJC_GEMM_B] = x_rows;
+  s[LJC_GEMM_A_SB] = zero, s[LJC_GEMM_A_SM] = arg[LJC_GEMM_B_SN], s[LJC_GEMM_A_SK] = arg[LJC_GEMM_B_SK];
+  s[LJC_GEMM_B_SB] = zero, s[LJC_GEMM_B_SK] = arg[LJC_GEMM_A_SK], s[LJC_GEMM_B_SN] = arg[LJC_GEMM_A_SM];
+  s[LJC_GEMM_A_ORIGIN] = zero, s[LJC_GEMM_C] = buf, s[LJC_GEMM_C_ORIGIN] = zero, s[LJC_GEMM_LDC] = ljc_i64(ir, MC);
+  s[LJC_GEMM_M] = ncols, s[LJC_GEMM_N] = rw->len;
+  g->a_transposed = ljc_const_i(ir->i1, 0), g->a_step = arg[LJC_GEMM_B_SK], g->batch_first = ljc_const_i(ir->i1, 1);
+  panels(g, &(rows){zero, zero, zero, ncols});
+  memcpy(g->arg, arg, sizeof arg);
+  g->a_transposed = a_transposed, g->a_step = a_step, g->batch_first = first;
+  swap_store(g, rw, buf, J.iv, ncols);
+  ljc_loop_end(ir, &J, NULL, NULL);
+}
+
+/* Whether a COLS routine's call of rows rw goes swap_rows_of's way: A contiguous along k, 5 to
+ * MC rows, C the product alone (no bias, no sum over the batch, not streamed), f32 or f64. */
+static LLVMValueRef swaps(gemm *g, const rows *rw) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef ok = LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_A_SK], ljc_i64(ir, 1), "");
+  LLVMValueRef wide = ljc_i64(ir, (int64_t)NV * g->vw);
+  LLVMValueRef whole = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSRem(b, rw->len, wide, ""), ljc_i64(ir, 0), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildAnd(b, whole, LLVMBuildICmp(b, LLVMIntSGE, rw->len, wide, ""), ""), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, MC), ""), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildIsNull(b, a[LJC_GEMM_BIAS], ""), "");
+  ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_SUM], ljc_i64(ir, 0), ""), "");
+  if (g->stream) ok = LLVMBuildAnd(b, ok, LLVMBuildNot(b, g->stream, ""), "");
+  return LLVMBuildAnd(b, ok, g->batch_first, "");
+}
+
 /* ---- a few rows: rows of B added up ------------------------------------------------------ */
 
 /* A call of at most AXPY_ROWS rows of a ROWS routine (x·W, W contiguous along n, at a batch of
@@ -2074,6 +2163,11 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
      * in a tile's registers */
     LLVMValueRef long_k = LLVMBuildICmp(g->b, LLVMIntSGT, g->arg[LJC_GEMM_K], ljc_i64(ir, LJG_MATMUL_DIRECT_K), "");
     few = few_rows(g, &rw, AXPY_ROWS, 1, long_k, axpy_rows_of);
+  }
+  if (g->variant == LJC_GEMM_COLS && !g->a_window && !g->pairs) {
+    LLVMValueRef swap = LLVMBuildAnd(g->b, LLVMBuildNot(g->b, few, ""), swaps(g, &rw), "");
+    when(g, swap, swap_rows_of, &rw);
+    few = LLVMBuildOr(g->b, few, swap, "");
   }
   if (few)
     when(g, LLVMBuildNot(g->b, few, ""), rows_of_call, &rw);
