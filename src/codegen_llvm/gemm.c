@@ -1698,8 +1698,9 @@ static void dot_rows_of(gemm *g, const rows *rw, int nr) {
  * the stack, then transposed into C. Packing W, the panels of C, took a transpose of every
  * vw × vw block of it, which for so few rows the tiles did not pay back: one Zen 4 thread, 32
  * rows by 1024 × 1024 0.72 -> 0.61 ms, by 4096 × 4096 11.8 -> 10.2, 64 rows by 512 × 784 0.485
- * -> 0.460 (two threads alike). Rows that leave a panel partly empty lost as much as that (17
- * and 40 rows by 1024 × 1024: 0.57 -> 0.75, 0.86 -> 0.96 ms). */
+ * -> 0.460 (two threads alike); bf16, 32 rows by 4096 × 4096 5.94 -> 5.32, by 1024 × 1024 0.347
+ * -> 0.311. Rows that leave a panel partly empty lost as much as that (17 and 40 rows by
+ * 1024 × 1024: 0.57 -> 0.75, 0.86 -> 0.96 ms). */
 enum { SWAP_COLS = 256 };
 
 /* C's rows of rw, columns n0 .. n0 + ncols - 1, from the block of Cᵀ in buf (row n of it at
@@ -1737,6 +1738,7 @@ static void swap_rows_of(gemm *g, void *ctx) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   LLVMValueRef arg[LJC_GEMM_NARGS], a_transposed = g->a_transposed, a_step = g->a_step, first = g->batch_first;
+  LLVMValueRef a_pairs_packed = g->a_pairs_packed;
   memcpy(arg, g->arg, sizeof arg);
   LLVMValueRef zero = ljc_i64(ir, 0), N = arg[LJC_GEMM_N];
   LLVMValueRef buf = ljc_entry_array(ir, g->t, (int64_t)SWAP_COLS * MC);
@@ -1752,15 +1754,18 @@ static void swap_rows_of(gemm *g, void *ctx) {
   s[LJC_GEMM_A_ORIGIN] = zero, s[LJC_GEMM_C] = buf, s[LJC_GEMM_C_ORIGIN] = zero, s[LJC_GEMM_LDC] = ljc_i64(ir, MC);
   s[LJC_GEMM_M] = ncols, s[LJC_GEMM_N] = rw->len;
   g->a_transposed = ljc_const_i(ir->i1, 0), g->a_step = arg[LJC_GEMM_B_SK], g->batch_first = ljc_const_i(ir->i1, 1);
+  if (g->pairs) /* W's rows read where they are in pairs of k, unless K is odd */
+    g->a_pairs_packed = LLVMBuildTrunc(b, arg[LJC_GEMM_K], ir->i1, "");
   panels(g, &(rows){zero, zero, zero, ncols});
   memcpy(g->arg, arg, sizeof arg);
-  g->a_transposed = a_transposed, g->a_step = a_step, g->batch_first = first;
+  g->a_transposed = a_transposed, g->a_step = a_step, g->batch_first = first, g->a_pairs_packed = a_pairs_packed;
   swap_store(g, rw, buf, J.iv, ncols);
   ljc_loop_end(ir, &J, NULL, NULL);
 }
 
-/* Whether a COLS routine's call of rows rw goes swap_rows_of's way: A contiguous along k, 5 to
- * MC rows, C the product alone (no bias, no sum over the batch, not streamed), f32 or f64. */
+/* Whether a COLS routine's call of rows rw goes swap_rows_of's way: A contiguous along k, a
+ * whole number of panels' widths of rows up to MC, C the product alone (no bias, no sum over
+ * the batch, not streamed). */
 static LLVMValueRef swaps(gemm *g, const rows *rw) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -2164,7 +2169,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
     LLVMValueRef long_k = LLVMBuildICmp(g->b, LLVMIntSGT, g->arg[LJC_GEMM_K], ljc_i64(ir, LJG_MATMUL_DIRECT_K), "");
     few = few_rows(g, &rw, AXPY_ROWS, 1, long_k, axpy_rows_of);
   }
-  if (g->variant == LJC_GEMM_COLS && !g->a_window && !g->pairs) {
+  if (g->variant == LJC_GEMM_COLS && !g->a_window) {
     LLVMValueRef swap = LLVMBuildAnd(g->b, LLVMBuildNot(g->b, few, ""), swaps(g, &rw), "");
     when(g, swap, swap_rows_of, &rw);
     few = LLVMBuildOr(g->b, few, swap, "");
