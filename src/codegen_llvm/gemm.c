@@ -1194,6 +1194,13 @@ static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
 
 /* ---- the micro-kernel --------------------------------------------------------------------- */
 
+/* The bytes of a cache line. */
+enum { CACHE_LINE = 64 };
+
+/* The lines of the next block's part of a panel per iteration of a tile's loop over k: 1 or
+ * 2 (a panel's row is one line or two; a pair of k is two rows of B). */
+static int pf_lines(const gemm *g) { return NV * g->vw * osize(g) * (g->pairs ? 2 : 1) / CACHE_LINE; }
+
 /* B's next block, prefetched by the tiles of the one before: a run of a few rows (a linear
  * layer's batch of 8 to 64 rows against a weight of 4096 × 4096) packed each block from memory,
  * then ran its tiles, and neither overlapped the other; 8, 16, 32 and 64 rows of that product,
@@ -1204,12 +1211,6 @@ static void pack(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
  * widths, so that the columns' runs of the block are taken a line of each at a time. Where the
  * panel has other tiles, the second prefetch is the first's line again (no cost measured; a
  * branch would sit in the loop). */
-enum { CACHE_LINE = 64 };
-
-/* The lines of the next block's part of a panel per iteration of a tile's loop over k: 1 or
- * 2 (a panel's row is one line or two; a pair of k is two rows of B). */
-static int pf_lines(const gemm *g) { return NV * g->vw * osize(g) * (g->pairs ? 2 : 1) / CACHE_LINE; }
-
 static void prefetch_next(gemm *g, LLVMValueRef k) {
   ljc_ir *ir = g->ir;
   int wide = NV * g->vw, shift = 0;
