@@ -758,6 +758,14 @@ static LLVMValueRef window_rows_read(gemm *g, const lane_rows *lr, LLVMValueRef 
   return out;
 }
 
+/* The lanes at (ih, iw) inside the image that mask has (all with mask NULL). */
+static LLVMValueRef inside(gemm *g, const window_pack *w, LLVMValueRef ih, LLVMValueRef iw, LLVMValueRef mask) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ih, splat32(g, g->arg[LJC_GEMM_IMG_H]), ""),
+                                 LLVMBuildICmp(b, LLVMIntULT, iw, splat32(g, g->arg[LJC_GEMM_IMG_W]), ""), "");
+  return LLVMBuildAnd(b, in, mask ? mask : w->all, "");
+}
+
 /* Window position vector (ohs = oh·sy - py, ows = ow·sx - px) of tap (kh, kw) of channel
  * `plane` (dy = kh·dh, dx = kw·dw): the image's elements at the lanes inside it that mask
  * has, zeros at the others, read as `how` says (window_read); n0 is lane 0's column of the
@@ -769,9 +777,7 @@ static LLVMValueRef window_vector(gemm *g, const window_pack *w, LLVMValueRef oh
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
   LLVMValueRef ih = LLVMBuildAdd(b, ohs, splat32(g, dy), ""), iw = LLVMBuildAdd(b, ows, splat32(g, dx), "");
-  LLVMValueRef in = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntULT, ih, splat32(g, a[LJC_GEMM_IMG_H]), ""),
-                                 LLVMBuildICmp(b, LLVMIntULT, iw, splat32(g, a[LJC_GEMM_IMG_W]), ""), "");
-  in = LLVMBuildAnd(b, in, mask ? mask : w->all, "");
+  LLVMValueRef in = inside(g, w, ih, iw, mask);
   if (how == WINDOW_RUN) { /* lane 0 at (oh0·sy + dy - py, ow0 + dx - px): n0 + (dy - py)·SH + dx - px */
     LLVMValueRef off = vmul(g, LLVMBuildNSWSub(b, dy, a[LJC_GEMM_WIN_PY], ""), a[LJC_GEMM_IMG_SH]);
     off = vadd(g, vadd(g, off, LLVMBuildNSWSub(b, dx, a[LJC_GEMM_WIN_PX], "")), n0);
@@ -879,13 +885,8 @@ static LLVMValueRef side_pair_vector(gemm *g, const window_pack *w, LLVMValueRef
   const LLVMValueRef *a = g->arg;
   LLVMValueRef dy = field[TAP_DY], dx = field[TAP_DX];
   LLVMValueRef ih = LLVMBuildAdd(b, ohs, splat32(g, dy), ""), iw = LLVMBuildAdd(b, ows, splat32(g, dx), "");
-  LLVMValueRef W = splat32(g, a[LJC_GEMM_IMG_W]);
-  LLVMValueRef row_in = LLVMBuildICmp(b, LLVMIntULT, ih, splat32(g, a[LJC_GEMM_IMG_H]), "");
-  LLVMValueRef in0 = LLVMBuildAnd(b, row_in, LLVMBuildICmp(b, LLVMIntULT, iw, W, ""), "");
-  LLVMValueRef iw1 = LLVMBuildAdd(b, iw, splat32(g, ljc_i64(ir, 1)), "");
-  LLVMValueRef in1 = LLVMBuildAnd(b, row_in, LLVMBuildICmp(b, LLVMIntULT, iw1, W, ""), "");
-  in0 = LLVMBuildAnd(b, in0, mask0 ? mask0 : w->all, "");
-  in1 = LLVMBuildAnd(b, in1, mask1, "");
+  LLVMValueRef in0 = inside(g, w, ih, iw, mask0);
+  LLVMValueRef in1 = inside(g, w, ih, LLVMBuildAdd(b, iw, splat32(g, ljc_i64(ir, 1)), ""), mask1);
   LLVMValueRef c = vadd(g, vmul(g, dy, a[LJC_GEMM_IMG_SH]), dx);
   return window_rows_read(g, lr, oat(g, w->image, field[TAP_PLANE]), LLVMBuildTrunc(b, c, ir->i32, ""),
                           LLVMBuildOr(b, in0, in1, ""), 2, interleave(g, in0, in1));
