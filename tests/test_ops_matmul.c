@@ -99,6 +99,23 @@ static void layout_operands(lj_dtype dt, int layout, int64_t M, int64_t N, int64
                      : tu_tensor(dt, LJ_SHAPE(K, N), TU_ANY, seed + 7);
 }
 
+/* The products of every M × N × K of the grid (layout_operands' layout), into ts, seeded from
+ * seed on; returns how many. */
+static int grid_products(lj_dtype dt, int layout, const int64_t *Ms, int nm, const int64_t *Ns, int nn,
+                         const int64_t *Ks, int nk, uint64_t seed, lj_tensor **ts) {
+  int n = 0;
+  for (int mi = 0; mi < nm; mi++)
+    for (int ni = 0; ni < nn; ni++)
+      for (int ki = 0; ki < nk; ki++) {
+        lj_tensor *a, *b;
+        layout_operands(dt, layout, Ms[mi], Ns[ni], Ks[ki], seed + (uint64_t)n, &a, &b);
+        ts[n++] = lj_matmul(a, b);
+        lj_tensor_release(a);
+        lj_tensor_release(b);
+      }
+  return n;
+}
+
 /* The GEMM routines around their tile edges: rows 1, 3, 5, 6, 8, 13, 17 (with B transposed, up
  * to 4 of them as dot products; with B contiguous along n, read where it is, up to 4 as sums
  * of B's rows; fewer rows than a tile, up to half a tile's in a tile of half its rows, whole
@@ -135,16 +152,7 @@ START_TEST(test_matmul_tiles) {
     lj_dtype dt = di ? LJ_F64 : LJ_F32;
     for (int layout = 0; layout < 4; layout++) {
       lj_tensor *ts[160];
-      int n = 0;
-      for (int mi = 0; mi < 8; mi++)
-        for (int ni = 0; ni < 5; ni++)
-          for (int ki = 0; ki < 4; ki++) {
-            lj_tensor *a, *b;
-            layout_operands(dt, layout, Ms[mi], Ns[ni], Ks[ki], (uint64_t)(200 * layout + 20 * mi + 4 * ni + ki), &a, &b);
-            ts[n++] = lj_matmul(a, b);
-            lj_tensor_release(a);
-            lj_tensor_release(b);
-          }
+      int n = grid_products(dt, layout, Ms, 8, Ns, 5, Ks, 4, (uint64_t)(200 * layout), ts);
       tu_check_interp_tol(n, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11); /* f32: sums of 800 products */
       for (int i = 0; i < n; i++) lj_tensor_release(ts[i]);
     }
@@ -203,16 +211,7 @@ START_TEST(test_matmul_swapped) {
   for (int di = 0; di < 3; di++) {
     lj_dtype dt = dts[di];
     lj_tensor *ts[48];
-    int n = 0;
-    for (int mi = 0; mi < 5; mi++)
-      for (int ni = 0; ni < 3; ni++)
-        for (int ki = 0; ki < 3; ki++) {
-          lj_tensor *a, *b;
-          layout_operands(dt, 1, Ms[mi], Ns[ni], Ks[ki], (uint64_t)(3000 + 9 * mi + 3 * ni + ki), &a, &b);
-          ts[n++] = lj_matmul(a, b);
-          lj_tensor_release(a);
-          lj_tensor_release(b);
-        }
+    int n = grid_products(dt, 1, Ms, 5, Ns, 3, Ks, 3, 3000, ts);
     lj_tensor *xb = tu_tensor(dt, LJ_SHAPE(2, 32, 70), TU_ANY, 3100);
     lj_tensor *w = tu_tensor(dt, LJ_SHAPE(300, 70), TU_ANY, 3101);
     lj_tensor *bias = tu_tensor(dt, LJ_SHAPE(300), TU_ANY, 3102), *big = tu_tensor(dt, LJ_SHAPE(40, 70), TU_ANY, 3103);
