@@ -309,6 +309,51 @@ START_TEST(test_runs_on_the_syncing_thread) {
 }
 END_TEST
 
+/* Two steps of a·a (512 × 512, whose GEMM routine packs over a MiB of panels on its stack),
+ * each read back, on the calling thread; how many ran there (InlineRuns) and the last's C. */
+typedef struct squares {
+  lj_tensor *a;
+  float *c;
+  int64_t ran_here;
+} squares;
+
+static void *square_twice(void *arg) {
+  squares *s = arg;
+  int64_t before = inline_runs();
+  for (int step = 0; step < 2; step++) {
+    lj_tensor *c = lj_matmul(s->a, s->a);
+    ck_assert_int_eq(lj_tensor_to_host(c, s->c, 512 * 512 * sizeof *s->c), LJ_OK);
+    lj_tensor_release(c);
+  }
+  s->ran_here = inline_runs() - before;
+  return NULL;
+}
+
+/* A host thread with a small stack (512 KiB, where a kernel may take a few MiB: its LOCAL
+ * slots, a GEMM routine's packed panels) that waits for every step hands its steps to the
+ * executor all the same, and gets the values a thread of the usual stack computes itself. */
+START_TEST(test_small_stack_hands_jobs_over) {
+  lj_device *d = lj_default_device();
+  lj_manual_seed(d, 3);
+  squares big = {lj_randn(d, LJ_F32, LJ_SHAPE(512, 512)), malloc(512 * 512 * sizeof(float)), 0};
+  squares small = {big.a, malloc(512 * 512 * sizeof(float)), 0};
+  square_twice(&big);
+  ck_assert_int_eq(big.ran_here, 1); /* the second, the host having waited for the first */
+  pthread_attr_t attr;
+  pthread_t th;
+  ck_assert_int_eq(pthread_attr_init(&attr), 0);
+  ck_assert_int_eq(pthread_attr_setstacksize(&attr, 512 << 10), 0);
+  ck_assert_int_eq(pthread_create(&th, &attr, square_twice, &small), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  pthread_attr_destroy(&attr);
+  ck_assert_int_eq(small.ran_here, 0);
+  ck_assert_mem_eq(small.c, big.c, 512 * 512 * sizeof(float));
+  lj_tensor_release(big.a);
+  free(big.c);
+  free(small.c);
+}
+END_TEST
+
 /* ---- host threads ------------------------------------------------------------------------ */
 
 typedef struct trainer {
@@ -384,6 +429,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_pool_home_ranges);
   tcase_add_test(tc, test_flush_denormal);
   tcase_add_test(tc, test_runs_on_the_syncing_thread);
+  tcase_add_test(tc, test_small_stack_hands_jobs_over);
   tcase_add_test(tc, test_threads_on_separate_devices);
   suite_add_tcase(s, tc);
   return s;

@@ -1,4 +1,5 @@
-/* thread.c — starting the threads lazyjit runs work on, with a stack of their own size. */
+/* thread.c — starting the threads lazyjit runs work on, with a stack of their own size, and
+ * whether the calling thread's stack has room for a job. */
 #include "base/base.h"
 
 int ljb_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
@@ -10,4 +11,18 @@ int ljb_thread_start(pthread_t *t, void *(*fn)(void *), void *arg) {
   int rc = pthread_create(t, &attr, fn, arg);
   pthread_attr_destroy(&attr);
   return rc;
+}
+
+bool ljb_stack_holds_jobs(void) {
+  static _Thread_local signed char holds = -1;
+  if (holds < 0) {
+    pthread_attr_t attr;
+    size_t size = 0;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      if (pthread_attr_getstacksize(&attr, &size) != 0) size = 0;
+      pthread_attr_destroy(&attr);
+    }
+    holds = size >= LJB_JOB_STACK;
+  }
+  return holds;
 }

@@ -93,9 +93,12 @@ void ljr_queue_stop(struct lj_device *d) {
 uint64_t ljr_queue_next(const struct lj_device *d) { return d->queue.submitted + 1; }
 
 /* Whether a job runs on the syncing thread: no executor thread, or (above) the host waited for
- * the job before, none is in flight and the queue is not held back. */
+ * the job before, none is in flight, the queue is not held back and the thread's stack has
+ * room for the job's kernels (a thread of 256 KiB ran a 512³ matmul's packing past its stack's
+ * end: wrong results, or a crash). */
 static bool run_here(const ljr_queue *q) {
-  return !q->started || (q->runs_here && q->host_waited && !q->paused && atomic_load(&q->done) == q->submitted);
+  return !q->started || (q->runs_here && q->host_waited && !q->paused && atomic_load(&q->done) == q->submitted &&
+                         ljb_stack_holds_jobs());
 }
 
 void ljr_queue_submit(struct lj_device *d, ljr_job *j) {
