@@ -1236,8 +1236,9 @@ static void prefetch_next(gemm *g, LLVMValueRef k) {
  * block the addresses lie past its end, which prefetches may. Only the tiles of a call of at
  * most MC rows prefetch (few, an i1; the others run a copy of the tile's loop without): a
  * call of more packs each block for as many tiles as it has rows, and there the prefetches'
- * addresses took registers that the loop then reloaded from the stack, 8 loads for 16 FMAs
- * (one Zen 5 thread, 512³ 1.30 -> 1.25 ms, 2048³ 89 -> 83). */
+ * addresses took registers, and the loop reloaded A's row pointers from the stack, 4 loads
+ * more beside its 16 FMAs (one Zen 5 thread: 512³ 1.29-1.31 -> 1.22-1.25 ms, 2048³ 87-88 ->
+ * 82-83). */
 static void prefetch_panel(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef n0, LLVMValueRef np,
                            LLVMValueRef few) {
   ljc_ir *ir = g->ir;
