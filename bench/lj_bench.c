@@ -298,7 +298,7 @@ static bool parse(int argc, char **argv, options *o) {
     else if (!strcmp(argv[i], "--no-first-step")) o->first_step = false;
     else if (!strcmp(argv[i], "--first-step-child") && more) o->first_step_child = argv[++i];
     else if (!strcmp(argv[i], "--list")) {
-      for (int k = 0; k < bench_nworkloads; k++) printf("%-22s %s\n", bench_workloads[k].name, bench_workloads[k].what);
+      for (int k = 0; k < bench_nworkloads; k++) printf("%-24s %s\n", bench_workloads[k].name, bench_workloads[k].what);
       exit(0);
     } else if (!strcmp(argv[i], "--help")) {
       usage(stdout, argv[0]);
@@ -348,9 +348,9 @@ int main(int argc, char **argv) {
   }
   printf("lj-bench: %d thread(s), %d timed steps after a cold one and %.1f s of warm-up (op by op: %d)\n", threads,
          o.runs, WARMUP_S, o.opbyop ? (o.runs + 3) / 4 : 0);
-  printf("%-22s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "workload", "compile", "krn", "trace", "sync",
+  printf("%-24s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "workload", "compile", "krn", "trace", "sync",
          "run", "min", "step", "rate", "op-by-op");
-  printf("%-22s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "", "ms", "", "us", "us", "ms", "ms", "ms", "", "ms");
+  printf("%-24s %9s %4s %9s %8s %9s %9s %9s %14s %10s\n", "", "ms", "", "us", "us", "ms", "ms", "ms", "", "ms");
   if (jf) fprintf(jf, "{\"threads\": %d, \"runs\": %d, \"results\": [", threads, o.runs);
   int status = 0;
   bool first = true;
@@ -367,7 +367,7 @@ int main(int argc, char **argv) {
     results[k] = r;
     char rate[32] = "";
     if (*r.unit) snprintf(rate, sizeof rate, "%.1f %s", r.rate, r.unit);
-    printf("%-22s %9.1f %4d %9.1f %8.1f %9.3f %9.3f %9.3f %14s %10.3f\n", w->name, r.compile_ms, r.kernels,
+    printf("%-24s %9.1f %4d %9.1f %8.1f %9.3f %9.3f %9.3f %14s %10.3f\n", w->name, r.compile_ms, r.kernels,
            r.trace_us, r.sync_us, r.run_ms, r.run_min_ms, r.step_ms, rate, r.opbyop_ms);
     fflush(stdout);
     if (jf) json_result(jf, w, &r, first);
@@ -383,10 +383,10 @@ int main(int argc, char **argv) {
     if (!header)
       printf("\ntime to the first step of a fresh process (spawn, lj_init, setup, compile or load, run): cold\n"
              "(empty persistent cache), warm (the cache it left), cold compiling its GEMM routines\n"
-             "(LJ_PRECOMPILED_ROUTINES=0); and the cold ones' compile times\n%-22s %9s %9s %9s %11s %11s\n",
+             "(LJ_PRECOMPILED_ROUTINES=0); and the cold ones' compile times\n%-24s %9s %9s %9s %11s %11s\n",
              "workload", "cold ms", "warm ms", "rtn ms", "compile ms", "rtn cmp ms");
     header = true;
-    printf("%-22s %9.1f %9.1f %9.1f %11.1f %11.1f\n", bench_workloads[k].name, results[k].first_cold_ms,
+    printf("%-24s %9.1f %9.1f %9.1f %11.1f %11.1f\n", bench_workloads[k].name, results[k].first_cold_ms,
            results[k].first_warm_ms, results[k].first_routines_ms, results[k].first_compile_ms,
            results[k].first_routines_compile_ms);
   }

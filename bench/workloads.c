@@ -241,6 +241,15 @@ static bool setup_layer_norm(const workload *w, bench_state *s) {
   return norm_setup(s, LJ_SHAPE(w->n[0], w->n[1]), LJ_SHAPE(w->n[1]));
 }
 
+/* A row normalization's forward with n = {rows, cols}: x [rows, cols], a weight and a bias
+ * [cols]. */
+static bool setup_rows_affine(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
+  s->in[1] = rand_f32(s, LJ_SHAPE(w->n[1]));
+  s->in[2] = rand_f32(s, LJ_SHAPE(w->n[1]));
+  return all_set(s->in, 3);
+}
+
 /* A group norm with n = {B, C, H, G}: x [B, C, H, H], the per-channel weight and bias
  * [1, C, 1, 1]. */
 static bool setup_group_norm(const workload *w, bench_state *s) {
@@ -432,6 +441,19 @@ static void layer_norm(const workload *w, bench_state *s) {
   lj_tensor_zero_grad(s->p[0]);
   lj_tensor_zero_grad(s->p[1]);
   lj_backward(lj_sum(lj_mul(lj_layer_norm(s->in[0], 1, s->p[0], s->p[1], 1e-5), s->in[1]), 0, NULL, false));
+}
+
+/* A layer norm's forward, as inference runs it: no gradients. */
+static void layer_norm_fwd(const workload *w, bench_state *s) {
+  keep(s, lj_layer_norm(s->in[0], 1, s->in[1], s->in[2], 1e-5));
+}
+
+/* An RMS norm's forward (LLaMA's): x · rsqrt(mean(x²) + 1e-6) · w along the rows. */
+static void rms_norm(const workload *w, bench_state *s) {
+  static const int last[1] = {1};
+  lj_tensor *x = s->in[0];
+  lj_tensor *ms = lj_mean(lj_mul(x, x), 1, last, true);
+  keep(s, lj_mul(lj_mul(x, lj_rsqrt(lj_add_scalar(ms, 1e-6))), s->in[1]));
 }
 
 /* A group norm (torch.nn.functional.group_norm: a layer norm over each group's channels and
@@ -715,6 +737,10 @@ const workload bench_workloads[] = {
      layer_norm, 3.0 * 4096 * 1024 * 4, 0},
     {"layer_norm_512x1024", "layer_norm forward + input/weight/bias gradients", {512, 1024}, setup_layer_norm,
      layer_norm, 3.0 * 512 * 1024 * 4, 0},
+    {"layer_norm_fwd_4096x1024", "layer_norm forward (weight and bias, no gradients)", {4096, 1024},
+     setup_rows_affine, layer_norm_fwd, 2.0 * 4096 * 1024 * 4, 0},
+    {"rms_norm_4096x1024", "RMS norm forward, x * rsqrt(mean(x^2) + 1e-6) * w", {4096, 1024}, setup_rows_affine,
+     rms_norm, 2.0 * 4096 * 1024 * 4, 0},
     {"group_norm_32x64x28", "group_norm, 8 groups, forward + input/weight/bias gradients", {32, 64, 28, 8},
      setup_group_norm, group_norm, 3.0 * 32 * 64 * 28 * 28 * 4, 0},
     {"transformer_b4x256", "GPT-2 block (768 wide, 12 heads, causal, 4x256 tokens), fwd + bwd", {4, 256, 768, 12},

@@ -1897,6 +1897,55 @@ START_TEST(test_rows_ahead) {
 }
 END_TEST
 
+/* A row-fused kernel without exps whose first nest is a plain reduction along the rows of an
+ * input of at least 64 KiB, and which stores rows of the input's shape, runs that nest over
+ * the next block's rows in the loop of a later nest, overlapping their reads with its stores:
+ * a layer norm (its variance runs the mean ahead and its output a block behind where a row
+ * takes at most 4 KiB: f32 and bf16, not f64), an RMS norm and x - max (their outputs run
+ * the reduction ahead). A kernel that stores no such rows (a variance alone) does not, nor
+ * does a small input (8 rows). Values against the interpreter on one and two threads, rows of
+ * 1001 columns, with a NaN and infinities in rows computed ahead or behind. */
+START_TEST(test_rows_ahead_of_stores) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64, LJ_BF16};
+  static const int dims[1] = {1};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    for (int i = 0; i < 3; i++)
+      for (int big = 0; big < 2; big++) {
+        int64_t rows = big ? 97 : 8, n;
+        lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(rows, 1001), TU_ANY, 40 + i);
+        double *v = tu_read(x, &n);
+        v[7 * 1001 + 5] = NAN;
+        if (big) v[40 * 1001 + 1000] = INFINITY, v[41 * 1001] = -INFINITY;
+        lj_tensor_release(x);
+        x = lj_cast(lj_tensor_from_host(lj_default_device(), LJ_F64, LJ_SHAPE(rows, 1001), v), dts[i]);
+        ck_assert_int_eq(lj_sync_tensors(1, &x), LJ_OK);
+        free(v);
+        lj_scope_begin();
+        lj_tensor *c = lj_sub(x, lj_mean(x, 1, dims, true));
+        lj_tensor *ys[4] = {lj_layer_norm(x, 1, NULL, NULL, 1e-5),
+                            lj_mul(x, lj_rsqrt(lj_add_scalar(lj_mean(lj_mul(x, x), 1, dims, true), 1e-6))),
+                            lj_sub(x, lj_amax(x, 1, dims, true)), lj_mean(lj_mul(c, c), 1, dims, true)};
+        for (int f = 0; f < 4; f++) {
+          ljg_graph *opt;
+          ljg_program *p = program_of(ys[f], &opt);
+          char *lowering = ljc_lowering_text(p, NULL);
+          bool ahead = big && f < 3, behind = ahead && f == 0 && dts[i] != LJ_F64;
+          bool says = strstr(lowering, "runs nest 0 on the next block's rows") != NULL;
+          ck_assert_msg(says == ahead, "%d: %s", f, lowering);
+          ck_assert_msg((strstr(lowering, "on the previous block's") != NULL) == behind, "%d: %s", f, lowering);
+          free(lowering);
+          free_program(p, opt);
+          tu_check_interp_tol(1, &ys[f], dts[i] == LJ_BF16 ? tu_rtol(LJ_BF16) : 1e-5, 1e-5);
+        }
+        lj_scope_end();
+        lj_tensor_release(x);
+      }
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* The kernel of p that is a window of op win_op, or NULL. */
 static const ljg_kernel *window_kernel(const ljg_program *p, int win_op) {
   for (int i = 0; i < p->nkernels; i++)
@@ -3268,6 +3317,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_read_transposed);
   tcase_add_test(tc, test_scatter_as_select);
   tcase_add_test(tc, test_rows_ahead);
+  tcase_add_test(tc, test_rows_ahead_of_stores);
   tcase_add_test(tc, test_window_row_fusion);
   tcase_add_test(tc, test_argmax_stores_found);
   tcase_add_test(tc, test_argmax_maps_found);

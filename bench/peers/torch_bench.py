@@ -96,6 +96,16 @@ def layer_norm(rows, cols):
     return step
 
 
+def layer_norm_fwd(rows, cols):
+    x, w, b = rand(rows, cols), rand(cols), rand(cols)
+    return lambda: F.layer_norm(x, (cols,), w, b, 1e-5)
+
+
+def rms_norm(rows, cols):
+    x, w = rand(rows, cols), rand(cols)
+    return lambda: x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + 1e-6) * w
+
+
 def group_norm(b, c, h, groups):
     x, g = rand(b, c, h, h, grad=True), rand(b, c, h, h)
     w, bias = rand(c, grad=True), rand(c, grad=True)
@@ -287,6 +297,8 @@ WORKLOADS = {
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
     "layer_norm_512x1024": lambda: layer_norm(512, 1024),
+    "layer_norm_fwd_4096x1024": lambda: layer_norm_fwd(4096, 1024),
+    "rms_norm_4096x1024": lambda: rms_norm(4096, 1024),
     "group_norm_32x64x28": lambda: group_norm(32, 64, 28, 8),
     "transformer_b4x256": lambda: transformer(4, 256, 768, 12),
     "lstm_step_b32": lambda: training_step(LSTMClassifier(64, 256), rand(32, 32, 64), labels(32)),

@@ -159,6 +159,9 @@ typedef struct tiles {
 /* Prefetching nests (prefetch_loads): columns a strip's prefetches go ahead of, the least a
  * slot must take to be prefetched, and the most loads prefetched. */
 enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20, PREFETCH_LOADS_MAX = 4 };
+/* A nest that runs the first one ahead (runs_ahead): the most bytes of the first nest's rows a
+ * block then takes, and the least a slot the first nest streams must take. */
+enum { AHEAD_BLOCK_BYTES = 8 << 10, AHEAD_MIN_BYTES = 64 << 10 };
 
 typedef struct nest_gen {
   ljc_kctx *kc;
@@ -809,12 +812,50 @@ static bool is_vmath(const ljg_kexpr *x) {
  * point): long enough for the memory to fetch the next block's rows meanwhile. */
 static bool computes_vmath(const ljg_kernel *k, const ljg_nest *nest) { return nest_has(k, nest, is_vmath); }
 
+static bool any_vmath(const ljg_kernel *k) {
+  for (int s = 0; s < k->nnests; s++)
+    if (computes_vmath(k, &k->nests[s])) return true;
+  return false;
+}
+
+/* Whether a nest of k maps the first nest's [rows, columns] into memory (an output, or
+ * scratch), not into a block-local or scalar slot. */
+static bool maps_rows_out(const ljg_program *p, const ljg_kernel *k) {
+  const ljg_nest *first = &k->nests[0];
+  for (const ljg_nest *n = first + 1; n < k->nests + k->nnests; n++) {
+    int kind = p->slots[n->out_slot].kind;
+    if (n->rop < 0 && n->scatter_index < 0 && n->ndim == 2 && first->ndim == 2 && n->shape[0] == first->shape[0] &&
+        n->shape[1] == first->shape[1] && kind != LJG_SLOT_LOCAL && kind != LJG_SLOT_SCALAR)
+      return true;
+  }
+  return false;
+}
+
+/* A sum, mean, product, max or min: the reductions the first nest may be to run ahead
+ * (runs_ahead), and a later nest without a vmath function to run it (carries_prefetch). */
+static bool plain_reduction(int rop) {
+  return rop == LJG_OP_SUM || rop == LJG_OP_MEAN || rop == LJG_OP_PROD || rop == LJG_OP_AMAX || rop == LJG_OP_AMIN;
+}
+
 /* Whether nest n of k may prefetch (prefetch_loads): over [rows, columns], computing a vmath
- * function, into a block-local slot or summed along the row. */
-static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n) {
-  if (n->ndim != 2 || n->row_dims > 1 || n->scatter_index >= 0 || !computes_vmath(k, n)) return false;
-  if (n->rop >= 0) return n->rmask == 2 && !ljg_column_order(k, n, 1); /* a reduction along the row */
-  return p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
+ * function, into a block-local slot or summed along the row. With `ahead`, whether it may run
+ * the first nest ahead instead (runs_ahead): those, and, in a kernel none of whose nests
+ * computes a vmath function but one of which stores rows like the first nest's into memory
+ * (maps_rows_out), one over [rows, columns] that maps its points or sums, averages,
+ * multiplies, maxes or mins along the row (a layer norm's variance, an RMS norm's quotients).
+ * Prefetching in such a nest lost (prefetch_loads), but reading the next block's rows in its
+ * loop overlaps that read with the stores of the rows (runs_ahead). A kernel that stores no
+ * rows, only reads them, gains nothing from it: one thread over [4096, 1024], sum(x·max x)
+ * along the rows 0.210-0.215 -> 0.238-0.248 ms, a variance 0.241-0.249 -> 0.192-0.208,
+ * sum(x·sum x) and sum((x - max x)²) within noise. */
+static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const ljg_nest *n, bool ahead) {
+  if (n->ndim != 2 || n->row_dims > 1 || n->scatter_index >= 0) return false;
+  /* runs_ahead's nest in a kernel without vmath functions that stores rows */
+  bool light = ahead && !any_vmath(k) && maps_rows_out(p, k);
+  if (!light && !computes_vmath(k, n)) return false;
+  if (n->rop >= 0) /* a reduction along the row */
+    return n->rmask == 2 && !ljg_column_order(k, n, 1) && (!light || plain_reduction(n->rop));
+  return light || p->slots[n->out_slot].kind == LJG_SLOT_LOCAL;
 }
 
 /* A row-fused loops kernel's first nest streams its rows from memory (a loss's max over
@@ -830,13 +871,14 @@ static bool carries_prefetch(const ljg_program *p, const ljg_kernel *k, const lj
  * 8.8-9.0 prefetched into L1 and 5.8 into L2 (a softmax over it the same). Prefetching in the
  * last nest instead gained nothing (its non-temporal stores keep the memory busy), nor in a
  * layer norm's sum of squares (3-4% slower: too little work to hide the fetch behind). The
- * first nest's loads that qualify: of a slot of at least min_bytes (PREFETCH_MIN_BYTES;
- * runs_ahead asks for fewer) that is not block-local, one level of view over the nest's
+ * first nest's loads that qualify: of a slot of at least PREFETCH_MIN_BYTES (AHEAD_MIN_BYTES
+ * with ahead, for runs_ahead) that is not block-local, one level of view over the nest's
  * [rows, columns] with the columns contiguous. Returns how many, written to loads. */
-static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int64_t min_bytes, int32_t *loads) {
-  if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !carries_prefetch(p, k, &k->nests[s])) return 0;
+static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, bool ahead, int32_t *loads) {
+  if (k->kind != LJG_K_LOOPS || !k->row_block || s == 0 || !carries_prefetch(p, k, &k->nests[s], ahead)) return 0;
   for (int t = 1; t < s; t++)
-    if (carries_prefetch(p, k, &k->nests[t])) return 0;
+    if (carries_prefetch(p, k, &k->nests[t], ahead)) return 0;
+  int64_t min_bytes = ahead ? AHEAD_MIN_BYTES : PREFETCH_MIN_BYTES;
   const ljg_nest *first = &k->nests[0], *n = &k->nests[s];
   if (first->ndim != 2 || first->shape[0] != n->shape[0] || first->shape[1] != n->shape[1]) return 0;
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used);
@@ -870,7 +912,7 @@ static int prefetch_loads(const ljg_program *p, const ljg_kernel *k, int s, int6
 static bool sums_in_loop(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int ahead, int s) {
   int32_t pf[PREFETCH_LOADS_MAX];
   if (s == ahead || s + 1 >= k->nnests || nest_last[s] != s || nest_last[s + 1] != s + 1 ||
-      prefetch_loads(p, k, s, PREFETCH_MIN_BYTES, pf) == 0)
+      prefetch_loads(p, k, s, false, pf) == 0)
     return false;
   const ljg_nest *n = &k->nests[s], *t = &k->nests[s + 1];
   if (n->rop >= 0 || (t->rop != LJG_OP_SUM && t->rop != LJG_OP_MEAN) || t->rmask != 2 || t->ndim != 2 ||
@@ -912,10 +954,9 @@ static bool sums_in_loop(const ljg_program *p, const ljg_kernel *k, const int *n
  * a layer norm and a loss. Smaller inputs gain too, where prefetching did not: softmax over
  * [256, 1024] (1 MiB) 0.040 -> 0.032 ms on one thread, 0.047 -> 0.024 on two; over [16, 1024]
  * and [32, 1024] the same within noise. */
-enum { AHEAD_BLOCK_BYTES = 8 << 10, AHEAD_MIN_BYTES = 64 << 10 };
 static int64_t ahead_row_bytes(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t pf[PREFETCH_LOADS_MAX];
-  int npf = prefetch_loads(p, k, s, AHEAD_MIN_BYTES, pf);
+  int npf = prefetch_loads(p, k, s, true, pf);
   int64_t bytes = 0;
   for (int i = 0; i < npf; i++) bytes += k->nests[0].shape[1] * (int64_t)lj_dtype_size(k->exprs[pf[i]].dtype);
   return bytes;
@@ -926,10 +967,8 @@ static bool runs_ahead(const ljg_program *p, const ljg_kernel *k, const int *nes
   int64_t bytes = k->task_rows || ljg_kernel_has_window(k) || b_summed0 ? 0 : ahead_row_bytes(p, k, s);
   if (bytes == 0 || bytes > AHEAD_BLOCK_BYTES) return false;
   const ljg_nest *n = &k->nests[0];
-  bool plain = n->rop == LJG_OP_SUM || n->rop == LJG_OP_MEAN || n->rop == LJG_OP_PROD || n->rop == LJG_OP_AMAX ||
-               n->rop == LJG_OP_AMIN;
   tiles tl;
-  if (!plain || n->rmask != 2 || n->row_dims > 1 || n->scatter_index >= 0 || nest_last[0] != 0 ||
+  if (!plain_reduction(n->rop) || n->rmask != 2 || n->row_dims > 1 || n->scatter_index >= 0 || nest_last[0] != 0 ||
       ljg_column_order(k, n, 1) || has_random(k, n) || find_tiles(k, &k->nests[s], nest_last[s], &tl))
     return false;
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), ok = true;
@@ -1598,7 +1637,7 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
         ljb_str_printf(&line, "; nest %d runs nest 0 on the next block's rows", s);
         if (t) ljb_str_printf(&line, " and nest %d on the previous block's", t);
         ljb_str_printf(&line, ", in blocks of %lld rows", (long long)ahead_block_rows(p, k, last, s));
-      } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, PREFETCH_MIN_BYTES, pf)) > 0) {
+      } else if (last[s] >= s && (npf = prefetch_loads(p, k, s, false, pf)) > 0) {
         ljb_str_printf(&line, "; nest %d prefetches the next block's rows of", s);
         for (int i = 0; i < npf; i++) ljb_str_printf(&line, "%s e%d", i ? "," : "", pf[i]);
         if (sums_in_loop(p, k, last, -1, s)) ljb_str_printf(&line, "; nest %d sums in its loop", s + 1);
@@ -1622,9 +1661,11 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
  * registers, two: four spill the polynomial's constants. A loop that also runs the first nest
  * ahead, a reduction's too, two (its loads and accumulators take registers as well): one
  * thread, softmax over [4096, 1024] 0.511-0.515 -> 0.489-0.498 ms (three 0.509-0.511, eight
- * 0.529-0.532), log_softmax 0.592-0.609 -> 0.574-0.579 (the vectorizer's choice before). */
+ * 0.529-0.532), log_softmax 0.592-0.609 -> 0.574-0.579 (the vectorizer's choice before). Such
+ * a loop without vmath functions (a layer norm's) too: with the vectorizer's choice or four,
+ * the same within noise. */
 static int vmath_interleave(const ljc_kctx *kc, const ljg_nest *nest, int last, bool ahead) {
-  if (ahead) return 2; /* it computes a vmath function (carries_prefetch) */
+  if (ahead) return 2;
   if (nest->rop >= 0) return 0;
   for (const ljg_nest *n = nest; n <= &kc->k->nests[last]; n++)
     if (computes_vmath(kc->k, n)) return kc->ir->vec_bytes == 64 && !ahead ? 4 : 2;
@@ -1716,7 +1757,7 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     }
     g.tiles = &tl;
   } else if (!g.ahead) {
-    g.npf = prefetch_loads(kc->p, kc->k, s, PREFETCH_MIN_BYTES, g.pf);
+    g.npf = prefetch_loads(kc->p, kc->k, s, false, g.pf);
     if (sums_in_loop(kc->p, kc->k, kc->nest_last, kc->ahead, s)) {
       nest_gen_init(&with, kc, nest + 1, -1, begin, end);
       g.with = &with;
