@@ -445,7 +445,7 @@ def main():
     torch.manual_seed(0)
     print(f"\nPyTorch {torch.__version__}, {torch.get_num_threads()} thread(s), "
           f"ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']}, {a.runs} steps after {WARMUP_S} s of warm-up")
-    head = f"{'workload':22} {'lazyjit ms':>11} {'PyTorch ms':>11} {'ratio':>7} {'lazyjit rate':>15} {'PyTorch rate':>15}"
+    head = f"{'workload':24} {'lazyjit ms':>11} {'PyTorch ms':>11} {'ratio':>7} {'lazyjit rate':>15} {'PyTorch rate':>15}"
     print(head)
     both = []
     for r in ours:
@@ -456,31 +456,31 @@ def main():
         scale = r["rate"] * r["run_min_ms"]
         their_rate = f"{scale / best:.1f} {r['unit']}" if r["unit"] else ""
         ours_rate = f"{r['rate']:.1f} {r['unit']}" if r["unit"] else ""
-        print(f"{r['name']:22} {r['step_ms']:11.3f} {med:11.3f} {med / r['step_ms']:6.2f}x {ours_rate:>15} "
+        print(f"{r['name']:24} {r['step_ms']:11.3f} {med:11.3f} {med / r['step_ms']:6.2f}x {ours_rate:>15} "
               f"{their_rate:>15}", flush=True)
         both.append({"name": r["name"], "lazyjit": r, "torch_ms": med, "torch_min_ms": best,
                      "ratio": med / r["step_ms"]})
     gemms = [b for b in both if b["lazyjit"].get("gemm")]
     if gemms and os.access(a.onednn, os.X_OK):
         print(f"\noneDNN dnnl_sgemm, {a.threads} thread(s), {a.runs} calls after {WARMUP_S} s of warm-up "
-              f"(rates at the fastest call)\n{'workload':22} {'lazyjit ms':>11} {'oneDNN ms':>11} {'ratio':>7} "
+              f"(rates at the fastest call)\n{'workload':24} {'lazyjit ms':>11} {'oneDNN ms':>11} {'ratio':>7} "
               f"{'lazyjit rate':>15} {'oneDNN rate':>15}")
         for b in gemms:
             o = b["lazyjit"]
             b["onednn_ms"], b["onednn_min_ms"] = time_onednn(a.onednn, o["gemm"], a.threads, a.runs)
-            print(f"{b['name']:22} {o['step_ms']:11.3f} {b['onednn_ms']:11.3f} {b['onednn_ms'] / o['step_ms']:6.2f}x "
+            print(f"{b['name']:24} {o['step_ms']:11.3f} {b['onednn_ms']:11.3f} {b['onednn_ms'] / o['step_ms']:6.2f}x "
                   f"{o['rate']:10.1f} {o['unit']} {o['rate'] * o['run_min_ms'] / b['onednn_min_ms']:10.1f} {o['unit']}",
                   flush=True)
     elif gemms:
         print(f"\n(no {a.onednn}: oneDNN is not installed; LJ_WITH_TORCH=1 tools/install-deps.sh adds it)")
     first = [b for b in both if b["lazyjit"].get("first_step_cold_ms")]
     if first:
-        print(f"\ntime to the first step of a fresh process\n{'workload':22} {'lazyjit cold':>13} "
+        print(f"\ntime to the first step of a fresh process\n{'workload':24} {'lazyjit cold':>13} "
               f"{'lazyjit warm':>13} {'PyTorch':>9}")
     for b in first:
         b["torch_first_step_ms"] = time_first_step(b["name"], a.threads)
         o = b["lazyjit"]
-        print(f"{b['name']:22} {o['first_step_cold_ms']:10.1f} ms {o['first_step_warm_ms']:10.1f} ms "
+        print(f"{b['name']:24} {o['first_step_cold_ms']:10.1f} ms {o['first_step_warm_ms']:10.1f} ms "
               f"{b['torch_first_step_ms']:6.1f} ms", flush=True)
     doc = {"threads": a.threads, "runs": a.runs, "torch": torch.__version__, "results": both}
     if a.json:
