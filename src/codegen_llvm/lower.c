@@ -822,9 +822,9 @@ static bool any_vmath(const ljg_kernel *k) {
  * scratch), not into a block-local or scalar slot. */
 static bool maps_rows_out(const ljg_program *p, const ljg_kernel *k) {
   const ljg_nest *first = &k->nests[0];
-  for (const ljg_nest *n = first + 1; n < k->nests + k->nnests; n++) {
+  for (const ljg_nest *n = first + 1; first->ndim == 2 && n < k->nests + k->nnests; n++) {
     int kind = p->slots[n->out_slot].kind;
-    if (n->rop < 0 && n->scatter_index < 0 && n->ndim == 2 && first->ndim == 2 && n->shape[0] == first->shape[0] &&
+    if (n->rop < 0 && n->scatter_index < 0 && n->ndim == 2 && n->shape[0] == first->shape[0] &&
         n->shape[1] == first->shape[1] && kind != LJG_SLOT_LOCAL && kind != LJG_SLOT_SCALAR)
       return true;
   }
