@@ -307,6 +307,52 @@ START_TEST(test_matmul_window_t) {
 }
 END_TEST
 
+/* Convolutions of stride 2 over images of even height and width whose windows a row are half
+ * the image's width (an odd window padded by (k - 1) / 2) pack their im2col from the image's
+ * phase planes (gemm.c's split_phases): 3×3 over 12×12 and 14×10 (rows of 6 and 5 window
+ * positions, fewer than a vector: runs across rows), 1×1 without padding, 7×7 and 5×5 (rows of
+ * 8 and 9 positions), 9 to 20 output channels (not the taps routine's few), a bias and a relu
+ * after, f32 and f64; an image of more than the phases' room (80 channels of 64×64, 1.25 MiB),
+ * an odd side and a padding of 0 read the image as before. Against the interpreter, for the
+ * host, AVX2 and SSE2, one and two threads. */
+START_TEST(test_matmul_window_phases) {
+  const char *cpu = tile_targets[_i];
+  if (!tu_host_runs(cpu)) return;
+  static const struct {
+    int64_t n, c, h, w, o;
+    int k, pad;
+    lj_dtype dt;
+  } cases[] = {{2, 3, 12, 12, 9, 3, 1, LJ_F32},  {3, 5, 14, 10, 12, 3, 1, LJ_F32}, {2, 16, 8, 8, 20, 1, 0, LJ_F32},
+               {1, 3, 16, 16, 10, 7, 3, LJ_F32}, {2, 4, 10, 18, 11, 5, 2, LJ_F32}, {2, 3, 12, 12, 9, 3, 1, LJ_F64},
+               {1, 80, 64, 64, 9, 3, 1, LJ_F32}, {2, 3, 13, 12, 9, 3, 1, LJ_F32}, {2, 3, 12, 12, 9, 3, 0, LJ_F32}};
+  enum { NCASES = sizeof cases / sizeof *cases };
+  for (int threads = 1; threads <= 2; threads++) {
+    char dir[] = "/tmp/lj_test_phases_XXXXXX";
+    init_dumping(threads, cpu, true, dir);
+    lj_tensor *ys[NCASES];
+    for (int i = 0; i < NCASES; i++) {
+      int64_t n = cases[i].n, c = cases[i].c, o = cases[i].o, k = cases[i].k;
+      lj_dtype dt = cases[i].dt;
+      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(n, c, cases[i].h, cases[i].w), TU_ANY, 70 + (uint64_t)i);
+      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(o, c, k, k), TU_ANY, 80 + (uint64_t)i);
+      lj_tensor *b = tu_tensor(dt, LJ_SHAPE(o), TU_ANY, 90 + (uint64_t)i);
+      const int pad[2] = {cases[i].pad, cases[i].pad};
+      ys[i] = lj_relu(lj_conv2d(x, w, b, (const int[]){2, 2}, pad, NULL, 1));
+      ck_assert_ptr_nonnull(ys[i]);
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+      lj_tensor_release(b);
+    }
+    tu_check_interp_tol(NCASES, ys, 1e-4, 1e-3); /* sums of up to 720 products */
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_window"));
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f64_window"));
+    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
+    lj_shutdown();
+    tu_remove_dir(dir);
+  }
+}
+END_TEST
+
 /* 3×3 convolutions of stride 1 go through the Winograd routines (the dump holds their
  * objects), both tilings: F(5×5, 3×3) where it takes fewer products (the 14×14 and 30×30
  * outputs), else F(4×4, 3×3); output sizes odd and even (tiles past the edge), padding 0, 1
@@ -1120,6 +1166,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_swapped, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_t, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_window_phases, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd_5x5, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_test(tc, test_matmul_winograd_random);

@@ -29,7 +29,8 @@
  * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows, or that few rows share
  * (ljg_matmul_b_in_place), is read where it is, a block of k at a time: its panel already sits
  * in L1, or the few tiles that read it find it in the caches, and packing would cost more than
- * it saves. A B that is an im2col is packed from the image (pack_window), and one that is an
+ * it saves. A B that is an im2col is packed from the image (pack_window; for a window of
+ * stride 2, from the image split into phase planes once a call: split_phases), and one that is an
  * im2col transposed by transposes of the window's vectors (pack_window_t); an A that is one, a
  * block of MC rows at a time into a buffer of KC values a row, from which the tiles broadcast
  * (pack_a); and, chosen at run time, an A contiguous along m whose k are a whole number of
@@ -95,6 +96,9 @@ typedef struct gemm {
   LLVMValueRef a_pairs_packed;
   /* (B an im2col) the taps of the block of k, TAP_FIELDS i64 each (fill_taps) */
   LLVMValueRef taps;
+  /* (B an im2col of f32) the call's image split into phase planes, and whether it is (an i1;
+   * split_phases), or NULL where the routine never splits */
+  LLVMValueRef phases, phased;
   LLVMTypeRef t, vt;                /* element and vector types (C's, and the products') */
   /* bf16 operands (kind LJC_GEMM_BF16), multiplied in pairs along k (see "bf16 operands"
    * below); and the element type of A, B and the packed buffers: t, or i16 for bf16 */
@@ -592,7 +596,8 @@ static void lane_positions(gemm *g, const window_pack *w, LLVMValueRef n0, LLVMV
 }
 
 /* How a vector of window positions is read from the image: one masked load of a run (stride 1
- * over contiguous rows of the image, window_runs); for each row of the image its lanes are
+ * over contiguous rows of the image, window_runs; a window of stride 2 over the image's phase
+ * planes, split_phases); for each row of the image its lanes are
  * on, one masked load where a window's next column is the next element (stride 1 without
  * "same" padding: the rows do not continue each other) or two with their even elements kept
  * where it is two elements on (stride 2); or a gather (any other layout). A gather costs ~20
@@ -842,7 +847,111 @@ static LLVMValueRef tap_field(gemm *g, LLVMValueRef t, int f) {
   return LLVMBuildInBoundsGEP2(g->b, g->ir->i64, g->taps, &off, 1, "");
 }
 
-static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count) {
+/* ---- windows of stride 2 from phase planes ----------------------------------------------- */
+
+/* A window of stride 2 both ways reads every other element of the image's rows: two loads and
+ * a shuffle for each row a vector's lanes take (WINDOW_PAIRS), and a vector of a row of 28
+ * window positions takes two rows in three. Where the call's image fits PHASE_BYTES, the
+ * routine first splits it into its four phase planes (its even and odd rows by its even and
+ * odd columns), each H/2 × W/2 (split_phases): tap (kh, kw) of window position (oh, ow), with
+ * padding (p, q), reads the image at (2·oh + kh - p, 2·ow + kw - q), which is phase plane
+ * ((kh - p) mod 2, (kw - q) mod 2) at (oh + ⌊(kh - p) / 2⌋, ow + ⌊(kw - q) / 2⌋): a window of
+ * stride 1 over the planes. Where a row's windows are as many as a plane's columns (an odd
+ * window padded by (k - 1) / 2: OW = W/2), a vector of window positions is a run of a plane,
+ * one masked load (WINDOW_RUN). For an image of even height and width whose rows are
+ * contiguous, dilation 1, f32 or f64 operands. The 3×3 stride-2 convolution of window_read's
+ * comment, one Zen 5 thread: 21.1-21.7 -> 19.3-19.7 ms (its packing ~20% of the kernel before,
+ * the split and the packing ~7% each after); two threads 11.5-11.6 -> 10.4-10.7; ResNet's 7×7
+ * stem (3 channels of 224×224, batch 8) 13.1-15.4 -> 11.2-13.0 on one. */
+enum { PHASE_BYTES = 1 << 20 };
+/* The elements ahead of its reads that the split prefetches: it reads each image first, from
+ * memory (the convolution above, one thread: 22.1-22.2 ms without the prefetches; 19.3-19.7
+ * with them 256, 1024 or 4096 elements ahead). */
+enum { SPLIT_AHEAD = 256 };
+
+static LLVMValueRef half(gemm *g, LLVMValueRef x) { return LLVMBuildAShr(g->b, x, ljc_i64(g->ir, 1), ""); }
+
+/* The elements of a phase plane: H/2 × W/2. */
+static LLVMValueRef phase_plane(gemm *g) {
+  return vmul(g, half(g, g->arg[LJC_GEMM_IMG_H]), half(g, g->arg[LJC_GEMM_IMG_W]));
+}
+
+/* Whether the call's B is such an image (an i1). */
+static LLVMValueRef phases_fit(gemm *g) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef one = ljc_i64(ir, 1), two = ljc_i64(ir, 2), zero = ljc_i64(ir, 0);
+  LLVMValueRef H = a[LJC_GEMM_IMG_H], W = a[LJC_GEMM_IMG_W];
+  LLVMValueRef taps = LLVMBuildNSWMul(b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
+  LLVMValueRef bytes = vmul(g, mul(g, LLVMBuildSDiv(b, a[LJC_GEMM_K], taps, ""), (int64_t)g->esize), vmul(g, H, W));
+  LLVMValueRef ow = half(g, W);
+  LLVMValueRef even = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, LLVMBuildOr(b, H, W, ""), one, ""), zero, "");
+  LLVMValueRef c[] = {LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_SY], two, ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_SX], two, ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_DY], one, ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_DX], one, ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_IMG_SW], one, ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_OW], ow, ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_N], phase_plane(g), ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_COL_TASKS], zero, ""),
+                      LLVMBuildICmp(b, LLVMIntSLE, bytes, ljc_i64(ir, PHASE_BYTES), ""),
+                      even};
+  LLVMValueRef fit = c[0];
+  for (size_t i = 1; i < LJ_COUNT_OF(c); i++) fit = LLVMBuildAnd(b, fit, c[i], "");
+  return fit;
+}
+
+/* Matrix bi's image into g->phases: element (y, x) of channel plane ci at phase plane
+ * (y mod 2, x mod 2), (y / 2, x / 2), planes of H/2 × W/2 by channel, then phase (2·py + px). */
+static void split_phases(gemm *g, LLVMValueRef bi) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  int vw = g->vw;
+  LLVMValueRef H = a[LJC_GEMM_IMG_H], W = a[LJC_GEMM_IMG_W], one = ljc_i64(ir, 1);
+  LLVMValueRef pw = half(g, W), plane = phase_plane(g);
+  LLVMValueRef taps = LLVMBuildNSWMul(b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
+  LLVMValueRef rows = vmul(g, LLVMBuildSDiv(b, a[LJC_GEMM_K], taps, ""), H); /* every channel's */
+  LLVMValueRef image = oat(g, a[LJC_GEMM_B], vmul(g, bi, a[LJC_GEMM_B_SB]));
+  LLVMValueRef evens[64], odds[64];
+  for (int l = 0; l < vw; l++) evens[l] = ljc_const_i(ir->i32, 2 * l), odds[l] = ljc_const_i(ir->i32, 2 * l + 1);
+  ljc_loop R, J;
+  ljc_loop_begin(ir, &R, ljc_i64(ir, 0), rows, false, 0, NULL);
+  LLVMValueRef ci = LLVMBuildSDiv(b, R.iv, H, ""), y = LLVMBuildSRem(b, R.iv, H, "");
+  LLVMValueRef src = oat(g, image, vadd(g, vmul(g, ci, a[LJC_GEMM_IMG_SC]), vmul(g, y, a[LJC_GEMM_IMG_SH])));
+  LLVMValueRef py = LLVMBuildAnd(b, y, one, "");
+  LLVMValueRef at0 = vadd(g, vmul(g, vadd(g, mul(g, ci, 4), mul(g, py, 2)), plane), vmul(g, half(g, y), pw));
+  LLVMValueRef dst0 = oat(g, g->phases, at0), dst1 = oat(g, dst0, plane);
+  ljc_loop_begin_step(ir, &J, ljc_i64(ir, 0), pw, vw, false, 0, NULL);
+  LLVMValueRef x0 = mul(g, J.iv, 2);
+  ljc_prefetch(ir, oat(g, src, add(g, x0, SPLIT_AHEAD)));
+  ljc_prefetch(ir, oat(g, src, add(g, x0, SPLIT_AHEAD + vw)));
+  LLVMValueRef v0 = masked_load(g, oat(g, src, x0), lanes_below(g, x0, W));
+  LLVMValueRef v1 = masked_load(g, oat(g, src, add(g, x0, vw)), lanes_below(g, add(g, x0, vw), W));
+  LLVMValueRef out = lanes_below(g, J.iv, pw);
+  vstore(g, LLVMBuildShuffleVector(b, v0, v1, LLVMConstVector(evens, (unsigned)vw), ""), oat(g, dst0, J.iv), out);
+  vstore(g, LLVMBuildShuffleVector(b, v0, v1, LLVMConstVector(odds, (unsigned)vw), ""), oat(g, dst1, J.iv), out);
+  ljc_loop_end(ir, &J, NULL, NULL);
+  ljc_loop_end(ir, &R, NULL, NULL);
+}
+
+/* For fill_taps: the fields of tap (c, kh, kw) in the phase planes, from its dy and dx: the
+ * plane's offset, and the offsets in it. */
+static void phase_tap(gemm *g, const LLVMValueRef *tap, LLVMValueRef *field) {
+  ljc_ir *ir = g->ir;
+  LLVMBuilderRef b = g->b;
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef one = ljc_i64(ir, 1);
+  LLVMValueRef qy = LLVMBuildNSWSub(b, field[TAP_DY], a[LJC_GEMM_WIN_PY], "");
+  LLVMValueRef qx = LLVMBuildNSWSub(b, field[TAP_DX], a[LJC_GEMM_WIN_PX], "");
+  LLVMValueRef phase = vadd(g, mul(g, LLVMBuildAnd(b, qy, one, ""), 2), LLVMBuildAnd(b, qx, one, ""));
+  field[TAP_PLANE] = vmul(g, vadd(g, mul(g, tap[0], 4), phase), phase_plane(g));
+  field[TAP_DY] = half(g, qy);
+  field[TAP_DX] = half(g, qx);
+}
+
+static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count, bool phases) {
   ljc_ir *ir = g->ir;
   const LLVMValueRef *a = g->arg;
   LLVMValueRef start[3], last[3];
@@ -852,6 +961,8 @@ static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count) {
   LLVMValueRef tap[3] = {T.acc[0], T.acc[1], T.acc[2]};
   LLVMValueRef field[TAP_FIELDS] = {vmul(g, tap[0], a[LJC_GEMM_IMG_SC]), vmul(g, tap[1], a[LJC_GEMM_WIN_DY]),
                                     vmul(g, tap[2], a[LJC_GEMM_WIN_DX])};
+  if (phases) /* the tap's phase plane and its offset in it (split_phases) */
+    phase_tap(g, tap, field);
   for (int f = 0; f < TAP_FIELDS; f++)
     LLVMBuildStore(g->b, field[f], tap_field(g, T.iv, f));
   next_tap(g, tap);
@@ -1014,11 +1125,46 @@ static void by_window_read(gemm *g, void (*then)(gemm *, void *, int), void *ctx
  * elements at vw window positions, the image's where the window position is inside it and
  * zeros elsewhere (padding, and past B's last column), read as window_read says. Offsets
  * within an image fit in i32 (implicit_cols in fuse.c). */
-static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
-  window_pack w = window_pack_of(g, LJC_GEMM_B, bi);
-  w.p = p, w.np = np;
-  fill_taps(g, g->k0, add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1));
+typedef struct window_call {
+  LLVMValueRef bi;
+  const panel *p;
+  LLVMValueRef np;
+} window_call;
+
+static void pack_window_image(gemm *g, void *ctx) {
+  const window_call *c = ctx;
+  window_pack w = window_pack_of(g, LJC_GEMM_B, c->bi);
+  w.p = c->p, w.np = c->np;
+  fill_taps(g, g->k0, add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1), false);
   by_window_read(g, pack_window_panels, &w);
+}
+
+/* The same from the image's phase planes (split_phases): a window of stride 1 over planes
+ * of OW columns, whose vectors are runs. */
+static void pack_window_phases(gemm *g, void *ctx) {
+  const window_call *c = ctx;
+  ljc_ir *ir = g->ir;
+  LLVMValueRef *a = g->arg, saved[LJC_GEMM_NARGS];
+  memcpy(saved, a, sizeof saved);
+  fill_taps(g, g->k0, add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1), true);
+  LLVMValueRef ph = half(g, a[LJC_GEMM_IMG_H]), pw = half(g, a[LJC_GEMM_IMG_W]);
+  a[LJC_GEMM_IMG_SH] = pw, a[LJC_GEMM_IMG_SW] = ljc_i64(ir, 1), a[LJC_GEMM_IMG_H] = ph, a[LJC_GEMM_IMG_W] = pw;
+  a[LJC_GEMM_WIN_SY] = a[LJC_GEMM_WIN_SX] = ljc_i64(ir, 1);
+  a[LJC_GEMM_WIN_PY] = a[LJC_GEMM_WIN_PX] = ljc_i64(ir, 0);
+  window_pack w = window_pack_of(g, LJC_GEMM_B, ljc_i64(ir, 0));
+  w.image = g->phases, w.p = c->p, w.np = c->np;
+  pack_window_panels(g, &w, WINDOW_RUN);
+  memcpy(a, saved, sizeof saved);
+}
+
+static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
+  window_call c = {bi, p, np};
+  if (!g->phases) {
+    pack_window_image(g, &c);
+    return;
+  }
+  when(g, g->phased, pack_window_phases, &c);
+  when(g, LLVMBuildNot(g->b, g->phased, ""), pack_window_image, &c);
 }
 
 /* B the transpose of an im2col (rows of k window positions, columns taps), panel by panel:
@@ -1040,7 +1186,7 @@ static void pack_window_t_panels(gemm *g, void *ctx, int how) {
   ljc_loop Q, K;
   ljc_loop_begin(ir, &Q, ljc_i64(ir, 0), w->np, false, 0, NULL);
   LLVMValueRef n0 = LLVMBuildNSWAdd(b, p->n0, mul(g, Q.iv, (int64_t)p->nv * vw), ""), buf = panel_buffer(g, p, Q.iv);
-  fill_taps(g, n0, ljc_i64(ir, (int64_t)p->nv * vw));
+  fill_taps(g, n0, ljc_i64(ir, (int64_t)p->nv * vw), false);
   ljc_loop_begin_step(ir, &K, g->k0, hi, vw, true, 0, NULL);
   LLVMValueRef ohs, ows, row = LLVMBuildNSWSub(b, K.iv, g->k0, ""), in = lanes_below(g, K.iv, g->k1);
   window_positions(g, w, K.iv, &ohs, &ows);
@@ -2141,6 +2287,11 @@ static LLVMValueRef streams_c(gemm *g) {
   return LLVMBuildAnd(b, asked, LLVMBuildICmp(b, LLVMIntEQ, off, ljc_i64(ir, 0), ""), "");
 }
 
+static void split_phases_of(gemm *g, void *ctx) {
+  const rows *rw = ctx;
+  split_phases(g, rw->bi);
+}
+
 /* The internal function that computes rows m0 .. m0 + len - 1 (len > 0) of matrix bi into
  * C's rows from crow0, adding to what C holds unless batch_first (an i8):
  * (ptr args, i64 bi, i64 m0, i64 crow0, i64 len, i8 batch_first). */
@@ -2159,6 +2310,10 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->variant == LJC_GEMM_WINDOW) g->taps = ljc_entry_array(ir, ir->i64, TAP_FIELDS * ((int64_t)g->kc + 1));
+  if (g->variant == LJC_GEMM_WINDOW && !g->pairs && !g->a_window) {
+    g->phases = ljc_entry_array(ir, g->t, PHASE_BYTES / g->esize);
+    g->phased = phases_fit(g);
+  }
   if (g->variant == LJC_GEMM_WINDOW_T) g->taps = ljc_entry_array(ir, ir->i64, TAP_FIELDS * (int64_t)NV * g->vw);
   if (g->pairs) {
     g->apack = ljc_entry_array(ir, g->ot, (int64_t)MC * g->kc);
@@ -2183,6 +2338,7 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
     g->a_step = LLVMBuildSelect(g->b, g->a_transposed, ljc_i64(ir, 1), g->a_step, "");
   }
   rows rw = {LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), LLVMGetParam(fn, 3), LLVMGetParam(fn, 4)};
+  if (g->phases) when(g, g->phased, split_phases_of, &rw);
   g->batch_first = LLVMBuildTrunc(g->b, LLVMGetParam(fn, 5), ir->i1, "");
   LLVMValueRef few = NULL;
   bool a_in_place = !g->a_window && !g->pairs; /* A read where it is */
