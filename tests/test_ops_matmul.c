@@ -309,12 +309,13 @@ END_TEST
 
 /* Convolutions of stride 2 over images of even height and width whose windows a row are half
  * the image's width (an odd window padded by (k - 1) / 2) pack their im2col from the image's
- * phase planes (gemm.c's split_phases): 3×3 over 12×12 and 14×10 (rows of 6 and 5 window
+ * phase planes (gemm.c's split_phases), as B of the forward product and as A of the weight
+ * gradient (the A-window routines): 3×3 over 12×12 and 14×10 (rows of 6 and 5 window
  * positions, fewer than a vector: runs across rows), 1×1 without padding, 7×7 and 5×5 (rows of
- * 8 and 9 positions), 9 to 20 output channels (not the taps routine's few), a bias and a relu
+ * 8 and 9 positions), 9 to 20 output channels (not the taps routines' few), a bias and a relu
  * after, f32 and f64; an image of more than the phases' room (80 channels of 64×64, 1.25 MiB),
- * an odd side and a padding of 0 read the image as before. Against the interpreter, for the
- * host, AVX2 and SSE2, one and two threads. */
+ * an odd side and a padding of 0 read the image as before. The output and the weight's
+ * gradient against the interpreter, for the host, AVX2 and SSE2, one and two threads. */
 START_TEST(test_matmul_window_phases) {
   const char *cpu = tile_targets[_i];
   if (!tu_host_runs(cpu)) return;
@@ -329,7 +330,7 @@ START_TEST(test_matmul_window_phases) {
   for (int threads = 1; threads <= 2; threads++) {
     char dir[] = "/tmp/lj_test_phases_XXXXXX";
     init_dumping(threads, cpu, true, dir);
-    lj_tensor *ys[NCASES];
+    lj_tensor *ys[NCASES], *dws[NCASES];
     for (int i = 0; i < NCASES; i++) {
       int64_t n = cases[i].n, c = cases[i].c, o = cases[i].o, k = cases[i].k;
       lj_dtype dt = cases[i].dt;
@@ -337,16 +338,25 @@ START_TEST(test_matmul_window_phases) {
       lj_tensor *w = tu_tensor(dt, LJ_SHAPE(o, c, k, k), TU_ANY, 80 + (uint64_t)i);
       lj_tensor *b = tu_tensor(dt, LJ_SHAPE(o), TU_ANY, 90 + (uint64_t)i);
       const int pad[2] = {cases[i].pad, cases[i].pad};
+      ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
       ys[i] = lj_relu(lj_conv2d(x, w, b, (const int[]){2, 2}, pad, NULL, 1));
       ck_assert_ptr_nonnull(ys[i]);
-      lj_tensor_release(x);
-      lj_tensor_release(w);
-      lj_tensor_release(b);
+      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(ys[i]), lj_tensor_shape(ys[i]), TU_ANY, 100 + (uint64_t)i);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(ys[i], g), 0, NULL, false)), LJ_OK);
+      dws[i] = lj_tensor_retain(lj_tensor_grad(w));
+      lj_tensor *ts[] = {x, w, b, g};
+      for (size_t t = 0; t < sizeof ts / sizeof *ts; t++) lj_tensor_release(ts[t]);
     }
-    tu_check_interp_tol(NCASES, ys, 1e-4, 1e-3); /* sums of up to 720 products */
+    tu_check_interp_tol(NCASES, ys, 1e-4, 1e-3);  /* sums of up to 720 products */
+    tu_check_interp_tol(NCASES, dws, 1e-4, 1e-3); /* of up to 1024 */
     ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_window"));
     ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f64_window"));
-    for (int i = 0; i < NCASES; i++) lj_tensor_release(ys[i]);
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f32_cols_a_window"));
+    ck_assert(tu_dir_has(dir, ".kernels.txt", "calls lj_gemm_f64_cols_a_window"));
+    for (int i = 0; i < NCASES; i++) {
+      lj_tensor_release(ys[i]);
+      lj_tensor_release(dws[i]);
+    }
     lj_shutdown();
     tu_remove_dir(dir);
   }

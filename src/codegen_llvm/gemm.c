@@ -96,9 +96,10 @@ typedef struct gemm {
   LLVMValueRef a_pairs_packed;
   /* (B an im2col) the taps of the block of k, TAP_FIELDS i64 each (fill_taps) */
   LLVMValueRef taps;
-  /* (B an im2col of f32) the call's image split into phase planes, and whether it is (an i1;
-   * split_phases), or NULL where the routine never splits */
+  /* (B or A an im2col, not of bf16) the call's image split into phase planes, and whether it
+   * is (an i1; split_phases), or NULL where the routine never splits; and which operand */
   LLVMValueRef phases, phased;
+  int phase_operand;
   LLVMTypeRef t, vt;                /* element and vector types (C's, and the products') */
   /* bf16 operands (kind LJC_GEMM_BF16), multiplied in pairs along k (see "bf16 operands"
    * below); and the element type of A, B and the packed buffers: t, or i16 for bf16 */
@@ -859,10 +860,12 @@ static LLVMValueRef tap_field(gemm *g, LLVMValueRef t, int f) {
  * stride 1 over the planes. Where a row's windows are as many as a plane's columns (an odd
  * window padded by (k - 1) / 2: OW = W/2), a vector of window positions is a run of a plane,
  * one masked load (WINDOW_RUN). For an image of even height and width whose rows are
- * contiguous, dilation 1, f32 or f64 operands. The 3×3 stride-2 convolution of window_read's
- * comment, one Zen 5 thread: 21.1-21.7 -> 19.3-19.7 ms (its packing ~20% of the kernel before,
- * the split and the packing ~7% each after); two threads 11.5-11.6 -> 10.4-10.7; ResNet's 7×7
- * stem (3 channels of 224×224, batch 8) 13.1-15.4 -> 11.2-13.0 on one. */
+ * contiguous, dilation 1, f32 or f64 operands; B's im2col (pack_window) or A's (pack_a, a
+ * weight gradient's). The 3×3 stride-2 convolution of window_read's comment, one Zen 5 thread:
+ * 21.1-21.7 -> 19.3-19.7 ms (its packing ~20% of the kernel before, the split and the packing
+ * ~7% each after); two threads 11.5-11.6 -> 10.4-10.7. ResNet-18's step at batch 8, one
+ * thread, fastest of 4: the stem's forward product 12.1-15.3 -> 10.4-11.6 ms, its weight
+ * gradient 13.1-16.0 -> 11.5-12.9, the stride-2 3×3 weight gradients 5.3-7.7 -> 4.9-6.5. */
 enum { PHASE_BYTES = 1 << 20 };
 /* The elements ahead of its reads that the split prefetches: it reads each image first, from
  * memory (the convolution above, one thread: 22.1-22.2 ms without the prefetches; 19.3-19.7
@@ -876,15 +879,23 @@ static LLVMValueRef phase_plane(gemm *g) {
   return vmul(g, half(g, g->arg[LJC_GEMM_IMG_H]), half(g, g->arg[LJC_GEMM_IMG_W]));
 }
 
-/* Whether the call's B is such an image (an i1). */
+/* The channels of the image of the im2col at g->phase_operand: its taps (B's rows, A's
+ * columns) over the window's. */
+static LLVMValueRef phase_channels(gemm *g) {
+  const LLVMValueRef *a = g->arg;
+  LLVMValueRef taps = LLVMBuildNSWMul(g->b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
+  return LLVMBuildSDiv(g->b, a[g->phase_operand == LJC_GEMM_B ? LJC_GEMM_K : LJC_GEMM_M], taps, "");
+}
+
+/* Whether the call's im2col operand is such an image (an i1). */
 static LLVMValueRef phases_fit(gemm *g) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
   const LLVMValueRef *a = g->arg;
   LLVMValueRef one = ljc_i64(ir, 1), two = ljc_i64(ir, 2), zero = ljc_i64(ir, 0);
   LLVMValueRef H = a[LJC_GEMM_IMG_H], W = a[LJC_GEMM_IMG_W];
-  LLVMValueRef taps = LLVMBuildNSWMul(b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
-  LLVMValueRef bytes = vmul(g, mul(g, LLVMBuildSDiv(b, a[LJC_GEMM_K], taps, ""), (int64_t)g->esize), vmul(g, H, W));
+  LLVMValueRef bytes = vmul(g, mul(g, phase_channels(g), (int64_t)g->esize), vmul(g, H, W));
+  LLVMValueRef positions = a[g->phase_operand == LJC_GEMM_B ? LJC_GEMM_N : LJC_GEMM_K];
   LLVMValueRef ow = half(g, W);
   LLVMValueRef even = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildAnd(b, LLVMBuildOr(b, H, W, ""), one, ""), zero, "");
   LLVMValueRef c[] = {LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_SY], two, ""),
@@ -893,7 +904,7 @@ static LLVMValueRef phases_fit(gemm *g) {
                       LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_DX], one, ""),
                       LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_IMG_SW], one, ""),
                       LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_WIN_OW], ow, ""),
-                      LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_N], phase_plane(g), ""),
+                      LLVMBuildICmp(b, LLVMIntEQ, positions, phase_plane(g), ""),
                       LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_COL_TASKS], zero, ""),
                       LLVMBuildICmp(b, LLVMIntSLE, bytes, ljc_i64(ir, PHASE_BYTES), ""),
                       even};
@@ -902,8 +913,9 @@ static LLVMValueRef phases_fit(gemm *g) {
   return fit;
 }
 
-/* Matrix bi's image into g->phases: element (y, x) of channel plane ci at phase plane
- * (y mod 2, x mod 2), (y / 2, x / 2), planes of H/2 × W/2 by channel, then phase (2·py + px). */
+/* Matrix bi's image (of the im2col at g->phase_operand) into g->phases: element (y, x) of
+ * channel plane ci at phase plane (y mod 2, x mod 2), (y / 2, x / 2), planes of H/2 × W/2 by
+ * channel, then phase (2·py + px). */
 static void split_phases(gemm *g, LLVMValueRef bi) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -911,9 +923,8 @@ static void split_phases(gemm *g, LLVMValueRef bi) {
   int vw = g->vw;
   LLVMValueRef H = a[LJC_GEMM_IMG_H], W = a[LJC_GEMM_IMG_W], one = ljc_i64(ir, 1);
   LLVMValueRef pw = half(g, W), plane = phase_plane(g);
-  LLVMValueRef taps = LLVMBuildNSWMul(b, a[LJC_GEMM_WIN_KH], a[LJC_GEMM_WIN_KW], "");
-  LLVMValueRef rows = vmul(g, LLVMBuildSDiv(b, a[LJC_GEMM_K], taps, ""), H); /* every channel's */
-  LLVMValueRef image = oat(g, a[LJC_GEMM_B], vmul(g, bi, a[LJC_GEMM_B_SB]));
+  LLVMValueRef rows = vmul(g, phase_channels(g), H); /* every channel's */
+  LLVMValueRef image = oat(g, a[g->phase_operand], vmul(g, bi, a[g->phase_operand + 1]));
   LLVMValueRef evens[64], odds[64];
   for (int l = 0; l < vw; l++) evens[l] = ljc_const_i(ir->i32, 2 * l), odds[l] = ljc_const_i(ir->i32, 2 * l + 1);
   ljc_loop R, J;
@@ -936,19 +947,40 @@ static void split_phases(gemm *g, LLVMValueRef bi) {
   ljc_loop_end(ir, &R, NULL, NULL);
 }
 
-/* For fill_taps: the fields of tap (c, kh, kw) in the phase planes, from its dy and dx: the
- * plane's offset, and the offsets in it. */
-static void phase_tap(gemm *g, const LLVMValueRef *tap, LLVMValueRef *field) {
+/* What a tap's place in the phase planes takes from the image's window: its padding (py, px)
+ * and the planes' size, read before the window's arguments are made the planes'. */
+typedef struct phase_geom {
+  LLVMValueRef py, px, plane;
+} phase_geom;
+
+static phase_geom phase_geom_of(gemm *g) {
+  return (phase_geom){g->arg[LJC_GEMM_WIN_PY], g->arg[LJC_GEMM_WIN_PX], phase_plane(g)};
+}
+
+/* The fields of tap (c, kh, kw) (TAP_PLANE, TAP_DY, TAP_DX: c·IMG_SC, kh·DY, kw·DX of the
+ * image) in the phase planes: the plane's offset, and the offsets in it. */
+static void phase_tap(gemm *g, const phase_geom *pg, const LLVMValueRef *tap, LLVMValueRef *field) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
-  const LLVMValueRef *a = g->arg;
   LLVMValueRef one = ljc_i64(ir, 1);
-  LLVMValueRef qy = LLVMBuildNSWSub(b, field[TAP_DY], a[LJC_GEMM_WIN_PY], "");
-  LLVMValueRef qx = LLVMBuildNSWSub(b, field[TAP_DX], a[LJC_GEMM_WIN_PX], "");
+  LLVMValueRef qy = LLVMBuildNSWSub(b, field[TAP_DY], pg->py, ""), qx = LLVMBuildNSWSub(b, field[TAP_DX], pg->px, "");
   LLVMValueRef phase = vadd(g, mul(g, LLVMBuildAnd(b, qy, one, ""), 2), LLVMBuildAnd(b, qx, one, ""));
-  field[TAP_PLANE] = vmul(g, vadd(g, mul(g, tap[0], 4), phase), phase_plane(g));
+  field[TAP_PLANE] = vmul(g, vadd(g, mul(g, tap[0], 4), phase), pg->plane);
   field[TAP_DY] = half(g, qy);
   field[TAP_DX] = half(g, qx);
+}
+
+/* Makes the window's arguments (g->arg) the phase planes': a window of stride 1 and no
+ * padding over planes of H/2 × W/2 with contiguous rows (their channels' step is unused: the
+ * taps' fields hold it); saved gets them as they were. */
+static void window_on_phases(gemm *g, LLVMValueRef *saved) {
+  ljc_ir *ir = g->ir;
+  LLVMValueRef *a = g->arg;
+  memcpy(saved, a, LJC_GEMM_NARGS * sizeof *a);
+  LLVMValueRef ph = half(g, a[LJC_GEMM_IMG_H]), pw = half(g, a[LJC_GEMM_IMG_W]);
+  a[LJC_GEMM_IMG_SH] = pw, a[LJC_GEMM_IMG_SW] = ljc_i64(ir, 1), a[LJC_GEMM_IMG_H] = ph, a[LJC_GEMM_IMG_W] = pw;
+  a[LJC_GEMM_WIN_SY] = a[LJC_GEMM_WIN_SX] = ljc_i64(ir, 1);
+  a[LJC_GEMM_WIN_PY] = a[LJC_GEMM_WIN_PX] = ljc_i64(ir, 0);
 }
 
 static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count, bool phases) {
@@ -961,8 +993,10 @@ static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count, bool phas
   LLVMValueRef tap[3] = {T.acc[0], T.acc[1], T.acc[2]};
   LLVMValueRef field[TAP_FIELDS] = {vmul(g, tap[0], a[LJC_GEMM_IMG_SC]), vmul(g, tap[1], a[LJC_GEMM_WIN_DY]),
                                     vmul(g, tap[2], a[LJC_GEMM_WIN_DX])};
-  if (phases) /* the tap's phase plane and its offset in it (split_phases) */
-    phase_tap(g, tap, field);
+  if (phases) { /* the tap's phase plane and its offsets in it (split_phases) */
+    phase_geom pg = phase_geom_of(g);
+    phase_tap(g, &pg, tap, field);
+  }
   for (int f = 0; f < TAP_FIELDS; f++)
     LLVMBuildStore(g->b, field[f], tap_field(g, T.iv, f));
   next_tap(g, tap);
@@ -1143,18 +1177,13 @@ static void pack_window_image(gemm *g, void *ctx) {
  * of OW columns, whose vectors are runs. */
 static void pack_window_phases(gemm *g, void *ctx) {
   const window_call *c = ctx;
-  ljc_ir *ir = g->ir;
-  LLVMValueRef *a = g->arg, saved[LJC_GEMM_NARGS];
-  memcpy(saved, a, sizeof saved);
+  LLVMValueRef saved[LJC_GEMM_NARGS];
   fill_taps(g, g->k0, add(g, LLVMBuildNSWSub(g->b, g->k1, g->k0, ""), 1), true);
-  LLVMValueRef ph = half(g, a[LJC_GEMM_IMG_H]), pw = half(g, a[LJC_GEMM_IMG_W]);
-  a[LJC_GEMM_IMG_SH] = pw, a[LJC_GEMM_IMG_SW] = ljc_i64(ir, 1), a[LJC_GEMM_IMG_H] = ph, a[LJC_GEMM_IMG_W] = pw;
-  a[LJC_GEMM_WIN_SY] = a[LJC_GEMM_WIN_SX] = ljc_i64(ir, 1);
-  a[LJC_GEMM_WIN_PY] = a[LJC_GEMM_WIN_PX] = ljc_i64(ir, 0);
-  window_pack w = window_pack_of(g, LJC_GEMM_B, ljc_i64(ir, 0));
+  window_on_phases(g, saved);
+  window_pack w = window_pack_of(g, LJC_GEMM_B, ljc_i64(g->ir, 0));
   w.image = g->phases, w.p = c->p, w.np = c->np;
   pack_window_panels(g, &w, WINDOW_RUN);
-  memcpy(a, saved, sizeof saved);
+  memcpy(g->arg, saved, sizeof saved);
 }
 
 static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
@@ -1221,6 +1250,7 @@ static void pack_window_t(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef
 typedef struct a_block {
   window_pack w;
   LLVMValueRef m0, len;
+  const phase_geom *phases; /* the taps' places in the phase planes, or NULL (the image's) */
 } a_block;
 
 /* A an im2col (rows are taps, k window positions): the block of rows and of k, row after row
@@ -1250,8 +1280,10 @@ static void pack_a_rows(gemm *g, void *ctx, int how) {
   tap_of(g, ab->m0, start);
   ljc_loop_begin(ir, &R, ljc_i64(ir, 0), ab->len, false, 3, start);
   LLVMValueRef tap[3] = {R.acc[0], R.acc[1], R.acc[2]};
-  LLVMValueRef plane = at(g, ab->w.image, vmul(g, tap[0], a[LJC_GEMM_IMG_SC]));
-  LLVMValueRef dy = vmul(g, tap[1], a[LJC_GEMM_WIN_DY]), dx = vmul(g, tap[2], a[LJC_GEMM_WIN_DX]);
+  LLVMValueRef field[TAP_FIELDS] = {vmul(g, tap[0], a[LJC_GEMM_IMG_SC]), vmul(g, tap[1], a[LJC_GEMM_WIN_DY]),
+                                    vmul(g, tap[2], a[LJC_GEMM_WIN_DX])};
+  if (ab->phases) phase_tap(g, ab->phases, tap, field);
+  LLVMValueRef plane = at(g, ab->w.image, field[TAP_PLANE]), dy = field[TAP_DY], dx = field[TAP_DX];
   LLVMValueRef row = at(g, g->apack, mul(g, R.iv, g->kc));
   ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nkv, false, 0, NULL);
   LLVMValueRef k = vadd(g, g->k0, mul(g, V.iv, vw));
@@ -1273,9 +1305,32 @@ static void pack_a_rows(gemm *g, void *ctx, int how) {
 
 /* A an im2col of an image, its rows [m0, m0 + len) of matrix bi packed from the image into
  * g->apack (implicit GEMM, as pack_window for B). */
-static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
-  a_block ab = {window_pack_of(g, LJC_GEMM_A, bi), m0, len};
+static void pack_a_image(gemm *g, void *ctx) {
+  const a_rows *ar = ctx;
+  a_block ab = {window_pack_of(g, LJC_GEMM_A, ar->bi), ar->m0, ar->len, NULL};
   by_window_read(g, pack_a_rows, &ab);
+}
+
+/* The same from the image's phase planes (split_phases), as pack_window_phases. */
+static void pack_a_phases(gemm *g, void *ctx) {
+  const a_rows *ar = ctx;
+  LLVMValueRef saved[LJC_GEMM_NARGS];
+  phase_geom pg = phase_geom_of(g);
+  window_on_phases(g, saved);
+  a_block ab = {window_pack_of(g, LJC_GEMM_A, ljc_i64(g->ir, 0)), ar->m0, ar->len, &pg};
+  ab.w.image = g->phases;
+  pack_a_rows(g, &ab, WINDOW_RUN);
+  memcpy(g->arg, saved, sizeof saved);
+}
+
+static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
+  a_rows ar = {bi, m0, len};
+  if (!g->phases) {
+    pack_a_image(g, &ar);
+    return;
+  }
+  when(g, g->phased, pack_a_phases, &ar);
+  when(g, LLVMBuildNot(g->b, g->phased, ""), pack_a_image, &ar);
 }
 
 /* A contiguous along m and a whole number of pages from one k to the next (a transposed
@@ -2310,7 +2365,8 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
   if (g->variant == LJC_GEMM_WINDOW) g->taps = ljc_entry_array(ir, ir->i64, TAP_FIELDS * ((int64_t)g->kc + 1));
-  if (g->variant == LJC_GEMM_WINDOW && !g->pairs && !g->a_window) {
+  if (!g->pairs && (g->a_window || g->variant == LJC_GEMM_WINDOW)) {
+    g->phase_operand = g->a_window ? LJC_GEMM_A : LJC_GEMM_B;
     g->phases = ljc_entry_array(ir, g->t, PHASE_BYTES / g->esize);
     g->phased = phases_fit(g);
   }
