@@ -146,9 +146,10 @@ int ljb_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
 
 /* thread.c: whether the calling thread's stack has room for a job's kernels, LJB_JOB_STACK
  * bytes: a kernel's LOCAL slots (up to 2 MiB, graph/fuse_rows.c) beside a GEMM routine's packed
- * blocks (over a MiB, codegen_llvm/gemm.c). A thread the user made with a smaller stack hands its
- * jobs to the executor (runtime/queue.c). Asked once a thread. */
-enum { LJB_JOB_STACK = 4 << 20 };
+ * blocks (over a MiB) and, for a window of stride 2, its image's phase planes (a MiB more;
+ * codegen_llvm/gemm.c). A thread the user made with a smaller stack hands its jobs to the
+ * executor (runtime/queue.c). Asked once a thread. */
+enum { LJB_JOB_STACK = 6 << 20 };
 bool ljb_stack_holds_jobs(void);
 
 #endif
