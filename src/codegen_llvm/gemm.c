@@ -983,6 +983,17 @@ static void window_on_phases(gemm *g, LLVMValueRef *saved) {
   a[LJC_GEMM_WIN_PY] = a[LJC_GEMM_WIN_PX] = ljc_i64(ir, 0);
 }
 
+/* phases(g, ctx) where the call's image is split into phase planes (g->phased), else
+ * image(g, ctx). */
+static void by_phases(gemm *g, void (*phases)(gemm *, void *), void (*image)(gemm *, void *), void *ctx) {
+  if (!g->phases) {
+    image(g, ctx);
+    return;
+  }
+  when(g, g->phased, phases, ctx);
+  when(g, LLVMBuildNot(g->b, g->phased, ""), image, ctx);
+}
+
 static void fill_taps(gemm *g, LLVMValueRef first, LLVMValueRef count, bool phases) {
   ljc_ir *ir = g->ir;
   const LLVMValueRef *a = g->arg;
@@ -1188,12 +1199,7 @@ static void pack_window_phases(gemm *g, void *ctx) {
 
 static void pack_window(gemm *g, LLVMValueRef bi, const panel *p, LLVMValueRef np) {
   window_call c = {bi, p, np};
-  if (!g->phases) {
-    pack_window_image(g, &c);
-    return;
-  }
-  when(g, g->phased, pack_window_phases, &c);
-  when(g, LLVMBuildNot(g->b, g->phased, ""), pack_window_image, &c);
+  by_phases(g, pack_window_phases, pack_window_image, &c);
 }
 
 /* B the transpose of an im2col (rows of k window positions, columns taps), panel by panel:
@@ -1325,12 +1331,7 @@ static void pack_a_phases(gemm *g, void *ctx) {
 
 static void pack_a(gemm *g, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRef len) {
   a_rows ar = {bi, m0, len};
-  if (!g->phases) {
-    pack_a_image(g, &ar);
-    return;
-  }
-  when(g, g->phased, pack_a_phases, &ar);
-  when(g, LLVMBuildNot(g->b, g->phased, ""), pack_a_image, &ar);
+  by_phases(g, pack_a_phases, pack_a_image, &ar);
 }
 
 /* A contiguous along m and a whole number of pages from one k to the next (a transposed
