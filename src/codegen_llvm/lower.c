@@ -2679,17 +2679,19 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
 
 /* ---- a max-pool's windows straight from the image ------------------------------------------ */
 
-/* The most window rows emit_pool_rows takes (each a row of its code). */
-enum { POOL_ROWS_MAX = 4 };
+/* The most window rows and columns emit_pool_rows takes (each tap a vector of its code), and
+ * the widest image whose windows reach above or below it (pool_pad_row). */
+enum { POOL_ROWS_MAX = 5, POOL_COLS_MAX = 5, POOL_PAD_ROW_MAX = 8192 };
 
 /* Whether nest s of kernel k is a max-pool's argmax over its window's im2col that reads the
  * image's rows instead (emit_pool_rows), in a kernel of row blocks whose code runs the window
- * between its nests (emit_row_blocks): windows of two columns that do not overlap (the
- * column stride 2, the rows' as many as the window's, at most POOL_ROWS_MAX), no padding or
- * dilation, f32 or f64 rows of contiguous columns; the argmax over the im2col's taps of each
- * position (its value the window's LOCAL buffer in im2col's layout, which no other nest
- * reads), whose found element the next nest gathers (picks_found); its output and that
- * nest's contiguous along the positions. Then the im2col is not written. */
+ * between its nests (emit_row_blocks): windows of at most POOL_ROWS_MAX rows and
+ * POOL_COLS_MAX columns, of column stride 1 or 2, any row stride and padding, no dilation,
+ * f32 or f64 rows of contiguous columns (an image at most POOL_PAD_ROW_MAX wide where the
+ * rows are padded); the argmax over the im2col's taps of each position (its value the
+ * window's LOCAL buffer in im2col's layout, which no other nest reads), whose found element
+ * the next nest gathers (picks_found); its output and that nest's contiguous along the
+ * positions. Then the im2col is not written. */
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
   if (s < 0 || s >= k->nnests || !ljg_kernel_has_window(k) || k->win_op != LJG_OP_IM2COL || k->win_at != s ||
       k->row_block <= 0 || k->task_rows > 0 || k->mm_col_tasks ||
@@ -2698,8 +2700,9 @@ static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nes
   const int64_t *a = k->win;
   int64_t P = k->win_oh * k->win_ow, KK = a[0] * a[1];
   lj_dtype dt = (lj_dtype)k->win_dtype;
-  if ((dt != LJ_F32 && dt != LJ_F64) || a[1] != 2 || a[3] != 2 || a[0] != a[2] || a[0] > POOL_ROWS_MAX || a[4] || a[5] ||
-      a[6] != 1 || a[7] != 1 || k->win_ow < 2 || p->slots[k->win_out_slot].kind != LJG_SLOT_LOCAL)
+  if ((dt != LJ_F32 && dt != LJ_F64) || a[0] > POOL_ROWS_MAX || a[1] > POOL_COLS_MAX || (a[3] != 1 && a[3] != 2) ||
+      a[6] != 1 || a[7] != 1 || (a[4] && k->win_img[3] > POOL_PAD_ROW_MAX) || k->win_ow < 2 ||
+      p->slots[k->win_out_slot].kind != LJG_SLOT_LOCAL)
     return false;
   const ljg_nest *n = &k->nests[s];
   ljg_view pick;
@@ -2719,85 +2722,191 @@ static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nes
   return !ljg_nests_read(k, k->win_out_slot, s, s + 1);
 }
 
-/* The argmax and maximum of the vw windows of output row oy from column ox0 on (pools_rows),
- * stored at position p0 of nest n's output and of the gathering nest's (pick): each of the
- * window's image rows two vectors of 2·vw columns, their even and odd lanes the window's two
- * taps, combined in the im2col's order of the taps as the argmax's reduction does (the first
- * of equal maxima, the first NaN). */
-static void pool_vector(ljc_kctx *kc, const ljg_nest *n, const ljg_nest *pick, const ljg_view *pick_view,
-                        const LLVMValueRef *rows, int vw, LLVMValueRef r, LLVMValueRef p0, LLVMValueRef ox0) {
+/* What emit_pool_rows's vectors share: the argmax nest and the gather it stores for, the
+ * vector type and width, the window's fill, the pointers to the window's image rows of the
+ * output row (a row of the fill where one lies outside the image), and the shuffles that take
+ * the even and the odd lanes of two vectors (column stride 2). */
+typedef struct pool_gen {
+  ljc_kctx *kc;
+  const ljg_nest *n, *pick;
+  ljg_view pick_view;
+  int vw;
+  LLVMTypeRef ct, vt;
+  LLVMValueRef fill;
+  LLVMValueRef rows[POOL_ROWS_MAX];
+  LLVMValueRef lanes[2];
+} pool_gen;
+
+/* A row of W fill values, a constant of the module: the image rows a padded window reads
+ * above or below the image. */
+static LLVMValueRef pool_pad_row(ljc_ir *ir, LLVMTypeRef ct, double fill, int64_t W) {
+  LLVMValueRef *v = ljb_xalloc((size_t)W * sizeof *v);
+  for (int64_t i = 0; i < W; i++) v[i] = ljc_const_f(ct, fill);
+  LLVMValueRef g = LLVMAddGlobal(ir->mod, LLVMArrayType2(ct, (uint64_t)W), "lj_pool_pad_row");
+  LLVMSetInitializer(g, LLVMConstArray2(ct, v, (uint64_t)W));
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(g, 64);
+  free(v);
+  return g;
+}
+
+/* The vw elements of image row `row` from column c on; where masked, the lanes outside the
+ * row's W columns the fill (a masked load: c may be negative, the vector may reach past the
+ * row's end). */
+static LLVMValueRef pool_load(pool_gen *g, LLVMValueRef row, LLVMValueRef c, bool masked) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)g->kc->k->win_dtype);
+  LLVMValueRef ptr = LLVMBuildGEP2(b, g->ct, row, &c, 1, "");
+  if (!masked) {
+    LLVMValueRef v = LLVMBuildLoad2(b, g->vt, ptr, "");
+    LLVMSetAlignment(v, esize);
+    return v;
+  }
+  LLVMValueRef iota[64];
+  for (int i = 0; i < g->vw; i++) iota[i] = ljc_const_i(ir->i32, i);
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)g->vw);
+  LLVMValueRef cols = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, c, ir->i32, ""), it),
+                                   LLVMConstVector(iota, (unsigned)g->vw), "");
+  LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntULT, cols, ljc_splat(ir, ljc_const_i(ir->i32, g->kc->k->win_img[3]), it), "");
+  LLVMTypeRef types[2] = {g->vt, ir->ptr};
+  LLVMValueRef args[4] = {ptr, ljc_const_i(ir->i32, (int64_t)esize), mask, g->fill};
+  return ljc_intrinsic_over(ir, "masked.load", 2, types, 4, args);
+}
+
+/* The argmax and maximum of the vw windows of the output row from column ox0 on (pools_rows),
+ * stored at position p0 of the argmax's output and of the gathering nest's: each tap a vector
+ * of its image row (of column stride 2, the even or the odd lanes of two vectors of 2·vw
+ * columns, which serve two taps), combined in the im2col's order of the taps as the argmax's
+ * reduction does (the first of equal maxima, the first NaN); masked where the vectors may
+ * reach outside the row. */
+static void pool_vector(pool_gen *g, LLVMValueRef r, LLVMValueRef p0, LLVMValueRef ox0, bool masked) {
+  ljc_kctx *kc = g->kc;
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  lj_dtype dt = (lj_dtype)k->win_dtype;
-  LLVMTypeRef ct = ljc_compute_type(ir, dt), vt = LLVMVectorType(ct, (unsigned)vw);
-  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)vw);
-  unsigned esize = (unsigned)lj_dtype_size(dt);
-  LLVMValueRef best = ljc_splat(ir, ljc_const_f(ct, -INFINITY), vt), at = LLVMConstNull(it);
-  LLVMValueRef lanes[2][64], spread[2][64];
-  for (int odd = 0; odd < 2; odd++) stride2_lanes(ir, vw, odd, lanes[odd], spread);
-  LLVMValueRef col = LLVMBuildNSWMul(b, ox0, ljc_i64(ir, 2), "");
-  for (int64_t kh = 0; kh < k->win[0]; kh++) {
-    LLVMValueRef half[2];
-    for (int h = 0; h < 2; h++) {
-      LLVMValueRef c = LLVMBuildNSWAdd(b, col, ljc_i64(ir, h * vw), "");
-      half[h] = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, ct, rows[kh], &c, 1, ""), "");
-      LLVMSetAlignment(half[h], esize);
+  const int64_t *a = k->win;
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)g->vw);
+  LLVMValueRef vals[POOL_ROWS_MAX * POOL_COLS_MAX], at[POOL_ROWS_MAX * POOL_COLS_MAX];
+  int nt = 0;
+  LLVMValueRef col = LLVMBuildNSWSub(b, LLVMBuildNSWMul(b, ox0, ljc_i64(ir, a[3]), ""), ljc_i64(ir, a[5]), "");
+  for (int64_t kh = 0; kh < a[0]; kh++)
+    for (int64_t kw0 = 0; kw0 < a[1]; kw0 += a[3]) {
+      LLVMValueRef c = LLVMBuildNSWAdd(b, col, ljc_i64(ir, kw0), ""), taps[2];
+      taps[0] = pool_load(g, g->rows[kh], c, masked);
+      if (a[3] == 2) {
+        LLVMValueRef c1 = LLVMBuildNSWAdd(b, c, ljc_i64(ir, g->vw), "");
+        LLVMValueRef second = pool_load(g, g->rows[kh], c1, masked), first = taps[0];
+        for (int odd = 0; odd < 2; odd++) taps[odd] = LLVMBuildShuffleVector(b, first, second, g->lanes[odd], "");
+      }
+      for (int64_t kw = kw0; kw < kw0 + a[3] && kw < a[1]; kw++, nt++) {
+        vals[nt] = taps[kw - kw0];
+        at[nt] = ljc_splat(ir, ljc_const_i(ir->i32, kh * a[1] + kw), it);
+      }
     }
-    for (int kw = 0; kw < 2; kw++) {
-      LLVMValueRef v = LLVMBuildShuffleVector(b, half[0], half[1], LLVMConstVector(lanes[kw], (unsigned)vw), "");
-      LLVMValueRef better = float_arg_better(b, true, v, best);
-      best = LLVMBuildSelect(b, better, v, best, "");
-      at = LLVMBuildSelect(b, better, ljc_splat(ir, ljc_const_i(ir->i32, kh * 2 + kw), it), at, "");
+  /* pairs of neighbours, earlier taps on the left: the same choice as one pass in order, in
+   * a chain of log2 of the taps' compares instead of one a tap */
+  for (; nt > 1; nt = (nt + 1) / 2)
+    for (int i = 0; i < nt; i += 2) {
+      if (i + 1 == nt) {
+        vals[i / 2] = vals[i], at[i / 2] = at[i];
+        continue;
+      }
+      LLVMValueRef better = float_arg_better(b, true, vals[i + 1], vals[i]);
+      vals[i / 2] = LLVMBuildSelect(b, better, vals[i + 1], vals[i], "");
+      at[i / 2] = LLVMBuildSelect(b, better, at[i + 1], at[i], "");
     }
-  }
+  LLVMValueRef best = vals[0];
+  const ljg_nest *n = g->n;
   ljc_point pt = {3, {r, p0, ljc_i64(ir, 0)}};
-  LLVMTypeRef xt = LLVMVectorType(ljc_compute_type(ir, n->out_dtype), (unsigned)vw);
+  LLVMTypeRef xt = LLVMVectorType(ljc_compute_type(ir, n->out_dtype), (unsigned)g->vw);
   LLVMValueRef off = ljc_slot_offset(kc, n->out_slot, &k->views[n->out_view], &pt);
   LLVMTypeRef st = ljc_storage_type(ir, n->out_dtype);
-  LLVMValueRef store = LLVMBuildStore(b, LLVMBuildIntCast2(b, at, xt, 0, ""),
+  LLVMValueRef store = LLVMBuildStore(b, LLVMBuildIntCast2(b, at[0], xt, 0, ""),
                                       LLVMBuildInBoundsGEP2(b, st, kc->slot_ptr[n->out_slot], &off, 1, ""));
   LLVMSetAlignment(store, (unsigned)lj_dtype_size((lj_dtype)n->out_dtype));
-  off = ljc_slot_offset(kc, pick->out_slot, pick_view, &pt);
-  store = LLVMBuildStore(b, best, LLVMBuildInBoundsGEP2(b, ct, kc->slot_ptr[pick->out_slot], &off, 1, ""));
-  LLVMSetAlignment(store, esize);
+  off = ljc_slot_offset(kc, g->pick->out_slot, &g->pick_view, &pt);
+  store = LLVMBuildStore(b, best, LLVMBuildInBoundsGEP2(b, g->ct, kc->slot_ptr[g->pick->out_slot], &off, 1, ""));
+  LLVMSetAlignment(store, (unsigned)lj_dtype_size((lj_dtype)k->win_dtype));
+}
+
+/* pool_vector for the vectors [j0, j1) of the output row whose positions start at p_row. */
+static void pool_vectors(pool_gen *g, LLVMValueRef r, LLVMValueRef p_row, int64_t j0, int64_t j1, bool masked) {
+  if (j0 >= j1) return;
+  ljc_ir *ir = g->kc->ir;
+  ljc_loop j;
+  ljc_loop_begin(ir, &j, ljc_i64(ir, j0), ljc_i64(ir, j1), false, 0, NULL);
+  LLVMValueRef ox0 = LLVMBuildNSWMul(ir->b, j.iv, ljc_i64(ir, g->vw), "");
+  pool_vector(g, r, LLVMBuildNSWAdd(ir->b, p_row, ox0, ""), ox0, masked);
+  ljc_loop_end(ir, &j, NULL, NULL);
+}
+
+/* Whether the vector of positions from column ox0 on reads only the row's own columns. */
+static bool pool_plain(const ljg_kernel *k, int vw, int64_t ox0) {
+  const int64_t *a = k->win;
+  int64_t span = a[3] == 2 ? 2 * vw + 2 * ((a[1] - 1) / 2) : vw + a[1] - 1; /* the columns loaded */
+  int64_t c = ox0 * a[3] - a[5];
+  return c >= 0 && c + span <= k->win_img[3];
 }
 
 /* A max-pool of a row-fused kernel (pools_rows) on the block's planes [lo, hi): each output
  * row's windows read from the image's rows a vector of positions at a time (the last vector
- * overlapping the one before it), their argmax and maximum stored as nests s and s + 1 would
- * (a nest mapping the maximum, maps_found, then runs on what nest s + 1's slot holds): no
- * im2col of KH·KW rows written and read back. */
+ * overlapping the one before it; masked loads for the vectors that reach into the padding or
+ * past the row's end, plain ones between them), their argmax and maximum stored as nests s
+ * and s + 1 would (a nest mapping the maximum, maps_found, then runs on what nest s + 1's slot
+ * holds): no im2col of KH·KW rows written and read back. */
 static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = kc->k;
-  const ljg_nest *n = &k->nests[s];
-  ljg_view pick_view;
-  LJ_ASSERT(picks_found(k, kc->nest_last, s, &pick_view));
-  int64_t C = k->win_img[1], OH = k->win_oh, OW = k->win_ow, KH = k->win[0];
-  int vw = ir->vec_bytes / (int)lj_dtype_size((lj_dtype)k->win_dtype);
-  while (vw > OW) vw /= 2;
+  const int64_t *a = k->win;
+  pool_gen g = {.kc = kc, .n = &k->nests[s], .pick = &k->nests[s + 1]};
+  LJ_ASSERT(picks_found(k, kc->nest_last, s, &g.pick_view));
+  int64_t C = k->win_img[1], H = k->win_img[2], W = k->win_img[3], OH = k->win_oh, OW = k->win_ow;
+  g.vw = ir->vec_bytes / (int)lj_dtype_size((lj_dtype)k->win_dtype);
+  while (g.vw > OW) g.vw /= 2;
+  g.ct = ljc_compute_type(ir, (lj_dtype)k->win_dtype);
+  g.vt = LLVMVectorType(g.ct, (unsigned)g.vw);
+  g.fill = ljc_splat(ir, ljc_const_f(g.ct, k->win_fill), g.vt);
+  LLVMValueRef lanes[64], spread[2][64];
+  for (int odd = 0; odd < 2; odd++) {
+    stride2_lanes(ir, g.vw, odd, lanes, spread);
+    g.lanes[odd] = LLVMConstVector(lanes, (unsigned)g.vw);
+  }
+  bool padded = a[4] > 0 || (OH - 1) * a[2] + a[0] > H;
+  LLVMValueRef pad = padded ? pool_pad_row(ir, g.ct, k->win_fill, W) : NULL;
+  /* the vectors [jlo, jhi) of a row read it plainly */
+  int64_t nvec = OW / g.vw, jlo = 0, jhi = nvec;
+  while (jlo < nvec && !pool_plain(k, g.vw, jlo * g.vw)) jlo++;
+  while (jhi > jlo && !pool_plain(k, g.vw, (jhi - 1) * g.vw)) jhi--;
   window_gen w = {0};
   w.kc = kc;
-  w.st = ljc_storage_type(ir, (lj_dtype)k->win_dtype);
-  ljc_loop task, oy, j;
+  w.st = g.ct;
+  ljc_loop task, oy;
   ljc_loop_begin(ir, &task, lo, hi, true, 0, NULL);
   w.n = LLVMBuildUDiv(b, task.iv, ljc_i64(ir, C), "");
   w.c = LLVMBuildURem(b, task.iv, ljc_i64(ir, C), "");
   ljc_loop_begin(ir, &oy, ljc_i64(ir, 0), ljc_i64(ir, OH), false, 0, NULL);
-  LLVMValueRef rows[POOL_ROWS_MAX];
-  for (int64_t kh = 0; kh < KH; kh++)
-    rows[kh] = window_src(&w, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, KH), ""), ljc_i64(ir, kh), ""),
-                          ljc_i64(ir, 0));
+  for (int64_t kh = 0; kh < a[0]; kh++) {
+    LLVMValueRef iy = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, a[2]), ""), ljc_i64(ir, kh - a[4]), "");
+    if (!padded) {
+      g.rows[kh] = window_src(&w, iy, ljc_i64(ir, 0));
+      continue;
+    }
+    LLVMValueRef inside = LLVMBuildICmp(b, LLVMIntULT, iy, ljc_i64(ir, H), "");
+    LLVMValueRef row = window_src(&w, LLVMBuildSelect(b, inside, iy, ljc_i64(ir, 0), ""), ljc_i64(ir, 0));
+    g.rows[kh] = LLVMBuildSelect(b, inside, row, pad, "");
+  }
   LLVMValueRef p_row = LLVMBuildNSWMul(b, oy.iv, ljc_i64(ir, OW), "");
-  ljc_loop_begin(ir, &j, ljc_i64(ir, 0), ljc_i64(ir, OW / vw), false, 0, NULL);
-  LLVMValueRef ox0 = LLVMBuildNSWMul(b, j.iv, ljc_i64(ir, vw), "");
-  pool_vector(kc, n, n + 1, &pick_view, rows, vw, task.iv, LLVMBuildNSWAdd(b, p_row, ox0, ""), ox0);
-  ljc_loop_end(ir, &j, NULL, NULL);
-  if (OW % vw) {
-    LLVMValueRef last = ljc_i64(ir, OW - vw);
-    pool_vector(kc, n, n + 1, &pick_view, rows, vw, task.iv, LLVMBuildNSWAdd(b, p_row, last, ""), last);
+  pool_vectors(&g, task.iv, p_row, 0, jlo, true);
+  pool_vectors(&g, task.iv, p_row, jlo, jhi, false);
+  pool_vectors(&g, task.iv, p_row, jhi, nvec, true);
+  if (OW % g.vw) {
+    int64_t last = OW - g.vw;
+    pool_vector(&g, task.iv, LLVMBuildNSWAdd(b, p_row, ljc_i64(ir, last), ""), ljc_i64(ir, last),
+                !pool_plain(k, g.vw, last));
   }
   ljc_loop_end(ir, &oy, NULL, NULL);
   ljc_loop_end(ir, &task, NULL, NULL);
