@@ -1,7 +1,7 @@
 /* Non-temporal stores (codegen_llvm/stream.c): with a low LJ_NT_STORE_KB, kernels writing
  * large outputs (loops', a depthwise convolution's forward sums' and input gradient's, and
- * the nests after the sums, a product's C from its GEMM routine) store them with
- * non-temporal vector stores and fence; the values match the interpreter whatever the task
+ * the nests after the sums, a max-pool's gradient's image, a product's C from its GEMM
+ * routine) store them with non-temporal vector stores and fence; the values match the interpreter whatever the task
  * ranges' alignment (odd sizes, two threads, row lengths that are and are not whole vectors),
  * and nothing streams when the threshold is 0 or not met. */
 #include "test_util.h"
@@ -160,6 +160,35 @@ START_TEST(test_stream_depthwise_image) {
 }
 END_TEST
 
+/* A max-pool's gradient that stores the image a row at a time from the windows' values and
+ * positions (lower.c's emit_unpool) streams it where its rows are whole cache lines (48
+ * floats: of stride 2, 3×3 padded by 1, each row ending in a vector that overlaps the one
+ * before; of stride 1), and not where they are not (28 floats); one and two threads. All
+ * match the interpreter (the overlapping windows' sums in another order). */
+START_TEST(test_stream_unpool_image) {
+  static const int64_t widths[] = {48, 28};
+  for (int i = 0; i < 2; i++)
+    for (int stride = 1; stride <= 2; stride++) {
+      char path[64];
+      init_streaming(256, stride, NULL, path, sizeof path);
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, 16, 34, widths[i]), TU_ANY, 12);
+      ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+      lj_scope_begin();
+      lj_tensor *y = lj_max_pool2d(x, (const int[]){3, 3}, (const int[]){stride, stride}, (const int[]){1, 1});
+      lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 13);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *dx = lj_tensor_grad(x);
+      tu_check_interp_tol(1, &dx, 1e-5, 1e-6);
+      lj_scope_end();
+      lj_tensor_release(x);
+      char *text = tu_take_saved(path);
+      ck_assert_msg((count(text, "movnt") > 0) == (i == 0), "width %lld, stride %d", (long long)widths[i], stride);
+      free(text);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* A depthwise convolution's forward product, its sums read from the image's rows: they write
  * the output (starting from the bias where there is one, taking a relu after it) and stream
  * it where its rows are whole cache lines (32 floats, not 28). All match the interpreter. */
@@ -307,6 +336,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_stream_rows, 0, 2);
   tcase_add_test(tc, test_stream_whole_lines);
   tcase_add_test(tc, test_stream_depthwise_image);
+  tcase_add_test(tc, test_stream_unpool_image);
   tcase_add_test(tc, test_stream_depthwise_forward);
   tcase_add_test(tc, test_stream_matmul);
   tcase_add_test(tc, test_stream_conv_bias);

@@ -387,6 +387,10 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
 bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *at, int64_t *step);
 /* lower.c: whether nest s of kernel k runs a loop of its own (shares none with another). */
 bool ljc_nest_alone(const ljg_kernel *k, int s);
+/* lower.c: whether kernel k is a max-pool's gradient whose column buffer is not written: its
+ * code stores each row of the image, a plane after another, from the windows' values and
+ * positions (the image's rows at whole vectors of each plane's start). */
+bool ljc_unpools(const ljg_program *p, const ljg_kernel *k);
 /* Where the bias of row m of matrix bi of C is (of type t; the argument block's BIAS, read
  * only where that is not NULL). */
 LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m);

@@ -610,7 +610,6 @@ static bool nest_has(const ljg_kernel *k, const ljg_nest *nest, bool (*is)(const
 static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
-static bool unpools(const ljg_program *p, const ljg_kernel *k);
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
@@ -1580,7 +1579,7 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     stream_text(&line, p, ki, session);
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
-    if (unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
+    if (ljc_unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
     if (pools_rows(p, k, last, k->win_at))
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
     if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
@@ -2918,13 +2917,12 @@ static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi
  * (each a row of its code). */
 enum { UNPOOL_ROWS_MAX = 8 };
 
-/* Whether kernel k is a max-pool's gradient laid out by col2im (max_pool2d's vjp): its nests
- * fill a LOCAL column buffer with zeros and scatter one value per window along the taps into
- * it (fills_for_scatter), its window the col2im of that buffer, of f32 or f64, with a column
+/* A max-pool's gradient laid out by col2im (max_pool2d's vjp), ljc_unpools: its nests fill a
+ * LOCAL column buffer with zeros and scatter one value per window along the taps into it
+ * (fills_for_scatter), its window the col2im of that buffer, of f32 or f64, with a column
  * stride of 1 or 2 that divides the image's width (one or two vectors to interleave; at
- * least 2 columns of each residue, every target's vectors at least 2 lanes). Then the buffer
- * is not written: emit_unpool stores each image row from the windows' values and positions. */
-static bool unpools(const ljg_program *p, const ljg_kernel *k) {
+ * least 2 columns of each residue, every target's vectors at least 2 lanes). */
+bool ljc_unpools(const ljg_program *p, const ljg_kernel *k) {
   if (k->kind != LJG_K_WINDOW || k->win_op != LJG_OP_COL2IM || k->nnests != 2 || k->win_at != 2 ||
       !fills_for_scatter(k, 0))
     return false;
@@ -3003,7 +3001,7 @@ static void unpool_vector(ljc_kctx *kc, LLVMValueRef vals, LLVMValueRef pos, con
   LLVMSetAlignment(LLVMBuildStore(b, row, LLVMBuildInBoundsGEP2(b, ct, dst, &col, 1, "")), esize);
 }
 
-/* A max-pool's gradient (unpools): per plane, the scatter's values and positions at each
+/* A max-pool's gradient (ljc_unpools): per plane, the scatter's values and positions at each
  * window (vals and pos, LOCAL to the call; a bad position reported, stored as -1), then each
  * image row from them (unpool_vector): no column buffer of KH·KW rows written and read back,
  * no zeros stored first, the same sums in the same order as the col2im's. */
@@ -3233,7 +3231,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
     emit_matmul(&kc, begin, end, ljc_const_i(ir->i1, 1));
   else if (k->kind == LJG_K_WINDOW && k->row_block == 0)
     emit_window(&kc, begin, end);
-  else if (unpools(p, k))
+  else if (ljc_unpools(p, k))
     emit_unpool(&kc, nest_check, begin, end);
   else if (k->row_block > 0 && k->mm_col_tasks)
     emit_column_block(&kc, nest_check, begin, end);

@@ -37,14 +37,16 @@
 /* Whether cpu streams the output of a nest run behind (above). */
 static bool streams_behind(const char *cpu) { return strcmp(cpu, "znver4") != 0; }
 
-/* A depthwise convolution's input gradient computed from dY's rows (ljc_depthwise_image)
- * writes its image a plane after another, each row's vectors inside it aligned where its rows
- * are whole lines (depthwise.c): streamed when it is not LOCAL. Of stride 2, 3×3 over 128
- * channels of 112×112 at batch 32, the kernel took 17.1 ms with ordinary stores, 8.4 streamed
- * (8.9 and 6.9 on two threads). */
+/* A depthwise convolution's input gradient computed from dY's rows (ljc_depthwise_image), and
+ * a max-pool's gradient stored from its windows' values and positions (ljc_unpools), write
+ * their image a plane after another, each row's vectors inside it aligned where its rows are
+ * whole lines: streamed when it is not LOCAL. Of stride 2, 3×3 over 128 channels of 112×112
+ * at batch 32, the depthwise kernel took 17.1 ms with ordinary stores, 8.4 streamed (8.9 and
+ * 6.9 on two threads); ResNet's max-pool gradient over [8, 64, 112, 112], one thread, 3.15
+ * and 1.80-2.10. */
 static bool streams_image(const ljg_program *p, const ljg_kernel *k, int64_t nt_store_bytes) {
   const ljg_slot *s = &p->slots[k->win_out_slot];
-  return ljc_depthwise_image(p, k) && s->kind != LJG_SLOT_LOCAL && 2 * s->nbytes >= nt_store_bytes &&
+  return (ljc_depthwise_image(p, k) || ljc_unpools(p, k)) && s->kind != LJG_SLOT_LOCAL && 2 * s->nbytes >= nt_store_bytes &&
          k->win_img[3] * (int64_t)lj_dtype_size((lj_dtype)k->win_dtype) % LJC_LINE_BYTES == 0;
 }
 
