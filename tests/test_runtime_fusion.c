@@ -2904,6 +2904,54 @@ START_TEST(test_conv_input_gradient_fusion) {
 }
 END_TEST
 
+/* A convolution's input gradient of stride 2 sums its windows into the image's four phase
+ * planes (rows and columns by parity) on the stack and interleaves them into the image: 3×3
+ * padded by 1 (ResNet's), 2×2 padded by 1, 5×5, 7×7 and 4×4 with their paddings, a plane of 4
+ * columns (two a phase), 16-lane rows with a masked rest and
+ * rows of whole vectors; not for an odd image, a column stride of 1 or an image over 128 KiB
+ * (f64 130×130). f32 and f64, one and two threads (planes split between them); the lowering's
+ * text says which; values against the interpreter. */
+START_TEST(test_col2im_phases) {
+  static const struct {
+    int k, pad, sw;
+    int64_t h, w;
+    lj_dtype dt;
+    bool phases;
+  } cases[] = {{3, 1, 2, 20, 22, LJ_F32, true},   {2, 1, 2, 14, 14, LJ_F32, true},  {5, 2, 2, 16, 18, LJ_F64, true},
+               {7, 3, 2, 20, 20, LJ_F32, true},   {4, 1, 2, 12, 12, LJ_F64, true},  {3, 1, 2, 6, 4, LJ_F32, true},
+               {3, 1, 2, 64, 64, LJ_F32, true},   {3, 1, 2, 130, 130, LJ_F32, true}, {3, 0, 2, 11, 13, LJ_F32, false},
+               {3, 1, 1, 12, 12, LJ_F32, false},  {3, 1, 2, 130, 130, LJ_F64, false}};
+  for (int threads = 1; threads <= 2; threads++)
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+      tu_init_threads(threads);
+      lj_dtype dt = cases[c].dt;
+      int64_t cin = cases[c].h > 100 ? 2 : 6;
+      lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, cin, cases[c].h, cases[c].w), TU_ANY, 90 + c);
+      lj_tensor *w = tu_tensor(dt, LJ_SHAPE(8, cin, cases[c].k, cases[c].k), TU_ANY, 110 + c);
+      lj_tensor_set_requires_grad(x, true);
+      lj_scope_begin();
+      const int stride[2] = {2, cases[c].sw}, pad[2] = {cases[c].pad, cases[c].pad};
+      lj_tensor *y = lj_conv2d(x, w, NULL, stride, pad, NULL, 1);
+      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 130 + c);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *dx = lj_tensor_grad(x);
+      ljg_graph *opt;
+      ljg_program *p = program_of(dx, &opt);
+      char *lowering = ljc_lowering_text(p, NULL);
+      bool phases = strstr(lowering, "sums its windows into the image's phase planes") != NULL;
+      ck_assert_msg(phases == cases[c].phases, "case %zu: %s", c, lowering);
+      free(lowering);
+      free_program(p, opt);
+      double tol = dt == LJ_F32 ? 1e-4 : 1e-12; /* sums of up to 392 products */
+      tu_check_interp_tol(1, &dx, tol, tol);
+      lj_scope_end();
+      lj_tensor_release(x);
+      lj_tensor_release(w);
+      lj_shutdown();
+    }
+}
+END_TEST
+
 /* The buffer plan places what a row-fused kernel's nests write like any kernel's output: in
  * scratch memory freed by temps whose last reader has run. sigmoid(x) feeds a matmul whose
  * product feeds a second matmul with a tanh epilogue, which a third matmul reads: the
@@ -3364,6 +3412,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_pad_one_kernel);
   tcase_add_test(tc, test_copy_rows_memcpy);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
+  tcase_add_test(tc, test_col2im_phases);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);
   tcase_add_test(tc, test_matmul_column_tasks_with_nests);

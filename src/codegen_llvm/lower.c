@@ -611,6 +611,7 @@ static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
+static bool col2im_phases(const ljg_kernel *k);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1580,6 +1581,9 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (ljc_unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
+    else if (ljg_kernel_has_window(k) && col2im_phases(k) && !ljc_depthwise_image(p, k) &&
+             !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k)))
+      ljb_str_puts(&line, "; the col2im sums its windows into the image's phase planes");
     if (pools_rows(p, k, last, k->win_at))
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
     if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
@@ -2572,6 +2576,112 @@ static void emit_col2im_pairs(window_gen *w, LLVMValueRef plane) {
   ljc_loop_end(ir, &kh, NULL, NULL);
 }
 
+/* The most bytes of an image whose col2im goes through phase planes (col2im_phases), which
+ * take its size on the stack. */
+enum { COL2IM_PHASES_MAX_BYTES = 128 << 10 };
+
+/* Whether col2im's windows of stride 2 are summed into the image's four phase planes
+ * (emit_col2im_phases): f32 or f64, strides 2 and no dilation, an even image of at most
+ * COL2IM_PHASES_MAX_BYTES with at least 2 columns a phase, windows that do not tile it in
+ * pairs (tiles_in_pairs), the window rows' positions contiguous. */
+static bool col2im_phases(const ljg_kernel *k) {
+  const int64_t *a = k->win, *img = k->win_img;
+  lj_dtype dt = (lj_dtype)k->win_dtype;
+  const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
+  return k->win_op == LJG_OP_COL2IM && (dt == LJ_F32 || dt == LJ_F64) && a[2] == 2 && a[3] == 2 && a[6] == 1 &&
+         a[7] == 1 && img[2] % 2 == 0 && img[3] % 2 == 0 && img[3] >= 4 &&
+         img[2] * img[3] * (int64_t)lj_dtype_size(dt) <= COL2IM_PHASES_MAX_BYTES && !tiles_in_pairs(k) &&
+         sv->n == 1 && ljg_view_top(sv)->stride[2] == 1;
+}
+
+/* dst[at, at + vw) += src[at, at + vw) (vw lanes of storage type st, esize bytes each): the
+ * lanes `mask` only where it is not NULL. */
+static void add_lanes(ljc_ir *ir, LLVMTypeRef st, int vw, int esize, LLVMValueRef dst, LLVMValueRef src,
+                      LLVMValueRef at, LLVMValueRef mask) {
+  LLVMBuilderRef b = ir->b;
+  LLVMTypeRef vt = LLVMVectorType(st, (unsigned)vw);
+  LLVMValueRef ps = LLVMBuildInBoundsGEP2(b, st, src, &at, 1, ""), pd = LLVMBuildInBoundsGEP2(b, st, dst, &at, 1, "");
+  if (mask) {
+    LLVMValueRef sum = LLVMBuildFAdd(b, ljc_masked_load(ir, vt, pd, esize, mask), ljc_masked_load(ir, vt, ps, esize, mask), "");
+    ljc_masked_store(ir, sum, pd, esize, mask);
+    return;
+  }
+  LLVMValueRef x = LLVMBuildLoad2(b, vt, ps, ""), y = LLVMBuildLoad2(b, vt, pd, "");
+  LLVMSetAlignment(x, (unsigned)esize);
+  LLVMSetAlignment(y, (unsigned)esize);
+  LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, y, x, ""), pd), (unsigned)esize);
+}
+
+/* dst[0, n) += src[0, n): vectors of vw lanes, then one masked vector for the rest. */
+static void add_run(ljc_ir *ir, LLVMTypeRef st, int vw, int esize, LLVMValueRef dst, LLVMValueRef src, int64_t n) {
+  ljc_loop q;
+  ljc_loop_begin(ir, &q, ljc_i64(ir, 0), ljc_i64(ir, n / vw), true, 0, NULL);
+  add_lanes(ir, st, vw, esize, dst, src, LLVMBuildNSWMul(ir->b, q.iv, ljc_i64(ir, vw), ""), NULL);
+  ljc_loop_end(ir, &q, NULL, NULL);
+  int64_t rest = n % vw;
+  if (!rest) return;
+  LLVMValueRef lanes[64];
+  for (int i = 0; i < vw; i++) lanes[i] = LLVMConstInt(ir->i1, i < rest, 0);
+  add_lanes(ir, st, vw, esize, dst, src, ljc_i64(ir, n - rest), LLVMConstVector(lanes, (unsigned)vw));
+}
+
+/* col2im of stride 2 through phase planes (col2im_phases): image element (2i + py, 2j + px)
+ * is element (i, j) of phase plane (py, px), and tap (kh, kw) of window (oh, ow) lands in
+ * plane ((kh - ph) mod 2, (kw - pw) mod 2) at (oh + ⌊(kh - ph) / 2⌋, ow + ⌊(kw - pw) / 2⌋):
+ * each tap's window row adds to a run of a plane's row at a fixed shift, a vector at a time,
+ * into planes zeroed first (at `phases`, H·W elements), the taps in col2im's order; then each
+ * image row is its two planes' rows interleaved (store_pairs). Against the adds into the image
+ * itself (two loads, spreads and stores for a vector of a window row), a few vector adds. */
+static void emit_col2im_phases(window_gen *w, LLVMValueRef plane, LLVMValueRef phases) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  const int64_t *a = k->win;
+  int64_t H2 = k->win_img[2] / 2, W2 = k->win_img[3] / 2, OH = k->win_oh, OW = k->win_ow;
+  unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->win_dtype);
+  int vw = ir->vec_bytes / (int)esize;
+  LLVMBuildMemSet(b, phases, LLVMConstInt(ir->i8, 0, 0), ljc_i64(ir, 4 * H2 * W2 * (int64_t)esize), 64);
+  for (int64_t kh = 0; kh < a[0]; kh++)
+    for (int64_t kw = 0; kw < a[1]; kw++) {
+      int64_t py = ((kh - a[4]) % 2 + 2) % 2, px = ((kw - a[5]) % 2 + 2) % 2;
+      int64_t dy = (kh - a[4] - py) / 2, dx = (kw - a[5] - px) / 2;
+      /* windows (oh, ow) whose tap lands in the plane: 0 <= oh + dy < H2, 0 <= ow + dx < W2 */
+      int64_t oh0 = dy < 0 ? -dy : 0, oh1 = H2 - dy < OH ? H2 - dy : OH;
+      int64_t ow0 = dx < 0 ? -dx : 0, ow1 = W2 - dx < OW ? W2 - dx : OW;
+      if (oh0 >= oh1 || ow0 >= ow1) continue;
+      LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->c, ljc_i64(ir, a[0] * a[1]), ""),
+                                       ljc_i64(ir, kh * a[1] + kw), "");
+      ljc_loop oh;
+      ljc_loop_begin(ir, &oh, ljc_i64(ir, oh0), ljc_i64(ir, oh1), false, 0, NULL);
+      LLVMValueRef src = window_src(w, r, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, OW), ""),
+                                                          ljc_i64(ir, ow0), ""));
+      LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, W2), ""),
+                                        ljc_i64(ir, (2 * py + px) * H2 * W2 + dy * W2 + ow0 + dx), "");
+      add_run(ir, w->st, vw, (int)esize, LLVMBuildInBoundsGEP2(b, w->st, phases, &at, 1, ""), src, ow1 - ow0);
+      ljc_loop_end(ir, &oh, NULL, NULL);
+    }
+  int v = vw;
+  while (v > W2) v /= 2;
+  ljc_loop i, q;
+  ljc_loop_begin(ir, &i, ljc_i64(ir, 0), ljc_i64(ir, H2), false, 0, NULL);
+  for (int py = 0; py < 2; py++) {
+    LLVMValueRef src[2];
+    for (int px = 0; px < 2; px++) {
+      LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, i.iv, ljc_i64(ir, W2), ""),
+                                        ljc_i64(ir, (2 * py + px) * H2 * W2), "");
+      src[px] = LLVMBuildInBoundsGEP2(b, w->st, phases, &at, 1, "");
+    }
+    LLVMValueRef row = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, i.iv, ljc_i64(ir, 2), ""), ljc_i64(ir, py), "");
+    LLVMValueRef rowoff = LLVMBuildNSWMul(b, row, ljc_i64(ir, 2 * W2), "");
+    LLVMValueRef dst = LLVMBuildInBoundsGEP2(b, w->st, plane, &rowoff, 1, "");
+    ljc_loop_begin(ir, &q, ljc_i64(ir, 0), ljc_i64(ir, W2 / v), false, 0, NULL);
+    store_pairs(ir, w->st, esize, v, src[0], src[1], dst, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, v), ""));
+    ljc_loop_end(ir, &q, NULL, NULL);
+    if (W2 % v) store_pairs(ir, w->st, esize, v, src[0], src[1], dst, ljc_i64(ir, W2 - v));
+  }
+  ljc_loop_end(ir, &i, NULL, NULL);
+}
+
 /* A window of at most this many positions has its (kh, kw) loops unrolled when it is emitted:
  * each position's valid columns are then constants, and its row copies short loops of a
  * fixed length (a pooling window's rows are a few vectors each). */
@@ -2630,7 +2740,8 @@ static void window_rows(window_gen *w, LLVMValueRef out, LLVMValueRef khv, LLVMV
 }
 
 /* One (n, c) plane per task: each window position's rows (window_rows); col2im first zeroes
- * the plane, or stores the windows instead when they tile it in pairs of columns. */
+ * the plane, or stores the windows instead when they tile it in pairs of columns, or sums them
+ * into phase planes (of stride 2) that it then interleaves into the image. */
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -2645,6 +2756,7 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef fill = ljg_dtype_is_float((lj_dtype)k->win_dtype) ? ljc_const_f(ct, to_cols ? k->win_fill : 0)
                                                                  : ljc_const_i(ct, 0);
   w.fill = ljc_to_storage(ir, fill, (lj_dtype)k->win_dtype);
+  LLVMValueRef phases = col2im_phases(k) ? ljc_entry_array(ir, w.st, H * W) : NULL;
   ljc_loop tasks;
   ljc_loop_begin(ir, &tasks, begin, end, true, 0, NULL);
   w.n = LLVMBuildUDiv(b, tasks.iv, ljc_i64(ir, C), "");
@@ -2653,8 +2765,11 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef base = LLVMBuildNSWMul(b, tasks.iv, ljc_i64(ir, plane), "");
   if (kc->slot_origin[k->win_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->win_out_slot], "");
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->win_out_slot], &base, 1, "");
-  if (tiles_in_pairs(k)) {
-    emit_col2im_pairs(&w, out);
+  if (tiles_in_pairs(k) || phases) {
+    if (phases)
+      emit_col2im_phases(&w, out, phases);
+    else
+      emit_col2im_pairs(&w, out);
     ljc_loop_end(ir, &tasks, NULL, NULL);
     return;
   }
