@@ -2904,6 +2904,39 @@ START_TEST(test_conv_input_gradient_fusion) {
 }
 END_TEST
 
+/* A convolution's input gradient whose blocks are parts of an image takes a multiple of 8
+ * planes (72 rows of C, whole register tiles of 8 rows) where its columns' room gives 9 or
+ * more (ResNet-18's 64 -> 128 channels over 56×56: 83 rows of 784 in 256 KiB, 9 planes, 81
+ * rows, a last tile of one row), and fewer planes as they come (5 at 112×112, 48 rows of
+ * 3136 as parts of the image's 576). Values against the interpreter. */
+START_TEST(test_conv_input_gradient_blocks) {
+  static const struct {
+    int64_t h, block;
+  } cases[] = {{56, 8}, {112, 5}};
+  for (size_t c = 0; c < 2; c++) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 64, cases[c].h, cases[c].h), TU_ANY, 150);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(32, 64, 3, 3), TU_ANY, 151);
+    lj_tensor_set_requires_grad(x, true);
+    lj_scope_begin();
+    lj_tensor *y = lj_conv2d(x, w, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 152);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *dx = lj_tensor_grad(x);
+    ljg_graph *opt;
+    ljg_program *p = program_of(dx, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    const ljg_kernel *k = &p->kernels[0];
+    ck_assert(k->kind == LJG_K_MATMUL && k->win_op == LJG_OP_COL2IM && k->mm_task_rows == 9);
+    ck_assert_int_eq(k->row_block, cases[c].block);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &dx, 1e-4, 1e-4); /* sums of 32 products */
+    lj_scope_end();
+    lj_tensor_release(x);
+    lj_tensor_release(w);
+  }
+}
+END_TEST
+
 /* A convolution's input gradient of stride 2 sums its windows into the image's four phase
  * planes (rows and columns by parity) on the stack and interleaves them into the image: 3×3
  * padded by 1 (ResNet's), 2×2 padded by 1, 5×5, 7×7 and 4×4 with their paddings, a plane of 4
@@ -3413,6 +3446,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_copy_rows_memcpy);
   tcase_add_test(tc, test_conv_input_gradient_fusion);
   tcase_add_test(tc, test_col2im_phases);
+  tcase_add_test(tc, test_conv_input_gradient_blocks);
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);
   tcase_add_test(tc, test_matmul_column_tasks_with_nests);
