@@ -611,7 +611,7 @@ static bool has_random(const ljg_kernel *k, const ljg_nest *nest);
 static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
-static bool col2im_phases(const ljg_kernel *k);
+static bool col2im_rows(const ljg_kernel *k);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1581,9 +1581,9 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
     if (ljc_unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
-    else if (ljg_kernel_has_window(k) && col2im_phases(k) && !ljc_depthwise_image(p, k) &&
+    else if (ljg_kernel_has_window(k) && col2im_rows(k) && !ljc_depthwise_image(p, k) &&
              !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k)))
-      ljb_str_puts(&line, "; the col2im sums its windows into the image's phase planes");
+      ljb_str_puts(&line, "; the col2im gathers each image row from the windows that reach it");
     if (pools_rows(p, k, last, k->win_at))
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
     if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
@@ -2519,29 +2519,35 @@ static bool tiles_in_pairs(const ljg_kernel *k) {
          a[6] == 1 && a[7] == 1 && k->win_oh * a[0] == k->win_img[2] && k->win_ow * 2 == k->win_img[3];
 }
 
-/* Stores the pairs of columns ow .. ow + v - 1 of window rows src0 (kw = 0) and src1 (kw = 1)
- * interleaved at dst + 2·ow: v-lane vectors (v > 1) shuffled into two, or one pair. */
-static void store_pairs(ljc_ir *ir, LLVMTypeRef st, unsigned esize, int v, LLVMValueRef src0, LLVMValueRef src1,
-                        LLVMValueRef dst, LLVMValueRef ow) {
+/* Stores x0 and x1 (v-lane vectors, or scalars for v = 1) interleaved at dst + 2·ow:
+ * shuffled into two vectors, or one pair. */
+static void store_interleaved(ljc_ir *ir, LLVMTypeRef st, unsigned esize, int v, LLVMValueRef x0, LLVMValueRef x1,
+                              LLVMValueRef dst, LLVMValueRef ow) {
   LLVMBuilderRef b = ir->b;
-  LLVMTypeRef vt = v > 1 ? LLVMVectorType(st, (unsigned)v) : st;
-  LLVMValueRef x[2];
-  LLVMValueRef srcs[2] = {src0, src1};
-  for (int j = 0; j < 2; j++) {
-    x[j] = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, st, srcs[j], &ow, 1, ""), "");
-    LLVMSetAlignment(x[j], esize);
-  }
   LLVMValueRef at = LLVMBuildNSWMul(b, ow, ljc_i64(ir, 2), "");
   for (int h = 0; h < 2; h++) {
-    LLVMValueRef val = x[h];
+    LLVMValueRef val = h ? x1 : x0;
     if (v > 1) {
       LLVMValueRef lanes[128];
       for (int i = 0; i < v; i++) lanes[i] = ljc_const_i(ir->i32, (i & 1) * v + h * v / 2 + i / 2);
-      val = LLVMBuildShuffleVector(b, x[0], x[1], LLVMConstVector(lanes, (unsigned)v), "");
+      val = LLVMBuildShuffleVector(b, x0, x1, LLVMConstVector(lanes, (unsigned)v), "");
     }
     LLVMValueRef off = LLVMBuildNSWAdd(b, at, ljc_i64(ir, v > 1 ? h * v : h), "");
     LLVMSetAlignment(LLVMBuildStore(b, val, LLVMBuildInBoundsGEP2(b, st, dst, &off, 1, "")), esize);
   }
+}
+
+/* Stores the pairs of columns ow .. ow + v - 1 of window rows src0 (kw = 0) and src1 (kw = 1)
+ * interleaved at dst + 2·ow (store_interleaved). */
+static void store_pairs(ljc_ir *ir, LLVMTypeRef st, unsigned esize, int v, LLVMValueRef src0, LLVMValueRef src1,
+                        LLVMValueRef dst, LLVMValueRef ow) {
+  LLVMTypeRef vt = v > 1 ? LLVMVectorType(st, (unsigned)v) : st;
+  LLVMValueRef x[2], srcs[2] = {src0, src1};
+  for (int j = 0; j < 2; j++) {
+    x[j] = LLVMBuildLoad2(ir->b, vt, LLVMBuildInBoundsGEP2(ir->b, st, srcs[j], &ow, 1, ""), "");
+    LLVMSetAlignment(x[j], esize);
+  }
+  store_interleaved(ir, st, esize, v, x[0], x[1], dst, ow);
 }
 
 /* col2im of windows that tile in pairs (tiles_in_pairs): every image row ih = oh·KH + kh is
@@ -2576,108 +2582,149 @@ static void emit_col2im_pairs(window_gen *w, LLVMValueRef plane) {
   ljc_loop_end(ir, &kh, NULL, NULL);
 }
 
-/* The most bytes of an image whose col2im goes through phase planes (col2im_phases), which
- * take its size on the stack. */
-enum { COL2IM_PHASES_MAX_BYTES = 128 << 10 };
+/* A row of n elements of ct, each `fill`, a constant of the module: what a window reads above
+ * or below its image (a max-pool's -inf, zeros for col2im). */
+static LLVMValueRef fill_row(ljc_ir *ir, LLVMTypeRef ct, double fill, int64_t n) {
+  LLVMValueRef *v = ljb_xalloc((size_t)n * sizeof *v);
+  for (int64_t i = 0; i < n; i++) v[i] = ljc_const_f(ct, fill);
+  LLVMValueRef g = LLVMAddGlobal(ir->mod, LLVMArrayType2(ct, (uint64_t)n), "lj_fill_row");
+  LLVMSetInitializer(g, LLVMConstArray2(ct, v, (uint64_t)n));
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
+  LLVMSetAlignment(g, 64);
+  free(v);
+  return g;
+}
 
-/* Whether col2im's windows of stride 2 are summed into the image's four phase planes
- * (emit_col2im_phases): f32 or f64, strides 2 and no dilation, an even image of at most
- * COL2IM_PHASES_MAX_BYTES with at least 2 columns a phase, windows that do not tile it in
- * pairs (tiles_in_pairs), the window rows' positions contiguous. */
-static bool col2im_phases(const ljg_kernel *k) {
+/* The widest window rows whose col2im of stride 2 gathers each image row (col2im_rows), which
+ * reads the windows above or below the window rows from a row of zeros that long, and the
+ * most taps it takes (each a row of its code). */
+enum { COL2IM_ZERO_ROW_MAX = 8192, COL2IM_TAPS_MAX = 49 };
+
+/* Whether col2im's windows of stride 2 are gathered into each image row instead of added into
+ * the image (emit_col2im_rows): f32 or f64, strides 2 and no dilation, an even image with at
+ * least 2 columns of each parity, windows that do not tile it in pairs (tiles_in_pairs), the
+ * window rows' positions contiguous. */
+static bool col2im_rows(const ljg_kernel *k) {
   const int64_t *a = k->win, *img = k->win_img;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   const ljg_view *sv = &k->views[k->exprs[k->win_src].view];
   return k->win_op == LJG_OP_COL2IM && (dt == LJ_F32 || dt == LJ_F64) && a[2] == 2 && a[3] == 2 && a[6] == 1 &&
-         a[7] == 1 && img[2] % 2 == 0 && img[3] % 2 == 0 && img[3] >= 4 &&
-         img[2] * img[3] * (int64_t)lj_dtype_size(dt) <= COL2IM_PHASES_MAX_BYTES && !tiles_in_pairs(k) &&
-         sv->n == 1 && ljg_view_top(sv)->stride[2] == 1;
+         a[7] == 1 && img[2] % 2 == 0 && img[3] % 2 == 0 && img[3] >= 4 && k->win_ow <= COL2IM_ZERO_ROW_MAX &&
+         a[0] * a[1] <= COL2IM_TAPS_MAX &&
+         !tiles_in_pairs(k) && sv->n == 1 && ljg_view_top(sv)->stride[2] == 1;
 }
 
-/* dst[at, at + vw) += src[at, at + vw) (vw lanes of storage type st, esize bytes each): the
- * lanes `mask` only where it is not NULL. */
-static void add_lanes(ljc_ir *ir, LLVMTypeRef st, int vw, int esize, LLVMValueRef dst, LLVMValueRef src,
-                      LLVMValueRef at, LLVMValueRef mask) {
-  LLVMBuilderRef b = ir->b;
-  LLVMTypeRef vt = LLVMVectorType(st, (unsigned)vw);
-  LLVMValueRef ps = LLVMBuildInBoundsGEP2(b, st, src, &at, 1, ""), pd = LLVMBuildInBoundsGEP2(b, st, dst, &at, 1, "");
-  if (mask) {
-    LLVMValueRef sum = LLVMBuildFAdd(b, ljc_masked_load(ir, vt, pd, esize, mask), ljc_masked_load(ir, vt, ps, esize, mask), "");
-    ljc_masked_store(ir, sum, pd, esize, mask);
-    return;
+/* Where tap t (kh or kw) of a window of stride 2 padded by pad lands: on image row or column
+ * 2i + *q of window row or column i + *d, *q = (t - pad) mod 2, *d = -⌊(t - pad) / 2⌋. */
+static void col2im_shift(int64_t t, int64_t pad, int64_t *q, int64_t *d) {
+  *q = ((t - pad) % 2 + 2) % 2;
+  *d = -((t - pad - *q) / 2);
+}
+
+/* Whether v window columns from j0 on, shifted by every tap's column shift, lie inside the
+ * window rows. */
+static bool col2im_plain(const ljg_kernel *k, int v, int64_t j0) {
+  for (int64_t kw = 0; kw < k->win[1]; kw++) {
+    int64_t q, d;
+    col2im_shift(kw, k->win[5], &q, &d);
+    if (j0 + d < 0 || j0 + d + v > k->win_ow) return false;
   }
-  LLVMValueRef x = LLVMBuildLoad2(b, vt, ps, ""), y = LLVMBuildLoad2(b, vt, pd, "");
-  LLVMSetAlignment(x, (unsigned)esize);
-  LLVMSetAlignment(y, (unsigned)esize);
-  LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildFAdd(b, y, x, ""), pd), (unsigned)esize);
+  return true;
 }
 
-/* dst[0, n) += src[0, n): vectors of vw lanes, then one masked vector for the rest. */
-static void add_run(ljc_ir *ir, LLVMTypeRef st, int vw, int esize, LLVMValueRef dst, LLVMValueRef src, int64_t n) {
-  ljc_loop q;
-  ljc_loop_begin(ir, &q, ljc_i64(ir, 0), ljc_i64(ir, n / vw), true, 0, NULL);
-  add_lanes(ir, st, vw, esize, dst, src, LLVMBuildNSWMul(ir->b, q.iv, ljc_i64(ir, vw), ""), NULL);
-  ljc_loop_end(ir, &q, NULL, NULL);
-  int64_t rest = n % vw;
-  if (!rest) return;
-  LLVMValueRef lanes[64];
-  for (int i = 0; i < vw; i++) lanes[i] = LLVMConstInt(ir->i1, i < rest, 0);
-  add_lanes(ir, st, vw, esize, dst, src, ljc_i64(ir, n - rest), LLVMConstVector(lanes, (unsigned)vw));
-}
-
-/* col2im of stride 2 through phase planes (col2im_phases): image element (2i + py, 2j + px)
- * is element (i, j) of phase plane (py, px), and tap (kh, kw) of window (oh, ow) lands in
- * plane ((kh - ph) mod 2, (kw - pw) mod 2) at (oh + ⌊(kh - ph) / 2⌋, ow + ⌊(kw - pw) / 2⌋):
- * each tap's window row adds to a run of a plane's row at a fixed shift, a vector at a time,
- * into planes zeroed first (at `phases`, H·W elements), the taps in col2im's order; then each
- * image row is its two planes' rows interleaved (store_pairs). Against the adds into the image
- * itself (two loads, spreads and stores for a vector of a window row), a few vector adds. */
-static void emit_col2im_phases(window_gen *w, LLVMValueRef plane, LLVMValueRef phases) {
+/* Image columns 2·j0 .. 2·(j0 + v) - 1 of the image row at dst whose taps' window rows are
+ * taps[kh·KW + kw] (NULL: no tap of that row reaches it): for each column parity, +0 plus,
+ * in col2im's order, each tap's v window values from column j0 + its shift on (a masked load,
+ * 0 outside the window row, where `masked`; a row of zeros for the window rows outside the
+ * windows: adding +0 to a sum that starts at +0 changes nothing), the two sums interleaved. */
+static void col2im_vector(window_gen *w, const LLVMValueRef *taps, int v, LLVMValueRef j0, bool masked,
+                          LLVMValueRef dst) {
   ljc_ir *ir = w->kc->ir;
   LLVMBuilderRef b = ir->b;
   const ljg_kernel *k = w->kc->k;
   const int64_t *a = k->win;
-  int64_t H2 = k->win_img[2] / 2, W2 = k->win_img[3] / 2, OH = k->win_oh, OW = k->win_ow;
   unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->win_dtype);
-  int vw = ir->vec_bytes / (int)esize;
-  LLVMBuildMemSet(b, phases, LLVMConstInt(ir->i8, 0, 0), ljc_i64(ir, 4 * H2 * W2 * (int64_t)esize), 64);
-  for (int64_t kh = 0; kh < a[0]; kh++)
-    for (int64_t kw = 0; kw < a[1]; kw++) {
-      int64_t py = ((kh - a[4]) % 2 + 2) % 2, px = ((kw - a[5]) % 2 + 2) % 2;
-      int64_t dy = (kh - a[4] - py) / 2, dx = (kw - a[5] - px) / 2;
-      /* windows (oh, ow) whose tap lands in the plane: 0 <= oh + dy < H2, 0 <= ow + dx < W2 */
-      int64_t oh0 = dy < 0 ? -dy : 0, oh1 = H2 - dy < OH ? H2 - dy : OH;
-      int64_t ow0 = dx < 0 ? -dx : 0, ow1 = W2 - dx < OW ? W2 - dx : OW;
-      if (oh0 >= oh1 || ow0 >= ow1) continue;
-      LLVMValueRef r = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, w->c, ljc_i64(ir, a[0] * a[1]), ""),
-                                       ljc_i64(ir, kh * a[1] + kw), "");
-      ljc_loop oh;
-      ljc_loop_begin(ir, &oh, ljc_i64(ir, oh0), ljc_i64(ir, oh1), false, 0, NULL);
-      LLVMValueRef src = window_src(w, r, LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, OW), ""),
-                                                          ljc_i64(ir, ow0), ""));
-      LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, oh.iv, ljc_i64(ir, W2), ""),
-                                        ljc_i64(ir, (2 * py + px) * H2 * W2 + dy * W2 + ow0 + dx), "");
-      add_run(ir, w->st, vw, (int)esize, LLVMBuildInBoundsGEP2(b, w->st, phases, &at, 1, ""), src, ow1 - ow0);
-      ljc_loop_end(ir, &oh, NULL, NULL);
+  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)v), it = LLVMVectorType(ir->i32, (unsigned)v);
+  LLVMValueRef sum[2] = {LLVMConstNull(vt), LLVMConstNull(vt)}, iota[64];
+  for (int l = 0; l < v; l++) iota[l] = ljc_const_i(ir->i32, l);
+  for (int64_t t = 0; t < a[0] * a[1]; t++) {
+    if (!taps[t]) continue;
+    int64_t px, dx;
+    col2im_shift(t % a[1], a[5], &px, &dx);
+    LLVMValueRef c = LLVMBuildNSWAdd(b, j0, ljc_i64(ir, dx), "");
+    LLVMValueRef p = LLVMBuildGEP2(b, w->st, taps[t], &c, 1, ""), x; /* masked: may lie before its row */
+    if (masked) {
+      LLVMValueRef cols = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, c, ir->i32, ""), it),
+                                       LLVMConstVector(iota, (unsigned)v), "");
+      x = ljc_masked_load(ir, vt, p, (int)esize,
+                          LLVMBuildICmp(b, LLVMIntULT, cols, ljc_splat(ir, ljc_const_i(ir->i32, k->win_ow), it), ""));
+    } else {
+      x = LLVMBuildLoad2(b, vt, p, "");
+      LLVMSetAlignment(x, esize);
     }
-  int v = vw;
+    sum[px] = LLVMBuildFAdd(b, sum[px], x, "");
+  }
+  store_interleaved(ir, w->st, esize, v, sum[0], sum[1], dst, j0);
+}
+
+/* col2im_vector over the vectors [j0, j1) of an image row's window columns. */
+static void col2im_vectors(window_gen *w, const LLVMValueRef *taps, int v, int64_t j0, int64_t j1, bool masked,
+                           LLVMValueRef dst) {
+  if (j0 >= j1) return;
+  ljc_ir *ir = w->kc->ir;
+  ljc_loop q;
+  ljc_loop_begin(ir, &q, ljc_i64(ir, j0), ljc_i64(ir, j1), false, 0, NULL);
+  col2im_vector(w, taps, v, LLVMBuildNSWMul(ir->b, q.iv, ljc_i64(ir, v), ""), masked, dst);
+  ljc_loop_end(ir, &q, NULL, NULL);
+}
+
+/* col2im of stride 2 gathered a row at a time (col2im_rows): tap (kh, kw) of window (oh, ow)
+ * lands on image element (2(oh - dy) + py, 2(ow - dx) + px) (col2im_shift), so image row
+ * 2i + py sums, column by column, the window rows oh = i + dy of its taps of row parity py,
+ * each read at a fixed shift: vectors of window positions summed in registers, the sums of the
+ * two column parities interleaved and stored, every image element once. The same sums in the
+ * same order as col2im's adds into a zeroed image, which spread each window vector over two
+ * vectors of an image row to load, add and store back, for every tap (and added the ends of
+ * rows of more positions than a vector element by element). */
+static void emit_col2im_rows(window_gen *w, LLVMValueRef plane) {
+  ljc_ir *ir = w->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const ljg_kernel *k = w->kc->k;
+  const int64_t *a = k->win;
+  int64_t H2 = k->win_img[2] / 2, W2 = k->win_img[3] / 2, OH = k->win_oh, OW = k->win_ow, KK = a[0] * a[1];
+  int v = ir->vec_bytes / (int)lj_dtype_size((lj_dtype)k->win_dtype);
   while (v > W2) v /= 2;
-  ljc_loop i, q;
+  LLVMValueRef zeros = fill_row(ir, w->st, 0, OW);
+  /* the vectors [jlo, jhi) of a row read their window rows plainly */
+  int64_t nvec = W2 / v, jlo = 0, jhi = nvec;
+  while (jlo < nvec && !col2im_plain(k, v, jlo * v)) jlo++;
+  while (jhi > jlo && !col2im_plain(k, v, (jhi - 1) * v)) jhi--;
+  LLVMValueRef first = LLVMBuildNSWMul(b, w->c, ljc_i64(ir, KK), "");
+  ljc_loop i;
   ljc_loop_begin(ir, &i, ljc_i64(ir, 0), ljc_i64(ir, H2), false, 0, NULL);
   for (int py = 0; py < 2; py++) {
-    LLVMValueRef src[2];
-    for (int px = 0; px < 2; px++) {
-      LLVMValueRef at = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, i.iv, ljc_i64(ir, W2), ""),
-                                        ljc_i64(ir, (2 * py + px) * H2 * W2), "");
-      src[px] = LLVMBuildInBoundsGEP2(b, w->st, phases, &at, 1, "");
+    LLVMValueRef taps[COL2IM_TAPS_MAX] = {0};
+    for (int64_t kh = 0; kh < a[0]; kh++) {
+      int64_t qy, dy;
+      col2im_shift(kh, a[4], &qy, &dy);
+      if (qy != py) continue;
+      LLVMValueRef oh = LLVMBuildNSWAdd(b, i.iv, ljc_i64(ir, dy), "");
+      LLVMValueRef inside = LLVMBuildICmp(b, LLVMIntULT, oh, ljc_i64(ir, OH), "");
+      LLVMValueRef at = LLVMBuildNSWMul(b, LLVMBuildSelect(b, inside, oh, ljc_i64(ir, 0), ""), ljc_i64(ir, OW), "");
+      for (int64_t kw = 0; kw < a[1]; kw++) {
+        LLVMValueRef r = LLVMBuildNSWAdd(b, first, ljc_i64(ir, kh * a[1] + kw), "");
+        taps[kh * a[1] + kw] = LLVMBuildSelect(b, inside, window_src(w, r, at), zeros, "");
+      }
     }
     LLVMValueRef row = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, i.iv, ljc_i64(ir, 2), ""), ljc_i64(ir, py), "");
     LLVMValueRef rowoff = LLVMBuildNSWMul(b, row, ljc_i64(ir, 2 * W2), "");
     LLVMValueRef dst = LLVMBuildInBoundsGEP2(b, w->st, plane, &rowoff, 1, "");
-    ljc_loop_begin(ir, &q, ljc_i64(ir, 0), ljc_i64(ir, W2 / v), false, 0, NULL);
-    store_pairs(ir, w->st, esize, v, src[0], src[1], dst, LLVMBuildNSWMul(b, q.iv, ljc_i64(ir, v), ""));
-    ljc_loop_end(ir, &q, NULL, NULL);
-    if (W2 % v) store_pairs(ir, w->st, esize, v, src[0], src[1], dst, ljc_i64(ir, W2 - v));
+    col2im_vectors(w, taps, v, 0, jlo, true, dst);
+    col2im_vectors(w, taps, v, jlo, jhi, false, dst);
+    col2im_vectors(w, taps, v, jhi, nvec, true, dst);
+    if (W2 % v) col2im_vector(w, taps, v, ljc_i64(ir, W2 - v), !col2im_plain(k, v, W2 - v), dst);
   }
   ljc_loop_end(ir, &i, NULL, NULL);
 }
@@ -2740,8 +2787,8 @@ static void window_rows(window_gen *w, LLVMValueRef out, LLVMValueRef khv, LLVMV
 }
 
 /* One (n, c) plane per task: each window position's rows (window_rows); col2im first zeroes
- * the plane, or stores the windows instead when they tile it in pairs of columns, or sums them
- * into phase planes (of stride 2) that it then interleaves into the image. */
+ * the plane, or stores the windows instead when they tile it in pairs of columns, or (of
+ * stride 2) gathers each image row from its windows. */
 static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   ljc_ir *ir = kc->ir;
   LLVMBuilderRef b = ir->b;
@@ -2756,7 +2803,6 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef fill = ljg_dtype_is_float((lj_dtype)k->win_dtype) ? ljc_const_f(ct, to_cols ? k->win_fill : 0)
                                                                  : ljc_const_i(ct, 0);
   w.fill = ljc_to_storage(ir, fill, (lj_dtype)k->win_dtype);
-  LLVMValueRef phases = col2im_phases(k) ? ljc_entry_array(ir, w.st, H * W) : NULL;
   ljc_loop tasks;
   ljc_loop_begin(ir, &tasks, begin, end, true, 0, NULL);
   w.n = LLVMBuildUDiv(b, tasks.iv, ljc_i64(ir, C), "");
@@ -2765,11 +2811,11 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
   LLVMValueRef base = LLVMBuildNSWMul(b, tasks.iv, ljc_i64(ir, plane), "");
   if (kc->slot_origin[k->win_out_slot]) base = LLVMBuildNSWSub(b, base, kc->slot_origin[k->win_out_slot], "");
   LLVMValueRef out = LLVMBuildInBoundsGEP2(b, w.st, kc->slot_ptr[k->win_out_slot], &base, 1, "");
-  if (tiles_in_pairs(k) || phases) {
-    if (phases)
-      emit_col2im_phases(&w, out, phases);
-    else
+  if (tiles_in_pairs(k) || col2im_rows(k)) {
+    if (tiles_in_pairs(k))
       emit_col2im_pairs(&w, out);
+    else
+      emit_col2im_rows(&w, out);
     ljc_loop_end(ir, &tasks, NULL, NULL);
     return;
   }
@@ -2794,7 +2840,7 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
 /* ---- a max-pool's windows straight from the image ------------------------------------------ */
 
 /* The most window rows and columns emit_pool_rows takes (each tap a vector of its code), and
- * the widest image whose windows reach above or below it (pool_pad_row). */
+ * the widest image whose windows reach above or below it (read from a row of the fill). */
 enum { POOL_ROWS_MAX = 5, POOL_COLS_MAX = 5, POOL_PAD_ROW_MAX = 8192 };
 
 /* Whether nest s of kernel k is a max-pool's argmax over its window's im2col that reads the
@@ -2802,7 +2848,7 @@ enum { POOL_ROWS_MAX = 5, POOL_COLS_MAX = 5, POOL_PAD_ROW_MAX = 8192 };
  * between its nests (emit_row_blocks): windows of at most POOL_ROWS_MAX rows and
  * POOL_COLS_MAX columns, of column stride 1 or 2, any row stride and padding, no dilation,
  * f32 or f64 rows of contiguous columns (an image at most POOL_PAD_ROW_MAX wide where the
- * rows are padded); the argmax over the im2col's taps of each position (its value the
+ * rows are padded: a row of the fill, fill_row); the argmax over the im2col's taps of each position (its value the
  * window's LOCAL buffer in im2col's layout, which no other nest reads), whose found element
  * the next nest gathers (picks_found); its output and that nest's contiguous along the
  * positions. Then the im2col is not written. */
@@ -2850,21 +2896,6 @@ typedef struct pool_gen {
   LLVMValueRef rows[POOL_ROWS_MAX];
   LLVMValueRef lanes[2];
 } pool_gen;
-
-/* A row of W fill values, a constant of the module: the image rows a padded window reads
- * above or below the image. */
-static LLVMValueRef pool_pad_row(ljc_ir *ir, LLVMTypeRef ct, double fill, int64_t W) {
-  LLVMValueRef *v = ljb_xalloc((size_t)W * sizeof *v);
-  for (int64_t i = 0; i < W; i++) v[i] = ljc_const_f(ct, fill);
-  LLVMValueRef g = LLVMAddGlobal(ir->mod, LLVMArrayType2(ct, (uint64_t)W), "lj_pool_pad_row");
-  LLVMSetInitializer(g, LLVMConstArray2(ct, v, (uint64_t)W));
-  LLVMSetGlobalConstant(g, 1);
-  LLVMSetLinkage(g, LLVMPrivateLinkage);
-  LLVMSetUnnamedAddress(g, LLVMGlobalUnnamedAddr);
-  LLVMSetAlignment(g, 64);
-  free(v);
-  return g;
-}
 
 /* The vw elements of image row `row` from column c on; where masked, the lanes outside the
  * row's W columns the fill (a masked load: c may be negative, the vector may reach past the
@@ -2990,7 +3021,7 @@ static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi
     g.lanes[odd] = LLVMConstVector(lanes, (unsigned)g.vw);
   }
   bool padded = a[4] > 0 || (OH - 1) * a[2] + a[0] > H;
-  LLVMValueRef pad = padded ? pool_pad_row(ir, g.ct, k->win_fill, W) : NULL;
+  LLVMValueRef pad = padded ? fill_row(ir, g.ct, k->win_fill, W) : NULL;
   /* the vectors [jlo, jhi) of a row read it plainly */
   int64_t nvec = OW / g.vw, jlo = 0, jhi = nvec;
   while (jlo < nvec && !pool_plain(k, g.vw, jlo * g.vw)) jlo++;
