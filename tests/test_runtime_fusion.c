@@ -674,8 +674,9 @@ END_TEST
  * of fewer windows than a vector has lanes and of more, not a multiple of it (the last vector
  * overlapping the one before), with vectors of plain loads between masked ones at the rows'
  * ends and without; an odd width (its last column in no window); f32 and f64, compiled for the
- * host and for AVX2; of the image, of a relu of it (one row-fused kernel) and with a relu
- * after it (a nest mapping the maxima, which then runs on them). The image lies between NaNs
+ * host and for AVX2; of the image, of a relu of it (one row-fused kernel: the relu's nest
+ * writes a block's planes on the stack, which the pool reads) and with a relu after it (a
+ * nest mapping the maxima, which then runs on them). The image lies between NaNs
  * in memory (a slice of a longer buffer), which the masked loads at its edges must not read.
  * The values: ties, so that windows share maxima, NaNs, -inf and zeros of both signs; the
  * maxima bit for bit against the interpreter, and through the gradient their positions (bit
@@ -706,12 +707,17 @@ START_TEST(test_pool_rows) {
           for (int64_t i = 0; i < n; i++) img[i] = (double)(i * 7 % 11) - 5.0;
           img[1] = NAN, img[n / 2] = NAN, img[n / 3] = -INFINITY, img[n / 3 + 1] = -INFINITY, img[4] = -0.0;
           img[n - 2] = -0.0;
-          lj_tensor *flat = from_doubles(dts[t], LJ_SHAPE(n + 2 * EDGE), v);
+          /* the pools read the image between NaNs; the relu, which joins the pool's kernel,
+           * a tensor of its own (a slice's elements would stay a kernel apart) */
+          lj_tensor *flat = form == 1 ? from_doubles(dts[t], LJ_SHAPE(2, 3, cases[c].h, cases[c].w), img)
+                                      : from_doubles(dts[t], LJ_SHAPE(n + 2 * EDGE), v);
           lj_tensor_set_requires_grad(flat, true);
           lj_scope_begin();
-          lj_tensor *x = lj_reshape(lj_slice(flat, 0, EDGE, EDGE + n, 1), LJ_SHAPE(2, 3, cases[c].h, cases[c].w));
+          lj_tensor *x = flat;
+          if (form != 1) x = lj_reshape(lj_slice(flat, 0, EDGE, EDGE + n, 1), LJ_SHAPE(2, 3, cases[c].h, cases[c].w));
           lj_tensor *y = lj_max_pool2d(form == 1 ? lj_relu(x) : x, cases[c].k, cases[c].s, cases[c].pad);
           lj_tensor *out = form == 2 ? lj_relu(y) : y;
+          ck_assert_msg(lj_graph_kernel_count(1, &y) == 1, "case %zu, form %d", c, form);
           lj_tensor *g = tu_tensor(dts[t], lj_tensor_ndim(out), lj_tensor_shape(out), TU_ANY, 40 + (uint64_t)c);
           ck_assert_int_eq(lj_backward(lj_sum(lj_mul(out, g), 0, NULL, false)), LJ_OK);
           lj_tensor *outs[2] = {out, lj_tensor_grad(flat)};
