@@ -546,7 +546,8 @@ START_TEST(test_argmax_maps_found) {
       int n = 1;
       if (mapped) {
         outs[0] = lj_relu(pooled);
-        outs[n++] = lj_mul_scalar(lj_max_pool2d(x, (const int[]){3, 3}, (const int[]){3, 3}, (const int[]){1, 1}), -0.5);
+        const int k3[2] = {3, 3}, p1[2] = {1, 1};
+        outs[n++] = lj_mul_scalar(lj_max_pool2d(x, k3, k3, p1), -0.5);
       } else {
         outs[0] = lj_mul(pooled, other);
       }
@@ -685,11 +686,13 @@ END_TEST
  * which. */
 START_TEST(test_pool_rows) {
   static const pool_case cases[] = {
-      {{2, 2}, {2, 2}, {0, 0}, 6, 9, true},   {{2, 2}, {2, 2}, {0, 0}, 10, 37, true}, {{2, 2}, {2, 2}, {0, 0}, 4, 70, true},
-      {{3, 2}, {3, 2}, {0, 0}, 9, 28, true},  {{1, 2}, {1, 2}, {0, 0}, 3, 6, true},   {{2, 2}, {2, 2}, {1, 1}, 6, 8, true},
-      {{3, 3}, {2, 2}, {1, 1}, 7, 9, true},   {{3, 3}, {2, 2}, {1, 1}, 8, 70, true},  {{3, 3}, {2, 2}, {1, 1}, 5, 40, true},
-      {{3, 3}, {1, 1}, {1, 1}, 5, 40, true},  {{2, 2}, {1, 1}, {0, 0}, 4, 19, true},  {{5, 5}, {2, 2}, {2, 2}, 9, 37, true},
-      {{2, 3}, {2, 3}, {0, 0}, 6, 9, false},  {{6, 2}, {6, 2}, {0, 0}, 12, 8, false}};
+      {{2, 2}, {2, 2}, {0, 0}, 6, 9, true},  {{2, 2}, {2, 2}, {0, 0}, 10, 37, true},
+      {{2, 2}, {2, 2}, {0, 0}, 4, 70, true}, {{3, 2}, {3, 2}, {0, 0}, 9, 28, true},
+      {{1, 2}, {1, 2}, {0, 0}, 3, 6, true},  {{2, 2}, {2, 2}, {1, 1}, 6, 8, true},
+      {{3, 3}, {2, 2}, {1, 1}, 7, 9, true},  {{3, 3}, {2, 2}, {1, 1}, 8, 70, true},
+      {{3, 3}, {2, 2}, {1, 1}, 5, 40, true}, {{3, 3}, {1, 1}, {1, 1}, 5, 40, true},
+      {{2, 2}, {1, 1}, {0, 0}, 4, 19, true}, {{5, 5}, {2, 2}, {2, 2}, 9, 37, true},
+      {{2, 3}, {2, 3}, {0, 0}, 6, 9, false}, {{6, 2}, {6, 2}, {0, 0}, 12, 8, false}};
   static const lj_dtype dts[] = {LJ_F32, LJ_F64};
   static const char *const cpus[] = {NULL, "haswell"};
   enum { EDGE = 64 };

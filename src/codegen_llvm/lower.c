@@ -1580,7 +1580,8 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     stream_text(&line, p, ki, session);
     if (ljg_kernel_has_window(k) && k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k))
       ljb_str_puts(&line, "; its col2im not run: the routine writes the image");
-    if (ljc_unpools(p, k)) ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
+    if (ljc_unpools(p, k))
+      ljb_str_puts(&line, "; nest 1 and the col2im store the image's rows from its values and positions");
     else if (ljg_kernel_has_window(k) && col2im_rows(k) && !ljc_depthwise_image(p, k) &&
              !(k->kind == LJG_K_MATMUL && ljc_gemm_writes_window(k)))
       ljb_str_puts(&line, "; the col2im gathers each image row from the windows that reach it");
@@ -2582,6 +2583,17 @@ static void emit_col2im_pairs(window_gen *w, LLVMValueRef plane) {
   ljc_loop_end(ir, &kh, NULL, NULL);
 }
 
+/* The lanes l of a vector of v from column c on (an i64) for which 0 <= c + l < n. */
+static LLVMValueRef columns_inside(ljc_ir *ir, LLVMValueRef c, int v, int64_t n) {
+  LLVMBuilderRef b = ir->b;
+  LLVMValueRef iota[64];
+  for (int l = 0; l < v; l++) iota[l] = ljc_const_i(ir->i32, l);
+  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)v);
+  LLVMValueRef cols =
+      LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, c, ir->i32, ""), it), LLVMConstVector(iota, (unsigned)v), "");
+  return LLVMBuildICmp(b, LLVMIntULT, cols, ljc_splat(ir, ljc_const_i(ir->i32, n), it), "");
+}
+
 /* A row of n elements of ct, each `fill`, a constant of the module: what a window reads above
  * or below its image (a max-pool's -inf, zeros for col2im). */
 static LLVMValueRef fill_row(ljc_ir *ir, LLVMTypeRef ct, double fill, int64_t n) {
@@ -2646,9 +2658,8 @@ static void col2im_vector(window_gen *w, const LLVMValueRef *taps, int v, LLVMVa
   const ljg_kernel *k = w->kc->k;
   const int64_t *a = k->win;
   unsigned esize = (unsigned)lj_dtype_size((lj_dtype)k->win_dtype);
-  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)v), it = LLVMVectorType(ir->i32, (unsigned)v);
-  LLVMValueRef sum[2] = {LLVMConstNull(vt), LLVMConstNull(vt)}, iota[64];
-  for (int l = 0; l < v; l++) iota[l] = ljc_const_i(ir->i32, l);
+  LLVMTypeRef vt = LLVMVectorType(w->st, (unsigned)v);
+  LLVMValueRef sum[2] = {LLVMConstNull(vt), LLVMConstNull(vt)};
   for (int64_t t = 0; t < a[0] * a[1]; t++) {
     if (!taps[t]) continue;
     int64_t px, dx;
@@ -2656,10 +2667,7 @@ static void col2im_vector(window_gen *w, const LLVMValueRef *taps, int v, LLVMVa
     LLVMValueRef c = LLVMBuildNSWAdd(b, j0, ljc_i64(ir, dx), "");
     LLVMValueRef p = LLVMBuildGEP2(b, w->st, taps[t], &c, 1, ""), x; /* masked: may lie before its row */
     if (masked) {
-      LLVMValueRef cols = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, c, ir->i32, ""), it),
-                                       LLVMConstVector(iota, (unsigned)v), "");
-      x = ljc_masked_load(ir, vt, p, (int)esize,
-                          LLVMBuildICmp(b, LLVMIntULT, cols, ljc_splat(ir, ljc_const_i(ir->i32, k->win_ow), it), ""));
+      x = ljc_masked_load(ir, vt, p, (int)esize, columns_inside(ir, c, v, k->win_ow));
     } else {
       x = LLVMBuildLoad2(b, vt, p, "");
       LLVMSetAlignment(x, esize);
@@ -2848,10 +2856,10 @@ enum { POOL_ROWS_MAX = 5, POOL_COLS_MAX = 5, POOL_PAD_ROW_MAX = 8192 };
  * between its nests (emit_row_blocks): windows of at most POOL_ROWS_MAX rows and
  * POOL_COLS_MAX columns, of column stride 1 or 2, any row stride and padding, no dilation,
  * f32 or f64 rows of contiguous columns (an image at most POOL_PAD_ROW_MAX wide where the
- * rows are padded: a row of the fill, fill_row); the argmax over the im2col's taps of each position (its value the
- * window's LOCAL buffer in im2col's layout, which no other nest reads), whose found element
- * the next nest gathers (picks_found); its output and that nest's contiguous along the
- * positions. Then the im2col is not written. */
+ * rows are padded: a row of the fill, fill_row); the argmax over the im2col's taps of each
+ * position (its value the window's LOCAL buffer in im2col's layout, which no other nest
+ * reads), whose found element the next nest gathers (picks_found); its output and that
+ * nest's contiguous along the positions. Then the im2col is not written. */
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s) {
   if (s < 0 || s >= k->nnests || !ljg_kernel_has_window(k) || k->win_op != LJG_OP_IM2COL || k->win_at != s ||
       k->row_block <= 0 || k->task_rows > 0 || k->mm_col_tasks ||
@@ -2910,13 +2918,8 @@ static LLVMValueRef pool_load(pool_gen *g, LLVMValueRef row, LLVMValueRef c, boo
     LLVMSetAlignment(v, esize);
     return v;
   }
-  LLVMValueRef iota[64];
-  for (int i = 0; i < g->vw; i++) iota[i] = ljc_const_i(ir->i32, i);
-  LLVMTypeRef it = LLVMVectorType(ir->i32, (unsigned)g->vw);
-  LLVMValueRef cols = LLVMBuildAdd(b, ljc_splat(ir, LLVMBuildTrunc(b, c, ir->i32, ""), it),
-                                   LLVMConstVector(iota, (unsigned)g->vw), "");
-  LLVMValueRef mask = LLVMBuildICmp(b, LLVMIntULT, cols, ljc_splat(ir, ljc_const_i(ir->i32, g->kc->k->win_img[3]), it), "");
   LLVMTypeRef types[2] = {g->vt, ir->ptr};
+  LLVMValueRef mask = columns_inside(ir, c, g->vw, g->kc->k->win_img[3]);
   LLVMValueRef args[4] = {ptr, ljc_const_i(ir->i32, (int64_t)esize), mask, g->fill};
   return ljc_intrinsic_over(ir, "masked.load", 2, types, 4, args);
 }

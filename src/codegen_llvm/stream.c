@@ -46,7 +46,8 @@ static bool streams_behind(const char *cpu) { return strcmp(cpu, "znver4") != 0;
  * and 1.80-2.10. */
 static bool streams_image(const ljg_program *p, const ljg_kernel *k, int64_t nt_store_bytes) {
   const ljg_slot *s = &p->slots[k->win_out_slot];
-  return (ljc_depthwise_image(p, k) || ljc_unpools(p, k)) && s->kind != LJG_SLOT_LOCAL && 2 * s->nbytes >= nt_store_bytes &&
+  return (ljc_depthwise_image(p, k) || ljc_unpools(p, k)) && s->kind != LJG_SLOT_LOCAL &&
+         2 * s->nbytes >= nt_store_bytes &&
          k->win_img[3] * (int64_t)lj_dtype_size((lj_dtype)k->win_dtype) % LJC_LINE_BYTES == 0;
 }
 
