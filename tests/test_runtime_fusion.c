@@ -255,6 +255,15 @@ static void free_program(ljg_program *p, ljg_graph *opt) {
   free(opt);
 }
 
+/* The lowering's text of the program of outs (the caller frees it). */
+static char *lowering_of(int n, lj_tensor *const *outs) {
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(n, outs, &opt);
+  char *text = ljc_lowering_text(p, NULL);
+  free_program(p, opt);
+  return text;
+}
+
 /* What p's kernels compute: im2cols (a window kernel's own, or one joined to another kernel)
  * and matmuls by the operand they pack from an image (ljg_mm_cols). */
 static void conv_kernels(const ljg_program *p, int *im2cols, int matmuls[3]) {
@@ -644,13 +653,10 @@ START_TEST(test_unpool_rows) {
         lj_tensor *g = from_doubles(dts[t], 4, lj_tensor_shape(y), gv);
         ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
         lj_tensor *dx = lj_tensor_grad(x);
-        ljg_graph *opt;
-        ljg_program *p = program_of(dx, &opt);
-        char *lowering = ljc_lowering_text(p, NULL);
+        char *lowering = lowering_of(1, &dx);
         bool rows = strstr(lowering, "store the image's rows") != NULL;
         ck_assert_msg(rows == cases[c].rows, "case %zu: %s", c, lowering);
         free(lowering);
-        free_program(p, opt);
         int64_t cnt;
         double *got = tu_read(dx, &cnt), *rv = tu_read(r, &cnt), *gr = tu_read(g, &m);
         double *want = malloc((size_t)n * sizeof *want);
@@ -724,13 +730,10 @@ START_TEST(test_pool_rows) {
           lj_tensor *g = tu_tensor(dts[t], lj_tensor_ndim(out), lj_tensor_shape(out), TU_ANY, 40 + (uint64_t)c);
           ck_assert_int_eq(lj_backward(lj_sum(lj_mul(out, g), 0, NULL, false)), LJ_OK);
           lj_tensor *outs[2] = {out, lj_tensor_grad(flat)};
-          ljg_graph *opt;
-          ljg_program *p = program_of_n(2, outs, &opt);
-          char *lowering = ljc_lowering_text(p, NULL);
+          char *lowering = lowering_of(2, outs);
           bool rows = strstr(lowering, "reads its windows from the image's rows") != NULL;
           ck_assert_msg(rows == cases[c].rows, "case %zu, form %d: %s", c, form, lowering);
           free(lowering);
-          free_program(p, opt);
           /* the maxima bit for bit; the gradient's sums, where windows overlap, in another
            * order than the interpreter's (test_unpool_rows checks their bits) */
           tu_check_interp_tol(1, outs, 0, 0);
@@ -2978,13 +2981,10 @@ START_TEST(test_col2im_rows) {
       lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 130 + c);
       ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
       lj_tensor *dx = lj_tensor_grad(x);
-      ljg_graph *opt;
-      ljg_program *p = program_of(dx, &opt);
-      char *lowering = ljc_lowering_text(p, NULL);
+      char *lowering = lowering_of(1, &dx);
       bool rows = strstr(lowering, "gathers each image row from the windows that reach it") != NULL;
       ck_assert_msg(rows == cases[c].rows, "case %zu: %s", c, lowering);
       free(lowering);
-      free_program(p, opt);
       double tol = dt == LJ_F32 ? 1e-4 : 1e-12; /* sums of up to 392 products */
       tu_check_interp_tol(1, &dx, tol, tol);
       lj_scope_end();
