@@ -2851,6 +2851,12 @@ static void emit_window(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end) {
  * the widest image whose windows reach above or below it (read from a row of the fill). */
 enum { POOL_ROWS_MAX = 5, POOL_COLS_MAX = 5, POOL_PAD_ROW_MAX = 8192 };
 
+/* Whether kernel k's windows reach above or below its image (padded rows). */
+static bool pool_reaches_out(const ljg_kernel *k) {
+  const int64_t *a = k->win;
+  return a[4] > 0 || (k->win_oh - 1) * a[2] + a[0] > k->win_img[2];
+}
+
 /* Whether nest s of kernel k is a max-pool's argmax over its window's im2col that reads the
  * image's rows instead (emit_pool_rows), in a kernel of row blocks whose code runs the window
  * between its nests (emit_row_blocks): windows of at most POOL_ROWS_MAX rows and
@@ -2869,7 +2875,7 @@ static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nes
   int64_t P = k->win_oh * k->win_ow, KK = a[0] * a[1];
   lj_dtype dt = (lj_dtype)k->win_dtype;
   if ((dt != LJ_F32 && dt != LJ_F64) || a[0] > POOL_ROWS_MAX || a[1] > POOL_COLS_MAX || (a[3] != 1 && a[3] != 2) ||
-      a[6] != 1 || a[7] != 1 || (a[4] && k->win_img[3] > POOL_PAD_ROW_MAX) || k->win_ow < 2 ||
+      a[6] != 1 || a[7] != 1 || (pool_reaches_out(k) && k->win_img[3] > POOL_PAD_ROW_MAX) || k->win_ow < 2 ||
       p->slots[k->win_out_slot].kind != LJG_SLOT_LOCAL)
     return false;
   const ljg_nest *n = &k->nests[s];
@@ -3023,7 +3029,7 @@ static void emit_pool_rows(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef hi
     stride2_lanes(ir, g.vw, odd, lanes, spread);
     g.lanes[odd] = LLVMConstVector(lanes, (unsigned)g.vw);
   }
-  bool padded = a[4] > 0 || (OH - 1) * a[2] + a[0] > H;
+  bool padded = pool_reaches_out(k);
   LLVMValueRef pad = padded ? fill_row(ir, g.ct, k->win_fill, W) : NULL;
   /* the vectors [jlo, jhi) of a row read it plainly */
   int64_t nvec = OW / g.vw, jlo = 0, jhi = nvec;
