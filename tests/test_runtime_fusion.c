@@ -2876,6 +2876,16 @@ START_TEST(test_row_block_read_bytes) {
 }
 END_TEST
 
+/* x's gradient (x takes requires_grad) from sum(conv2d(x, w) * g), g of the output's shape
+ * from seed, in the caller's scope. */
+static lj_tensor *conv_input_grad(lj_tensor *x, lj_tensor *w, const int *stride, const int *pad, uint64_t seed) {
+  lj_tensor_set_requires_grad(x, true);
+  lj_tensor *y = lj_conv2d(x, w, NULL, stride, pad, NULL, 1);
+  lj_tensor *g = tu_tensor(lj_tensor_dtype(y), lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, seed);
+  ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+  return lj_tensor_grad(x);
+}
+
 /* A convolution's input gradient: the matmul Wᵀ·dY that computes the gradient's columns and
  * the col2im that adds them into the image are one kernel whose tasks are image planes, each
  * KH·KW rows of C; a block is whole images, their columns on the kernel's stack (never in
@@ -2888,12 +2898,8 @@ START_TEST(test_conv_input_gradient_fusion) {
     for (int strided = 0; strided < 2; strided++) {
       lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(5, 6, 20, 22), TU_ANY, 80 + strided);
       lj_tensor *w = tu_tensor(dts[i], LJ_SHAPE(20, 6, 3, 3), TU_ANY, 82 + strided);
-      lj_tensor_set_requires_grad(x, true);
       lj_scope_begin();
-      lj_tensor *y = strided ? lj_conv2d(x, w, NULL, s2, NULL, NULL, 1) : lj_conv2d(x, w, NULL, NULL, p1, NULL, 1);
-      lj_tensor *g = tu_tensor(dts[i], lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 84);
-      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-      lj_tensor *dx = lj_tensor_grad(x);
+      lj_tensor *dx = strided ? conv_input_grad(x, w, s2, NULL, 84) : conv_input_grad(x, w, NULL, p1, 84);
       ljg_graph *opt;
       ljg_program *p = program_of(dx, &opt);
       ck_assert_int_eq(p->nkernels, 1);
@@ -2908,7 +2914,6 @@ START_TEST(test_conv_input_gradient_fusion) {
       free_program(p, opt);
       double tol = dts[i] == LJ_F32 ? 1e-4 : 1e-12; /* sums of 180 products */
       tu_check_interp_tol(1, &dx, tol, tol);
-      lj_tensor_release(g);
       lj_scope_end();
       lj_tensor_release(x);
       lj_tensor_release(w);
@@ -2928,12 +2933,8 @@ START_TEST(test_conv_input_gradient_blocks) {
   for (size_t c = 0; c < 2; c++) {
     lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(2, 64, cases[c].h, cases[c].h), TU_ANY, 150);
     lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(32, 64, 3, 3), TU_ANY, 151);
-    lj_tensor_set_requires_grad(x, true);
     lj_scope_begin();
-    lj_tensor *y = lj_conv2d(x, w, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1);
-    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 152);
-    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-    lj_tensor *dx = lj_tensor_grad(x);
+    lj_tensor *dx = conv_input_grad(x, w, (const int[]){2, 2}, (const int[]){1, 1}, 152);
     ljg_graph *opt;
     ljg_program *p = program_of(dx, &opt);
     ck_assert_int_eq(p->nkernels, 1);
@@ -2974,13 +2975,9 @@ START_TEST(test_col2im_rows) {
       int64_t cin = cases[c].h > 100 ? 2 : 6;
       lj_tensor *x = tu_tensor(dt, LJ_SHAPE(3, cin, cases[c].h, cases[c].w), TU_ANY, 90 + c);
       lj_tensor *w = tu_tensor(dt, LJ_SHAPE(8, cin, cases[c].k, cases[c].k), TU_ANY, 110 + c);
-      lj_tensor_set_requires_grad(x, true);
       lj_scope_begin();
       const int stride[2] = {2, cases[c].sw}, pad[2] = {cases[c].pad, cases[c].pad};
-      lj_tensor *y = lj_conv2d(x, w, NULL, stride, pad, NULL, 1);
-      lj_tensor *g = tu_tensor(dt, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 130 + c);
-      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-      lj_tensor *dx = lj_tensor_grad(x);
+      lj_tensor *dx = conv_input_grad(x, w, stride, pad, 130 + c);
       char *lowering = lowering_of(1, &dx);
       bool rows = strstr(lowering, "gathers each image row from the windows that reach it") != NULL;
       ck_assert_msg(rows == cases[c].rows, "case %zu: %s", c, lowering);
