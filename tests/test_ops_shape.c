@@ -100,8 +100,9 @@ END_TEST
  * of 1001 floats not starting on lines (tiles one at a time along j); one whose rows of 1008
  * floats do (blocks of 64 along j, the last of 48); a batched one; a permute with a dim
  * between the tiled two (f64, blocks of 32 and 8); two transposed operands with a broadcast
- * one (i32); i64; and a transposed bf16 operand, not tiled. The dump says which were tiled
- * along which dims, and in which blocks. */
+ * one (i32); i64; a transposed bf16 operand, not tiled; and operands of 1 MiB or more (f32,
+ * f64), whose tiles prefetch their rows ahead, past the end of the last. The dump says which
+ * were tiled along which dims, in which blocks, and which prefetch. */
 static const char *const tile_targets[] = {NULL, "haswell", "x86-64"};
 
 START_TEST(test_transposed_tiles) {
@@ -122,6 +123,8 @@ START_TEST(test_transposed_tiles) {
   lj_tensor *e = tu_tensor(LJ_I32, LJ_SHAPE(130, 33), TU_ANY, 5), *f = tu_tensor(LJ_I32, LJ_SHAPE(130, 33), TU_ANY, 6);
   lj_tensor *row = tu_tensor(LJ_I32, LJ_SHAPE(1, 130), TU_ANY, 7);
   lj_tensor *g = tu_tensor(LJ_I64, LJ_SHAPE(64, 90), TU_ANY, 8), *h = tu_tensor(LJ_BF16, LJ_SHAPE(80, 70), TU_ANY, 9);
+  lj_tensor *big = tu_tensor(LJ_F32, LJ_SHAPE(600, 520), TU_ANY, 11);
+  lj_tensor *big64 = tu_tensor(LJ_F64, LJ_SHAPE(5, 80, 330), TU_ANY, 12);
   lj_tensor *ts[] = {
       lj_add(lj_mul(lj_transpose(a, 0, 1), c), c),
       lj_mul_scalar(lj_transpose(lines, 0, 1), 3.0),
@@ -130,6 +133,8 @@ START_TEST(test_transposed_tiles) {
       lj_add(lj_mul(lj_transpose(e, 0, 1), lj_transpose(f, 0, 1)), row),
       lj_neg(lj_transpose(g, 0, 1)),
       lj_abs(lj_transpose(h, 0, 1)),
+      lj_sub_scalar(lj_transpose(big, 0, 1), 1.0),
+      lj_sqrt(lj_abs(lj_transpose(big64, 1, 2))),
   };
   int n = (int)(sizeof ts / sizeof *ts);
   for (int i = 0; i < n; i++) ck_assert_msg(ts[i], "#%d: %s", i, lj_last_error());
@@ -137,7 +142,9 @@ START_TEST(test_transposed_tiles) {
   ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 0 and 1\n"));
   ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 0 and 1, in blocks of 64 along dim 1"));
   ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 2\n"));
-  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 3, in blocks of 32 along dim 3"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "transposed, in tiles along dims 1 and 3, in blocks of 32 along dim 3\n"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "prefetching e0 128 bytes ahead along dim 0\n"));
+  ck_assert(tu_dir_has(dir, ".kernels.txt", "prefetching e0 128 bytes ahead along dim 1\n"));
   tu_remove_dir(dir);
 }
 END_TEST
