@@ -1982,6 +1982,51 @@ START_TEST(test_rows_ahead_of_stores) {
 }
 END_TEST
 
+/* Sums over the same points run in one loop (lower.c's sum_groups): a batch norm's
+ * gradient's Σ (x − mean)·dy, Σ dy and Σ (x − mean) over each channel of [N, C, H·W] after the
+ * mean's sum, with a map of the second between them (it runs after the loop): the mean's sum
+ * with Σ dy, then the two that read the mean; not a sum that reads what a nest between writes
+ * (Σ max(dy, 3·Σ (x − mean)·dy)), nor sums over other dims; Σ x·dy and Σ dy over each row
+ * of H·W together. Values
+ * against the interpreter, f32 and f64, a channel's rows a block (8 images) and blocks of
+ * channels (1 image), one and two threads. */
+START_TEST(test_sums_in_one_loop) {
+  static const lj_dtype dts[] = {LJ_F32, LJ_F64};
+  static const int nhw[2] = {0, 2}, hw[1] = {2};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    for (int i = 0; i < 2; i++)
+      for (int images = 1; images <= 8; images += 7) {
+        lj_tensor *x = tu_tensor(dts[i], LJ_SHAPE(images, 24, 300), TU_ANY, 60 + i);
+        lj_tensor *dy = tu_tensor(dts[i], LJ_SHAPE(images, 24, 300), TU_ANY, 62 + i);
+        lj_scope_begin();
+        lj_tensor *xm = lj_sub(x, lj_mean(x, 2, nhw, true));
+        lj_tensor *first = lj_sum(lj_mul(xm, dy), 2, nhw, false), *map = lj_mul_scalar(first, 3.0);
+        lj_tensor *grouped[4] = {map, lj_sum(dy, 2, nhw, false), lj_mean(xm, 2, nhw, false), first};
+        lj_tensor *apart[3] = {first, lj_sum(lj_maximum(dy, lj_reshape(map, LJ_SHAPE(1, 24, 1))), 2, nhw, false),
+                               lj_sum(xm, 2, (const int[]){0, 1}, false)};
+        lj_tensor *by_rows[2] = {lj_sum(lj_mul(x, dy), 1, hw, false), lj_sum(dy, 1, hw, false)};
+        char *lowering = lowering_of(3, grouped);
+        ck_assert_msg(strstr(lowering, "nests 0, 3 sum in one loop; nests 1, 4 sum in one loop"), "%s", lowering);
+        free(lowering);
+        lowering = lowering_of(3, apart);
+        ck_assert_msg(!strstr(lowering, "sum in one loop"), "%s", lowering);
+        free(lowering);
+        lowering = lowering_of(2, by_rows);
+        ck_assert_msg(strstr(lowering, "kernel 0: nests 0, 1 sum in one loop"), "%s", lowering);
+        free(lowering);
+        tu_check_interp_tol(4, grouped, 1e-5, 1e-5);
+        tu_check_interp_tol(2, &apart[1], 1e-5, 1e-5);
+        tu_check_interp_tol(2, by_rows, 1e-5, 1e-5);
+        lj_scope_end();
+        lj_tensor_release(x);
+        lj_tensor_release(dy);
+      }
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* The kernel of p that is a window of op win_op, or NULL. */
 static const ljg_kernel *window_kernel(const ljg_program *p, int win_op) {
   for (int i = 0; i < p->nkernels; i++)
@@ -3457,6 +3502,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_plan_fused_outputs);
   tcase_add_test(tc, test_matmul_column_tasks);
   tcase_add_test(tc, test_matmul_column_tasks_with_nests);
+  tcase_add_test(tc, test_sums_in_one_loop);
   tcase_add_test(tc, test_random_programs);
   tcase_add_test(tc, test_random_programs_from_disk);
   tcase_add_test(tc, test_random_programs_across_syncs);

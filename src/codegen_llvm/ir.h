@@ -194,6 +194,8 @@ typedef struct ljc_kctx {
   int nchecks;
   int *nest_last;         /* per nest: the last nest its loop also runs (lower.c's shares_loop),
                              or -1 for a nest that runs in an earlier one's */
+  int *sum_head;          /* per nest: the nest whose loop also computes this sum (lower.c's
+                             sum_groups; itself for that nest), or -1 */
   int32_t mm_bias;        /* ljc_gemm_bias: the bias LOAD whose sum with C the routine
                              writes into the first nest's slot (that nest not run), or -1 */
   int *b_summed;          /* per nest: the earlier kernel whose routine writes it instead

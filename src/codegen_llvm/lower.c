@@ -164,6 +164,9 @@ enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20, PREFETCH_LOADS_MAX = 
  * block then takes, and the least a slot the first nest streams must take. */
 enum { AHEAD_BLOCK_BYTES = 8 << 10, AHEAD_MIN_BYTES = 64 << 10 };
 
+/* The most sums one loop computes (sum_group). */
+enum { SUM_GROUP_MAX = 4 };
+
 typedef struct nest_gen {
   ljc_kctx *kc;
   const ljg_nest *nest;
@@ -192,6 +195,9 @@ typedef struct nest_gen {
   struct nest_gen *with;   /* the next nest, a sum along the row of what this one writes, run
                               at the same points in its loop (sums_in_loop), or NULL */
   LLVMValueRef *acc;       /* as `with`: its accumulators in that loop */
+  int nsums;               /* a sum and the later ones in its loop (sum_group): how many, or 0 */
+  const ljg_nest *sums[SUM_GROUP_MAX];
+  reduction sums_red[SUM_GROUP_MAX];
 } nest_gen;
 
 static LLVMValueRef point_value(nest_gen *g) {
@@ -401,9 +407,46 @@ static void emit_arg_in_two_passes(nest_gen *g, LLVMValueRef *out) {
   out[0] = m;
 }
 
+/* The reduced dims from d on of a group of sums over the same points (nest_gen.sums), each
+ * combining its nest's value at the point into its accumulator. */
+static void emit_sums(nest_gen *g, int d, LLVMValueRef *acc, LLVMValueRef *out) {
+  ljc_ir *ir = g->kc->ir;
+  const ljg_nest *nest = g->nest;
+  if (d == nest->ndim) {
+    for (int i = 0; i < g->nsums; i++) {
+      g->nest = g->sums[i];
+      ljc_dbg_at(ir, g->kc->k->exprs[g->nest->value].node);
+      reduction_combine(ir, &g->sums_red[i], &acc[i], point_value(g), NULL, &out[i]);
+    }
+    g->nest = nest;
+    return;
+  }
+  if (nest->shape[d] == 0) {
+    for (int i = 0; i < g->nsums; i++) out[i] = acc[i];
+    return;
+  }
+  LLVMValueRef next[SUM_GROUP_MAX];
+  ljc_loop L;
+  ljc_loop_begin(ir, &L, ljc_i64(ir, 0), ljc_i64(ir, nest->shape[d]), false, g->nsums, acc);
+  g->pt.idx[d] = L.iv;
+  emit_sums(g, d + 1, L.acc, next);
+  ljc_loop_end(ir, &L, next, out);
+}
+
 static void emit_point(nest_gen *g) {
   ljc_ir *ir = g->kc->ir;
   const ljg_nest *nest = g->nest;
+  if (g->nsums) {
+    LLVMValueRef acc[SUM_GROUP_MAX], out[SUM_GROUP_MAX];
+    for (int i = 0; i < g->nsums; i++) reduction_init(ir, &g->sums_red[i], &acc[i]);
+    emit_sums(g, g->nkept, acc, out);
+    for (int i = 0; i < g->nsums; i++) {
+      g->nest = g->sums[i];
+      store_point(g, reduction_result(g, &out[i]));
+    }
+    g->nest = nest;
+    return;
+  }
   if (nest->rop < 0) {
     for (const ljg_nest *n = nest; n <= &g->kc->k->nests[g->last]; n++) {
       g->nest = n;
@@ -613,6 +656,7 @@ static int64_t nest_part_rows(const ljg_program *p, const ljg_kernel *k);
 static bool sums_by_block(const ljg_kernel *k, const int *nest_last, bool b_summed, int s);
 static bool pools_rows(const ljg_program *p, const ljg_kernel *k, const int *nest_last, int s);
 static bool col2im_rows(const ljg_kernel *k);
+static void sum_groups(const ljg_program *p, int ki, const int *nest_last, int *head);
 
 static bool find_tiles(const ljg_kernel *k, const ljg_nest *nest, int last, tiles *tl) {
   int j = nest->ndim - 1;
@@ -1597,6 +1641,8 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     const ljg_kernel *k = &p->kernels[ki];
     int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last);
     loop_groups(k, last);
+    int *head = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *head);
+    sum_groups(p, ki, last, head);
     char routine[LJC_KERNEL_ROUTINES_MAX];
     ljb_str line = {0};
     if (ljc_kernel_routine(k, routine)) ljb_str_printf(&line, "; calls %s", routine);
@@ -1648,6 +1694,9 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
       if (maps_found(k, last, s, &load, &unused) && !pools_rows(p, k, last, s))
         ljb_str_printf(&line, "; nest %d not run: nest %d stores what it maps them to", s + 2, s);
       if (last[s] > s) ljb_str_printf(&line, "; nests %d-%d run in one loop", s, last[s]);
+      for (int t = s, n = 0; head[s] == s && t < k->nnests; t++)
+        if (head[t] == s) ljb_str_printf(&line, "%s%d", n++ ? ", " : "; nests ", t);
+      if (head[s] == s) ljb_str_puts(&line, " sum in one loop");
       const ljg_nest *n = &k->nests[s];
       if (ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)) && !pools_rows(p, k, last, s) &&
           !ljc_depthwise_nest(p, k, s))
@@ -1683,6 +1732,7 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (text[0]) ljb_str_printf(&b, "  kernel %d: %s\n", ki, text + 2);
     free(text);
     free(last);
+    free(head);
   }
   return ljb_str_take(&b);
 }
@@ -1754,6 +1804,69 @@ static void add_runs(ljc_kctx *kc, int mi, int s, LLVMValueRef begin, LLVMValueR
   ljc_loop_end(ir, &r, NULL, NULL);
 }
 
+static int ahead_nest(const ljg_program *p, const ljg_kernel *k, const int *nest_last, bool b_summed0, int nnests);
+
+/* Whether nest n reads slot. */
+static bool nest_reads(const ljg_kernel *k, const ljg_nest *n, int32_t slot, bool *used) {
+  ljg_nest_exprs(k, n, used);
+  for (int e = 0; e < k->nexprs; e++)
+    if (used[e] && ljg_expr_reads(&k->exprs[e], slot)) return true;
+  return false;
+}
+
+/* Whether nest s of kernel ki may sum in a loop with others (sum_group): a sum or mean over
+ * more than UNROLLED_POINTS points in the plain order, alone in its loop, with no checks or
+ * random numbers, not written by a matmul's routine, not prefetching and not summing in a
+ * mapping nest's loop; in a kernel whose nests run one after another (no window, tasks of
+ * several rows, column tasks or nest run ahead). */
+static bool summable(const ljg_program *p, int ki, const int *nest_last, int s) {
+  const ljg_kernel *k = &p->kernels[ki];
+  const ljg_nest *n = &k->nests[s];
+  int32_t pf[PREFETCH_LOADS_MAX];
+  if ((k->kind != LJG_K_LOOPS && !(k->kind == LJG_K_MATMUL && k->row_block > 0 && !ljc_gemm_in_one_call(k))) ||
+      ljg_kernel_has_window(k) || k->task_rows > 0 || k->mm_col_tasks || ljc_unpools(p, k) ||
+      (k->row_block > 0 && ahead_nest(p, k, nest_last, summed_by(p, ki, 0) >= 0, k->nnests) != 0))
+    return false;
+  if ((n->rop != LJG_OP_SUM && n->rop != LJG_OP_MEAN) || n->scatter_index >= 0 || nest_last[s] != s ||
+      n->rcount <= UNROLLED_POINTS || ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)) ||
+      has_random(k, n) || summed_by(p, ki, s) >= 0 || prefetch_loads(p, k, s, false, pf) > 0 ||
+      (s > 0 && sums_in_loop(p, k, nest_last, 0, s - 1)))
+    return false;
+  bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), ok = true;
+  ljg_nest_exprs(k, n, used);
+  for (int e = 0; e < k->nexprs && ok; e++) ok = !used[e] || ljc_expr_check(k, e) == LJG_KERR_NONE;
+  free(used);
+  return ok;
+}
+
+/* The sums that run in one loop, into head (per nest: the first nest of its group, itself for
+ * that one; -1 for a nest that sums alone or does not sum): from the first nest on, a nest not
+ * yet in a group heads one, and each later nest t not yet in one joins when it sums over the
+ * same points (shape, reduced dims and rows) and can move before the nests between: it reads
+ * nothing that the nests from the head to t write, and none of those reads or writes its
+ * output; at most SUM_GROUP_MAX a group. A batch norm's gradient, Σ dy and Σ dy·(x − mean)
+ * over each channel, then reads x and dy once instead of once a sum. */
+static void sum_groups(const ljg_program *p, int ki, const int *nest_last, int *head) {
+  const ljg_kernel *k = &p->kernels[ki];
+  bool *ok = ljb_xcalloc((size_t)k->nnests + 1, sizeof *ok), *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used);
+  for (int s = 0; s < k->nnests; s++) ok[s] = summable(p, ki, nest_last, s), head[s] = -1;
+  for (int s = 0; s < k->nnests; s++) {
+    if (!ok[s] || head[s] >= 0) continue;
+    const ljg_nest *a = &k->nests[s];
+    for (int t = s + 1, n = 1; t < k->nnests && n < SUM_GROUP_MAX; t++) {
+      const ljg_nest *b = &k->nests[t];
+      bool joins = ok[t] && head[t] < 0 && b->ndim == a->ndim && b->rmask == a->rmask && b->row_dims == a->row_dims &&
+                   memcmp(b->shape, a->shape, (size_t)a->ndim * sizeof *a->shape) == 0;
+      for (int u = s; u < t && joins; u++)
+        joins = !nest_reads(k, b, k->nests[u].out_slot, used) && k->nests[u].out_slot != b->out_slot &&
+                !nest_reads(k, &k->nests[u], b->out_slot, used);
+      if (joins) head[s] = s, head[t] = s, n++;
+    }
+  }
+  free(ok);
+  free(used);
+}
+
 static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRef begin, LLVMValueRef end) {
   int s = (int)(nest - kc->k->nests);
   ljg_view pick_view;
@@ -1763,12 +1876,19 @@ static void emit_nest(ljc_kctx *kc, const ljg_nest *nest, int check, LLVMValueRe
     return;
   }
   if (fills_for_scatter(kc->k, s) || kc->nest_last[s] < 0 || (s == 0 && kc->mm_bias >= 0) ||
+      (kc->sum_head[s] >= 0 && kc->sum_head[s] != s) ||
       (s > 0 && sums_in_loop(kc->p, kc->k, kc->nest_last, kc->ahead, s - 1)) ||
       picks_found(kc->k, kc->nest_last, s - 1, &pick_view) ||
       (maps_found(kc->k, kc->nest_last, s - 2, &load, &pick_view) && !pools_rows(kc->p, kc->k, kc->nest_last, s - 2)))
     return;
   nest_gen g, first, last, with;
   nest_gen_init(&g, kc, nest, check, begin, end);
+  for (int t = s; kc->sum_head[s] == s && t < kc->k->nnests; t++)
+    if (kc->sum_head[t] == s) {
+      g.sums[g.nsums] = &kc->k->nests[t];
+      g.sums_red[g.nsums++] = reduction_of(kc->ir, kc->k->nests[t].rop, kc->k->exprs[kc->k->nests[t].value].dtype,
+                                           kc->k->nests[t].rcount);
+    }
   if (s > 0 && s == kc->ahead) {
     nest_gen_init(&first, kc, kc->k->nests, -1, begin, end);
     g.ahead = &first;
@@ -3407,6 +3527,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   create_checks(&kc, nest_check);
   kc.nest_last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.nest_last);
   loop_groups(k, kc.nest_last);
+  kc.sum_head = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *kc.sum_head);
+  sum_groups(p, ki, kc.nest_last, kc.sum_head);
   kc.mm_bias = bias_start(p, k, kc.nest_last);
   kc.b_summed = ljb_xcalloc((size_t)k->nnests + 1, sizeof *kc.b_summed);
   kc.found_load = -1;
@@ -3473,6 +3595,7 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(kc.checks);
   free(kc.expr_check);
   free(kc.nest_last);
+  free(kc.sum_head);
   free(kc.b_summed);
   free(nest_check);
 }
