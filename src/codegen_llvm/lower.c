@@ -164,7 +164,7 @@ enum { PREFETCH_STRIP = 256, PREFETCH_MIN_BYTES = 4 << 20, PREFETCH_LOADS_MAX = 
  * block then takes, and the least a slot the first nest streams must take. */
 enum { AHEAD_BLOCK_BYTES = 8 << 10, AHEAD_MIN_BYTES = 64 << 10 };
 
-/* The most sums one loop computes (sum_group). */
+/* The most sums one loop computes (sum_groups). */
 enum { SUM_GROUP_MAX = 4 };
 
 typedef struct nest_gen {
@@ -195,7 +195,7 @@ typedef struct nest_gen {
   struct nest_gen *with;   /* the next nest, a sum along the row of what this one writes, run
                               at the same points in its loop (sums_in_loop), or NULL */
   LLVMValueRef *acc;       /* as `with`: its accumulators in that loop */
-  int nsums;               /* a sum and the later ones in its loop (sum_group): how many, or 0 */
+  int nsums;               /* a sum and the later ones in its loop (sum_groups): how many, or 0 */
   const ljg_nest *sums[SUM_GROUP_MAX];
   reduction sums_red[SUM_GROUP_MAX];
 } nest_gen;
@@ -1814,7 +1814,7 @@ static bool nest_reads(const ljg_kernel *k, const ljg_nest *n, int32_t slot, boo
   return false;
 }
 
-/* Whether nest s of kernel ki may sum in a loop with others (sum_group): a sum or mean over
+/* Whether nest s of kernel ki may sum in a loop with others (sum_groups): a sum or mean over
  * more than UNROLLED_POINTS points in the plain order, alone in its loop, with no checks or
  * random numbers, not written by a matmul's routine, not prefetching and not summing in a
  * mapping nest's loop; in a kernel whose nests run one after another (no window, tasks of
