@@ -702,12 +702,11 @@ enum { TILE_RUN_BYTES = 256 };
  * further along t in the same row: where its slot takes at least TILE_AHEAD_MIN_BYTES (a Zen 5
  * core's L2). A block of tiles reads its rows of that operand a line at a time, as many rows
  * as run points along j (64 rows of f32), more streams than the hardware's prefetchers follow,
- * so that from memory each line came at a miss's latency. One Zen 5 thread, the operand's 96
- * MB evicted before each run, a transpose of [4608, 512] (a ResNet weight gradient's, which
- * its matmul wrote earlier in the step): 1.09-1.22 -> 0.74-0.84 ms; [4096, 1024] 1.35-1.59 ->
- * 0.95-1.02; [1152, 256] 0.16 -> 0.10; in the caches, [4608, 512] 0.65-1.09 -> 0.45-0.56
- * (half of L3 by then the VM's), [256, 256] within noise (0.006 ms), and 4 lines ahead or 8
- * no better. */
+ * so that from memory each line came at a miss's latency. One Zen 5 thread, fastest of 60
+ * runs, 96 MB written before each to evict the operand, a transpose of [4608, 512] (a ResNet
+ * weight gradient's, which its matmul wrote earlier in the step): 1.11-1.22 -> 0.74-0.82 ms;
+ * [4096, 1024] 1.35-1.59 -> 0.89-1.31; [1152, 256] 0.16 -> 0.10; in the caches, [4608, 512]
+ * 0.65-1.09 -> 0.45-0.56, [256, 256] within noise (0.006 ms); 4 lines ahead or 8 no better. */
 enum { TILE_AHEAD_BYTES = 128, TILE_AHEAD_MIN_BYTES = 1 << 20 };
 
 static void tile_prefetches(const ljg_program *p, const ljg_kernel *k, tiles *tl) {
