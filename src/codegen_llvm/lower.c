@@ -1813,19 +1813,24 @@ static bool nest_reads(const ljg_kernel *k, const ljg_nest *n, int32_t slot, boo
   return false;
 }
 
+/* Whether kernel ki's nests run one after another, so that sums may share a loop (sum_groups):
+ * loops, or a matmul's epilogue in row blocks, with no window, tasks of several rows, column
+ * tasks or nest run ahead. */
+static bool sums_may_group(const ljg_program *p, int ki, const int *nest_last) {
+  const ljg_kernel *k = &p->kernels[ki];
+  return (k->kind == LJG_K_LOOPS || (k->kind == LJG_K_MATMUL && k->row_block > 0 && !ljc_gemm_in_one_call(k))) &&
+         !ljg_kernel_has_window(k) && k->task_rows == 0 && !k->mm_col_tasks && !ljc_unpools(p, k) &&
+         (k->row_block == 0 || ahead_nest(p, k, nest_last, summed_by(p, ki, 0) >= 0, k->nnests) == 0);
+}
+
 /* Whether nest s of kernel ki may sum in a loop with others (sum_groups): a sum or mean over
  * more than UNROLLED_POINTS points in the plain order, alone in its loop, with no checks or
  * random numbers, not written by a matmul's routine, not prefetching and not summing in a
- * mapping nest's loop; in a kernel whose nests run one after another (no window, tasks of
- * several rows, column tasks or nest run ahead). */
+ * mapping nest's loop. */
 static bool summable(const ljg_program *p, int ki, const int *nest_last, int s) {
   const ljg_kernel *k = &p->kernels[ki];
   const ljg_nest *n = &k->nests[s];
   int32_t pf[PREFETCH_LOADS_MAX];
-  if ((k->kind != LJG_K_LOOPS && !(k->kind == LJG_K_MATMUL && k->row_block > 0 && !ljc_gemm_in_one_call(k))) ||
-      ljg_kernel_has_window(k) || k->task_rows > 0 || k->mm_col_tasks || ljc_unpools(p, k) ||
-      (k->row_block > 0 && ahead_nest(p, k, nest_last, summed_by(p, ki, 0) >= 0, k->nnests) != 0))
-    return false;
   if ((n->rop != LJG_OP_SUM && n->rop != LJG_OP_MEAN) || n->scatter_index >= 0 || nest_last[s] != s ||
       n->rcount <= UNROLLED_POINTS || ljg_column_order(k, n, n->ndim - __builtin_popcount(n->rmask)) ||
       has_random(k, n) || summed_by(p, ki, s) >= 0 || prefetch_loads(p, k, s, false, pf) > 0 ||
@@ -1848,7 +1853,8 @@ static bool summable(const ljg_program *p, int ki, const int *nest_last, int s) 
 static void sum_groups(const ljg_program *p, int ki, const int *nest_last, int *head) {
   const ljg_kernel *k = &p->kernels[ki];
   bool *ok = ljb_xcalloc((size_t)k->nnests + 1, sizeof *ok), *used = ljb_xcalloc((size_t)k->nexprs + 1, sizeof *used);
-  for (int s = 0; s < k->nnests; s++) ok[s] = summable(p, ki, nest_last, s), head[s] = -1;
+  bool group = sums_may_group(p, ki, nest_last);
+  for (int s = 0; s < k->nnests; s++) ok[s] = group && summable(p, ki, nest_last, s), head[s] = -1;
   for (int s = 0; s < k->nnests; s++) {
     if (!ok[s] || head[s] >= 0) continue;
     const ljg_nest *a = &k->nests[s];
