@@ -238,6 +238,8 @@ typedef struct lowered {
   char mname[112];
   uint8_t *stream; /* per slot: its stores non-temporal (stream.c); NULL when none is */
   bool vectorize;
+  bool hashed;     /* its body may have a twin (join_twins): body_hash is its hash */
+  ljb_hash body_hash;
 } lowered;
 
 /* LLVM's diagnostics of a kernel's compile: its remarks and notes (the loop vectorizer's on a
@@ -364,6 +366,20 @@ typedef struct compile_thread {
   LLVMTargetMachineRef tm;
 } compile_thread;
 
+/* The name of kernel k's body function (lower.c names it so). */
+static void body_name(const compile_job *j, int k, char name[128]) { snprintf(name, 128, "%s_k%d_body", j->name, k); }
+
+/* After kernel k's lowering, the hash of its body for join_twins, where it may have a twin:
+ * not a kernel with non-temporal stores (stream.c marks them in the entry, which the body is
+ * inlined into) nor with debug info (each kernel's code its own, for the debugger). */
+static void hash_body(compile_job *j, int k) {
+  lowered *l = &j->low[k];
+  char body[128];
+  body_name(j, k, body);
+  l->hashed = j->p->nkernels > 1 && !(j->s->flags & LJC_DEBUG_INFO) && !l->stream &&
+              ljc_body_hash(l->mod, body, &l->body_hash);
+}
+
 static void *compile_kernels(void *arg) {
   const compile_thread *t = arg;
   compile_job *j = t->job;
@@ -371,6 +387,7 @@ static void *compile_kernels(void *arg) {
   for (int i; !atomic_load(&j->failed) && (i = atomic_fetch_add(&j->next, 1)) < items;) {
     if (j->pass == 0) {
       lower(j->s, t->tm, j->p, j->g, i, j->name, &j->low[i]);
+      hash_body(j, i);
       continue;
     }
     int k = i - j->nroutines;
@@ -405,24 +422,16 @@ static void run_pass(compile_job *j, int pass, int items) {
   for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
 }
 
-/* The name of kernel k's body function (lower.c names it so). */
-static void body_name(const compile_job *j, int k, char name[128]) { snprintf(name, 128, "%s_k%d_body", j->name, k); }
-
-/* Between the passes: a kernel whose body is the code of an earlier one's (twins.c) calls
- * that one's body, which its object then exports. Not for kernels with non-temporal stores
- * (stream.c marks them in the entry, which the body is inlined into) nor with debug info
- * (each kernel's code its own, for the debugger). The kernels that call another's body. */
+/* Between the passes: a kernel whose body is the code of an earlier one's (twins.c; hashed by
+ * hash_body) calls that one's body, which its object then exports. The kernels that call
+ * another's body. */
 static int join_twins(compile_job *j) {
   int n = j->p->nkernels, twins = 0;
-  if (n < 2 || j->s->flags & LJC_DEBUG_INFO) return 0;
-  ljb_hash *h = ljb_xcalloc((size_t)n, sizeof *h);
-  bool *has = ljb_xcalloc((size_t)n, sizeof *has), *shared = ljb_xcalloc((size_t)n, sizeof *shared);
-  int *twin = ljb_xcalloc((size_t)n, sizeof *twin);
+  ljb_hash *h = ljb_xcalloc((size_t)n + 1, sizeof *h);
+  bool *has = ljb_xcalloc((size_t)n + 1, sizeof *has), *shared = ljb_xcalloc((size_t)n + 1, sizeof *shared);
+  int *twin = ljb_xcalloc((size_t)n + 1, sizeof *twin);
   char body[128], other[128];
-  for (int k = 0; k < n; k++) {
-    body_name(j, k, body);
-    has[k] = !j->low[k].stream && ljc_body_hash(j->low[k].mod, body, &h[k]);
-  }
+  for (int k = 0; k < n; k++) has[k] = j->low[k].hashed, h[k] = j->low[k].body_hash;
   ljc_find_twins(n, h, has, twin);
   for (int k = 0; k < n; k++) {
     if (twin[k] == k) continue;

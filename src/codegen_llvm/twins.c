@@ -30,27 +30,41 @@ static void drop_debug_refs(char *s) {
   *out = 0;
 }
 
+/* The line of text (a module's) that starts with "define" and names @body, or NULL. */
+static char *define_line(char *text, const char *body) {
+  size_t n = strlen(body);
+  for (char *line = text; line && *line;) {
+    char *nl = strchr(line, '\n'), *at = strncmp(line, "define ", 7) == 0 ? strstr(line, body) : NULL;
+    if (at && (!nl || at < nl) && at[-1] == '@' && at[n] == '(') return line;
+    line = nl ? nl + 1 : NULL;
+  }
+  return NULL;
+}
+
 bool ljc_body_hash(LLVMModuleRef mod, const char *body, ljb_hash *h) {
-  LLVMValueRef fn = LLVMGetNamedFunction(mod, body);
-  if (!fn) return false;
-  char *text = LLVMPrintValueToString(fn);
-  char *at = strstr(text, body); /* the name, once, on the define line */
-  if (at) memset(at, '_', strlen(body));
-  drop_debug_refs(text);
+  /* the module printed once: the function's text (from its define line to the line that
+   * closes it), and the metadata it refers to by number (loops' hints, aliasing scopes), the
+   * lines that define metadata */
+  char *text = LLVMPrintModuleToString(mod), *fn = define_line(text, body);
+  if (!fn) {
+    LLVMDisposeMessage(text);
+    return false;
+  }
+  char *end = strstr(fn, "\n}\n");
+  LJ_ASSERT(end);
+  end[1] = 0; /* the closing brace, dropped in both kernels alike */
+  memset(strstr(fn, body), '_', strlen(body));
+  drop_debug_refs(fn);
   ljb_hasher x;
   ljb_hasher_init(&x, 0);
-  ljb_hash_str(&x, text);
-  LLVMDisposeMessage(text);
-  /* the metadata the text refers to by number (loops' hints, aliasing scopes): the module's
-   * lines that define metadata */
-  char *mod_text = LLVMPrintModuleToString(mod);
-  for (const char *line = mod_text; line && *line;) {
+  ljb_hash_str(&x, fn);
+  for (const char *line = end + 2; *line;) {
     const char *nl = strchr(line, '\n');
     size_t n = nl ? (size_t)(nl - line) : strlen(line);
     if (line[0] == '!') ljb_hash_bytes(&x, line, n);
-    line = nl ? nl + 1 : NULL;
+    line = nl ? nl + 1 : line + n;
   }
-  LLVMDisposeMessage(mod_text);
+  LLVMDisposeMessage(text);
   *h = ljb_hasher_final(&x);
   return true;
 }
