@@ -103,10 +103,13 @@ static LLVMOrcObjectLayerRef listened_layer(void *ctx, LLVMOrcExecutionSessionRe
 /* LLVM's command-line options, set once per process (they are LLVM's globals, so a program
  * that also uses LLVM sees them too): no loop strength reduction. It took a third of the
  * code generator's time on matmul kernels (many nested loops with many address uses) and
- * x86 addresses base + index · scale as cheaply as a strength-reduced pointer. */
+ * x86 addresses base + index · scale as cheaply as a strength-reduced pointer. No x86 domain
+ * reassignment (general-purpose register chains redone in AVX-512 mask registers): ~5% of the
+ * code generator's time (MNISTNet's first step compiled on one CPU, alternated, fastest of 4:
+ * 229.7 -> 223.5 ms) for no kernel measurably faster (its conv and training workloads). */
 static void llvm_options(void) {
-  const char *argv[] = {"lazyjit", "-disable-lsr"};
-  LLVMParseCommandLineOptions(2, argv, NULL);
+  const char *argv[] = {"lazyjit", "-disable-lsr", "-disable-x86-domain-reassignment"};
+  LLVMParseCommandLineOptions(3, argv, NULL);
 }
 
 ljc_session *ljc_session_new(const char *cpu, int opt_level, int64_t nt_store_bytes, int threads, unsigned flags) {
