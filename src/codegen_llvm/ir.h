@@ -483,7 +483,8 @@ ljc_perf_symbols ljc_perf_read(LLVMMemoryBufferRef obj, const char *sym);
 /* A line in perf's map file of this process for each of syms, sym being at start; frees the
  * list. */
 void ljc_perf_map_add(uint64_t start, ljc_perf_symbols *syms);
-/* The code generation level that goes with an opt level. */
-LLVMCodeGenOptLevel ljc_codegen_level(int opt_level);
+/* The code generation level that goes with an opt level, for modules whose loops are
+ * vectorized or not (ljc_optimize's vectorize). */
+LLVMCodeGenOptLevel ljc_codegen_level(int opt_level, bool vectorize);
 
 #endif

@@ -38,7 +38,10 @@
 enum { MAX_COMPILE_THREADS = 16 };
 
 struct ljc_session {
-  LLVMTargetMachineRef tms[MAX_COMPILE_THREADS]; /* one per compile thread */
+  /* one per compile thread, and one for the modules not vectorized (ljc_codegen_level), but
+   * with debug info (LJC_DEBUG_INFO): gdb did not show a kernel emitted at None as the user's
+   * function inlined into it */
+  LLVMTargetMachineRef tms[MAX_COMPILE_THREADS], scalar_tms[MAX_COMPILE_THREADS];
   int threads;
   LLVMOrcLLJITRef jit;
   LLVMOrcJITDylibRef jd;
@@ -75,7 +78,7 @@ static bool llvm_error(LLVMErrorRef err, const char *what) {
   return true;
 }
 
-static LLVMTargetMachineRef make_tm(ljc_session *s) {
+static LLVMTargetMachineRef make_tm(ljc_session *s, bool vectorize) {
   LLVMTargetRef target;
   char *msg = NULL;
   if (LLVMGetTargetFromTriple(s->triple, &target, &msg)) {
@@ -83,7 +86,7 @@ static LLVMTargetMachineRef make_tm(ljc_session *s) {
     LLVMDisposeMessage(msg);
     return NULL;
   }
-  return LLVMCreateTargetMachine(target, s->triple, s->cpu, s->features, ljc_codegen_level(s->opt_level),
+  return LLVMCreateTargetMachine(target, s->triple, s->cpu, s->features, ljc_codegen_level(s->opt_level, vectorize),
                                  LLVMRelocPIC, LLVMCodeModelSmall);
 }
 
@@ -127,8 +130,8 @@ ljc_session *ljc_session_new(const char *cpu, int opt_level, int64_t nt_store_by
   s->features = cpu && *cpu ? LLVMCreateMessage("") : LLVMGetHostCPUFeatures();
   s->threads = threads < 1 ? 1 : threads > MAX_COMPILE_THREADS ? MAX_COMPILE_THREADS : threads;
   for (int i = 0; i < s->threads; i++)
-    if (!(s->tms[i] = make_tm(s))) goto fail;
-  LLVMTargetMachineRef jit_tm = make_tm(s);
+    if (!(s->tms[i] = make_tm(s, true)) || !(s->scalar_tms[i] = make_tm(s, flags & LJC_DEBUG_INFO))) goto fail;
+  LLVMTargetMachineRef jit_tm = make_tm(s, true);
   if (!jit_tm) goto fail;
   LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
@@ -159,8 +162,10 @@ fail:
 void ljc_session_free(ljc_session *s) {
   if (!s) return;
   if (s->jit) LLVMOrcDisposeLLJIT(s->jit);
-  for (int i = 0; i < s->threads; i++)
+  for (int i = 0; i < s->threads; i++) {
     if (s->tms[i]) LLVMDisposeTargetMachine(s->tms[i]);
+    if (s->scalar_tms[i]) LLVMDisposeTargetMachine(s->scalar_tms[i]);
+  }
   for (int r = 0; r < LJC_GEMM_NROUTINES; r++) free(s->routine_obj[r]);
   LLVMDisposeMessage(s->triple);
   LLVMDisposeMessage(s->cpu);
@@ -366,7 +371,7 @@ typedef struct compile_job {
 
 typedef struct compile_thread {
   compile_job *job;
-  LLVMTargetMachineRef tm;
+  LLVMTargetMachineRef tm, scalar_tm; /* the session's for this thread (ljc_session.tms) */
 } compile_thread;
 
 /* The name of kernel k's body function (lower.c names it so). */
@@ -396,7 +401,8 @@ static void *compile_kernels(void *arg) {
     int k = i - j->nroutines;
     LLVMMemoryBufferRef *obj = k < 0 ? &j->routine_obj[i] : &j->objs[k];
     *obj = k < 0 ? build_routine(j->s, t->tm, j->routine[i])
-                 : emit(j->s, t->tm, j->p, &j->low[k], j->texts ? &j->texts[k] : NULL);
+                 : emit(j->s, j->low[k].vectorize ? t->tm : t->scalar_tm, j->p, &j->low[k],
+                        j->texts ? &j->texts[k] : NULL);
     if (*obj) continue;
     pthread_mutex_lock(&j->lock);
     if (!atomic_exchange(&j->failed, true)) {
@@ -417,7 +423,7 @@ static void run_pass(compile_job *j, int pass, int items) {
   compile_thread t[MAX_COMPILE_THREADS];
   pthread_t tid[MAX_COMPILE_THREADS];
   int started = 1;
-  for (int i = 0; i < n; i++) t[i] = (compile_thread){j, s->tms[i]};
+  for (int i = 0; i < n; i++) t[i] = (compile_thread){j, s->tms[i], s->scalar_tms[i]};
   for (int i = 1; i < n; i++)
     if (ljb_thread_start(&tid[i], compile_kernels, &t[i]) == 0) started = i + 1;
     else break;
