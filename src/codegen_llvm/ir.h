@@ -112,6 +112,10 @@ void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after);
 /* Transposes the n × n matrix whose rows are the n-lane vectors v[0..n) in place: log2(n)
  * rounds, each interleaving the halves of the pairs (i, i + n/2). */
 void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v);
+/* The same, for n vectors of the target's full width, by two-source permutes whose index
+ * vectors the code generator cannot see (on AVX-512; ljc_transpose elsewhere): the same
+ * instructions, which it otherwise spends half a kernel's compile trying to combine. */
+void ljc_transpose_permutes(ljc_ir *ir, int n, LLVMValueRef *v);
 
 /* The vector of type vt (a vector type) with x in every lane. */
 LLVMValueRef ljc_splat(ljc_ir *ir, LLVMValueRef x, LLVMTypeRef vt);

@@ -756,7 +756,7 @@ static void load_tiles(nest_gen *g, LLVMValueRef t0, LLVMValueRef j0, LLVMValueR
         ljc_prefetch(ir, LLVMBuildGEP2(b, st, kc->slot_ptr[x->slot], &ahead, 1, ""));
       }
     }
-    ljc_transpose(ir, vw, v);
+    ljc_transpose_permutes(ir, vw, v);
     for (int r = 0; r < vw; r++) {
       LLVMValueRef at = ljc_i64(ir, (int64_t)r * vw);
       LLVMValueRef store = LLVMBuildStore(b, v[r], LLVMBuildInBoundsGEP2(b, st, tl->buf[i], &at, 1, ""));
