@@ -7,12 +7,14 @@
  *   the short list below + codegen Less: 111-137 ms compile, 18.7-20.0 ms run
  * Kernels are already in loop-friendly form (rotated loops, noalias arguments), so the
  * vectorizer needs only SROA, InstCombine, CSE and LICM around it; a kernel too small for
- * vector code to pay (the caller decides) goes through the same list without the vectorizer,
- * which about halves its compile, and through code generation level None (fast instruction
- * selection and register allocation, no machine scheduling): six such kernels of MNISTNet's
- * first step, weight initialization's Philox rounds among them, took 26.7 ms of code
+ * vector code to pay (the caller decides) goes without the vectorizer, which about halves its
+ * compile, and without InstCombine, which took half of the rest (MNISTNet's first step, one
+ * CPU: 168.5-175.9 -> 160.6-164.4 ms), and through code generation level None (fast
+ * instruction selection and register allocation, no machine scheduling): six such kernels of
+ * that step, weight initialization's Philox rounds among them, took 26.7 ms of code
  * generation at Less and 4.2 at None; the whole step compiled on one CPU in 198-212 ms
- * before, 161-172 after, its steps' run time unchanged.
+ * before, 161-172 after. The steps' run times stayed the same (their small kernels' to the
+ * microsecond).
  * Level 3 is LLVM's O3 for when run time matters more than compile time; levels 0-1 skip
  * vectorization. */
 #include "codegen_llvm/ir.h"
@@ -27,9 +29,7 @@ static const char *pipeline_for(int opt_level, bool vectorize, bool align) {
   case 1: return "function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,early-cse)";
   case 3: return "default<O3>";
   default:
-    if (!vectorize)
-      return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
-             "early-cse<memssa>,loop-mssa(licm),instcombine<no-verify-fixpoint>,simplifycfg)";
+    if (!vectorize) return "cgscc(inline),function(sroa,early-cse<memssa>,simplifycfg,loop-mssa(licm))";
     if (align)
       return "cgscc(inline),function(sroa,instcombine<no-verify-fixpoint>,simplifycfg,"
              "early-cse<memssa>,loop-mssa(licm),loop-vectorize,instcombine<no-verify-fixpoint>,"
