@@ -339,20 +339,39 @@ void ljc_if_end(ljc_ir *ir, LLVMBasicBlockRef after) {
   LLVMPositionBuilderAtEnd(ir->b, after);
 }
 
-void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v) {
-  LLVMValueRef lo[64], hi[64], out[64];
+/* The index vectors of ljc_transpose's interleaves over n lanes, of integer type it: lanes
+ * 0 .. n/2 - 1 of both vectors alternating (lo), then the upper halves' (hi). */
+static void interleave_indices(LLVMTypeRef it, int n, LLVMValueRef *lo, LLVMValueRef *hi) {
+  LLVMValueRef l[64], h[64];
   for (int t = 0; t < n; t++) {
-    lo[t] = ljc_const_i(ir->i32, (t & 1 ? n : 0) + t / 2);
-    hi[t] = ljc_const_i(ir->i32, (t & 1 ? n : 0) + n / 2 + t / 2);
+    l[t] = LLVMConstInt(it, (unsigned long long)((t & 1 ? n : 0) + t / 2), 0);
+    h[t] = LLVMConstInt(it, (unsigned long long)((t & 1 ? n : 0) + n / 2 + t / 2), 0);
   }
-  LLVMValueRef lo_mask = LLVMConstVector(lo, (unsigned)n), hi_mask = LLVMConstVector(hi, (unsigned)n);
+  *lo = LLVMConstVector(l, (unsigned)n);
+  *hi = LLVMConstVector(h, (unsigned)n);
+}
+
+/* ljc_transpose's rounds over v, each pair's interleaves by index vectors lo and hi: by
+ * shufflevectors, or by calls of the two-source permute `permute` (of type permute_t; a, index,
+ * b) where that is not NULL. */
+static void transpose_rounds(ljc_ir *ir, int n, LLVMValueRef *v, LLVMValueRef lo, LLVMValueRef hi,
+                             LLVMTypeRef permute_t, LLVMValueRef permute) {
+  LLVMValueRef out[64];
   for (int round = 1; round < n; round *= 2) {
-    for (int i = 0; i < n / 2; i++) {
-      out[2 * i] = LLVMBuildShuffleVector(ir->b, v[i], v[i + n / 2], lo_mask, "");
-      out[2 * i + 1] = LLVMBuildShuffleVector(ir->b, v[i], v[i + n / 2], hi_mask, "");
-    }
+    for (int i = 0; i < n / 2; i++)
+      for (int h = 0; h < 2; h++) {
+        LLVMValueRef index = h ? hi : lo, args[3] = {v[i], index, v[i + n / 2]};
+        out[2 * i + h] = permute ? LLVMBuildCall2(ir->b, permute_t, permute, args, 3, "")
+                                 : LLVMBuildShuffleVector(ir->b, v[i], v[i + n / 2], index, "");
+      }
     for (int i = 0; i < n; i++) v[i] = out[i];
   }
+}
+
+void ljc_transpose(ljc_ir *ir, int n, LLVMValueRef *v) {
+  LLVMValueRef lo, hi;
+  interleave_indices(ir->i32, n, &lo, &hi);
+  transpose_rounds(ir, n, v, lo, hi, NULL, NULL);
 }
 
 /* The index vector `init` (constant) as a load from an internal global of the module named
@@ -391,29 +410,16 @@ void ljc_transpose_permutes(ljc_ir *ir, int n, LLVMValueRef *v) {
     return;
   }
   bool d = bits == 64;
-  unsigned lanes = (unsigned)n;
-  LLVMTypeRef ft = LLVMVectorType(d ? ir->f64 : ir->f32, lanes);
-  LLVMTypeRef it = d ? ir->i64 : ir->i32;
-  LLVMValueRef lo[16], hi[16], out[16];
-  for (int t = 0; t < n; t++) {
-    lo[t] = LLVMConstInt(it, (unsigned long long)((t & 1 ? n : 0) + t / 2), 0);
-    hi[t] = LLVMConstInt(it, (unsigned long long)((t & 1 ? n : 0) + n / 2 + t / 2), 0);
-  }
-  LLVMValueRef lo_index = opaque_index(ir, d ? "lj_transpose_lo8" : "lj_transpose_lo16", LLVMConstVector(lo, lanes));
-  LLVMValueRef hi_index = opaque_index(ir, d ? "lj_transpose_hi8" : "lj_transpose_hi16", LLVMConstVector(hi, lanes));
+  LLVMValueRef lo, hi;
+  interleave_indices(d ? ir->i64 : ir->i32, n, &lo, &hi);
+  lo = opaque_index(ir, d ? "lj_transpose_lo8" : "lj_transpose_lo16", lo);
+  hi = opaque_index(ir, d ? "lj_transpose_hi8" : "lj_transpose_hi16", hi);
   const char *name = d ? "llvm.x86.avx512.vpermi2var.pd.512" : "llvm.x86.avx512.vpermi2var.ps.512";
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
-  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(ir->mod, id, NULL, 0);
-  LLVMTypeRef fty = LLVMIntrinsicGetType(ir->ctx, id, NULL, 0);
+  LLVMTypeRef ft = LLVMVectorType(d ? ir->f64 : ir->f32, (unsigned)n);
   for (int i = 0; i < n; i++) v[i] = LLVMBuildBitCast(ir->b, v[i], ft, "");
-  for (int round = 1; round < n; round *= 2) {
-    for (int i = 0; i < n / 2; i++) {
-      LLVMValueRef a[2][3] = {{v[i], lo_index, v[i + n / 2]}, {v[i], hi_index, v[i + n / 2]}};
-      out[2 * i] = LLVMBuildCall2(ir->b, fty, fn, a[0], 3, "");
-      out[2 * i + 1] = LLVMBuildCall2(ir->b, fty, fn, a[1], 3, "");
-    }
-    for (int i = 0; i < n; i++) v[i] = out[i];
-  }
+  transpose_rounds(ir, n, v, lo, hi, LLVMIntrinsicGetType(ir->ctx, id, NULL, 0),
+                   LLVMGetIntrinsicDeclaration(ir->mod, id, NULL, 0));
   for (int i = 0; i < n; i++) v[i] = LLVMBuildBitCast(ir->b, v[i], vt, "");
 }
 
