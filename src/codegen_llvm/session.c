@@ -485,7 +485,7 @@ static int join_twins(compile_job *j) {
     body_name(j, k, body);
     body_name(j, twin[k], other);
     ljc_call_twin_body(j->low[k].mod, body, other);
-    j->low[k].cost = 0; /* its entry alone */
+    j->low[k].cost = compile_cost(j->low[k].mod, j->low[k].vectorize); /* its entry alone now */
     shared[twin[k]] = true;
     twins++;
   }
