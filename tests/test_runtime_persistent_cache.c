@@ -7,6 +7,7 @@
 #include "test_util.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,6 +332,61 @@ START_TEST(test_readonly_reads_but_never_writes) {
 }
 END_TEST
 
+/* Chains of `steps` means, each of the chain scaled less its mean so far: a kernel a mean, over
+ * 64 values (compiled without the vectorizer) and over 8192 (with it). */
+static void mean_chains(int steps, lj_tensor **out) {
+  lj_device *d = lj_default_device();
+  for (int c = 0; c < 2; c++) {
+    lj_tensor *y = lj_arange(d, LJ_F32, 0, c ? 8192 : 64, 1);
+    for (int i = 0; i < steps; i++)
+      y = lj_sub(lj_mul_scalar(y, 0.75), lj_mean(y, 1, (const int[]){0}, true));
+    out[c] = y;
+  }
+}
+
+/* The CPUs the runtime's compiles run on (its compile threads). */
+static int cpus(void) {
+  cpu_set_t set;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+}
+
+/* A graph of many kernels is compiled in groups of consecutive kernels (session.c), each
+ * group's kernels that go through the same pipeline emitted into one object file: fewer
+ * objects than kernels, the entry stores a group's object at its first kernel and none at the
+ * others, and a later runtime that loads the entry computes the same bits. */
+START_TEST(test_grouped_kernels_load) {
+  make_dir();
+  start(dir, false, 0);
+  int steps = 16 * (cpus() < 16 ? cpus() : 16); /* groups of 2 kernels or more (group_size) */
+  lj_scope_begin();
+  lj_tensor *first[2], *again[2];
+  mean_chains(steps, first);
+  int kernels = lj_graph_kernel_count(2, first);
+  ck_assert_int_ge(kernels, 2 * steps);
+  int64_t compiled = counter("CompiledKernels"), objects = counter("KernelObjects");
+  tu_check_interp_tol(2, first, 1e-4, 1e-3);
+  ck_assert_int_eq(counter("CompiledKernels") - compiled, kernels);
+  int64_t made = counter("KernelObjects") - objects;
+  ck_assert_int_lt(made, kernels);
+  ck_assert_int_ge(made, kernels / 8); /* GROUP_MAX */
+  float a[64], b[64]; /* the first chain's values, from each runtime */
+  ck_assert_int_eq(lj_tensor_to_host(first[0], a, sizeof a), LJ_OK);
+  lj_scope_end();
+  lj_shutdown();
+  start(dir, false, 0);
+  int64_t hits = counter("PersistentCacheHit"), compiles = counter("UncachedCompile");
+  lj_scope_begin();
+  mean_chains(steps, again);
+  ck_assert_int_eq(lj_sync_tensors(2, again), LJ_OK); /* the graph tu_check_interp_tol synced */
+  ck_assert_int_eq(lj_tensor_to_host(again[0], b, sizeof b), LJ_OK);
+  lj_scope_end();
+  ck_assert_int_ge(counter("PersistentCacheHit"), hits + 1);
+  ck_assert_int_eq(counter("UncachedCompile"), compiles);
+  ck_assert_mem_eq(a, b, sizeof a); /* bit for bit */
+  tu_remove_dir(dir);
+}
+END_TEST
+
 /* A stand-in entry of 600 KiB used `seconds` ago. */
 static void filler(const char *name, int seconds) {
   char path[160];
@@ -538,6 +594,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_unusable_entry_is_ignored_and_replaced, 0, (int)(sizeof damages / sizeof *damages));
   tcase_add_test(tc, test_readonly_reads_but_never_writes);
   tcase_add_test(tc, test_eviction_goes_by_last_use);
+  tcase_add_test(tc, test_grouped_kernels_load);
   suite_add_tcase(s, tc);
   tc = tu_tcase("config");
   tcase_add_test(tc, test_default_directory);

@@ -112,19 +112,21 @@ bool ljc_gemm_in_one_call(const ljg_kernel *k);
  * (unless NULL), the outputs it streams (stream.c). */
 char *ljc_lowering_text(const ljg_program *p, const ljc_session *s);
 
-/* Compiles every kernel of p, each into a module and an object file of its own, on the
- * session's threads (with the GEMM routines the kernels call that the session does not have
- * yet, which then stay for the session's life), and stores kernel k's entry point in fns[k]. key is the graph key:
+/* Compiles every kernel of p, each lowered into a module of its own, on the session's threads
+ * (with the GEMM routines the kernels call that the session does not have yet, which then
+ * stay for the session's life), a group of consecutive kernels into one object file (one per
+ * pipeline they go through), and stores kernel k's entry point in fns[k]. key is the graph key:
  * symbols are "lj_<first 16 hex digits of key>_k<k>", and a program whose key is live in the
  * session already (another device compiled it) is shared instead of compiled again. g is the
  * graph p was fused from (its nodes' call sites become debug info with LJC_DEBUG_INFO). With
- * texts non-NULL, also fills it; with objs non-NULL, copies the object files there (both
- * built even for a shared program). *counts (when not NULL): the GEMM routines this compile
- * added to the session, compiled and precompiled, and the kernels compiled as calls to an
- * earlier kernel's body, the same code (twins.c). NULL with LJ_ERR_COMPILE and LLVM's message
- * on failure. */
+ * texts non-NULL, also fills it; with objs non-NULL, copies the object files there, kernel k's
+ * at k, empty where it is in an earlier kernel's (both built even for a shared program).
+ * *counts (when not NULL): the GEMM routines this compile added to the session, compiled and
+ * precompiled, the kernels compiled as calls to an earlier kernel's body, the same code
+ * (twins.c), and the object files the kernels were emitted into. NULL with LJ_ERR_COMPILE and
+ * LLVM's message on failure. */
 typedef struct ljc_compile_counts {
-  int compiled, precompiled, twins;
+  int compiled, precompiled, twins, objects;
 } ljc_compile_counts;
 ljc_program *ljc_compile(ljc_session *s, const ljg_program *p, const ljg_graph *g, ljb_hash key,
                          ljg_kernel_fn *fns, ljc_texts *texts, ljc_objects *objs, ljc_compile_counts *counts);

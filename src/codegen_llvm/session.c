@@ -24,6 +24,7 @@
 #include <llvm-c/Error.h>
 #include <llvm-c/ExecutionEngine.h>
 #include <llvm-c/LLJIT.h>
+#include <llvm-c/Linker.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Support.h>
 #include <llvm-c/OrcEE.h>
@@ -239,9 +240,9 @@ bool ljc_session_stream_slots(const ljc_session *s, const ljg_program *p, int ki
   return ljc_stream_slots(p, ki, nt_bytes, s->cpu, stream);
 }
 
-/* A kernel (or GEMM routine) lowered into a fresh context and module, not yet optimized. */
+/* A kernel (or GEMM routine) lowered into a module of its own, not yet optimized; its context
+ * its group's (kernel_group), a routine's its own. */
 typedef struct lowered {
-  LLVMContextRef ctx;
   LLVMModuleRef mod;
   char mname[112];
   uint8_t *stream; /* per slot: its stores non-temporal (stream.c); NULL when none is */
@@ -265,22 +266,27 @@ static void diagnostic(LLVMDiagnosticInfoRef info, void *unused) {
   LLVMDisposeMessage(msg);
 }
 
-/* Lowers kernel k of p (k < 0: GEMM routine -1 - k) into l, for tm's data layout. */
+static LLVMContextRef new_context(void) {
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMContextSetDiagnosticHandler(ctx, diagnostic, NULL);
+  return ctx;
+}
+
+/* Lowers kernel k of p (k < 0: GEMM routine -1 - k) into l, a new module in ctx, for tm's
+ * data layout. */
 static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p, const ljg_graph *g, int k,
-                  const char *name, lowered *l) {
-  l->ctx = LLVMContextCreate();
-  LLVMContextSetDiagnosticHandler(l->ctx, diagnostic, NULL);
+                  const char *name, LLVMContextRef ctx, lowered *l) {
   if (k < 0)
     ljc_gemm_routine_name(-1 - k, l->mname);
   else
     snprintf(l->mname, sizeof l->mname, "%s_k%d", name, k);
-  l->mod = LLVMModuleCreateWithNameInContext(l->mname, l->ctx);
+  l->mod = LLVMModuleCreateWithNameInContext(l->mname, ctx);
   LLVMSetTarget(l->mod, s->triple);
   LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
   LLVMSetModuleDataLayout(l->mod, td);
   LLVMDisposeTargetData(td);
   ljc_ir ir;
-  ljc_ir_init(&ir, l->ctx, l->mod);
+  ljc_ir_init(&ir, ctx, l->mod);
   ir.vec_bytes = ljc_vector_bytes(s->features);
   ir.fma = s->features && strstr(s->features, "+fma");
   ir.bf16_dot = ljc_bf16_dot(s->features);
@@ -301,7 +307,8 @@ static void lower(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p,
 }
 
 /* Optimizes l's module into an object file in memory with tm, keeping its texts in *texts
- * when that is non-NULL, and disposes of l; NULL with the error set. */
+ * when that is non-NULL, and disposes of l's module and stream (not its context); NULL with
+ * the error set. */
 static LLVMMemoryBufferRef emit(ljc_session *s, LLVMTargetMachineRef tm, const ljg_program *p, lowered *l,
                                 kernel_texts *texts) {
   LLVMMemoryBufferRef obj = NULL;
@@ -322,7 +329,6 @@ static LLVMMemoryBufferRef emit(ljc_session *s, LLVMTargetMachineRef tm, const l
   }
   LLVMDisposeMessage(msg);
   LLVMDisposeModule(l->mod);
-  LLVMContextDispose(l->ctx);
   free(l->stream);
   memset(l, 0, sizeof *l);
   return obj;
@@ -332,8 +338,11 @@ static LLVMMemoryBufferRef emit(ljc_session *s, LLVMTargetMachineRef tm, const l
  * error set. */
 static LLVMMemoryBufferRef build_routine(ljc_session *s, LLVMTargetMachineRef tm, int r) {
   lowered l;
-  lower(s, tm, NULL, NULL, -1 - r, "", &l);
-  return emit(s, tm, NULL, &l, NULL);
+  LLVMContextRef ctx = new_context();
+  lower(s, tm, NULL, NULL, -1 - r, "", ctx, &l);
+  LLVMMemoryBufferRef obj = emit(s, tm, NULL, &l, NULL);
+  LLVMContextDispose(ctx);
+  return obj;
 }
 
 char *ljc_session_build_routine(ljc_session *s, int r, size_t *size) {
@@ -346,11 +355,22 @@ char *ljc_session_build_routine(ljc_session *s, int r, size_t *size) {
   return bytes;
 }
 
-/* The kernels of one compile, shared by its threads in two passes: the first lowers every
- * kernel; then kernels whose bodies are the same code call the first one's (join_twins); the
- * second builds the GEMM routines the kernels call that the session does not have yet (the
- * longest items, first) and optimizes and emits the kernels, the costliest first
- * (emit_order). Each thread takes the next item until none is left or one fails. */
+/* Consecutive kernels lowered into one context, each into a module of its own, on one thread,
+ * and emitted on one thread: those that go through the same pipeline (vectorized or not, none
+ * with non-temporal stores) linked into one module first, which the code generator sets up
+ * once for (~0.8 ms a module at level Less, ~0.2 at None, whatever its size). */
+typedef struct kernel_group {
+  int first, n;
+  LLVMContextRef ctx;
+  int64_t cost; /* its kernels' compile_cost */
+} kernel_group;
+
+/* The kernels of one compile, shared by its threads in two passes, by groups of kernels
+ * (group_size): the first lowers every kernel; then kernels whose bodies are the same code
+ * call the first one's (join_twins); the second builds the GEMM routines the kernels call that
+ * the session does not have yet (the longest items, first) and optimizes and emits the
+ * groups, the costliest first (emit_order). Each thread takes the next item until none is
+ * left or one fails. */
 typedef struct compile_job {
   ljc_session *s;
   const ljg_program *p;
@@ -361,8 +381,10 @@ typedef struct compile_job {
   int routine[LJC_GEMM_NROUTINES];
   LLVMMemoryBufferRef routine_obj[LJC_GEMM_NROUTINES];
   lowered *low;              /* one per kernel */
-  int *order;                /* the kernels in the order the second pass takes them (emit_order) */
-  LLVMMemoryBufferRef *objs; /* one per kernel */
+  int ngroups;
+  kernel_group *groups;
+  int *order;                /* the groups in the order the second pass takes them (emit_order) */
+  LLVMMemoryBufferRef *objs; /* one per kernel: NULL for a kernel linked into an earlier one's */
   kernel_texts *texts;       /* one per kernel, or NULL */
   atomic_int next;
   atomic_bool failed;
@@ -409,45 +431,114 @@ static int64_t compile_cost(LLVMModuleRef mod, bool vectorize) {
   return vectorize ? 250 + 6 * n : 130 + n;
 }
 
-static int by_cost(const void *a, const void *b, void *low) {
-  int64_t ca = ((const lowered *)low)[*(const int *)a].cost, cb = ((const lowered *)low)[*(const int *)b].cost;
+static int by_cost(const void *a, const void *b, void *groups) {
+  const kernel_group *g = groups;
+  int64_t ca = g[*(const int *)a].cost, cb = g[*(const int *)b].cost;
   return ca < cb ? 1 : ca > cb ? -1 : *(const int *)a - *(const int *)b;
 }
 
-/* The order of the second pass's kernels: the costliest first (longest processing time
- * first), so that the threads run out of work at about the same time rather than one waiting
- * on another's last large kernel. The second pass's wall time on two CPUs, against the
- * kernels' own order (the same build switched, 6 alternated runs, medians): the GPT-2 block's
- * two graphs 140.4 -> 133.5 and 156.1 -> 147.8 ms, the ResNet basic block's 46.7 -> 43.7 and
- * 52.6 -> 50.7, the MNISTNet and MLP steps' within 2 ms either way. */
+/* The order of the second pass's groups: the costliest first (longest processing time first),
+ * so that the threads run out of work at about the same time rather than one waiting on
+ * another's last large kernel. The second pass's wall time on two CPUs, one kernel a group,
+ * against the kernels' own order (the same build switched, 6 alternated runs, medians): the
+ * GPT-2 block's two graphs 140.4 -> 133.5 and 156.1 -> 147.8 ms, the ResNet basic block's
+ * 46.7 -> 43.7 and 52.6 -> 50.7, the MNISTNet and MLP steps' within 2 ms either way. */
 static void emit_order(compile_job *j) {
-  for (int k = 0; k < j->p->nkernels; k++) j->order[k] = k;
-  qsort_r(j->order, (size_t)j->p->nkernels, sizeof *j->order, by_cost, j->low);
+  for (int i = 0; i < j->ngroups; i++) {
+    kernel_group *gr = &j->groups[i];
+    gr->cost = 0;
+    for (int k = gr->first; k < gr->first + gr->n; k++) gr->cost += j->low[k].cost;
+    j->order[i] = i;
+  }
+  qsort_r(j->order, (size_t)j->ngroups, sizeof *j->order, by_cost, j->groups);
+}
+
+/* Kernels a group takes: enough groups for GROUPS_PER_THREAD a compile thread, so that the
+ * costliest-first order still has small items to even the threads out with, of at most
+ * GROUP_MAX kernels; one with LJC_PERF or LJC_DEBUG_INFO (each kernel its own object, which
+ * perf's map and the debugger read by kernel). */
+enum { GROUPS_PER_THREAD = 4, GROUP_MAX = 8 };
+
+static int group_size(const compile_job *j) {
+  if (j->s->flags & (LJC_PERF | LJC_DEBUG_INFO)) return 1;
+  int n = j->p->nkernels / (GROUPS_PER_THREAD * j->s->threads);
+  return n < 1 ? 1 : n > GROUP_MAX ? GROUP_MAX : n;
+}
+
+static void make_groups(compile_job *j) {
+  int n = j->p->nkernels, size = group_size(j);
+  j->ngroups = (n + size - 1) / size;
+  j->groups = ljb_xcalloc((size_t)j->ngroups + 1, sizeof *j->groups);
+  j->order = ljb_xcalloc((size_t)j->ngroups + 1, sizeof *j->order);
+  for (int i = 0; i < j->ngroups; i++) {
+    j->groups[i].first = i * size;
+    j->groups[i].n = n - i * size < size ? n - i * size : size;
+  }
+}
+
+/* Lowers group gi's kernels into a new context. */
+static void lower_group(compile_job *j, const compile_thread *t, int gi) {
+  kernel_group *gr = &j->groups[gi];
+  gr->ctx = new_context();
+  for (int k = gr->first; k < gr->first + gr->n; k++) {
+    lower(j->s, t->tm, j->p, j->g, k, j->name, gr->ctx, &j->low[k]);
+    hash_body(j, k);
+    j->low[k].cost = compile_cost(j->low[k].mod, j->low[k].vectorize);
+  }
+}
+
+/* Emits group gi's kernels into j->objs: each not yet linked into an earlier one's module, with
+ * those after it that go through the same pipeline linked into its module first; then disposes
+ * of the group's context. False with the error set (what is left, build_objects disposes of). */
+static bool emit_group(compile_job *j, const compile_thread *t, int gi) {
+  kernel_group *gr = &j->groups[gi];
+  int end = gr->first + gr->n;
+  bool ok = true;
+  for (int k = gr->first; ok && k < end; k++) {
+    lowered *l = &j->low[k];
+    if (!l->mod) continue;
+    for (int m = k + 1; !l->stream && m < end; m++) {
+      lowered *o = &j->low[m];
+      if (!o->mod || o->stream || o->vectorize != l->vectorize) continue;
+      ok = !LLVMLinkModules2(l->mod, o->mod); /* o's module is gone either way */
+      o->mod = NULL;
+      free(o->stream);
+      if (!ok) {
+        ljb_error(LJ_ERR_COMPILE, "LLVM could not link kernel %d's module into kernel %d's (a bug)", m, k);
+        break;
+      }
+    }
+    if (ok) ok = (j->objs[k] = emit(j->s, l->vectorize ? t->tm : t->scalar_tm, j->p, l,
+                                    j->texts ? &j->texts[k] : NULL)) != NULL;
+  }
+  if (ok) {
+    LLVMContextDispose(gr->ctx);
+    gr->ctx = NULL;
+  }
+  return ok;
+}
+
+static void fail(compile_job *j) {
+  pthread_mutex_lock(&j->lock);
+  if (!atomic_exchange(&j->failed, true)) {
+    j->status = lj_last_status();
+    snprintf(j->msg, sizeof j->msg, "%s", lj_last_error());
+  }
+  pthread_mutex_unlock(&j->lock);
 }
 
 static void *compile_kernels(void *arg) {
   const compile_thread *t = arg;
   compile_job *j = t->job;
-  int items = j->pass == 0 ? j->p->nkernels : j->nroutines + j->p->nkernels;
+  int items = j->pass == 0 ? j->ngroups : j->nroutines + j->ngroups;
   for (int i; !atomic_load(&j->failed) && (i = atomic_fetch_add(&j->next, 1)) < items;) {
     if (j->pass == 0) {
-      lower(j->s, t->tm, j->p, j->g, i, j->name, &j->low[i]);
-      hash_body(j, i);
-      j->low[i].cost = compile_cost(j->low[i].mod, j->low[i].vectorize);
-      continue;
+      lower_group(j, t, i);
+    } else if (i < j->nroutines) {
+      if (!(j->routine_obj[i] = build_routine(j->s, t->tm, j->routine[i]))) fail(j);
+    } else if (!emit_group(j, t, j->order[i - j->nroutines])) {
+      fail(j);
     }
-    int k = i < j->nroutines ? -1 : j->order[i - j->nroutines];
-    LLVMMemoryBufferRef *obj = k < 0 ? &j->routine_obj[i] : &j->objs[k];
-    *obj = k < 0 ? build_routine(j->s, t->tm, j->routine[i])
-                 : emit(j->s, j->low[k].vectorize ? t->tm : t->scalar_tm, j->p, &j->low[k],
-                        j->texts ? &j->texts[k] : NULL);
-    if (*obj) continue;
-    pthread_mutex_lock(&j->lock);
-    if (!atomic_exchange(&j->failed, true)) {
-      j->status = lj_last_status();
-      snprintf(j->msg, sizeof j->msg, "%s", lj_last_error());
-    }
-    pthread_mutex_unlock(&j->lock);
   }
   return NULL;
 }
@@ -668,18 +759,20 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
   if (j.nroutines + p->nkernels == 0) return true;
   pthread_mutex_init(&j.lock, NULL);
   j.low = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *j.low);
-  j.order = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *j.order);
-  run_pass(&j, 0, p->nkernels);
+  make_groups(&j);
+  run_pass(&j, 0, j.ngroups);
   int twins = join_twins(&j);
   emit_order(&j);
-  run_pass(&j, 1, j.nroutines + p->nkernels);
+  run_pass(&j, 1, j.nroutines + j.ngroups);
   for (int k = 0; k < p->nkernels; k++) /* not emitted: a kernel failed */
     if (j.low[k].mod) {
       LLVMDisposeModule(j.low[k].mod);
-      LLVMContextDispose(j.low[k].ctx);
       free(j.low[k].stream);
     }
+  for (int i = 0; i < j.ngroups; i++)
+    if (j.groups[i].ctx) LLVMContextDispose(j.groups[i].ctx);
   free(j.low);
+  free(j.groups);
   free(j.order);
   pthread_mutex_destroy(&j.lock);
   bool ok = !j.failed;
@@ -693,7 +786,10 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
     ok = add_routine(s, r, j.routine_obj[i]);
     if (ok) keep_routine(s, r);
   }
-  if (ok && counts) counts->compiled = j.nroutines, counts->twins = twins;
+  if (ok && counts) {
+    counts->compiled = j.nroutines, counts->twins = twins;
+    for (int k = 0; k < p->nkernels; k++) counts->objects += objs[k] != NULL;
+  }
   return ok;
 }
 
@@ -735,8 +831,9 @@ static void copy_objects(const ljc_session *s, const ljg_program *p, LLVMMemoryB
   o->data = ljb_xcalloc((size_t)n + 1, sizeof *o->data);
   o->size = ljb_xcalloc((size_t)n + 1, sizeof *o->size);
   for (int k = 0; k < p->nkernels; k++) {
-    o->size[k] = LLVMGetBufferSize(objs[k]);
-    o->data[k] = memcpy(ljb_xalloc(o->size[k]), LLVMGetBufferStart(objs[k]), o->size[k]);
+    o->size[k] = objs[k] ? LLVMGetBufferSize(objs[k]) : 0; /* 0: in an earlier kernel's object */
+    o->data[k] = ljb_xalloc(o->size[k]);
+    if (objs[k]) memcpy(o->data[k], LLVMGetBufferStart(objs[k]), o->size[k]);
   }
   for (int i = 0; i < nr; i++) {
     int k = p->nkernels + i;
@@ -764,9 +861,10 @@ static ljc_program *share(ljc_session *s, ljb_hash key, ljg_kernel_fn *fns) {
   return NULL;
 }
 
-/* Adds the n objects (taken over) to the JIT under a new resource tracker and looks up each
- * kernel's entry point; NULL with the error set (and nothing left in the JIT). Called with the
- * session lock held. */
+/* Adds the n objects (taken over; NULL where a kernel is in an earlier one's object) to the JIT
+ * under a new resource tracker and looks up each kernel's entry point; NULL with the error set
+ * (and nothing left in the JIT). Called with the session lock held. With LJC_PERF, an object's
+ * functions are listed from its first kernel's (perfmap.c: those of its entry's section). */
 static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemoryBufferRef *objs,
                                  ljg_kernel_fn *fns) {
   char name[40];
@@ -779,6 +877,7 @@ static ljc_program *link_objects(ljc_session *s, ljb_hash key, int n, LLVMMemory
   for (int k = 0; k < n; k++) {
     char sym[64];
     snprintf(sym, sizeof sym, "%s_k%d", name, k);
+    if (!objs[k]) continue; /* linked into an earlier kernel's object */
     if (ok && s->flags & LJC_PERF) perf[k] = ljc_perf_read(objs[k], sym);
     if (!ok) {
       LLVMDisposeMemoryBuffer(objs[k]);
@@ -853,7 +952,8 @@ ljc_program *ljc_load(ljc_session *s, const ljg_program *p, ljb_hash key, const 
   if (!c && load_routines(s, p, objs)) {
     LLVMMemoryBufferRef *bufs = ljb_xcalloc((size_t)p->nkernels + 1, sizeof *bufs);
     for (int k = 0; k < p->nkernels; k++)
-      bufs[k] = LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[k], objs->size[k], "lazyjit cache");
+      if (objs->size[k]) /* else in an earlier kernel's object */
+        bufs[k] = LLVMCreateMemoryBufferWithMemoryRangeCopy(objs->data[k], objs->size[k], "lazyjit cache");
     c = link_objects(s, key, p->nkernels, bufs, fns);
     free(bufs);
   }

@@ -105,6 +105,7 @@ void ljr_dump_compiled(const ljr_exec *e, const ljc_texts *t, const ljc_objects 
     write_text(path, files[i].text, false);
   }
   for (int k = 0; objs && k < objs->n; k++) {
+    if (!objs->size[k]) continue; /* the kernel is in an earlier one's object */
     char path[1200], name[40];
     ljc_object_name(e->prog, k, name);
     snprintf(path, sizeof path, "%s/%s.%s.o", dir, hex, name);
