@@ -428,13 +428,22 @@ static bool elementwise(const ljg_kernel *k) {
   return k->kind == LJG_K_LOOPS;
 }
 
-/* Whether b may run before a: it reads nothing a writes, and writes nothing a reads or writes. */
-static bool independent(const ljg_program *p, const ljg_kernel *a, const ljg_kernel *b) {
-  for (int32_t s = 0; s < p->nslots; s++) {
-    bool a_writes = ljg_kernel_writes(a, s, -1), b_writes = ljg_kernel_writes(b, s, -1);
-    if ((a_writes && (b_writes || kernel_reads(b, s))) || (b_writes && kernel_reads(a, s))) return false;
+/* Whether k reads a slot that w writes or, with writes, writes one: by w's outputs, a few,
+ * not by every slot of the program (join_neighbours and join_task_sums ask for many pairs of
+ * kernels: ResNet-18's step spent ~20 ms of its compile here). */
+static bool uses_output_of(const ljg_kernel *w, const ljg_kernel *k, bool writes) {
+  int32_t own[3];
+  int nown = ljg_kernel_own_outputs(w, own);
+  for (int i = 0; i < w->nnests + nown; i++) {
+    int32_t s = i < w->nnests ? w->nests[i].out_slot : own[i - w->nnests];
+    if (s >= 0 && (kernel_reads(k, s) || (writes && ljg_kernel_writes(k, s, -1)))) return true;
   }
-  return true;
+  return false;
+}
+
+/* Whether b may run before a: it reads nothing a writes, and writes nothing a reads or writes. */
+static bool independent(const ljg_kernel *a, const ljg_kernel *b) {
+  return !uses_output_of(a, b, true) && !uses_output_of(b, a, false);
 }
 
 /* The least rows of a block of a kernel of column sums (column_sums): four vectors of f32. */
@@ -497,7 +506,7 @@ static bool can_join(const ljg_program *p, const ljg_kernel *a, const ljg_kernel
    * column sums together still go in blocks of columns, column_sums) */
   if (elementwise(a) && elementwise(b) && (reads_across_rows(a, 0) || reads_across_rows(b, 0))) return false;
   int64_t columns = TRANSPOSED_JOIN_ROW_BYTES / 64; /* a line of 64 bytes a column */
-  if (independent(p, a, b) && !(column_sums(a) && column_sums(b)) &&
+  if (independent(a, b) && !(column_sums(a) && column_sums(b)) &&
       (reads_across_rows(a, columns) || reads_across_rows(b, columns)))
     return false;
   if (adds_up_rows(a, b) || multiplies_rows(p, a, b)) return true;
@@ -681,7 +690,7 @@ static void join_neighbours(ljg_program *p, bool col2im_only) {
     if (!col2im_only || (b->kind == LJG_K_WINDOW && b->win_op == LJG_OP_COL2IM))
       for (int j = out - 1; j >= 0 && !joined; j--) {
         joined = join_into(p, &p->kernels[j], b);
-        if (col2im_only || b->kind != LJG_K_LOOPS || !independent(p, &p->kernels[j], b)) break;
+        if (col2im_only || b->kind != LJG_K_LOOPS || !independent(&p->kernels[j], b)) break;
       }
     if (!joined) p->kernels[out++] = *b;
   }
@@ -753,7 +762,7 @@ static void join_task_sums(ljg_program *p) {
         a->per_task_at = at;
         a->ntasks = b->ntasks;
         joined = true;
-      } else if (!independent(p, a, b)) {
+      } else if (!independent(a, b)) {
         break;
       }
     }
