@@ -385,7 +385,7 @@ typedef struct compile_job {
   kernel_group *groups;
   int *order;                /* the groups in the order the second pass takes them (emit_order) */
   LLVMMemoryBufferRef *objs; /* one per kernel: NULL for a kernel linked into an earlier one's */
-  kernel_texts *texts;       /* one per kernel, or NULL */
+  kernel_texts *texts;       /* one per kernel (a group's module's at its first kernel), or NULL */
   atomic_int next;
   atomic_bool failed;
   lj_status status;          /* the first failure (errors are per thread) */
@@ -502,7 +502,6 @@ static bool emit_group(compile_job *j, const compile_thread *t, int gi) {
       if (!o->mod || o->stream || o->vectorize != l->vectorize) continue;
       ok = !LLVMLinkModules2(l->mod, o->mod); /* o's module is gone either way */
       o->mod = NULL;
-      free(o->stream);
       if (!ok) {
         ljb_error(LJ_ERR_COMPILE, "LLVM could not link kernel %d's module into kernel %d's (a bug)", m, k);
         break;

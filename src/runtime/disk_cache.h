@@ -28,9 +28,10 @@
  *     program         kernels, slots (the buffer plan and the parameter and output mapping),
  *                     roots, scratch size (ljg_program_write)
  *     objects         u32 count (the program's kernels and the GEMM routines they call),
- *                     then per object a u64 size and the ELF object file: the kernels',
- *                     then the routines' (ljc_objects), so a process that loads the entry
- *                     need not compile the routines
+ *                     then per object a u64 size and the ELF object file: the kernels'
+ *                     (size 0 for a kernel in an earlier kernel's object, its compile
+ *                     group's), then the routines' (ljc_objects), so a process that loads
+ *                     the entry need not compile the routines
  *
  * A GEMM routine (codegen's ljc_routine_cache) has an entry of its own, <dir>/<key>.ljo, the
  * key a hash of the routine's name, the library build and the target: the same header, and
@@ -46,7 +47,7 @@
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
 
-enum { LJR_DISK_FORMAT = 4 };
+enum { LJR_DISK_FORMAT = 5 };
 
 /* The entry for key, loaded for graph g: a new executable with its code in the JIT; NULL when
  * the cache is off (or LJ_DUMP_DIR / LJ_SAVE_TENSORS_FMT=llvm|asm want a compile's texts),
