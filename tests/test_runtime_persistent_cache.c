@@ -4,10 +4,10 @@
  * unusable entry is ignored, counted and replaced, read-only mode, eviction by last use, the
  * default directory and the switch that turns it off; tools/lj-cache lists, sums up and
  * clears a directory. */
+#include "runtime/runtime.h"
 #include "test_util.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -344,12 +344,6 @@ static void mean_chains(int steps, lj_tensor **out) {
   }
 }
 
-/* The CPUs the runtime's compiles run on (its compile threads). */
-static int cpus(void) {
-  cpu_set_t set;
-  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-}
-
 /* A graph of many kernels is compiled in groups of consecutive kernels (session.c), each
  * group's kernels that go through the same pipeline emitted into one object file: fewer
  * objects than kernels, the entry stores a group's object at its first kernel and none at the
@@ -357,7 +351,8 @@ static int cpus(void) {
 START_TEST(test_grouped_kernels_load) {
   make_dir();
   start(dir, false, 0);
-  int steps = 16 * (cpus() < 16 ? cpus() : 16); /* groups of 2 kernels or more (group_size) */
+  int cpus = ljr_online_cpus(); /* the runtime's compile threads (runtime.c) */
+  int steps = 16 * (cpus < 16 ? cpus : 16);  /* groups of 2 kernels or more (group_size) */
   lj_scope_begin();
   lj_tensor *first[2], *again[2];
   mean_chains(steps, first);
