@@ -4,8 +4,8 @@
  * unusable entry is ignored, counted and replaced, read-only mode, eviction by last use, the
  * default directory and the switch that turns it off; tools/lj-cache lists, sums up and
  * clears a directory. */
-#include "runtime/runtime.h"
 #include "test_util.h"
+#include "runtime/runtime.h"
 
 #include <fcntl.h>
 #include <stdio.h>
