@@ -905,6 +905,56 @@ START_TEST(test_row_fusion_local_slots) {
 }
 END_TEST
 
+/* Whether the program of ts[0..n) has a kernel of column blocks of `cols` columns, or for
+ * cols 0 none of any. */
+static bool column_blocks_are(int n, lj_tensor *const *ts, int64_t cols) {
+  ljg_graph *opt;
+  ljg_program *p = program_of_n(n, ts, &opt);
+  bool found = false;
+  for (int k = 0; k < p->nkernels; k++) found |= cols ? p->kernels[k].col_block == cols : p->kernels[k].col_block != 0;
+  free_program(p, opt);
+  return found == (cols != 0);
+}
+
+/* Row-fused kernels of rows over 1 MiB whose nests keep the same last dim (the positions of
+ * [N, C, H, W] along a reduction over the channels) run a block of its columns at a time:
+ * softmax and log_softmax over the channels, their gradients, and a normalization over the
+ * channels (a layer norm of channels-first images), 64 channels of 48×48 in blocks of 256
+ * positions; NaNs and infinities among the inputs. 47×47 positions, which no multiple of 16
+ * divides, keep whole rows; so do 16 channels, whose rows fit. Values against the
+ * interpreter, one and two threads. */
+START_TEST(test_column_blocks) {
+  static const struct {
+    int64_t c, hw;
+    tu_values kind;
+    int64_t cols;
+  } cases[] = {{64, 48, TU_ANY, 256}, {64, 48, TU_SPECIAL, 256}, {64, 47, TU_ANY, 0}, {16, 48, TU_ANY, 0}};
+  for (int threads = 1; threads <= 2; threads++) {
+    tu_init_threads(threads);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(3, cases[i].c, cases[i].hw, cases[i].hw), cases[i].kind, 40 + i);
+      ck_assert_int_eq(lj_tensor_set_requires_grad(x, true), LJ_OK);
+      lj_scope_begin();
+      lj_tensor *sm = lj_softmax(x, 1), *lsm = lj_log_softmax(x, 1);
+      lj_tensor *centred = lj_sub(x, lj_mean(x, 1, (const int[]){1}, true));
+      lj_tensor *var = lj_mean(lj_mul(centred, centred), 1, (const int[]){1}, true);
+      lj_tensor *norm = lj_mul(centred, lj_rsqrt(lj_add_scalar(var, 1e-5)));
+      lj_tensor *out[4] = {lj_keep(sm), lj_keep(lsm), lj_keep(norm)};
+      lj_scope_end();
+      lj_tensor *g[2] = {backward_random(out[0], 50 + i), backward_random(out[1], 60 + i)};
+      out[3] = lj_tensor_grad(x);
+      ck_assert_msg(column_blocks_are(3, out, cases[i].cols), "case %zu", i);
+      ck_assert_msg(column_blocks_are(1, &out[3], cases[i].cols), "case %zu", i);
+      tu_check_interp_tol(4, out, 1e-4, 1e-5);
+      for (int k = 0; k < 3; k++) lj_tensor_release(out[k]);
+      lj_tensor_release(g[0]), lj_tensor_release(g[1]);
+      lj_tensor_release(x);
+    }
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* The gradients of a layer norm over [rows, cols] with a weight and a bias, of the sum of its
  * output times a random tensor, into grads (x's, the weight's, the bias's). */
 static void layer_norm_grads(int64_t rows, int64_t cols, lj_tensor *grads[3]) {
@@ -3447,6 +3497,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_sync_opbyop);
   tcase_add_test(tc, test_row_fusion_values);
   tcase_add_test(tc, test_row_fusion_local_slots);
+  tcase_add_test(tc, test_column_blocks);
   tcase_add_test(tc, test_row_block_read_bytes);
   tcase_add_test(tc, test_join_past_independent_kernels);
   tcase_add_test(tc, test_sums_once_a_task);

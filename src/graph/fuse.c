@@ -1291,6 +1291,7 @@ char *ljg_program_text(const ljg_program *p, const ljg_graph *g) {
     if (k->mm_col_tasks) ljb_str_printf(&b, " of %d columns", k->mm_col_tasks);
     if (k->task_rows) ljb_str_printf(&b, " of %" PRId64 " rows", k->task_rows);
     if (k->row_block) ljb_str_printf(&b, " in blocks of %" PRId64 " rows", k->row_block);
+    if (k->col_block) ljb_str_printf(&b, " and %" PRId64 " columns", k->col_block);
     if (k->task_rows) ljb_str_printf(&b, ", nests from %d once a task", k->per_task_at);
     ljb_str_puts(&b, "\n");
     for (int e = 0; e < k->nexprs; e++) print_expr(&b, k, e);

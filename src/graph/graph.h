@@ -503,6 +503,9 @@ typedef struct ljg_kernel {
                          the nests from per_task_at then run on the task itself: a column sum
                          in blocks of rows over what those rows read (fuse_rows.c) */
   int per_task_at;
+  int64_t col_block;  /* a row-fused LOOPS kernel of wide rows: 0, or each block of rows runs its
+                         nests on this many columns at a time, every nest's last kept dim (of one
+                         length in all of them) cut alike (fuse_rows.c's column_block) */
   double work;        /* rough cost: points × expression size, for the threading decision */
   /* MATMUL */
   int64_t mm_b, mm_m, mm_n, mm_k; /* mm_b: the matrices A and B hold */

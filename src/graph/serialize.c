@@ -165,6 +165,7 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->row_block);
   F(x, k->task_rows);
   F(x, k->per_task_at);
+  F(x, k->col_block);
   F(x, k->work);
   F(x, k->mm_b);
   F(x, k->mm_m);
@@ -204,7 +205,7 @@ static void kernel_io(io *x, ljg_kernel *k) {
   F(x, k->tm_out_slot);
   check(x, kind >= LJG_K_LOOPS && kind <= LJG_K_WINDOW && k->ntasks >= 0 &&
                (kind != LJG_K_MATMUL || k->mm_task_rows >= 1) && k->task_rows >= 0 &&
-               k->per_task_at >= 0 && k->per_task_at <= k->nnests && k->mm_unpool_at >= -1 &&
+               k->per_task_at >= 0 && k->per_task_at <= k->nnests && k->col_block >= 0 && k->mm_unpool_at >= -1 &&
                k->mm_sum >= 0 && (k->mm_sum == 0 || (k->mm_b % k->mm_sum == 0 && k->ntasks % k->mm_sum == 0)) &&
                k->mm_unpool_at < k->nexprs && k->mm_unpool_mask >= -1 && k->mm_unpool_mask < k->nexprs &&
                k->tm <= 1 && (!k->tm || (kind == LJG_K_MATMUL && k->tm_a >= 0 && k->tm_a < k->nexprs &&

@@ -47,7 +47,7 @@
 #include "runtime/runtime.h"
 #include "codegen_llvm/codegen.h"
 
-enum { LJR_DISK_FORMAT = 5 };
+enum { LJR_DISK_FORMAT = 6 };
 
 /* The entry for key, loaded for graph g: a new executable with its code in the JIT; NULL when
  * the cache is off (or LJ_DUMP_DIR / LJ_SAVE_TENSORS_FMT=llvm|asm want a compile's texts),
