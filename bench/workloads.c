@@ -68,6 +68,12 @@ static bool setup_matrix(const workload *w, bench_state *s) {
   return s->in[0] != NULL;
 }
 
+/* One batch of images [n[0], n[1], n[2], n[2]]. */
+static bool setup_images(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1], w->n[2], w->n[2]));
+  return s->in[0] != NULL;
+}
+
 /* The operands of an [M, K] x [K, N] product with n = {M, N, K, trans}: A stored as [M, K],
  * or as [K, M] when trans has GEMM_TA; B as [K, N], or as [N, K] with GEMM_TB. */
 static bool setup_matmul(const workload *w, bench_state *s) {
@@ -696,6 +702,8 @@ const workload bench_workloads[] = {
     {"softmax_4096x1024", "softmax over rows", {4096, 1024}, setup_matrix, softmax, 2.0 * 4096 * 1024 * 4, 0},
     {"log_softmax_4096x1024", "log_softmax over rows", {4096, 1024}, setup_matrix, log_softmax,
      2.0 * 4096 * 1024 * 4, 0},
+    {"softmax_channels_32x64x56x56", "softmax over the channels of [32, 64, 56, 56]", {32, 64, 56}, setup_images,
+     softmax, 2.0 * 32 * 64 * 56 * 56 * 4, 0},
     {"row_sum_4096x1024", "sum over rows", {4096, 1024}, setup_matrix, row_sum, 4096.0 * 1024 * 4, 0},
     {"transpose_4096x1024", "2 x^T into a contiguous 1024x4096", {4096, 1024}, setup_matrix, transpose,
      2.0 * 4096 * 1024 * 4, 0},

@@ -268,6 +268,7 @@ WORKLOADS = {
     "sigmoid_16M": lambda: binary(torch.sigmoid, M16, 1),
     "softmax_4096x1024": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(4096, 1024)),
     "log_softmax_4096x1024": lambda: (lambda x: lambda: torch.log_softmax(x, 1))(rand(4096, 1024)),
+    "softmax_channels_32x64x56x56": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(32, 64, 56, 56)),
     "row_sum_4096x1024": lambda: (lambda x: lambda: x.sum(1))(rand(4096, 1024)),
     # out= keeps the result contiguous, as lazyjit's is (without it, x.t() * 2 keeps x's
     # transposed layout and transposes nothing)
