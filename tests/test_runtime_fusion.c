@@ -918,9 +918,10 @@ static bool column_blocks_are(int n, lj_tensor *const *ts, int64_t cols) {
 
 /* Row-fused kernels of rows over 1 MiB whose nests keep the same last dim (the positions of
  * [N, C, H, W] along a reduction over the channels) run a block of its columns at a time:
- * softmax and log_softmax over the channels, their gradients, and a normalization over the
- * channels (a layer norm of channels-first images), 64 channels of 48×48 in blocks of 256
- * positions; NaNs and infinities among the inputs. 47×47 positions, which no multiple of 16
+ * softmax and log_softmax over the channels, their gradients, a normalization over the
+ * channels (a layer norm of channels-first images), and a cross-entropy over the channels
+ * with its gradient, 64 channels of 48×48 in blocks of 256 positions; NaNs and infinities
+ * among the inputs. 47×47 positions, which no multiple of 16
  * divides, keep whole rows; so do 16 channels, whose rows fit. Values against the
  * interpreter, one and two threads. */
 START_TEST(test_column_blocks) {
@@ -948,6 +949,22 @@ START_TEST(test_column_blocks) {
       tu_check_interp_tol(4, out, 1e-4, 1e-5);
       for (int k = 0; k < 3; k++) lj_tensor_release(out[k]);
       lj_tensor_release(g[0]), lj_tensor_release(g[1]);
+      lj_tensor_zero_grad(x);
+      /* cross-entropy over the channels: its kernel's gather of each position's target logit,
+       * over [N, 1, H, W], has its positions merged to run in the same blocks */
+      int64_t npos = 3 * cases[i].hw * cases[i].hw;
+      int64_t *classes = malloc((size_t)npos * sizeof *classes);
+      for (int64_t q = 0; q < npos; q++) classes[q] = (q * 7 + (int64_t)i) % cases[i].c;
+      lj_tensor *target =
+          lj_tensor_from_host(lj_default_device(), LJ_I64, LJ_SHAPE(3, cases[i].hw, cases[i].hw), classes);
+      free(classes);
+      lj_tensor *ce[2] = {lj_cross_entropy(x, target, LJ_REDUCE_MEAN)};
+      ck_assert_int_eq(lj_backward(ce[0]), LJ_OK);
+      ce[1] = lj_tensor_grad(x);
+      ck_assert_msg(column_blocks_are(2, ce, cases[i].cols), "case %zu", i);
+      tu_check_interp_tol(2, ce, 1e-4, 1e-6);
+      lj_tensor_release(ce[0]);
+      lj_tensor_release(target);
       lj_tensor_release(x);
     }
     lj_shutdown();
