@@ -25,13 +25,18 @@ static lj_tensor *rand_bf16(bench_state *s, int ndim, const int64_t *shape) {
   return t && lj_sync_tensors(1, &t) == LJ_OK ? t : NULL;
 }
 
-/* Class labels in [0, classes) as i64. */
-static lj_tensor *rand_labels(bench_state *s, int64_t batch, int64_t classes) {
+/* Class labels in [0, classes) as i64, of the given shape. */
+static lj_tensor *rand_labels_of(bench_state *s, int ndim, const int64_t *shape, int64_t classes) {
   lj_scope_begin();
-  lj_tensor *u = lj_rand(s->d, LJ_F32, LJ_SHAPE(batch));
+  lj_tensor *u = lj_rand(s->d, LJ_F32, ndim, shape);
   lj_tensor *t = lj_keep(lj_cast(lj_floor(lj_mul_scalar(u, (double)classes - 0.5)), LJ_I64));
   lj_scope_end();
   return t && lj_sync_tensors(1, &t) == LJ_OK ? t : NULL;
+}
+
+/* A batch of class labels in [0, classes). */
+static lj_tensor *rand_labels(bench_state *s, int64_t batch, int64_t classes) {
+  return rand_labels_of(s, LJ_SHAPE(batch), classes);
 }
 
 static bool all_set(lj_tensor *const *ts, int n) {
@@ -225,6 +230,14 @@ static bool setup_attention(const workload *w, bench_state *s) {
 static bool setup_logits(const workload *w, bench_state *s) {
   s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1]));
   s->in[1] = rand_labels(s, w->n[0], w->n[1]);
+  return all_set(s->in, 2) && lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
+}
+
+/* A segmentation's logits [n[0], n[1], n[2], n[2]] requiring grad, and a class of the n[1]
+ * for each of their positions. */
+static bool setup_pixel_logits(const workload *w, bench_state *s) {
+  s->in[0] = rand_f32(s, LJ_SHAPE(w->n[0], w->n[1], w->n[2], w->n[2]));
+  s->in[1] = rand_labels_of(s, LJ_SHAPE(w->n[0], w->n[2], w->n[2]), w->n[1]);
   return all_set(s->in, 2) && lj_tensor_set_requires_grad(s->in[0], true) == LJ_OK;
 }
 
@@ -741,6 +754,8 @@ const workload bench_workloads[] = {
      4.0 * 32 * 256 * 256 * 64},
     {"cross_entropy_512x32000", "cross-entropy over 32000 classes + logits' gradient", {512, 32000}, setup_logits,
      cross_entropy, 2.0 * 512 * 32000 * 4, 0},
+    {"cross_entropy_pixels_8x21x128x128", "cross-entropy over the 21 channels of each position + logits' gradient",
+     {8, 21, 128}, setup_pixel_logits, cross_entropy, 2.0 * 8 * 21 * 128 * 128 * 4, 0},
     {"layer_norm_4096x1024", "layer_norm forward + input/weight/bias gradients", {4096, 1024}, setup_layer_norm,
      layer_norm, 3.0 * 4096 * 1024 * 4, 0},
     {"layer_norm_512x1024", "layer_norm forward + input/weight/bias gradients", {512, 1024}, setup_layer_norm,

@@ -75,8 +75,8 @@ def attention(b, t, d):
     return lambda: torch.softmax(q @ k.transpose(1, 2) / d ** 0.5, 2) @ v
 
 
-def cross_entropy(b, classes):
-    x, y = rand(b, classes, grad=True), torch.randint(0, classes, (b,))
+def cross_entropy(b, classes, *positions):
+    x, y = rand(b, classes, *positions, grad=True), torch.randint(0, classes, (b, *positions))
 
     def step():
         x.grad = None
@@ -296,6 +296,7 @@ WORKLOADS = {
     "bf16_conv3x3_b32": lambda: bf16_conv(32, 64, 64, 28),
     "attention_32x256x64": lambda: attention(32, 256, 64),
     "cross_entropy_512x32000": lambda: cross_entropy(512, 32000),
+    "cross_entropy_pixels_8x21x128x128": lambda: cross_entropy(8, 21, 128, 128),
     "layer_norm_4096x1024": lambda: layer_norm(4096, 1024),
     "layer_norm_512x1024": lambda: layer_norm(512, 1024),
     "layer_norm_fwd_4096x1024": lambda: layer_norm_fwd(4096, 1024),
