@@ -785,14 +785,14 @@ static void join_task_sums(ljg_program *p) {
  * whole. Softmax over dim 1 through the API, median of 100 runs, one thread: [32, 64, 56,
  * 56] 3.5-3.6 -> 2.3-2.5 ms in blocks of 448 columns (the kernel's time in `lj-run` on its
  * graph: 16 columns a block 3.5 ms, 64 2.3, 224 2.7, 448 2.2-2.3, 784 2.2-2.3, whole rows
- * 2.7), two threads 1.27-1.37 -> 1.10;
- * [8, 21, 128, 128] 1.49-1.57 -> 1.20 (1024 columns); [4, 150, 128, 128] 7.4-7.7 -> 5.25
- * (256); log_softmax over [32, 64, 56, 56] 2.3-2.7 -> 2.1-2.2. [16, 32, 64, 64], whose rows of
- * 512 KiB fit L2, within noise either way, so whole; over [64, 1024, 64] (rows of 64
- * columns), blocks of 16 took 2.1 ms against 1.3. Prefetching the next block's columns as
- * the first nest ends lost 2-10%. A cross-entropy over the channels of [8, 21, 128, 128] with
- * its gradient (a segmentation's loss), one thread: 2.39-2.42 -> 1.54-1.55 ms, the gather
- * of each position's target logit merged to the others' columns (merge_columns). */
+ * 2.7), two threads 1.27-1.37 -> 1.10; [8, 21, 128, 128] 1.49-1.57 -> 1.20 (1024 columns);
+ * [4, 150, 128, 128] 7.4-7.7 -> 5.25 (256); log_softmax over [32, 64, 56, 56] 2.3-2.7 ->
+ * 2.1-2.2. [16, 32, 64, 64], whose rows of 512 KiB fit L2, within noise either way, so
+ * whole; over [64, 1024, 64] (rows of 64 columns), blocks of 16 took 2.1 ms against 1.3.
+ * Prefetching the next block's columns as the first nest ends lost 2-10%. A cross-entropy
+ * over the channels of [8, 21, 128, 128] with its gradient (a segmentation's loss), one
+ * thread: 2.39-2.42 -> 1.54-1.55 ms, the gather of each position's target logit merged to the
+ * others' columns (merge_columns). */
 enum { COLUMN_BLOCK_ROW_BYTES = 512 << 10, COLUMN_BLOCK_BYTES = 128 << 10, COLUMN_BLOCK_MAX_BYTES = 512 << 10 };
 enum { COLUMN_BLOCK_MIN = 256, COLUMN_BLOCK_ALIGN = 16 };
 
@@ -917,7 +917,9 @@ static bool merge_columns(ljg_kernel *k, int s, int64_t cols) {
 static int64_t column_block(ljg_program *p, ljg_kernel *k) {
   if (k->kind != LJG_K_LOOPS || k->row_block != 1 || k->task_rows || k->nnests < 2) return 0;
   const ljg_nest *first = &k->nests[0];
-  int64_t cols = first->shape[nest_column(first)], read = row_read_bytes(p, k, false), column = read / cols + 1;
+  int c0 = nest_column(first);
+  if (c0 < first->row_dims || first->shape[c0] <= COLUMN_BLOCK_MIN) return 0;
+  int64_t cols = first->shape[c0], read = row_read_bytes(p, k, false), column = read / cols + 1;
   bool reduces = false;
   for (int s = 0; s < k->nnests; s++) reduces |= k->nests[s].rop >= 0;
   if (!reduces || row_read_bytes(p, k, true) <= COLUMN_BLOCK_ROW_BYTES) return 0;
