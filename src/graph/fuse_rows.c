@@ -846,13 +846,18 @@ static bool columns_agree(const ljg_kernel *k) {
   return ok;
 }
 
-/* Dims [j, c] of view v's top level as one, of their product. */
-static void merge_view_dims(ljg_view *v, int j, int c) {
-  ljg_view1 *t = &v->v[v->n - 1];
-  for (int d = j + 1; d <= c; d++) t->shape[j] *= t->shape[d];
-  t->stride[j] = t->stride[c];
-  for (int d = c + 1; d < t->ndim; d++) t->shape[d - (c - j)] = t->shape[d], t->stride[d - (c - j)] = t->stride[d];
-  t->ndim -= c - j;
+/* View v with dims [j, c] of its top level merged into one (ljg_view_reshape), into *out; false
+ * where the top level does not step through them as through one dim. */
+static bool merged_view(const ljg_view *v, int j, int c, ljg_view *out) {
+  const ljg_view1 *t = ljg_view_top(v);
+  int64_t shape[LJ_MAX_DIMS];
+  int nd = 0;
+  for (int d = 0; d < t->ndim; d++) {
+    if (d <= j || d > c) shape[nd++] = t->shape[d];
+    else shape[nd - 1] *= t->shape[d];
+  }
+  *out = *v;
+  return ljg_view_reshape(out, nd, shape) && out->n == v->n;
 }
 
 /* Marks in views[] the views nest n of k reads and writes through. */
@@ -870,8 +875,8 @@ static void nest_views(const ljg_kernel *k, const ljg_nest *n, bool *used, bool 
  * multiply to cols (none of them a row dim) merged into one, as are those dims of the views
  * it reads and writes through (a gather's [N, 1, H, W] beside nests of [N, H·W] whose dims
  * normalization merged). k's nests, views and expressions must be copies of the kernel's own.
- * False where a view does not step through those dims as through one or serves another nest
- * too, or a gather picks along one of them. */
+ * False where a view does not step through those dims as through one (merged_view) or serves
+ * another nest too, or a gather picks along one of them. */
 static bool merge_columns(ljg_kernel *k, int s, int64_t cols) {
   ljg_nest *n = &k->nests[s];
   int c = nest_column(n), j = c;
@@ -886,15 +891,13 @@ static bool merge_columns(ljg_kernel *k, int s, int64_t cols) {
   bool ok = true;
   for (int e = 0; e < k->nexprs && ok; e++)
     ok = !used[e] || k->exprs[e].kind != LJG_X_GATHER || k->exprs[e].aux < j || k->exprs[e].aux > c;
-  for (int v = 0; v < k->nviews && ok; v++) {
-    if (!mine[v]) continue;
-    const ljg_view1 *t = ljg_view_top(&k->views[v]);
-    ok = !other[v] && t->ndim == n->ndim;
-    for (int d = j; d < c && ok; d++) ok = t->stride[d] == t->stride[d + 1] * t->shape[d + 1];
-  }
+  ljg_view *merged = ljb_xalloc((size_t)k->nviews * sizeof *merged);
+  for (int v = 0; v < k->nviews && ok; v++)
+    ok = !mine[v] ||
+         (!other[v] && ljg_view_top(&k->views[v])->ndim == n->ndim && merged_view(&k->views[v], j, c, &merged[v]));
   if (ok) {
     for (int v = 0; v < k->nviews; v++)
-      if (mine[v]) merge_view_dims(&k->views[v], j, c);
+      if (mine[v]) k->views[v] = merged[v];
     for (int e = 0; e < k->nexprs; e++)
       if (used[e] && k->exprs[e].kind == LJG_X_GATHER && k->exprs[e].aux > c) k->exprs[e].aux -= c - j;
     n->shape[j] = cols;
@@ -902,6 +905,7 @@ static bool merge_columns(ljg_kernel *k, int s, int64_t cols) {
     n->rmask >>= c - j;
     n->ndim -= c - j;
   }
+  free(merged);
   free(used);
   free(mine);
   free(other);
