@@ -934,6 +934,7 @@ static int64_t column_block(ljg_program *p, ljg_kernel *k) {
   ljg_kernel t = *k;
   for (int s = 0; s < t.nnests; s++) {
     const ljg_nest *n = &t.nests[s];
+    if (n->scatter_index >= 0 || nest_column(n) < n->row_dims) return 0;
     if (n->shape[nest_column(n)] == cols) continue;
     if (t.nests == k->nests) { /* the first merge: copies of the arrays it changes */
       t.nests = ljb_arena_alloc(&p->arena, (size_t)t.nnests * sizeof *t.nests);
@@ -943,11 +944,7 @@ static int64_t column_block(ljg_program *p, ljg_kernel *k) {
       memcpy(t.views, k->views, (size_t)t.nviews * sizeof *t.views);
       memcpy(t.exprs, k->exprs, (size_t)t.nexprs * sizeof *t.exprs);
     }
-    if (!merge_columns(&t, s, cols)) return 0;
-  }
-  for (int s = 0; s < t.nnests; s++) {
-    const ljg_nest *n = &t.nests[s];
-    if (n->scatter_index >= 0 || nest_column(n) < n->row_dims) return 0;
+    if (!merge_columns(&t, s, cols)) return 0; /* keeps the columns past the row dims */
   }
   if (!columns_agree(&t)) return 0;
   *k = t;
