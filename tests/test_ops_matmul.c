@@ -307,6 +307,46 @@ START_TEST(test_matmul_window_t) {
 }
 END_TEST
 
+/* Products of a short K (at most LJG_MATMUL_DIRECT_K) whose B is packed (transposed: the COLS
+ * routine; strided along both dims: ELEMENTS): the call packs all of B at once and computes C
+ * a tile of rows at a time across it. Rows over several blocks of MC and a band of fewer rows
+ * than a tile at the end, a last panel of part of its columns, more columns than the buffer
+ * holds panels of (13000 at K 16: blocks of panels), B broadcast over a batch, a relu after,
+ * K 17 past the bound; f32 and f64, on two threads, compiled for the host, AVX2 and SSE2. */
+START_TEST(test_matmul_short_k) {
+  static const struct {
+    int64_t batch, m, n, k;
+    int layout; /* layout_operands' */
+  } cases[] = {{1, 203, 1000, 3, 1}, {1, 9, 13000, 16, 1}, {1, 150, 700, 5, 3}, {2, 150, 500, 4, 1},
+               {1, 203, 300, 17, 1}, {1, 300, 33, 1, 3}};
+  enum { NCASES = sizeof cases / sizeof *cases };
+  for (int di = 0; di < 2; di++) {
+    lj_dtype dt = di ? LJ_F64 : LJ_F32;
+    char dir[] = "/tmp/lj_test_short_k_XXXXXX";
+    if (!tu_host_runs(tile_targets[_i])) return;
+    init_dumping(2, tile_targets[_i], false, dir);
+    lj_tensor *ts[NCASES + 1];
+    lj_scope_begin();
+    for (int c = 0; c < NCASES; c++) {
+      lj_tensor *a, *b;
+      layout_operands(dt, cases[c].layout, cases[c].batch * cases[c].m, cases[c].n, cases[c].k, 4000 + 20 * (uint64_t)c,
+                      &a, &b);
+      ts[c] = lj_matmul(lj_reshape(a, LJ_SHAPE(cases[c].batch, cases[c].m, cases[c].k)), b);
+    }
+    ts[NCASES] = lj_relu(lj_add_scalar(ts[0], -0.5));
+    tu_check_interp_tol(NCASES + 1, ts, tol(dt), dt == LJ_F32 ? 1e-5 : 1e-13);
+    lj_scope_end();
+    char cols[40], elements[40];
+    snprintf(cols, sizeof cols, "calls lj_gemm_%s_cols", di ? "f64" : "f32");
+    snprintf(elements, sizeof elements, "calls lj_gemm_%s_elements", di ? "f64" : "f32");
+    ck_assert(tu_dir_has(dir, ".kernels.txt", cols));
+    ck_assert(tu_dir_has(dir, ".kernels.txt", elements));
+    tu_remove_dir(dir);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Convolutions of stride 2 over images of even height and width whose windows a row are half
  * the image's width (an odd window padded by (k - 1) / 2) pack their im2col from the image's
  * phase planes (gemm.c's split_phases), as B of the forward product and as A of the weight
@@ -1175,6 +1215,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_matmul_fused_and_large);
   tcase_add_loop_test(tc, test_matmul_tiles, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_swapped, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_short_k, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_t, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_phases, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
