@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum rule { ANY, NOBOOL, FLOATS } rule;
 
@@ -275,6 +276,47 @@ START_TEST(test_exp_ulp) {
   lj_tensor_release(x);
   free(v);
   free(y);
+}
+END_TEST
+
+/* Every kernel that computes exp keeps its vector loops when the compiler links kernels into
+ * one module before optimizing them (a compile thread's groups of several kernels): with
+ * AVX-512, exp's loops call a helper whose vector variant the loop vectorizer takes, and a
+ * second module's copy of the helper must keep its name. A chain of softmaxes over the rows
+ * and over the columns, one kernel each, enough of them for groups of several on every compile
+ * thread; each kernel's optimized IR that has AVX-512's exp (vscalef) has vector loads (the
+ * kernels of one body's code share it: several distinct bodies among them). With the helper
+ * internal to each module, a body of the second kernel of a group was a scalar loop. */
+START_TEST(test_exp_kernels_linked_vectorize) {
+  char path[64];
+  lj_config cfg = lj_config_default();
+  cfg.num_threads = 1;
+  tu_init_saving(cfg, "llvm", path, sizeof path);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int steps = 16 * (int)(cpus > 1 ? cpus : 1) + 8; /* kernels: 8 groups a compile thread take 2 each */
+  lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(96, 160), TU_ANY, 1);
+  lj_scope_begin();
+  lj_tensor *y = x;
+  for (int t = 0; t < steps; t++) y = lj_softmax(lj_mul_scalar(y, 40.0), t % 2);
+  tu_check_interp_tol(1, &y, 1e-4, 1e-6);
+  lj_scope_end();
+  lj_tensor_release(x);
+  char *text = tu_take_saved(path);
+  int checked = 0;
+  for (char *fn = strstr(text, "\ndefine "); fn; fn = strstr(fn + 1, "\ndefine ")) {
+    char *end = strstr(fn, "\n}\n");
+    ck_assert_ptr_nonnull(end);
+    *end = 0;
+    if (strstr(fn, "scalef")) {
+      char *name = strchr(fn, '@');
+      ck_assert_msg(strstr(fn, "load <"), "%.60s: exp in scalar loops only", name);
+      checked++;
+    }
+    *end = '\n';
+  }
+  free(text);
+  ck_assert_msg(checked == 0 || checked >= 2, "%d kernels with exp", checked); /* twins share one body */
+  lj_shutdown();
 }
 END_TEST
 
@@ -675,6 +717,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_exp_ulp);
   tcase_add_test(tc, test_sin_cos_ulp);
   tcase_add_test(tc, test_exp_lanes_agree);
+  tcase_add_test(tc, test_exp_kernels_linked_vectorize);
   tcase_add_test(tc, test_exp_below_max);
   tcase_add_test(tc, test_vmath_interleaved);
   tcase_add_loop_test(tc, test_binary, 0, nb);
