@@ -254,21 +254,26 @@ typedef struct lowered {
 
 /* LLVM's diagnostics of a kernel's compile: its remarks and notes (the loop vectorizer's on a
  * loop it leaves scalar although the lowering asked for vectors, which LLVM's own handler
- * printed on the user's stderr) are dropped; warnings and errors, which no kernel should
- * cause, are printed as the library's internal errors are. */
-static void diagnostic(LLVMDiagnosticInfoRef info, void *unused) {
-  (void)unused;
+ * printed on the user's stderr) are dropped, the loop vectorizer's "loop not vectorized"
+ * counted into *unvectorized (an atomic_int, when not NULL; counter UnvectorizedLoops);
+ * warnings and errors, which no kernel should cause, are printed as the library's internal
+ * errors are. */
+static void diagnostic(LLVMDiagnosticInfoRef info, void *unvectorized) {
   LLVMDiagnosticSeverity sev = LLVMGetDiagInfoSeverity(info);
-  if (sev == LLVMDSRemark || sev == LLVMDSNote) return;
   char *msg = LLVMGetDiagInfoDescription(info);
+  if (sev == LLVMDSRemark || sev == LLVMDSNote) {
+    if (unvectorized && strstr(msg, "loop not vectorized")) atomic_fetch_add((atomic_int *)unvectorized, 1);
+    LLVMDisposeMessage(msg);
+    return;
+  }
   fprintf(stderr, "lazyjit: internal error: LLVM %s while compiling a kernel: %s\n",
           sev == LLVMDSError ? "error" : "warning", msg);
   LLVMDisposeMessage(msg);
 }
 
-static LLVMContextRef new_context(void) {
+static LLVMContextRef new_context(atomic_int *unvectorized) {
   LLVMContextRef ctx = LLVMContextCreate();
-  LLVMContextSetDiagnosticHandler(ctx, diagnostic, NULL);
+  LLVMContextSetDiagnosticHandler(ctx, diagnostic, unvectorized);
   return ctx;
 }
 
@@ -338,7 +343,7 @@ static LLVMMemoryBufferRef emit(ljc_session *s, LLVMTargetMachineRef tm, const l
  * error set. */
 static LLVMMemoryBufferRef build_routine(ljc_session *s, LLVMTargetMachineRef tm, int r) {
   lowered l;
-  LLVMContextRef ctx = new_context();
+  LLVMContextRef ctx = new_context(NULL);
   lower(s, tm, NULL, NULL, -1 - r, "", ctx, &l);
   LLVMMemoryBufferRef obj = emit(s, tm, NULL, &l, NULL);
   LLVMContextDispose(ctx);
@@ -387,6 +392,7 @@ typedef struct compile_job {
   LLVMMemoryBufferRef *objs; /* one per kernel: NULL for a kernel linked into an earlier one's */
   kernel_texts *texts;       /* one per kernel (a group's module's at its first kernel), or NULL */
   atomic_int next;
+  atomic_int unvectorized;   /* the kernels' loops left scalar (diagnostic) */
   atomic_bool failed;
   lj_status status;          /* the first failure (errors are per thread) */
   char msg[512];
@@ -479,7 +485,7 @@ static void make_groups(compile_job *j) {
 /* Lowers group gi's kernels into a new context. */
 static void lower_group(compile_job *j, const compile_thread *t, int gi) {
   kernel_group *gr = &j->groups[gi];
-  gr->ctx = new_context();
+  gr->ctx = new_context(&j->unvectorized);
   for (int k = gr->first; k < gr->first + gr->n; k++) {
     lower(j->s, t->tm, j->p, j->g, k, j->name, gr->ctx, &j->low[k]);
     hash_body(j, k);
@@ -786,7 +792,7 @@ static bool build_objects(ljc_session *s, const ljg_program *p, const ljg_graph 
     if (ok) keep_routine(s, r);
   }
   if (ok && counts) {
-    counts->compiled = j.nroutines, counts->twins = twins;
+    counts->compiled = j.nroutines, counts->twins = twins, counts->unvectorized = atomic_load(&j.unvectorized);
     for (int k = 0; k < p->nkernels; k++) counts->objects += objs[k] != NULL;
   }
   return ok;

@@ -73,6 +73,7 @@ static ljr_exec *compile(ljr_runtime *rt, struct lj_device *d, const ljg_graph *
   ljr_count(LJR_C_PrecompiledGemmRoutines, counts.precompiled);
   ljr_count(LJR_C_TwinKernels, counts.twins);
   ljr_count(LJR_C_KernelObjects, counts.objects);
+  ljr_count(LJR_C_UnvectorizedLoops, counts.unvectorized);
   ljr_sample(LJR_M_CompileTime, (double)(ljb_now_ns() - t0));
   ljr_disk_store(rt, e, objs);
   ljc_objects_free(&buf);
