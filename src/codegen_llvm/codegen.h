@@ -123,8 +123,8 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *s);
  * at k, empty where it is in an earlier kernel's (both built even for a shared program).
  * *counts (when not NULL): the GEMM routines this compile added to the session, compiled and
  * precompiled, the kernels compiled as calls to an earlier kernel's body, the same code
- * (twins.c), the object files the kernels were emitted into, and the kernels' loops the loop
- * vectorizer left scalar although the lowering asked for vectors (its "loop not vectorized"
+ * (twins.c), the object files the kernels were emitted into, and the loops of the vectorized
+ * kernels that LLVM's loop vectorizer reported leaving scalar (its "loop not vectorized"
  * remarks). NULL with LJ_ERR_COMPILE and LLVM's message on failure. */
 typedef struct ljc_compile_counts {
   int compiled, precompiled, twins, objects, unvectorized;

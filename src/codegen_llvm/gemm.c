@@ -34,11 +34,11 @@
  * a time across them (short_k), writing C's rows in runs as the DIRECT routine's bands do: a
  * block of panels' columns for MC rows at a time, C's lines scattered over its rows, streamed
  * C at half the rate (x·yᵀ of two [4096, 3], one Zen 5 thread: 4.0 -> 1.8-2.7 ms, as with yᵀ
- * copied and read in place). A B that is an im2col is packed from the image (pack_window; for a window of
- * stride 2, from the image split into phase planes once a call: split_phases), and one that is an
- * im2col transposed by transposes of the window's vectors (pack_window_t); an A that is one, a
- * block of MC rows at a time into a buffer of KC values a row, from which the tiles broadcast
- * (pack_a); and, chosen at run time, an A contiguous along m whose k are a whole number of
+ * copied and read in place). A B that is an im2col is packed from the image (pack_window; for a
+ * window of stride 2, from the image split into phase planes once a call: split_phases), and
+ * one that is an im2col transposed by transposes of the window's vectors (pack_window_t); an A
+ * that is one, a block of MC rows at a time into a buffer of KC values a row, from which the
+ * tiles broadcast (pack_a); and, chosen at run time, an A contiguous along m whose k are a whole number of
  * pages apart likewise, by transposes (pack_a_rows_of).
  *
  * The micro-kernel: an mr × NV-vector tile of C lives in registers; for each k, the NV vectors
@@ -128,9 +128,9 @@ typedef struct gemm {
   LLVMValueRef stream; /* an i1, whether the call stores C's full vectors non-temporally
                           (streams_c), or NULL on a target without such stores */
   /* (COLS and ELEMENTS routines of f32 and f64, A not an im2col) an i1, whether K is at most
-   * LJG_MATMUL_DIRECT_K: the call packs all of B at once and runs in bands (short_k_panels);
-   * NULL in other routines. And the rows a panel takes in the packed buffer: KC, or K rounded
-   * up to whole vectors in such a call. */
+   * LJG_MATMUL_DIRECT_K: the call packs all of B at once (panels) and runs its rows in bands of
+   * a tile's rows across it (panel_run); NULL in other routines. And the rows a panel takes in
+   * the packed buffer: KC, or K rounded up to whole vectors in such a call. */
   LLVMValueRef short_k, panel_k;
 } gemm;
 
@@ -246,7 +246,7 @@ static void when(gemm *g, LLVMValueRef cond, void (*then)(gemm *, void *), void 
 
 /* ---- packing B ---------------------------------------------------------------------------- */
 
-/* Packed panel q of the block: KC rows of the panel's width. */
+/* Packed panel q of the block: panel_k rows of the panel's width. */
 static LLVMValueRef panel_buffer(gemm *g, const panel *p, LLVMValueRef q) {
   return oat(g, g->packed, mul(g, LLVMBuildNSWMul(g->b, q, g->panel_k, ""), (int64_t)p->nv * g->vw));
 }
@@ -1768,7 +1768,7 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   if (g->a_transposed) when(g, g->a_transposed, pack_a_rows_then, &(a_rows){rw->bi, m, blen});
   a_rows_at(g, rw->bi, m);
   ljc_loop band;
-  if (g->short_k) { /* the block's rows a tile at a time across the panels (short_k_panels) */
+  if (g->short_k) { /* the block's rows a tile at a time across the panels (short_k) */
     LLVMValueRef step = LLVMBuildSelect(g->b, g->short_k, ljc_i64(ir, g->mr), blen, "");
     LLVMValueRef nbands = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, blen, add(g, step, -1), ""), step, "");
     ljc_loop_begin(ir, &band, ljc_i64(ir, 0), nbands, false, 0, NULL);
@@ -1839,8 +1839,8 @@ static void panels(gemm *g, const rows *rw) {
   LLVMValueRef few = LLVMBuildICmp(g->b, LLVMIntSLE, rw->len, ljc_i64(ir, MC), "");
   LLVMValueRef most = LLVMBuildSelect(g->b, few, ljc_i64(ir, NP_FEW), ljc_i64(ir, NP), "");
   if (g->short_k) /* as many panels as the buffer holds: all of B, for the bands to go across */
-    most = LLVMBuildSelect(g->b, g->short_k, LLVMBuildSDiv(g->b, ljc_i64(ir, (int64_t)NP * g->kc), g->panel_k, ""), most,
-                           "");
+    most = LLVMBuildSelect(g->b, g->short_k, LLVMBuildSDiv(g->b, ljc_i64(ir, (int64_t)NP * g->kc), g->panel_k, ""),
+                           most, "");
   LLVMValueRef step = mul(g, most, wide);
   LLVMValueRef N = g->arg[LJC_GEMM_N];
   LLVMValueRef nfull = LLVMBuildAnd(g->b, N, ljc_i64(ir, -wide), "");
