@@ -29,12 +29,11 @@
  * A B contiguous along n with at most LJG_MATMUL_DIRECT_K rows, or that few rows share
  * (ljg_matmul_b_in_place), is read where it is, a block of k at a time: its panel already sits
  * in L1, or the few tiles that read it find it in the caches, and packing would cost more than
- * it saves. A B of that few rows that is packed (transposed, or strided along both dims) is
- * packed whole, as many panels at once as the buffer holds, and the tiles go a tile of rows at
- * a time across them (short_k), writing C's rows in runs as the DIRECT routine's bands do: a
- * block of panels' columns for MC rows at a time, C's lines scattered over its rows, streamed
- * C at half the rate (x·yᵀ of two [4096, 3], one Zen 5 thread: 4.0 -> 1.8-2.7 ms, as with yᵀ
- * copied and read in place). A B that is an im2col is packed from the image (pack_window; for a
+ * it saves. A call of that few k (short_k), B read in place or packed (transposed, or strided
+ * along both dims: packed whole, as many panels at once as the buffer holds), runs its rows in
+ * bands of a tile's rows across all the panels, writing C's rows in runs (panel_run): a block of
+ * panels' columns for MC rows at a time scattered C's lines over its rows, and streamed C at
+ * half the rate (x·yᵀ of two [4096, 3], one Zen 5 thread: 4.0 -> 1.8-2.7 ms). A B that is an im2col is packed from the image (pack_window; for a
  * window of stride 2, from the image split into phase planes once a call: split_phases), and
  * one that is an im2col transposed by transposes of the window's vectors (pack_window_t); an A
  * that is one, a block of MC rows at a time into a buffer of KC values a row, from which the
@@ -127,10 +126,11 @@ typedef struct gemm {
   LLVMValueRef pf_panel, pf_half, pf, pf_second, pf_few;
   LLVMValueRef stream; /* an i1, whether the call stores C's full vectors non-temporally
                           (streams_c), or NULL on a target without such stores */
-  /* (COLS and ELEMENTS routines of f32 and f64, A not an im2col) an i1, whether K is at most
-   * LJG_MATMUL_DIRECT_K: the call packs all of B at once (panels) and runs its rows in bands of
-   * a tile's rows across it (panel_run); NULL in other routines. And the rows a panel takes in
-   * the packed buffer: KC, or K rounded up to whole vectors in such a call. */
+  /* (DIRECT routines; COLS and ELEMENTS routines of f32 and f64, A not an im2col) an i1,
+   * whether K is at most LJG_MATMUL_DIRECT_K: the call takes all of B at once (panels; packed,
+   * as many panels as the buffer holds) and runs its rows in bands of a tile's rows across it
+   * (panel_run); NULL in other routines. And the rows a panel takes in the packed buffer: KC, or
+   * K rounded up to whole vectors in such a call. */
   LLVMValueRef short_k, panel_k;
 } gemm;
 
@@ -1767,8 +1767,18 @@ static void panel_run(gemm *g, const rows *rw, const panel *p, LLVMValueRef np) 
   if (g->pairs) when(g, g->a_pairs_packed, pack_a_pairs, &(a_rows){rw->bi, m, blen});
   if (g->a_transposed) when(g, g->a_transposed, pack_a_rows_then, &(a_rows){rw->bi, m, blen});
   a_rows_at(g, rw->bi, m);
+  /* A call of a short K (short_k) takes the block's rows in bands of g->mr, each across all the
+   * panels before the next: each of C's rows written from end to end, one band after another,
+   * rather than the rows of the block a panel at a time. On a Zen 4 core, ordinary full-line
+   * stores along rows ran at the speed of non-temporal ones, in the panels' order at less than
+   * half (64 MiB, one thread: 27-31 GB/s against 12, non-temporal 28 in either order; two
+   * threads 42 against 24 and 28). For a B (a few rows) that stays in L2 for every band, read
+   * in place: [2048, 8] by [8, 1024] (8 MiB of C) 0.50 -> 0.49 ms on one thread, 0.271 -> 0.247
+   * on two; [4096, 3] by [3, 4096] with ordinary stores 8.4 -> 3.3 ms and 3.9 -> 1.5 (streamed,
+   * as C of that size is: 2.6 and 2.35 in either order); packed, B transposed, streamed, one Zen
+   * 5 thread: 4.0 -> 1.8-2.7 ms. */
   ljc_loop band;
-  if (g->short_k) { /* the block's rows a tile at a time across the panels (short_k) */
+  if (g->short_k) {
     LLVMValueRef step = LLVMBuildSelect(g->b, g->short_k, ljc_i64(ir, g->mr), blen, "");
     LLVMValueRef nbands = LLVMBuildSDiv(g->b, LLVMBuildNSWAdd(g->b, blen, add(g, step, -1), ""), step, "");
     ljc_loop_begin(ir, &band, ljc_i64(ir, 0), nbands, false, 0, NULL);
@@ -1838,7 +1848,7 @@ static void panels(gemm *g, const rows *rw) {
   int64_t wide = (int64_t)NV * g->vw;
   LLVMValueRef few = LLVMBuildICmp(g->b, LLVMIntSLE, rw->len, ljc_i64(ir, MC), "");
   LLVMValueRef most = LLVMBuildSelect(g->b, few, ljc_i64(ir, NP_FEW), ljc_i64(ir, NP), "");
-  if (g->short_k) /* as many panels as the buffer holds: all of B, for the bands to go across */
+  if (g->short_k) /* as many panels as the buffer holds (all of B), for the bands to go across */
     most = LLVMBuildSelect(g->b, g->short_k, LLVMBuildSDiv(g->b, ljc_i64(ir, (int64_t)NP * g->kc), g->panel_k, ""),
                            most, "");
   LLVMValueRef step = mul(g, most, wide);
@@ -2243,39 +2253,6 @@ static LLVMValueRef few_rows(gemm *g, const rows *rw, int max, int ngroups, LLVM
 
 static void panels_then(gemm *g, void *ctx) { panels(g, ctx); }
 
-/* The call's rows in bands of g->mr, each across all of C's columns before the next: each of
- * C's rows written from end to end, one band after another, rather than the rows of a block a
- * panel at a time. On a Zen 4 core, ordinary full-line stores along rows ran at the speed of
- * non-temporal ones, in the panels' order at less than half (64 MiB, one thread: 27-31 GB/s
- * against 12, non-temporal 28 in either order; two threads 42 against 24 and 28). For a DIRECT
- * call of a K of at most LJG_MATMUL_DIRECT_K, whose B (a few rows) stays in L2 for every band:
- * [2048, 8] by [8, 1024] (8 MiB of C) 0.50 -> 0.49 ms on one thread, 0.271 -> 0.247 on two;
- * [4096, 3] by [3, 4096] with ordinary stores 8.4 -> 3.3 ms and 3.9 -> 1.5 (streamed, as C of
- * that size is: 2.6 and 2.35 in either order). */
-static void bands(gemm *g, void *ctx) {
-  const rows *rw = ctx;
-  ljc_ir *ir = g->ir;
-  ljc_loop B;
-  LLVMValueRef n = LLVMBuildSDiv(g->b, add(g, rw->len, g->mr - 1), ljc_i64(ir, g->mr), "");
-  ljc_loop_begin(ir, &B, ljc_i64(ir, 0), n, false, 0, NULL);
-  LLVMValueRef off = mul(g, B.iv, g->mr);
-  rows band = {rw->bi, LLVMBuildNSWAdd(g->b, rw->m0, off, ""), LLVMBuildNSWAdd(g->b, rw->crow0, off, ""),
-               ljc_intrinsic2(ir, "smin", ljc_i64(ir, g->mr), LLVMBuildNSWSub(g->b, rw->len, off, ""))};
-  panels(g, &band);
-  ljc_loop_end(ir, &B, NULL, NULL);
-}
-
-/* The call's rows: in bands (a DIRECT call of a short K) or all at once. */
-static void rows_of_call(gemm *g, void *ctx) {
-  if (g->variant != LJC_GEMM_DIRECT) {
-    panels(g, ctx);
-    return;
-  }
-  LLVMValueRef short_k = LLVMBuildICmp(g->b, LLVMIntSLE, g->arg[LJC_GEMM_K], ljc_i64(g->ir, LJG_MATMUL_DIRECT_K), "");
-  when(g, short_k, bands, ctx);
-  when(g, LLVMBuildNot(g->b, short_k, ""), panels_then, ctx);
-}
-
 /* ---- the routines ------------------------------------------------------------------------- */
 
 static bool is_winograd(int variant) { return variant >= LJC_GEMM_WINOGRAD && variant <= LJC_GEMM_WINOGRAD_DW; }
@@ -2389,7 +2366,8 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
                                             : ljc_entry_array(ir, g->t, AXPY_SUMS_BYTES / g->esize);
   g->a_step = g->arg[LJC_GEMM_A_SK];
   g->panel_k = ljc_i64(ir, g->kc);
-  if ((g->variant == LJC_GEMM_COLS || g->variant == LJC_GEMM_ELEMENTS) && !g->pairs && !g->a_window) {
+  if (g->variant == LJC_GEMM_DIRECT ||
+      ((g->variant == LJC_GEMM_COLS || g->variant == LJC_GEMM_ELEMENTS) && !g->pairs && !g->a_window)) {
     LLVMValueRef K = g->arg[LJC_GEMM_K];
     g->short_k = LLVMBuildICmp(g->b, LLVMIntSLE, K, ljc_i64(ir, LJG_MATMUL_DIRECT_K), "");
     LLVMValueRef whole = ljc_intrinsic2(ir, "smax", LLVMBuildAnd(g->b, add(g, K, g->vw - 1), ljc_i64(ir, -g->vw), ""),
@@ -2448,9 +2426,9 @@ static LLVMValueRef define_rows(gemm *g, const char *name) {
     few = LLVMBuildOr(g->b, few, swap, "");
   }
   if (few)
-    when(g, LLVMBuildNot(g->b, few, ""), rows_of_call, &rw);
+    when(g, LLVMBuildNot(g->b, few, ""), panels_then, &rw);
   else
-    rows_of_call(g, &rw);
+    panels(g, &rw);
   if (g->stream) { /* the thread that joins the kernel's tasks sees C's non-temporal stores */
     LLVMBasicBlockRef after = ljc_if_begin(ir, g->stream, "gemm.fence");
     ljc_sfence(g->b, ir->mod);
