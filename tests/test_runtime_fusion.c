@@ -303,8 +303,10 @@ static int vector_loops(const char *ir) {
 /* A bias for each row of C (a convolution's) added by an epilogue of its own is where the
  * GEMM routine starts C's rows from instead: the kernel runs no loop of its own (none
  * vectorized in its IR). Convolutions of one channel (B packed from the image) and of 16
- * (Winograd's routine), f32 and f64; batched products with the bias along each matrix's rows
- * and along a flat [B·M] of rows; a K of 900 (blocks of k: the bias goes in the first only).
+ * (Winograd's routine), f32 and f64, and of 3 by a 7×7 window of stride 2 whose C (an
+ * image's 40 channels of 64×64) is too large for the stack; batched products with the bias
+ * along each matrix's rows and along a flat [B·M] of rows; a K of 900 (blocks of k: the bias
+ * goes in the first only).
  * A bias along the columns (a linear layer's), an add inside a relu and C read by more than the
  * add keep their loops. Values against the interpreter, two threads. */
 START_TEST(test_matmul_bias_start) {
@@ -344,6 +346,10 @@ START_TEST(test_matmul_bias_start) {
       outs[n++] = lj_add(lj_reshape(lj_matmul(a, w), LJ_SHAPE(40, 30)), flat);
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(w);
       lj_tensor_release(flat);
+      x = tu_tensor(LJ_F32, LJ_SHAPE(1, 3, 128, 128), TU_ANY, 21), k = tu_tensor(LJ_F32, LJ_SHAPE(40, 3, 7, 7), TU_ANY, 22);
+      kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 23);
+      outs[n++] = lj_conv2d(x, k, kb, (const int[]){2, 2}, (const int[]){3, 3}, NULL, 1);
+      lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb);
     }
     /* f32 sums of up to 700 products of values up to a few units, Winograd's transforms */
     tu_check_interp_tol(n, outs, 5e-5, 1e-2);

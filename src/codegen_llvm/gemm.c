@@ -2712,11 +2712,19 @@ static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[3]) 
   return v->stride[nd - 1] == 0;
 }
 
+/* Whether C's slot is a block of the kernel's own (LOCAL) or a TEMP that no other kernel
+ * reads or writes: a block of rows too large for the stack (a convolution's image of 64
+ * channels of 112×112), which fuse_rows leaves in the scratch arena. */
+static bool c_own(const ljg_program *p, const ljg_kernel *k) {
+  int kind = p->slots[k->mm_out_slot].kind;
+  return kind == LJG_SLOT_LOCAL || (kind == LJG_SLOT_TEMP && !ljg_slot_used_elsewhere(p, k, k->mm_out_slot));
+}
+
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
   int routine = ljc_gemm_routine(k);
   int variant = routine % LJC_GEMM_NVARIANTS;
   if (routine < 0 || (variant > LJC_GEMM_WINOGRAD && variant != LJC_GEMM_TAPS_FWD) || k->nnests == 0 || k->mm_sum ||
-      k->mm_task_rows != 1 || k->mm_col_tasks || p->slots[k->mm_out_slot].kind != LJG_SLOT_LOCAL)
+      k->mm_task_rows != 1 || k->mm_col_tasks || !c_own(p, k))
     return -1;
   const ljg_nest *n = &k->nests[0];
   const ljg_kexpr *v = &k->exprs[n->value];

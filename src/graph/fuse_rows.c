@@ -595,18 +595,6 @@ static void join(ljb_arena *arena, ljg_kernel *a, const ljg_kernel *b) {
   a->row_block = 1; /* sized below */
 }
 
-/* Whether a kernel other than k reads or writes slot. */
-static bool used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t slot) {
-  for (int i = 0; i < p->nkernels; i++) {
-    const ljg_kernel *o = &p->kernels[i];
-    if (o == k) continue;
-    for (int e = 0; e < o->nexprs; e++)
-      if (o->exprs[e].kind != LJG_X_CONST && o->exprs[e].kind != LJG_X_OP && o->exprs[e].slot == slot) return true;
-    if (ljg_kernel_writes(o, slot, -1)) return true;
-  }
-  return false;
-}
-
 /* Whether expression e of k (or one it depends on) loads slot. */
 static bool expr_reads(const ljg_kernel *k, int32_t e, int32_t slot) {
   const ljg_kexpr *x = &k->exprs[e];
@@ -628,7 +616,7 @@ static void localize_slot(ljg_program *p, ljg_kernel *k, int32_t slot, int w, in
   if (k->kind == LJG_K_MATMUL && !ljg_kernel_has_window(k) && max < MATMUL_BLOCK_L2_BYTES) max = MATMUL_BLOCK_L2_BYTES;
   if (sl->kind != LJG_SLOT_TEMP || !stride || k->row_block * row_bytes > max ||
       *total + k->row_block * row_bytes > LOCAL_KERNEL_MAX_BYTES || !reads_own_row(k, slot, stride) ||
-      used_elsewhere(p, k, slot))
+      ljg_slot_used_elsewhere(p, k, slot))
     return;
   for (int r = 0; r < k->nnests; r++) {
     if (r == w) continue;
