@@ -301,21 +301,22 @@ static int vector_loops(const char *ir) {
 }
 
 /* A bias for each row of C (a convolution's) added by an epilogue of its own is where the
- * GEMM routine starts C's rows from instead: the kernel runs no loop of its own (none
- * vectorized in its IR). Convolutions of one channel (B packed from the image) and of 16
- * (Winograd's routine), f32 and f64, and of 3 by a 7×7 window of stride 2 whose C (an
- * image's 40 channels of 64×64) is too large for the stack; batched products with the bias
- * along each matrix's rows and along a flat [B·M] of rows; a K of 900 (blocks of k: the bias
- * goes in the first only).
- * A bias along the columns (a linear layer's), an add inside a relu and C read by more than the
- * add keep their loops. Values against the interpreter, two threads. */
+ * GEMM routine starts C's rows from instead, and a relu of that sum what the routine's last
+ * block of k stores: the kernel runs no loop of its own (none vectorized in its IR).
+ * Convolutions of one channel (B packed from the image) and of 16 (Winograd's routine), f32
+ * and f64, and of 3 by a 7×7 window of stride 2 whose C (an image's 40 channels of 64×64) is
+ * too large for the stack; batched products with the bias along each matrix's rows and along
+ * a flat [B·M] of rows; a K of 900 (blocks of k: the bias goes in the first only, the relu in
+ * the last); relus of products of B transposed, of two rows, of a stride-2 convolution.
+ * A bias along the columns (a linear layer's), and C read by more than the add (a relu's and
+ * another's) keep their loops. Values against the interpreter, two threads. */
 START_TEST(test_matmul_bias_start) {
   for (int folded = 1; folded >= 0; folded--) {
     lj_config cfg = lj_config_default();
     cfg.num_threads = 2;
     char path[64];
     tu_init_saving(cfg, "llvm", path, sizeof path);
-    lj_tensor *outs[8];
+    lj_tensor *outs[16];
     int n = 0;
     for (int di = 0; di < 2; di++) {
       lj_dtype dt = di ? LJ_F64 : LJ_F32;
@@ -325,7 +326,14 @@ START_TEST(test_matmul_bias_start) {
         lj_tensor *kb = tu_tensor(dt, LJ_SHAPE(7), TU_ANY, 9 + di), *rows = tu_tensor(dt, LJ_SHAPE(37, 1), TU_ANY, 11 + di);
         outs[n++] = lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1);
         outs[n++] = lj_add(lj_matmul(a, w), rows);
+        /* relus: B transposed; two rows (B read where it is, or dot products along k) */
+        lj_tensor *wt = tu_tensor(dt, LJ_SHAPE(45, 50), TU_ANY, 25 + di), *two = tu_tensor(dt, LJ_SHAPE(1, 2, 50), TU_ANY, 27 + di);
+        lj_tensor *rows2 = tu_tensor(dt, LJ_SHAPE(2, 1), TU_ANY, 29 + di);
+        outs[n++] = lj_relu(lj_add(lj_matmul(a, lj_transpose(wt, 0, 1)), rows));
+        outs[n++] = lj_relu(lj_add(lj_matmul(two, w), rows2));
+        outs[n++] = lj_relu(lj_add(lj_matmul(two, lj_transpose(wt, 0, 1)), rows2));
         lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(rows);
+        lj_tensor_release(wt), lj_tensor_release(two), lj_tensor_release(rows2);
       } else { /* along the columns; inside a relu; C an output too */
         lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(45), TU_ANY, 13 + di), *rows = tu_tensor(dt, LJ_SHAPE(37, 1), TU_ANY, 11 + di);
         lj_tensor *c = lj_matmul(a, w);
@@ -344,12 +352,20 @@ START_TEST(test_matmul_bias_start) {
       lj_tensor *flat = tu_tensor(LJ_F32, LJ_SHAPE(40, 1), TU_ANY, 20);
       outs[n++] = lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1);
       outs[n++] = lj_add(lj_reshape(lj_matmul(a, w), LJ_SHAPE(40, 30)), flat);
-      lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(w);
-      lj_tensor_release(flat);
+      lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(flat);
       x = tu_tensor(LJ_F32, LJ_SHAPE(1, 3, 128, 128), TU_ANY, 21), k = tu_tensor(LJ_F32, LJ_SHAPE(40, 3, 7, 7), TU_ANY, 22);
       kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 23);
       outs[n++] = lj_conv2d(x, k, kb, (const int[]){2, 2}, (const int[]){3, 3}, NULL, 1);
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb);
+      /* relus: of the products over two blocks of k (the last only), a 3×3 convolution of
+       * stride 2 (B packed from the image) whose C is too large for the stack */
+      a = tu_tensor(LJ_F32, LJ_SHAPE(2, 20, 900), TU_ANY, 31), flat = tu_tensor(LJ_F32, LJ_SHAPE(40, 1), TU_ANY, 32);
+      outs[n++] = lj_relu(lj_add(lj_reshape(lj_matmul(a, w), LJ_SHAPE(40, 30)), flat));
+      x = tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 160, 160), TU_ANY, 33), k = tu_tensor(LJ_F32, LJ_SHAPE(40, 8, 3, 3), TU_ANY, 34);
+      kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 35);
+      outs[n++] = lj_relu(lj_conv2d(x, k, kb, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1));
+      lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(w);
+      lj_tensor_release(flat);
     }
     /* f32 sums of up to 700 products of values up to a few units, Winograd's transforms */
     tu_check_interp_tol(n, outs, 5e-5, 1e-2);

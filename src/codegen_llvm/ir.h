@@ -287,7 +287,10 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
  * element of row m of C's matrix b starts from, BIAS[(b mod BIAS_NB)·BIAS_SB + m·BIAS_SM] (a
  * convolution's bias; ljc_gemm_bias: BIAS_NB the matrices whose biases differ, a grouped
  * convolution's groups, else BATCH), before the products are added (the ROWS, COLS, ELEMENTS,
- * DIRECT, WINDOW, WINOGRAD and TAPS_FWD variants; NULL, zeros and 1 for the others). BSUM: NULL, or where the
+ * DIRECT, WINDOW, WINOGRAD and TAPS_FWD variants; NULL, zeros and 1 for the others). RELU: 1
+ * when, with a BIAS, C's elements leave the last block of k as relu's (x < 0 ? 0 : x: a
+ * convolution's relu(C + bias); ljc_gemm_bias; the ROWS, COLS, ELEMENTS, DIRECT and WINDOW
+ * variants), else 0. BSUM: NULL, or where the
  * WINOGRAD_DW and TAPS_DW variants write Σ_b Σ_k B[b, k, n] of each column n of their call,
  * BSUM[n·BSUM_S] (a convolution's bias gradient; ljc_gemm_b_sum). UNPOOL_AT: NULL, or for
  * TAPS_DW the i8 positions of a 2×2 max-pool's maxima (ljg_kernel.mm_unpool_at), read with
@@ -303,7 +306,7 @@ enum {
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_A_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS, LJC_GEMM_ROWS_OUTER,
   LJC_GEMM_STREAM,
-  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BIAS_NB, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
+  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BIAS_NB, LJC_GEMM_RELU, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
@@ -380,8 +383,13 @@ bool ljc_gemm_rows_outer(const ljg_kernel *k);
 /* The LOAD of a bias the kernel's routine starts C's rows from, or -1: when the kernel's
  * first nest computes nothing but C plus a value for each row of C (a convolution's bias),
  * C read by nothing else, so that the routine can write the sum into that nest's slot and
- * the nest does not run (a pass over C's block less). */
+ * the nest does not run (a pass over C's block less); or, for the routines that apply one
+ * (LJC_GEMM_RELU), a relu of that sum. */
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
+/* Whether the first nest of matmul kernel k (with nests) is a relu that its routine applies
+ * when ljc_gemm_bias folds the nest into it (LJC_GEMM_RELU): the routines of tiles (not
+ * Winograd's, nor taps.c's). */
+bool ljc_gemm_bias_relu(const ljg_kernel *k);
 /* Whether matmul kernel ki's routine also writes a later kernel's nest (*kj, *nest) that sums
  * its B over the batch and k for each column n (a convolution's bias gradient from dY, which
  * the weight gradient's routine reads anyway), the nest then not run: its output's element

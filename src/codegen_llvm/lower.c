@@ -1668,7 +1668,9 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
-    if (bias_start(p, k, last) >= 0) ljb_str_puts(&line, "; nest 0 not run: the routine starts C's rows from its bias");
+    if (bias_start(p, k, last) >= 0)
+      ljb_str_printf(&line, "; nest 0 not run: the routine starts C's rows from its bias%s",
+                     ljc_gemm_bias_relu(k) ? " and stores their relu" : "");
     int64_t part = nest_part_rows(p, k);
     if (part) ljb_str_printf(&line, "; its nests run on %lld rows of a block at a time", (long long)part);
     if (k->tm) ljb_str_printf(&line, "; the trailing product runs on each block of %lld rows", (long long)k->row_block);
