@@ -252,10 +252,11 @@ typedef struct lowered {
   int64_t cost;    /* its compile time, roughly (compile_cost) */
 } lowered;
 
-/* LLVM's diagnostics of a kernel's compile: its remarks and notes (the loop vectorizer's on a
- * loop it leaves scalar although the lowering asked for vectors, which LLVM's own handler
- * printed on the user's stderr) are dropped, the loop vectorizer's "loop not vectorized"
- * counted into *unvectorized (an atomic_int, when not NULL; counter UnvectorizedLoops);
+/* LLVM's diagnostics of a kernel's compile: its remarks and notes (the loop vectorizer's on
+ * every loop it leaves scalar, whatever the loop's hints; LLVM's own handler printed those of
+ * the loops the lowering asked vectors of on the user's stderr) are dropped, the loop
+ * vectorizer's "loop not vectorized" counted into *unvectorized (an atomic_int, when not
+ * NULL; counter UnvectorizedLoops);
  * warnings and errors, which no kernel should cause, are printed as the library's internal
  * errors are. */
 static void diagnostic(LLVMDiagnosticInfoRef info, void *unvectorized) {
