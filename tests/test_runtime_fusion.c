@@ -307,7 +307,8 @@ static int vector_loops(const char *ir) {
  * and f64, and of 3 by a 7×7 window of stride 2 whose C (an image's 40 channels of 64×64) is
  * too large for the stack; batched products with the bias along each matrix's rows and along
  * a flat [B·M] of rows; a K of 900 (blocks of k: the bias goes in the first only, the relu in
- * the last); relus of products of B transposed, of two rows, of a stride-2 convolution.
+ * the last); relus of products of B transposed, of two rows, of a stride-2 convolution and
+ * of Winograd's.
  * A bias along the columns (a linear layer's), and C read by more than the add (a relu's and
  * another's) keep their loops. Values against the interpreter, two threads. */
 START_TEST(test_matmul_bias_start) {
@@ -316,7 +317,7 @@ START_TEST(test_matmul_bias_start) {
     cfg.num_threads = 2;
     char path[64];
     tu_init_saving(cfg, "llvm", path, sizeof path);
-    lj_tensor *outs[16];
+    lj_tensor *outs[20];
     int n = 0;
     for (int di = 0; di < 2; di++) {
       lj_dtype dt = di ? LJ_F64 : LJ_F32;
@@ -366,6 +367,10 @@ START_TEST(test_matmul_bias_start) {
       outs[n++] = lj_relu(lj_conv2d(x, k, kb, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1));
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(w);
       lj_tensor_release(flat);
+      x = tu_tensor(LJ_F32, LJ_SHAPE(2, 16, 9, 10), TU_ANY, 36), k = tu_tensor(LJ_F32, LJ_SHAPE(12, 16, 3, 3), TU_ANY, 37);
+      kb = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 38);
+      outs[n++] = lj_relu(lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1));
+      lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb);
     }
     /* f32 sums of up to 700 products of values up to a few units, Winograd's transforms */
     tu_check_interp_tol(n, outs, 5e-5, 1e-2);

@@ -1531,26 +1531,22 @@ static void store_rows(gemm *g, int mr, const LLVMValueRef *crow, const panel *p
   }
 }
 
-/* Whether the call's relu (LJC_GEMM_RELU) applies now, given whether this is the last block of
- * k: an i1. */
-static LLVMValueRef relu_now(gemm *g, LLVMValueRef last) {
-  LLVMValueRef relu = LLVMBuildICmp(g->b, LLVMIntNE, g->arg[LJC_GEMM_RELU], ljc_i64(g->ir, 0), "");
-  return LLVMBuildAnd(g->b, relu, last, "");
+LLVMValueRef ljc_gemm_relu_now(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef last) {
+  LLVMValueRef relu = LLVMBuildICmp(ir->b, LLVMIntNE, arg[LJC_GEMM_RELU], ljc_i64(ir, 0), "");
+  return last ? LLVMBuildAnd(ir->b, relu, last, "") : relu;
 }
 
-/* x < 0 ? 0 : x, as the relu op is (keeps -0 and NaN), where `now` (an i1; NULL: always),
- * else x. */
-static LLVMValueRef relu_if(gemm *g, LLVMValueRef now, LLVMValueRef x) {
+LLVMValueRef ljc_gemm_relu_if(ljc_ir *ir, LLVMValueRef now, LLVMValueRef x) {
   LLVMTypeRef t = LLVMTypeOf(x);
-  LLVMValueRef neg = LLVMBuildFCmp(g->b, LLVMRealOLT, x, LLVMConstNull(t), "");
-  if (now && LLVMGetTypeKind(t) == LLVMVectorTypeKind) now = splat(g, now, LLVMTypeOf(neg));
-  if (now) neg = LLVMBuildAnd(g->b, now, neg, "");
-  return LLVMBuildSelect(g->b, neg, LLVMConstNull(t), x, "");
+  LLVMValueRef neg = LLVMBuildFCmp(ir->b, LLVMRealOLT, x, LLVMConstNull(t), "");
+  if (now && LLVMGetTypeKind(t) == LLVMVectorTypeKind) now = ljc_splat(ir, now, LLVMTypeOf(neg));
+  if (now) neg = LLVMBuildAnd(ir->b, now, neg, "");
+  return LLVMBuildSelect(ir->b, neg, LLVMConstNull(t), x, "");
 }
 
 /* Stores the tile's rows that `store` marks: their full vectors non-temporally where the call
  * streams C and this is the last block of k (C's lines are written once, never read); relu'd
- * first where the call asks for it (relu_now), in a branch of its own: a select for each
+ * first where the call asks for it (ljc_gemm_relu_now), in a branch of its own: a select for each
  * vector on every tile would cost the short blocks of k of the calls without one. */
 static void store_tile(gemm *g, int mr, const LLVMValueRef *crow, const panel *p, const LLVMValueRef *in,
                        const LLVMValueRef *store) {
@@ -1558,9 +1554,9 @@ static void store_tile(gemm *g, int mr, const LLVMValueRef *crow, const panel *p
   LLVMValueRef acc[MR_MAX * NV], relu[MR_MAX * NV];
   int n = mr * p->nv;
   LLVMBasicBlockRef pre = LLVMGetInsertBlock(g->b);
-  LLVMValueRef now = relu_now(g, last);
+  LLVMValueRef now = ljc_gemm_relu_now(g->ir, g->arg, last);
   LLVMBasicBlockRef after = ljc_if_begin(g->ir, now, "gemm.relu_c");
-  for (int i = 0; i < n; i++) relu[i] = relu_if(g, NULL, in[i]);
+  for (int i = 0; i < n; i++) relu[i] = ljc_gemm_relu_if(g->ir, NULL, in[i]);
   LLVMBasicBlockRef done = LLVMGetInsertBlock(g->b);
   ljc_if_end(g->ir, after);
   for (int i = 0; i < n; i++) {
@@ -1958,7 +1954,7 @@ static void dot_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int ncol
     if (!pass) ljc_loop_end(ir, &L, next, acc);
     else memcpy(acc, next, (size_t)nacc * sizeof *acc);
   }
-  LLVMValueRef relu = relu_now(g, ljc_const_i(ir->i1, 1)); /* all of k at once */
+  LLVMValueRef relu = ljc_gemm_relu_now(ir, g->arg, NULL); /* all of k at once */
   for (int r = 0; r < nr; r++) {
     LLVMValueRef m = add(g, rw->m0, r), bias = row_bias(g, rw->bi, m, g->batch_first);
     for (int j = 0; j < ncols; j++) {
@@ -1968,7 +1964,7 @@ static void dot_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int ncol
       LLVMValueRef cp = c_at(g, add(g, rw->crow0, r), add(g, n0, j));
       LLVMValueRef old = LLVMBuildLoad2(b, g->t, cp, "");
       sum = LLVMBuildSelect(b, g->batch_first, sum, LLVMBuildFAdd(b, old, sum, ""), "");
-      LLVMBuildStore(b, relu_if(g, relu, sum), cp);
+      LLVMBuildStore(b, ljc_gemm_relu_if(ir, relu, sum), cp);
     }
   }
 }
@@ -2213,7 +2209,7 @@ static void axpy_chunk(gemm *g, const rows *rw, int nr, LLVMValueRef c0, LLVMVal
   ljc_loop_end(ir, &R, NULL, NULL);
   /* C from the row's bias on the first block, else from what it holds, plus the block's sums;
    * after the last, the call's relu */
-  LLVMValueRef relu = relu_now(g, LLVMBuildICmp(b, LLVMIntEQ, k1, g->arg[LJC_GEMM_K], ""));
+  LLVMValueRef relu = ljc_gemm_relu_now(ir, g->arg, LLVMBuildICmp(b, LLVMIntEQ, k1, g->arg[LJC_GEMM_K], ""));
   ljc_loop_begin(ir, &V, ljc_i64(ir, 0), nvec, true, 0, NULL);
   LLVMValueRef off = vmul(g, V.iv, vw), mask = lanes_below(g, off, len);
   for (int r = 0; r < nr; r++) {
@@ -2221,7 +2217,7 @@ static void axpy_chunk(gemm *g, const rows *rw, int nr, LLVMValueRef c0, LLVMVal
     LLVMValueRef bias = splat(g, row_bias(g, rw->bi, add(g, rw->m0, r), first), g->vt);
     LLVMValueRef from = LLVMBuildSelect(b, first, bias, vload(g, p, mask), "");
     LLVMValueRef t = packed_load(g, at(g, x.sums, add(g, off, r * x.chunk)));
-    vstore(g, relu_if(g, relu, LLVMBuildFAdd(b, from, t, "")), p, mask);
+    vstore(g, ljc_gemm_relu_if(ir, relu, LLVMBuildFAdd(b, from, t, "")), p, mask);
   }
   ljc_loop_end(ir, &V, NULL, NULL);
   ljc_loop_end(ir, &KB, NULL, NULL);
@@ -2762,7 +2758,7 @@ bool ljc_gemm_bias_relu(const ljg_kernel *k) {
   const ljg_kexpr *v = &k->exprs[k->nests[0].value];
   int routine = ljc_gemm_routine(k);
   return v->kind == LJG_X_OP && v->op == LJG_OP_RELU && v->nin == 1 && routine >= 0 &&
-         routine % LJC_GEMM_NVARIANTS <= LJC_GEMM_WINDOW;
+         routine % LJC_GEMM_NVARIANTS <= LJC_GEMM_WINOGRAD;
 }
 
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {

@@ -289,8 +289,8 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
  * convolution's groups, else BATCH), before the products are added (the ROWS, COLS, ELEMENTS,
  * DIRECT, WINDOW, WINOGRAD and TAPS_FWD variants; NULL, zeros and 1 for the others). RELU: 1
  * when, with a BIAS, C's elements leave the last block of k as relu's (x < 0 ? 0 : x: a
- * convolution's relu(C + bias); ljc_gemm_bias; the ROWS, COLS, ELEMENTS, DIRECT and WINDOW
- * variants), else 0. BSUM: NULL, or where the
+ * convolution's relu(C + bias); ljc_gemm_bias; the ROWS, COLS, ELEMENTS, DIRECT, WINDOW and
+ * WINOGRAD variants), else 0. BSUM: NULL, or where the
  * WINOGRAD_DW and TAPS_DW variants write Σ_b Σ_k B[b, k, n] of each column n of their call,
  * BSUM[n·BSUM_S] (a convolution's bias gradient; ljc_gemm_b_sum). UNPOOL_AT: NULL, or for
  * TAPS_DW the i8 positions of a 2×2 max-pool's maxima (ljg_kernel.mm_unpool_at), read with
@@ -387,8 +387,8 @@ bool ljc_gemm_rows_outer(const ljg_kernel *k);
  * (LJC_GEMM_RELU), a relu of that sum. */
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
 /* Whether the first nest of matmul kernel k (with nests) is a relu that its routine applies
- * when ljc_gemm_bias folds the nest into it (LJC_GEMM_RELU): the routines of tiles (not
- * Winograd's, nor taps.c's). */
+ * when ljc_gemm_bias folds the nest into it (LJC_GEMM_RELU): the routines of tiles and
+ * Winograd's (not taps.c's). */
 bool ljc_gemm_bias_relu(const ljg_kernel *k);
 /* Whether matmul kernel ki's routine also writes a later kernel's nest (*kj, *nest) that sums
  * its B over the batch and k for each column n (a convolution's bias gradient from dY, which
@@ -408,6 +408,12 @@ bool ljc_unpools(const ljg_program *p, const ljg_kernel *k);
 /* Where the bias of row m of matrix bi of C is (of type t; the argument block's BIAS, read
  * only where that is not NULL). */
 LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m);
+/* Whether a routine applies its call's relu (LJC_GEMM_RELU) where `last` (an i1: the last
+ * block of k; NULL: all of k at once), from the call's arguments arg: an i1. */
+LLVMValueRef ljc_gemm_relu_now(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef last);
+/* x < 0 ? 0 : x, as the relu op is (keeps -0 and NaN), where `now` (an i1; NULL: always),
+ * else x; x a scalar or a vector. */
+LLVMValueRef ljc_gemm_relu_if(ljc_ir *ir, LLVMValueRef now, LLVMValueRef x);
 /* x (a vector of one element of C's rows m .. m + lanes - 1 of matrix bi, BIAS_SM 1) plus
  * their bias where `rows` (an i1 vector) says, when the argument block has one; else x. */
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,

@@ -739,9 +739,11 @@ static void outputs(wino *w, const tblock *tb, LLVMValueRef t0, LLVMValueRef mb0
   LLVMValueRef rows = LLVMBuildICmp(w->b, LLVMIntSLT, lanes_from(w, mv), splat32(w, mlen), "");
   mm[w->tn + 1] = ljc_gemm_add_row_bias(ir, w->arg, mm[w->tn + 1], w->bi, add(w, add(w, w->m0, mb0), mv), rows);
   transform_2d(w, &w->mats.at, mm, y);
+  LLVMValueRef relu = ljc_gemm_relu_now(ir, w->arg, NULL); /* the call's relu (LJC_GEMM_RELU) */
   for (int i = 0; i < w->tm; i++)
     for (int j = 0; j < w->tm; j++)
-      vstore(w, y[i * w->tm + j], at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
+      vstore(w, ljc_gemm_relu_if(ir, relu, y[i * w->tm + j]),
+             at(w, w->q, add(w, mulc(w, add(w, q0, addc(w, mul(w, i64c(w, i), qw), j)), MB), mv)));
   ljc_loop_end(ir, &Mv, NULL, NULL);
   ljc_loop_end(ir, &T, NULL, NULL);
   copy_out(w, tb, mb0, mlen);
