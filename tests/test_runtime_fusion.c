@@ -328,7 +328,8 @@ START_TEST(test_matmul_bias_start) {
         outs[n++] = lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1);
         outs[n++] = lj_add(lj_matmul(a, w), rows);
         /* relus: B transposed; two rows (B read where it is, or dot products along k) */
-        lj_tensor *wt = tu_tensor(dt, LJ_SHAPE(45, 50), TU_ANY, 25 + di), *two = tu_tensor(dt, LJ_SHAPE(1, 2, 50), TU_ANY, 27 + di);
+        lj_tensor *wt = tu_tensor(dt, LJ_SHAPE(45, 50), TU_ANY, 25 + di);
+        lj_tensor *two = tu_tensor(dt, LJ_SHAPE(1, 2, 50), TU_ANY, 27 + di);
         lj_tensor *rows2 = tu_tensor(dt, LJ_SHAPE(2, 1), TU_ANY, 29 + di);
         outs[n++] = lj_relu(lj_add(lj_matmul(a, lj_transpose(wt, 0, 1)), rows));
         outs[n++] = lj_relu(lj_add(lj_matmul(two, w), rows2));
@@ -354,21 +355,21 @@ START_TEST(test_matmul_bias_start) {
       outs[n++] = lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1);
       outs[n++] = lj_add(lj_reshape(lj_matmul(a, w), LJ_SHAPE(40, 30)), flat);
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(flat);
-      x = tu_tensor(LJ_F32, LJ_SHAPE(1, 3, 128, 128), TU_ANY, 21), k = tu_tensor(LJ_F32, LJ_SHAPE(40, 3, 7, 7), TU_ANY, 22);
-      kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 23);
+      x = tu_tensor(LJ_F32, LJ_SHAPE(1, 3, 128, 128), TU_ANY, 21);
+      k = tu_tensor(LJ_F32, LJ_SHAPE(40, 3, 7, 7), TU_ANY, 22), kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 23);
       outs[n++] = lj_conv2d(x, k, kb, (const int[]){2, 2}, (const int[]){3, 3}, NULL, 1);
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb);
       /* relus: of the products over two blocks of k (the last only), a 3×3 convolution of
        * stride 2 (B packed from the image) whose C is too large for the stack */
       a = tu_tensor(LJ_F32, LJ_SHAPE(2, 20, 900), TU_ANY, 31), flat = tu_tensor(LJ_F32, LJ_SHAPE(40, 1), TU_ANY, 32);
       outs[n++] = lj_relu(lj_add(lj_reshape(lj_matmul(a, w), LJ_SHAPE(40, 30)), flat));
-      x = tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 160, 160), TU_ANY, 33), k = tu_tensor(LJ_F32, LJ_SHAPE(40, 8, 3, 3), TU_ANY, 34);
-      kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 35);
+      x = tu_tensor(LJ_F32, LJ_SHAPE(1, 8, 160, 160), TU_ANY, 33);
+      k = tu_tensor(LJ_F32, LJ_SHAPE(40, 8, 3, 3), TU_ANY, 34), kb = tu_tensor(LJ_F32, LJ_SHAPE(40), TU_ANY, 35);
       outs[n++] = lj_relu(lj_conv2d(x, k, kb, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 1));
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(a), lj_tensor_release(w);
       lj_tensor_release(flat);
-      x = tu_tensor(LJ_F32, LJ_SHAPE(2, 16, 9, 10), TU_ANY, 36), k = tu_tensor(LJ_F32, LJ_SHAPE(12, 16, 3, 3), TU_ANY, 37);
-      kb = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 38);
+      x = tu_tensor(LJ_F32, LJ_SHAPE(2, 16, 9, 10), TU_ANY, 36);
+      k = tu_tensor(LJ_F32, LJ_SHAPE(12, 16, 3, 3), TU_ANY, 37), kb = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 38);
       outs[n++] = lj_relu(lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1));
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb);
     }
