@@ -308,16 +308,19 @@ static int vector_loops(const char *ir) {
  * too large for the stack; batched products with the bias along each matrix's rows and along
  * a flat [B·M] of rows; a K of 900 (blocks of k: the bias goes in the first only, the relu in
  * the last); relus of products of B transposed, of two rows, of a stride-2 convolution and
- * of Winograd's.
- * A bias along the columns (a linear layer's), and C read by more than the add (a relu's and
- * another's) keep their loops. Values against the interpreter, two threads. */
+ * of Winograd's. A bias along the columns (a linear layer's) likewise: B read in place,
+ * packed from rows (the bias in the first of two blocks of k), transposed (64 rows: Cᵀ
+ * computed, whose rows the bias is along; column tasks, the last of 8 columns), two rows (a
+ * sum of B's rows, dot products), and a matrix as large as C added.
+ * C read by more than the add (a relu's and another's, along its columns or rows) keeps its
+ * loops. Values against the interpreter, two threads. */
 START_TEST(test_matmul_bias_start) {
   for (int folded = 1; folded >= 0; folded--) {
     lj_config cfg = lj_config_default();
     cfg.num_threads = 2;
     char path[64];
     tu_init_saving(cfg, "llvm", path, sizeof path);
-    lj_tensor *outs[20];
+    lj_tensor *outs[40];
     int n = 0;
     for (int di = 0; di < 2; di++) {
       lj_dtype dt = di ? LJ_F64 : LJ_F32;
@@ -334,8 +337,24 @@ START_TEST(test_matmul_bias_start) {
         outs[n++] = lj_relu(lj_add(lj_matmul(a, lj_transpose(wt, 0, 1)), rows));
         outs[n++] = lj_relu(lj_add(lj_matmul(two, w), rows2));
         outs[n++] = lj_relu(lj_add(lj_matmul(two, lj_transpose(wt, 0, 1)), rows2));
+        /* along the columns */
+        lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(45), TU_ANY, 41 + di);
+        lj_tensor *mat = tu_tensor(dt, LJ_SHAPE(3, 37, 45), TU_ANY, 43 + di);
+        lj_tensor *x64 = tu_tensor(dt, LJ_SHAPE(64, 50), TU_ANY, 45 + di);
+        lj_tensor *w520 = tu_tensor(dt, LJ_SHAPE(520, 50), TU_ANY, 47 + di);
+        lj_tensor *c520 = tu_tensor(dt, LJ_SHAPE(520), TU_ANY, 49 + di);
+        lj_tensor *a2 = tu_tensor(dt, LJ_SHAPE(3, 37, 50), TU_ANY, 51 + di);
+        lj_tensor *two2 = tu_tensor(dt, LJ_SHAPE(2, 50), TU_ANY, 53 + di);
+        outs[n++] = lj_add(lj_matmul(a2, w), cols);
+        outs[n++] = lj_relu(lj_add(lj_matmul(a2, lj_transpose(wt, 0, 1)), mat));
+        outs[n++] = lj_relu(lj_add(lj_matmul(x64, lj_transpose(w520, 0, 1)), c520));
+        outs[n++] = lj_relu(lj_add(lj_matmul(two2, w), cols));
+        lj_tensor *wt2 = tu_tensor(dt, LJ_SHAPE(45, 50), TU_ANY, 55 + di);
+        outs[n++] = lj_add(lj_matmul(two2, lj_transpose(wt2, 0, 1)), cols);
         lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(rows);
-        lj_tensor_release(wt), lj_tensor_release(two), lj_tensor_release(rows2);
+        lj_tensor_release(wt), lj_tensor_release(two), lj_tensor_release(rows2), lj_tensor_release(cols);
+        lj_tensor_release(mat), lj_tensor_release(x64), lj_tensor_release(w520), lj_tensor_release(c520);
+        lj_tensor_release(a2), lj_tensor_release(two2), lj_tensor_release(wt2);
       } else { /* along the columns; inside a relu; C an output too */
         lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(45), TU_ANY, 13 + di), *rows = tu_tensor(dt, LJ_SHAPE(37, 1), TU_ANY, 11 + di);
         lj_tensor *c = lj_matmul(a, w);
@@ -372,6 +391,11 @@ START_TEST(test_matmul_bias_start) {
       k = tu_tensor(LJ_F32, LJ_SHAPE(12, 16, 3, 3), TU_ANY, 37), kb = tu_tensor(LJ_F32, LJ_SHAPE(12), TU_ANY, 38);
       outs[n++] = lj_relu(lj_conv2d(x, k, kb, NULL, (const int[]){1, 1}, NULL, 1));
       lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb);
+      /* a bias along the columns of B packed (100 rows), K of 900 */
+      a = tu_tensor(LJ_F32, LJ_SHAPE(100, 900), TU_ANY, 51), w = tu_tensor(LJ_F32, LJ_SHAPE(900, 30), TU_ANY, 52);
+      lj_tensor *c30 = tu_tensor(LJ_F32, LJ_SHAPE(30), TU_ANY, 53);
+      outs[n++] = lj_relu(lj_add(lj_matmul(a, w), c30));
+      lj_tensor_release(a), lj_tensor_release(w), lj_tensor_release(c30);
     }
     /* f32 sums of up to 700 products of values up to a few units, Winograd's transforms */
     tu_check_interp_tol(n, outs, 5e-5, 1e-2);
@@ -1593,33 +1617,40 @@ END_TEST
 
 /* A matmul of few rows with nests fused in splits its columns too: a task computes its
  * columns of every row, then runs the nests elementwise over C on those columns (a linear
- * layer's bias and relu; the SGD step after a weight's gradient), and the first task runs the
+ * layer's bias and tanh; the SGD step after a weight's gradient), and the first task runs the
  * nests over other points whole (a loss's one-hot over the same rows, joined past the
- * kernels between). Values against the interpreter, one and two threads. */
+ * kernels between). A bias and relu the routine computes itself, no nest runs on the
+ * columns. Values against the interpreter, one and two threads. */
 START_TEST(test_matmul_column_tasks_with_nests) {
-  for (int threads = 1; threads <= 2; threads++) {
-    lj_shutdown();
-    tu_init_threads(threads);
-    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 400), TU_ANY, 90), *w = tu_tensor(LJ_F32, LJ_SHAPE(600, 400), TU_ANY, 91);
-    lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 92), *z = tu_tensor(LJ_F32, LJ_SHAPE(5, 10), TU_ANY, 93);
-    lj_tensor *h = lj_relu(lj_linear(x, w, bias));
-    lj_tensor *ez = lj_exp(z);
-    lj_tensor *s = lj_sum(ez, 1, (const int[]){1}, true);
-    lj_tensor *outs[2] = {h, s};
-    ljg_graph *opt;
-    ljg_program *p = program_of_n(2, outs, &opt);
-    ck_assert_int_eq(p->nkernels, 1);
-    ck_assert_int_eq(p->kernels[0].mm_col_tasks, LJG_MATMUL_COL_TASK);
-    ck_assert_int_eq(p->kernels[0].ntasks, 10);
-    char *lowering = ljc_lowering_text(p, NULL);
-    ck_assert_msg(strstr(lowering, "nest 0 runs on a task's columns of every row") != NULL, "%s", lowering);
-    ck_assert_msg(strstr(lowering, "whole in the first task") != NULL, "%s", lowering);
-    free(lowering);
-    free_program(p, opt);
-    tu_check_interp_tol(2, outs, 1e-5, 1e-4);
-    lj_tensor *all[] = {x, w, bias, z, h, ez, s};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
-  }
+  for (int threads = 1; threads <= 2; threads++)
+    for (int relu = 0; relu < 2; relu++) {
+      lj_shutdown();
+      tu_init_threads(threads);
+      lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 400), TU_ANY, 90);
+      lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(600, 400), TU_ANY, 91);
+      lj_tensor *bias = tu_tensor(LJ_F32, LJ_SHAPE(600), TU_ANY, 92);
+      lj_tensor *z = tu_tensor(LJ_F32, LJ_SHAPE(5, 10), TU_ANY, 93);
+      lj_tensor *h = relu ? lj_relu(lj_linear(x, w, bias)) : lj_tanh(lj_linear(x, w, bias));
+      lj_tensor *ez = lj_exp(z);
+      lj_tensor *s = lj_sum(ez, 1, (const int[]){1}, true);
+      lj_tensor *outs[2] = {h, s};
+      ljg_graph *opt;
+      ljg_program *p = program_of_n(2, outs, &opt);
+      ck_assert_int_eq(p->nkernels, 1);
+      ck_assert_int_eq(p->kernels[0].mm_col_tasks, LJG_MATMUL_COL_TASK);
+      ck_assert_int_eq(p->kernels[0].ntasks, 10);
+      char *lowering = ljc_lowering_text(p, NULL);
+      bool on_columns = strstr(lowering, "nest 0 runs on a task's columns of every row") != NULL;
+      ck_assert_msg(on_columns == !relu, "%s", lowering);
+      ck_assert_msg(!relu || strstr(lowering, "nest 0 not run: the routine starts C's rows from its bias and stores their "
+                                              "relu; nest 1 runs whole in the first task") != NULL, "%s", lowering);
+      ck_assert_msg(strstr(lowering, "whole in the first task") != NULL, "%s", lowering);
+      free(lowering);
+      free_program(p, opt);
+      tu_check_interp_tol(2, outs, 1e-5, 1e-4);
+      lj_tensor *all[] = {x, w, bias, z, h, ez, s};
+      for (size_t i = 0; i < sizeof all / sizeof *all; i++) lj_tensor_release(all[i]);
+    }
 }
 END_TEST
 

@@ -1483,22 +1483,40 @@ static LLVMValueRef c_at(gemm *g, LLVMValueRef crow, LLVMValueRef n) {
   return at(g, g->arg[LJC_GEMM_C], LLVMBuildNSWSub(g->b, off, g->arg[LJC_GEMM_C_ORIGIN], ""));
 }
 
-LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m) {
+LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m,
+                              LLVMValueRef n) {
   LLVMBuilderRef b = ir->b;
   bi = LLVMBuildURem(b, bi, arg[LJC_GEMM_BIAS_NB], "");
   LLVMValueRef off = LLVMBuildNSWAdd(b, LLVMBuildNSWMul(b, bi, arg[LJC_GEMM_BIAS_SB], ""),
                                      LLVMBuildNSWMul(b, m, arg[LJC_GEMM_BIAS_SM], ""), "");
+  off = LLVMBuildNSWAdd(b, off, LLVMBuildNSWMul(b, n, arg[LJC_GEMM_BIAS_SN], ""), "");
   return LLVMBuildGEP2(b, t, arg[LJC_GEMM_BIAS], &off, 1, "");
 }
 
-/* The bias of row m of matrix bi of C where `when` (an i1) and there is one, else 0. */
-static LLVMValueRef row_bias(gemm *g, LLVMValueRef bi, LLVMValueRef m, LLVMValueRef when) {
+/* The bias of element (m, n) of matrix bi of C where `when` (an i1) and there is one, else 0. */
+static LLVMValueRef elem_bias(gemm *g, LLVMValueRef bi, LLVMValueRef m, LLVMValueRef n, LLVMValueRef when) {
   LLVMBuilderRef b = g->b;
   LLVMTypeRef one = LLVMVectorType(g->t, 1);
   LLVMValueRef mask = LLVMBuildAnd(b, when, LLVMBuildIsNotNull(b, g->arg[LJC_GEMM_BIAS], ""), "");
   mask = LLVMBuildInsertElement(b, LLVMGetUndef(LLVMVectorType(g->ir->i1, 1)), mask, ljc_i64(g->ir, 0), "");
-  LLVMValueRef v = ljc_masked_load(g->ir, one, ljc_gemm_bias_at(g->ir, g->arg, g->t, bi, m), (int)g->esize, mask);
+  LLVMValueRef v = ljc_masked_load(g->ir, one, ljc_gemm_bias_at(g->ir, g->arg, g->t, bi, m, n), (int)g->esize, mask);
   return LLVMBuildExtractElement(b, v, ljc_i64(g->ir, 0), "");
+}
+
+/* The biases of row m of matrix bi of C at columns n .. n + vw - 1 (those `mask` marks; NULL:
+ * all) where `when` (an i1) and there is one, else zeros: the row's one value where BIAS_SN is
+ * 0 (a convolution's), else a vector of the row's (a linear layer's). */
+static LLVMValueRef bias_vector(gemm *g, LLVMValueRef bi, LLVMValueRef m, LLVMValueRef n, LLVMValueRef mask,
+                                LLVMValueRef when) {
+  LLVMBuilderRef b = g->b;
+  LLVMValueRef along = LLVMBuildICmp(b, LLVMIntNE, g->arg[LJC_GEMM_BIAS_SN], ljc_i64(g->ir, 0), "");
+  LLVMValueRef one = elem_bias(g, bi, m, n, LLVMBuildAnd(b, when, LLVMBuildNot(b, along, ""), ""));
+  LLVMValueRef has = LLVMBuildAnd(b, when, along, "");
+  has = LLVMBuildAnd(b, has, LLVMBuildIsNotNull(b, g->arg[LJC_GEMM_BIAS], ""), "");
+  LLVMValueRef lanes = splat(g, has, LLVMVectorType(g->ir->i1, (unsigned)g->vw));
+  if (mask) lanes = LLVMBuildAnd(b, lanes, mask, "");
+  LLVMValueRef v = masked_load(g, ljc_gemm_bias_at(g->ir, g->arg, g->t, bi, m, n), lanes);
+  return LLVMBuildSelect(b, along, v, splat(g, one, g->vt), "");
 }
 
 LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef x, LLVMValueRef bi,
@@ -1507,7 +1525,8 @@ LLVMValueRef ljc_gemm_add_row_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValu
   LLVMTypeRef vt = LLVMTypeOf(x), t = LLVMGetElementType(vt);
   LLVMValueRef has = LLVMBuildIsNotNull(b, arg[LJC_GEMM_BIAS], "");
   LLVMValueRef lanes = LLVMBuildAnd(b, rows, ljc_splat(ir, has, LLVMVectorType(ir->i1, LLVMGetVectorSize(vt))), "");
-  LLVMValueRef bias = ljc_masked_load(ir, vt, ljc_gemm_bias_at(ir, arg, t, bi, m), t == ir->f64 ? 8 : 4, lanes);
+  LLVMValueRef bias = ljc_masked_load(ir, vt, ljc_gemm_bias_at(ir, arg, t, bi, m, ljc_i64(ir, 0)), t == ir->f64 ? 8 : 4,
+                                      lanes);
   return LLVMBuildSelect(b, has, LLVMBuildFAdd(b, x, bias, ""), x, "");
 }
 
@@ -1622,11 +1641,10 @@ static void tile(gemm *g, int mr, LLVMValueRef bi, const LLVMValueRef *m, const 
     LLVMValueRef off = vmul(g, m[r], g->a_sm);
     arow[r] = LLVMBuildGEP2(g->b, g->ot, g->a_base, &off, 1, "");
   }
-  /* the first block of k starts from the row's bias (0 without one), the others from 0 */
-  for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = splat(g, row_bias(g, bi, m[r], g->first), g->vt);
-    for (int j = 0; j < nv; j++) acc[r * nv + j] = s;
-  }
+  /* the first block of k starts from the bias (0 without one), the others from 0 */
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nv; j++)
+      acc[r * nv + j] = bias_vector(g, bi, m[r], add(g, p->n0, (int64_t)j * g->vw), p->mask[j], g->first);
   acc[mr * nv] = ljc_i64(ir, 0);
   /* the tile's lines of C, owned by the time the loop over k ends: stored (and, after the
    * first block of k, read) only then, they missed the cache one after another on every tile
@@ -1956,9 +1974,9 @@ static void dot_block(gemm *g, const rows *rw, int nr, LLVMValueRef n0, int ncol
   }
   LLVMValueRef relu = ljc_gemm_relu_now(ir, g->arg, NULL); /* all of k at once */
   for (int r = 0; r < nr; r++) {
-    LLVMValueRef m = add(g, rw->m0, r), bias = row_bias(g, rw->bi, m, g->batch_first);
+    LLVMValueRef m = add(g, rw->m0, r);
     for (int j = 0; j < ncols; j++) {
-      LLVMValueRef args[2] = {bias, acc[r * ncols + j]};
+      LLVMValueRef args[2] = {elem_bias(g, rw->bi, m, add(g, n0, j), g->batch_first), acc[r * ncols + j]};
       LLVMValueRef sum = ljc_intrinsic_over(ir, "vector.reduce.fadd", 1, &g->vt, 2, args);
       LLVMSetFastMathFlags(sum, LLVMFastMathAllowReassoc);
       LLVMValueRef cp = c_at(g, add(g, rw->crow0, r), add(g, n0, j));
@@ -2049,6 +2067,11 @@ static void swap_rows_of(gemm *g, void *ctx) {
   s[LJC_GEMM_B_SB] = zero, s[LJC_GEMM_B_SK] = arg[LJC_GEMM_A_SK], s[LJC_GEMM_B_SN] = arg[LJC_GEMM_A_SM];
   s[LJC_GEMM_A_ORIGIN] = zero, s[LJC_GEMM_C] = buf, s[LJC_GEMM_C_ORIGIN] = zero, s[LJC_GEMM_LDC] = ljc_i64(ir, MC);
   s[LJC_GEMM_M] = ncols, s[LJC_GEMM_N] = rw->len;
+  /* the bias of Cᵀ's element (n, m) is C's of (m, J + n) */
+  LLVMValueRef bias = ljc_gemm_bias_at(ir, arg, g->t, rw->bi, rw->m0, J.iv);
+  s[LJC_GEMM_BIAS] = LLVMBuildSelect(b, LLVMBuildIsNotNull(b, arg[LJC_GEMM_BIAS], ""), bias, arg[LJC_GEMM_BIAS], "");
+  s[LJC_GEMM_BIAS_SB] = zero, s[LJC_GEMM_BIAS_NB] = ljc_i64(ir, 1);
+  s[LJC_GEMM_BIAS_SM] = arg[LJC_GEMM_BIAS_SN], s[LJC_GEMM_BIAS_SN] = arg[LJC_GEMM_BIAS_SM];
   g->a_transposed = ljc_const_i(ir->i1, 0), g->a_step = arg[LJC_GEMM_B_SK], g->batch_first = ljc_const_i(ir->i1, 1);
   if (g->pairs) /* W's rows read where they are in pairs of k, unless K is odd */
     g->a_pairs_packed = LLVMBuildTrunc(b, arg[LJC_GEMM_K], ir->i1, "");
@@ -2060,8 +2083,9 @@ static void swap_rows_of(gemm *g, void *ctx) {
 }
 
 /* Whether a COLS routine's call of rows rw goes swap_rows_of's way: A contiguous along k, a
- * whole number of panels' widths of rows up to MC, C the product alone (no bias, no sum over
- * the batch, not streamed). */
+ * whole number of panels' widths of rows up to MC, C the product alone or from a bias the
+ * same for every row (Cᵀ's along its rows, as the tiles read one), no sum over the batch, not
+ * streamed. */
 static LLVMValueRef swaps(gemm *g, const rows *rw) {
   ljc_ir *ir = g->ir;
   LLVMBuilderRef b = g->b;
@@ -2071,7 +2095,9 @@ static LLVMValueRef swaps(gemm *g, const rows *rw) {
   LLVMValueRef whole = LLVMBuildICmp(b, LLVMIntEQ, LLVMBuildSRem(b, rw->len, wide, ""), ljc_i64(ir, 0), "");
   ok = LLVMBuildAnd(b, ok, LLVMBuildAnd(b, whole, LLVMBuildICmp(b, LLVMIntSGE, rw->len, wide, ""), ""), "");
   ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntSLE, rw->len, ljc_i64(ir, MC), ""), "");
-  ok = LLVMBuildAnd(b, ok, LLVMBuildIsNull(b, a[LJC_GEMM_BIAS], ""), "");
+  LLVMValueRef no_row_bias = LLVMBuildOr(b, LLVMBuildIsNull(b, a[LJC_GEMM_BIAS], ""),
+                                         LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_BIAS_SM], ljc_i64(ir, 0), ""), "");
+  ok = LLVMBuildAnd(b, ok, no_row_bias, "");
   ok = LLVMBuildAnd(b, ok, LLVMBuildICmp(b, LLVMIntEQ, a[LJC_GEMM_SUM], ljc_i64(ir, 0), ""), "");
   if (g->stream) ok = LLVMBuildAnd(b, ok, LLVMBuildNot(b, g->stream, ""), "");
   return LLVMBuildAnd(b, ok, g->batch_first, "");
@@ -2214,7 +2240,7 @@ static void axpy_chunk(gemm *g, const rows *rw, int nr, LLVMValueRef c0, LLVMVal
   LLVMValueRef off = vmul(g, V.iv, vw), mask = lanes_below(g, off, len);
   for (int r = 0; r < nr; r++) {
     LLVMValueRef p = at(g, c_at(g, add(g, rw->crow0, r), c0), off);
-    LLVMValueRef bias = splat(g, row_bias(g, rw->bi, add(g, rw->m0, r), first), g->vt);
+    LLVMValueRef bias = bias_vector(g, rw->bi, add(g, rw->m0, r), LLVMBuildNSWAdd(b, c0, off, ""), mask, first);
     LLVMValueRef from = LLVMBuildSelect(b, first, bias, vload(g, p, mask), "");
     LLVMValueRef t = packed_load(g, at(g, x.sums, add(g, off, r * x.chunk)));
     vstore(g, ljc_gemm_relu_if(ir, relu, LLVMBuildFAdd(b, from, t, "")), p, mask);
@@ -2544,6 +2570,10 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   LLVMValueRef b_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_B_SN], "");
   cols_arg[LJC_GEMM_B] = LLVMBuildGEP2(b, g.ot, g.arg[LJC_GEMM_B], &b_off, 1, "");
   cols_arg[LJC_GEMM_C] = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_C], &n0, 1, "");
+  LLVMValueRef bias_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_BIAS_SN], "");
+  LLVMValueRef bias = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_BIAS], &bias_off, 1, "");
+  cols_arg[LJC_GEMM_BIAS] =
+      LLVMBuildSelect(b, LLVMBuildIsNotNull(b, g.arg[LJC_GEMM_BIAS], ""), bias, g.arg[LJC_GEMM_BIAS], "");
   cols_arg[LJC_GEMM_N] = LLVMBuildNSWSub(b, n1, n0, "");
   LLVMValueRef cols_block = store_args(ir, cols_arg);
   ljc_loop cm;
@@ -2730,11 +2760,12 @@ int ljc_gemm_routine(const ljg_kernel *k) {
   return kind * LJC_GEMM_NVARIANTS + variant;
 }
 
-/* A bias's element for row m of matrix b of C at offset (b mod s[2])·s[0] + m·s[1] from its
- * view's offset: a view over C's [B·M, N] or [B, M, N] rows, the same along each row, or over
- * [I, G·M, N] for B = I·G matrices, the same for each i (a grouped convolution's bias, its
- * matrices the groups of each image). */
-static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[3]) {
+/* A bias's element for element (m, n) of matrix b of C at offset (b mod s[2])·s[0] + m·s[1] +
+ * n·s[3] from its view's offset: a view over C's [B·M, N] or [B, M, N], the same along each row
+ * (s[3] 0: a convolution's bias) or contiguous along them (s[3] 1: a linear layer's bias, s[1]
+ * 0, or a matrix added to C), or over [I, G·M, N] for B = I·G matrices, the same for each i (a
+ * grouped convolution's bias, its matrices the groups of each image). */
+static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[4]) {
   int nd = v->ndim;
   s[2] = k->mm_b;
   if (nd == 2) s[0] = k->mm_m * v->stride[0], s[1] = v->stride[0];
@@ -2743,7 +2774,8 @@ static bool bias_strides(const ljg_kernel *k, const ljg_view1 *v, int64_t s[3]) 
            v->stride[0] == 0)
     s[0] = k->mm_m * v->stride[1], s[1] = v->stride[1], s[2] = v->shape[1] / k->mm_m;
   else return false;
-  return v->stride[nd - 1] == 0;
+  s[3] = v->stride[nd - 1];
+  return s[3] == 0 || s[3] == 1;
 }
 
 /* Whether C's slot is a block of the kernel's own (LOCAL) or a TEMP that no other kernel
@@ -2765,7 +2797,7 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
   int routine = ljc_gemm_routine(k);
   int variant = routine % LJC_GEMM_NVARIANTS;
   if (routine < 0 || (variant > LJC_GEMM_WINOGRAD && variant != LJC_GEMM_TAPS_FWD) || k->nnests == 0 || k->mm_sum ||
-      k->mm_task_rows != 1 || k->mm_col_tasks || !c_own(p, k))
+      k->mm_task_rows != 1 || !c_own(p, k))
     return -1;
   const ljg_nest *n = &k->nests[0];
   const ljg_kexpr *v = &k->exprs[n->value];
@@ -2775,15 +2807,17 @@ int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k) {
       v->dtype != k->mm_dtype || n->out_dtype != k->mm_dtype || nd < 2 || nd > 3 || n->shape[nd - 1] != k->mm_n ||
       ljg_numel(nd - 1, n->shape) != k->mm_b * k->mm_m || !ljg_view_row_major(&k->views[n->out_view]))
     return -1;
+  bool rows_only = variant >= LJC_GEMM_WINOGRAD; /* Winograd's and taps.c's: s[3] 0 */
   bool rows_vector = variant == LJC_GEMM_WINOGRAD; /* ljc_gemm_add_row_bias */
   int32_t c = v->in[0], bias = v->in[1];
   if (k->exprs[c].slot != k->mm_out_slot || k->exprs[c].kind != LJG_X_LOAD) c = v->in[1], bias = v->in[0];
   const ljg_kexpr *ce = &k->exprs[c], *be = &k->exprs[bias];
-  int64_t s[3];
+  int64_t s[4];
   if (ce->kind != LJG_X_LOAD || ce->slot != k->mm_out_slot || !ljg_view_row_major(&k->views[ce->view]) ||
       k->views[ce->view].v[0].ndim != nd || be->kind != LJG_X_LOAD || be->dtype != k->mm_dtype ||
       be->slot == k->mm_out_slot || p->slots[be->slot].kind == LJG_SLOT_LOCAL || k->views[be->view].n != 1 ||
-      k->views[be->view].v[0].ndim != nd || !bias_strides(k, &k->views[be->view].v[0], s) || (rows_vector && s[1] != 1))
+      k->views[be->view].v[0].ndim != nd || !bias_strides(k, &k->views[be->view].v[0], s) ||
+      (rows_vector && s[1] != 1) || (rows_only && s[3] != 0))
     return -1;
   /* C read by that add alone */
   bool *used = ljb_xcalloc((size_t)k->nexprs, sizeof *used), alone = true;
@@ -3031,7 +3065,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   operand_args(kc, arg, LJC_GEMM_B, eb);
   arg[LJC_GEMM_A_ORIGIN] = kc->slot_origin[ea->slot] ? kc->slot_origin[ea->slot] : ljc_i64(ir, 0);
   int32_t c_slot = k->mm_out_slot;
-  int64_t bias_s[3] = {0, 0, 1};
+  int64_t bias_s[4] = {0, 0, 1, 0};
   arg[LJC_GEMM_BIAS] = LLVMConstNull(ir->ptr);
   if (kc->mm_bias >= 0) { /* C plus the bias, into the first nest's slot */
     const ljg_kexpr *e = &k->exprs[kc->mm_bias];
@@ -3044,6 +3078,7 @@ bool ljc_emit_gemm(ljc_kctx *kc, LLVMValueRef begin, LLVMValueRef end, LLVMValue
   arg[LJC_GEMM_BIAS_SB] = ljc_i64(ir, bias_s[0]);
   arg[LJC_GEMM_BIAS_SM] = ljc_i64(ir, bias_s[1]);
   arg[LJC_GEMM_BIAS_NB] = ljc_i64(ir, bias_s[2]);
+  arg[LJC_GEMM_BIAS_SN] = ljc_i64(ir, bias_s[3]);
   arg[LJC_GEMM_RELU] = ljc_i64(ir, kc->mm_bias >= 0 && ljc_gemm_bias_relu(k));
   arg[LJC_GEMM_BSUM] = LLVMConstNull(ir->ptr);
   if (kc->b_sum_slot >= 0) {

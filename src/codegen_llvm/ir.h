@@ -275,19 +275,21 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
  * fields the image's other strides and sizes; its element (b, k, n) of B or (b, m, k) of A is
  * the im2col's with window WIN_* (kh, kw, stride, pad, dilation; OW windows a row), and its
  * other strides are unused. WORK: for the Winograd routines of a forward product and an input
- * gradient, ljc_winograd_work_bytes() in the calling kernel's frame, which keeps what one call computed for the next (the transformed
- * weight) over a run of the kernel, and FRESH 1 on a run's first call (nothing kept yet);
+ * gradient, ljc_winograd_work_bytes() in the calling kernel's frame, which keeps what one call
+ * computed for the next (the transformed weight) over a run of the kernel, and FRESH 1 on a
+ * run's first call (nothing kept yet);
  * NULL and 0 for the others. LDC: the elements between C's rows (N but in a call by column
  * tasks). COL_TASKS (ljg_kernel.mm_col_tasks): 0, or [BEGIN, END) are blocks of that many
  * columns, computed for every row (the taps routine's always are). ROWS_OUTER: 0, or 1 for
  * the WINOGRAD and WINOGRAD_DX variants when [BEGIN, END) number C's rows m·BATCH + b, row m
  * of every matrix in turn (ljc_gemm_rows_outer). STREAM: 1 when C's full vectors are stored
  * non-temporally (ljc_gemm_streams_c; the routines of tiles do, where C's rows start on whole
- * vectors), else 0. BIAS: NULL, or what every
- * element of row m of C's matrix b starts from, BIAS[(b mod BIAS_NB)·BIAS_SB + m·BIAS_SM] (a
- * convolution's bias; ljc_gemm_bias: BIAS_NB the matrices whose biases differ, a grouped
- * convolution's groups, else BATCH), before the products are added (the ROWS, COLS, ELEMENTS,
- * DIRECT, WINDOW, WINOGRAD and TAPS_FWD variants; NULL, zeros and 1 for the others). RELU: 1
+ * vectors), else 0. BIAS: NULL, or what element
+ * (m, n) of C's matrix b starts from, BIAS[(b mod BIAS_NB)·BIAS_SB + m·BIAS_SM + n·BIAS_SN] (a
+ * convolution's bias, BIAS_SN 0; a linear layer's, along the columns, BIAS_SM 0 and BIAS_SN 1;
+ * ljc_gemm_bias: BIAS_NB the matrices whose biases differ, a grouped convolution's groups, else
+ * BATCH), before the products are added (the ROWS, COLS, ELEMENTS, DIRECT, WINDOW, WINOGRAD
+ * and TAPS_FWD variants, BIAS_SN 0 or 1, 0 for the last two; NULL, zeros and 1 for the others). RELU: 1
  * when, with a BIAS, C's elements leave the last block of k as relu's (x < 0 ? 0 : x: a
  * convolution's relu(C + bias); ljc_gemm_bias; the ROWS, COLS, ELEMENTS, DIRECT, WINDOW and
  * WINOGRAD variants), else 0. BSUM: NULL, or where the
@@ -305,8 +307,8 @@ enum {
   LJC_GEMM_B, LJC_GEMM_B_SB, LJC_GEMM_B_SK, LJC_GEMM_B_SN,
   LJC_GEMM_C, LJC_GEMM_C_ORIGIN, LJC_GEMM_A_ORIGIN, LJC_GEMM_M, LJC_GEMM_N, LJC_GEMM_K, LJC_GEMM_BATCH, LJC_GEMM_SUM,
   LJC_GEMM_BEGIN, LJC_GEMM_END, LJC_GEMM_WORK, LJC_GEMM_FRESH, LJC_GEMM_LDC, LJC_GEMM_COL_TASKS, LJC_GEMM_ROWS_OUTER,
-  LJC_GEMM_STREAM,
-  LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BIAS_NB, LJC_GEMM_RELU, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
+  LJC_GEMM_STREAM, LJC_GEMM_BIAS, LJC_GEMM_BIAS_SB, LJC_GEMM_BIAS_SM, LJC_GEMM_BIAS_SN, LJC_GEMM_BIAS_NB,
+  LJC_GEMM_RELU, LJC_GEMM_BSUM, LJC_GEMM_BSUM_S,
   LJC_GEMM_UNPOOL_AT, LJC_GEMM_UNPOOL_MASK, LJC_GEMM_W_ORIGIN, LJC_GEMM_W_ROW, LJC_GEMM_W_CHAN, LJC_GEMM_W_TAP,
   LJC_GEMM_IMG_SC, LJC_GEMM_IMG_SH, LJC_GEMM_IMG_SW, LJC_GEMM_IMG_H, LJC_GEMM_IMG_W,
   LJC_GEMM_WIN_KH, LJC_GEMM_WIN_KW, LJC_GEMM_WIN_SY, LJC_GEMM_WIN_SX, LJC_GEMM_WIN_PY, LJC_GEMM_WIN_PX,
@@ -381,8 +383,9 @@ bool ljc_gemm_writes_window(const ljg_kernel *k);
  * blocks), the same weight for every matrix, where ljc_winograd_rows_outer says. */
 bool ljc_gemm_rows_outer(const ljg_kernel *k);
 /* The LOAD of a bias the kernel's routine starts C's rows from, or -1: when the kernel's
- * first nest computes nothing but C plus a value for each row of C (a convolution's bias),
- * C read by nothing else, so that the routine can write the sum into that nest's slot and
+ * first nest computes nothing but C plus a value for each row of C (a convolution's bias) or
+ * for each column (a linear layer's; not for the Winograd and taps routines), C read by
+ * nothing else, so that the routine can write the sum into that nest's slot and
  * the nest does not run (a pass over C's block less); or, for the routines that apply one
  * (LJC_GEMM_RELU), a relu of that sum. */
 int32_t ljc_gemm_bias(const ljg_program *p, const ljg_kernel *k);
@@ -405,9 +408,10 @@ bool ljc_nest_alone(const ljg_kernel *k, int s);
  * code stores each row of the image, a plane after another, from the windows' values and
  * positions (the image's rows at whole vectors of each plane's start). */
 bool ljc_unpools(const ljg_program *p, const ljg_kernel *k);
-/* Where the bias of row m of matrix bi of C is (of type t; the argument block's BIAS, read
- * only where that is not NULL). */
-LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m);
+/* Where the bias of element (m, n) of matrix bi of C is (of type t; the argument block's BIAS,
+ * read only where that is not NULL). */
+LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t, LLVMValueRef bi, LLVMValueRef m,
+                              LLVMValueRef n);
 /* Whether a routine applies its call's relu (LJC_GEMM_RELU) where `last` (an i1: the last
  * block of k; NULL: all of k at once), from the call's arguments arg: an i1. */
 LLVMValueRef ljc_gemm_relu_now(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef last);

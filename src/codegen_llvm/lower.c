@@ -1587,11 +1587,11 @@ bool ljc_gemm_in_one_call(const ljg_kernel *k) {
 }
 
 /* Says which nests of matmul kernel k, of column tasks, run on a task's columns (columns) or
- * whole in the first task. */
-static void column_nests_text(ljb_str *line, const ljg_kernel *k, bool columns) {
+ * whole in the first task: not nest 0 where the routine starts C from a bias (a LOAD). */
+static void column_nests_text(ljb_str *line, const ljg_kernel *k, bool columns, int32_t bias) {
   ljb_str list = {0};
   int n = 0;
-  for (int s = 0; s < k->nnests; s++)
+  for (int s = bias >= 0; s < k->nnests; s++)
     if (ljg_column_nest(k, s) == columns) ljb_str_printf(&list, "%s%d", n++ ? ", " : "", s);
   if (n)
     ljb_str_printf(line, "; nest%s %s run%s %s", n > 1 ? "s" : "", list.s, n > 1 ? "" : "s",
@@ -1668,15 +1668,16 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
-    if (bias_start(p, k, last) >= 0)
+    int32_t bias = bias_start(p, k, last);
+    if (bias >= 0)
       ljb_str_printf(&line, "; nest 0 not run: the routine starts C's rows from its bias%s",
                      ljc_gemm_bias_relu(k) ? " and stores their relu" : "");
     int64_t part = nest_part_rows(p, k);
     if (part) ljb_str_printf(&line, "; its nests run on %lld rows of a block at a time", (long long)part);
     if (k->tm) ljb_str_printf(&line, "; the trailing product runs on each block of %lld rows", (long long)k->row_block);
     if (k->kind == LJG_K_MATMUL && k->mm_col_tasks && k->nnests) {
-      column_nests_text(&line, k, true);
-      column_nests_text(&line, k, false);
+      column_nests_text(&line, k, true, bias);
+      column_nests_text(&line, k, false, bias);
     }
     int kj, nest;
     int64_t at, step;

@@ -512,7 +512,8 @@ static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRe
   for (int j = 0; j < t->rows; j++) {
     mrow[j] = ljc_intrinsic2(ir, "smin", add(t, m0, i64c(t, j)), last);
     f.w[j] = at(t, a_mat, mul(t, mrow[j], a[LJC_GEMM_W_ROW]));
-    LLVMValueRef bp = LLVMBuildSelect(b, has_bias, ljc_gemm_bias_at(ir, a, ir->f32, bi, mrow[j]), t->zero_slot, "");
+    LLVMValueRef bias_at = ljc_gemm_bias_at(ir, a, ir->f32, bi, mrow[j], ljc_i64(ir, 0));
+    LLVMValueRef bp = LLVMBuildSelect(b, has_bias, bias_at, t->zero_slot, "");
     bias[j] = ljc_splat(ir, LLVMBuildLoad2(b, ir->f32, bp, ""), t->vt);
   }
   LLVMValueRef c0 = mul(t, mul(t, bi, a[LJC_GEMM_M]), a[LJC_GEMM_LDC]);
