@@ -336,7 +336,8 @@ START_TEST(test_matmul_bias_start) {
         lj_tensor *rows2 = tu_tensor(dt, LJ_SHAPE(2, 1), TU_ANY, 29 + di);
         outs[n++] = lj_relu(lj_add(lj_matmul(a, lj_transpose(wt, 0, 1)), rows));
         outs[n++] = lj_relu(lj_add(lj_matmul(two, w), rows2));
-        outs[n++] = lj_relu(lj_add(lj_matmul(two, lj_transpose(wt, 0, 1)), rows2));
+        lj_tensor *wt3 = tu_tensor(dt, LJ_SHAPE(45, 50), TU_ANY, 57 + di); /* its own: not stored transposed */
+        outs[n++] = lj_relu(lj_add(lj_matmul(two, lj_transpose(wt3, 0, 1)), rows2));
         /* along the columns */
         lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(45), TU_ANY, 41 + di);
         lj_tensor *mat = tu_tensor(dt, LJ_SHAPE(3, 37, 45), TU_ANY, 43 + di);
@@ -354,7 +355,7 @@ START_TEST(test_matmul_bias_start) {
         lj_tensor_release(x), lj_tensor_release(k), lj_tensor_release(kb), lj_tensor_release(rows);
         lj_tensor_release(wt), lj_tensor_release(two), lj_tensor_release(rows2), lj_tensor_release(cols);
         lj_tensor_release(mat), lj_tensor_release(x64), lj_tensor_release(w520), lj_tensor_release(c520);
-        lj_tensor_release(a2), lj_tensor_release(two2), lj_tensor_release(wt2);
+        lj_tensor_release(a2), lj_tensor_release(two2), lj_tensor_release(wt2), lj_tensor_release(wt3);
       } else { /* along the columns; inside a relu; C an output too */
         lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(45), TU_ANY, 13 + di), *rows = tu_tensor(dt, LJ_SHAPE(37, 1), TU_ANY, 11 + di);
         lj_tensor *c = lj_matmul(a, w);
