@@ -11,6 +11,7 @@
 #include "codegen_llvm/codegen.h"
 #include "frontend/frontend.h"
 #include "graph/graph.h"
+#include "runtime/runtime.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -311,7 +312,8 @@ static int vector_loops(const char *ir) {
  * of Winograd's. A bias along the columns (a linear layer's) likewise: B read in place,
  * packed from rows (the bias in the first of two blocks of k), transposed (64 rows: Cᵀ
  * computed, whose rows the bias is along; column tasks, the last of 8 columns), two rows (a
- * sum of B's rows, dot products), and a matrix as large as C added.
+ * sum of B's rows, dot products), and a matrix as large as C added; bf16 operands' f32
+ * products, B packed and Cᵀ, where the host has bf16 dot products.
  * C read by more than the add (a relu's and another's, along its columns or rows) keeps its
  * loops. Values against the interpreter, two threads. */
 START_TEST(test_matmul_bias_start) {
@@ -397,6 +399,19 @@ START_TEST(test_matmul_bias_start) {
       lj_tensor *c30 = tu_tensor(LJ_F32, LJ_SHAPE(30), TU_ANY, 53);
       outs[n++] = lj_relu(lj_add(lj_matmul(a, w), c30));
       lj_tensor_release(a), lj_tensor_release(w), lj_tensor_release(c30);
+      /* bf16 operands' products in f32 (their routines take pairs of k), where the host has the
+       * instruction (else the casts run loops of their own): B packed from rows, and Cᵀ */
+      if (ljc_session_bf16_dot(ljr_get()->cg)) {
+        lj_tensor *bx = tu_tensor(LJ_BF16, LJ_SHAPE(40, 64), TU_ANY, 61);
+        lj_tensor *bw = tu_tensor(LJ_BF16, LJ_SHAPE(64, 45), TU_ANY, 62);
+        lj_tensor *bx64 = tu_tensor(LJ_BF16, LJ_SHAPE(64, 64), TU_ANY, 63);
+        lj_tensor *bwt = tu_tensor(LJ_BF16, LJ_SHAPE(45, 64), TU_ANY, 64);
+        lj_tensor *c45 = tu_tensor(LJ_F32, LJ_SHAPE(45), TU_ANY, 65);
+        outs[n++] = lj_relu(lj_add(lj_matmul(lj_cast(bx, LJ_F32), lj_cast(bw, LJ_F32)), c45));
+        outs[n++] = lj_relu(lj_add(lj_matmul(lj_cast(bx64, LJ_F32), lj_transpose(lj_cast(bwt, LJ_F32), 0, 1)), c45));
+        lj_tensor_release(bx), lj_tensor_release(bw), lj_tensor_release(bx64), lj_tensor_release(bwt);
+        lj_tensor_release(c45);
+      }
     }
     /* f32 sums of up to 700 products of values up to a few units, Winograd's transforms */
     tu_check_interp_tol(n, outs, 5e-5, 1e-2);
