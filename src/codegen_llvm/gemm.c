@@ -1497,6 +1497,12 @@ LLVMValueRef ljc_gemm_bias_at(ljc_ir *ir, const LLVMValueRef *arg, LLVMTypeRef t
   return LLVMBuildGEP2(b, t, arg[LJC_GEMM_BIAS], &off, 1, "");
 }
 
+/* The argument block's BIAS moved to `at` (ljc_gemm_bias_at's, for a call on part of C), or NULL
+ * where it is NULL. */
+static LLVMValueRef moved_bias(ljc_ir *ir, const LLVMValueRef *arg, LLVMValueRef at) {
+  return LLVMBuildSelect(ir->b, LLVMBuildIsNotNull(ir->b, arg[LJC_GEMM_BIAS], ""), at, arg[LJC_GEMM_BIAS], "");
+}
+
 /* The bias of element (m, n) of matrix bi of C where `when` (an i1) and there is one, else 0. */
 static LLVMValueRef elem_bias(gemm *g, LLVMValueRef bi, LLVMValueRef m, LLVMValueRef n, LLVMValueRef when) {
   LLVMBuilderRef b = g->b;
@@ -2072,8 +2078,7 @@ static void swap_rows_of(gemm *g, void *ctx) {
   s[LJC_GEMM_A_ORIGIN] = zero, s[LJC_GEMM_C] = buf, s[LJC_GEMM_C_ORIGIN] = zero, s[LJC_GEMM_LDC] = ljc_i64(ir, MC);
   s[LJC_GEMM_M] = ncols, s[LJC_GEMM_N] = rw->len;
   /* the bias of Cᵀ's element (n, m) is C's of (m, J + n) */
-  LLVMValueRef bias = ljc_gemm_bias_at(ir, arg, g->t, rw->bi, rw->m0, J.iv);
-  s[LJC_GEMM_BIAS] = LLVMBuildSelect(b, LLVMBuildIsNotNull(b, arg[LJC_GEMM_BIAS], ""), bias, arg[LJC_GEMM_BIAS], "");
+  s[LJC_GEMM_BIAS] = moved_bias(ir, arg, ljc_gemm_bias_at(ir, arg, g->t, rw->bi, rw->m0, J.iv));
   s[LJC_GEMM_BIAS_SB] = zero, s[LJC_GEMM_BIAS_NB] = ljc_i64(ir, 1);
   s[LJC_GEMM_BIAS_SM] = arg[LJC_GEMM_BIAS_SN], s[LJC_GEMM_BIAS_SN] = arg[LJC_GEMM_BIAS_SM];
   g->a_transposed = ljc_const_i(ir->i1, 0), g->a_step = arg[LJC_GEMM_B_SK], g->batch_first = ljc_const_i(ir->i1, 1);
@@ -2574,10 +2579,8 @@ void ljc_define_gemm_routine(ljc_ir *ir, int routine) {
   LLVMValueRef b_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_B_SN], "");
   cols_arg[LJC_GEMM_B] = LLVMBuildGEP2(b, g.ot, g.arg[LJC_GEMM_B], &b_off, 1, "");
   cols_arg[LJC_GEMM_C] = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_C], &n0, 1, "");
-  LLVMValueRef bias_off = LLVMBuildNSWMul(b, n0, g.arg[LJC_GEMM_BIAS_SN], "");
-  LLVMValueRef bias = LLVMBuildGEP2(b, g.t, g.arg[LJC_GEMM_BIAS], &bias_off, 1, "");
-  cols_arg[LJC_GEMM_BIAS] =
-      LLVMBuildSelect(b, LLVMBuildIsNotNull(b, g.arg[LJC_GEMM_BIAS], ""), bias, g.arg[LJC_GEMM_BIAS], "");
+  LLVMValueRef zero = ljc_i64(ir, 0);
+  cols_arg[LJC_GEMM_BIAS] = moved_bias(ir, g.arg, ljc_gemm_bias_at(ir, g.arg, g.t, zero, zero, n0));
   cols_arg[LJC_GEMM_N] = LLVMBuildNSWSub(b, n1, n0, "");
   LLVMValueRef cols_block = store_args(ir, cols_arg);
   ljc_loop cm;
