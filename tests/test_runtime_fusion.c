@@ -1357,6 +1357,56 @@ START_TEST(test_permuted_epilogue) {
 }
 END_TEST
 
+/* What row-fused kernels without a product write, read by the next kernel with their rows
+ * among its later dims, is stored that way by them as each row is computed instead of being
+ * copied by a kernel of its own: a depthwise convolution's output [N, C, P] that the 1×1
+ * convolution after it reads as [C, N·P] (MobileNetV2's block: the window kernel's rows, the
+ * N·C planes, become the two leading dims of its store, N first); a batch norm's output
+ * [N, C, P], stored by channel as the channel's statistics are computed. A transposed copy,
+ * whose rows would take its last dim (a store of single elements along the rows), stays a
+ * kernel of its own. Values against the interpreter on one and two threads. */
+START_TEST(test_permuted_rows_store) {
+  for (int threads = 1; threads <= 2; threads++) {
+    init_threads(threads);
+    lj_scope_begin();
+    const int pad[2] = {1, 1};
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(5, 24, 7, 7), TU_UNIT, 50);
+    lj_tensor *dw = tu_tensor(LJ_F32, LJ_SHAPE(24, 1, 3, 3), TU_UNIT, 51);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(300, 24, 1, 1), TU_UNIT, 52);
+    lj_tensor *y = lj_conv2d(lj_relu(lj_conv2d(x, dw, NULL, NULL, pad, NULL, 24)), w, NULL, NULL, NULL, NULL, 1);
+    ljg_graph *opt;
+    ljg_program *p = program_of(y, &opt);
+    ck_assert_int_eq(p->nkernels, 2);
+    const ljg_kernel *k = &p->kernels[0];
+    ck_assert_int_eq(k->kind, LJG_K_WINDOW);
+    const ljg_nest *n = &k->nests[k->nnests - 1];
+    const ljg_view1 *out = ljg_view_top(&k->views[n->out_view]);
+    ck_assert(n->ndim == 3 && n->shape[0] == 5 && n->shape[1] == 24 && n->shape[2] == 49 && n->row_dims == 2);
+    ck_assert(out->stride[0] == 49 && out->stride[1] == 5 * 49 && out->stride[2] == 1);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &y, 1e-5, 1e-5);
+
+    lj_tensor *z = tu_tensor(LJ_F32, LJ_SHAPE(4, 8, 6, 6), TU_UNIT, 53);
+    lj_tensor *bw = tu_tensor(LJ_F32, LJ_SHAPE(8), TU_UNIT, 54), *bb = tu_tensor(LJ_F32, LJ_SHAPE(8), TU_UNIT, 55);
+    lj_tensor *bn = lj_relu(lj_batch_norm(z, NULL, NULL, bw, bb, true, 0.1, 1e-5));
+    p = program_of(bn, &opt);
+    ck_assert_int_eq(p->nkernels, 1);
+    n = &p->kernels[0].nests[p->kernels[0].nnests - 1];
+    ck_assert(n->ndim == 3 && n->shape[0] == 8 && n->shape[1] == 4 && n->shape[2] == 36 && n->row_dims == 1);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &bn, 1e-5, 1e-5);
+
+    lj_tensor *t = lj_transpose(lj_softmax(tu_tensor(LJ_F32, LJ_SHAPE(64, 48), TU_UNIT, 56), 1), 0, 1);
+    p = program_of(t, &opt);
+    ck_assert_int_eq(p->nkernels, 2);
+    free_program(p, opt);
+    tu_check_interp_tol(1, &t, 1e-6, 1e-6);
+    lj_scope_end();
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* The LOOPS kernels of p that load from a slot of at least `bytes`. */
 static int loops_reading(const ljg_program *p, int64_t bytes) {
   int n = 0;
@@ -3601,6 +3651,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_window_sums_by_plane);
   tcase_add_test(tc, test_bias_gradient_by_plane);
   tcase_add_test(tc, test_permuted_epilogue);
+  tcase_add_test(tc, test_permuted_rows_store);
   tcase_add_test(tc, test_matmul_epilogue);
   tcase_add_test(tc, test_trailing_product);
   tcase_add_test(tc, test_attention_grads_unpermuted);

@@ -19,6 +19,12 @@
  * (as_permuted_rows): the permuted output is written from C as the product's thread computed
  * it rather than by a kernel of its own (512 to 2048 channels over 7×7 at batch 32, alternated
  * runs: one thread 31.1 -> 30.8 ms, bf16 16.35 -> 15.83; two threads bf16 8.07 -> 7.85).
+ * So is such a kernel after a group without a product, reading what the group's last nests
+ * write: a depthwise convolution's output [N, C, P], which the 1×1 convolution after it reads
+ * as [C, N·P], is stored so by the window kernel plane by plane (MobileNetV2's block, 160 ->
+ * 960 -> 160 channels over 7×7 at batch 32, two threads: 3.85-3.88 -> 3.75-3.79 ms, a 6 MB
+ * copy's kernel gone); a training batch norm's output, by channel after the channel's
+ * statistics, from L2 rather than by images in a kernel of its own (as fast, one kernel less).
  *
  * A matmul whose A is what the group's nests write, read at its own row, ends the group as
  * its trailing product when its rows are the group's matmul's (the same matrices of as many
@@ -42,10 +48,10 @@
  *   - B is a LOOPS kernel split over its rows, the group has as many rows, every nest of B
  *     has them as its first dims (row_dims of them: a [B, M, N] bias add after a batched
  *     matmul's B·M rows splits B and M together) and does not reduce them, none scatters
- *     along them; or B is elementwise, of one nest that has them as later dims, and the group
- *     a plain matmul's of more rows than column tasks take (no window, no batch sum:
- *     permutes_c); or B is a col2im and the group only LOOPS nests; or B is an im2col and the
- *     group a matmul's without a window;
+ *     along them; or B is elementwise, of one nest that has them as other dims than its last,
+ *     and the group a plain matmul's of more rows than column tasks take (no window, no batch
+ *     sum) or one without a product (permuted_slot); or B is a col2im and the group only LOOPS
+ *     nests; or B is an im2col and the group a matmul's without a window;
  *     or B is a matmul that multiplies_rows (above; nothing joins after it);
  *   - every slot the group writes is written row-disjointly (row r at [r·S, (r+1)·S) of a
  *     buffer of rows·S elements) and B reads it only at its own row: plain loads (one view
@@ -340,31 +346,50 @@ static bool as_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
   return true;
 }
 
-/* An elementwise kernel of one nest, dims [d0, d1) of which are `rows` rows that are not its
- * first dims (images side by side' product, [O, N·P] to [N, O, P]: the rows O of the product's
- * C are the second dim of the output), with those dims moved first: the same points, split by
- * those rows, each view's top level permuted alike. Its nest and views are copied into the
+/* An elementwise kernel of one nest that reads `slot` with its dims in another order than the
+ * rows the slot is written in (images side by side' product, [O, N·P] to [N, O, P]: the rows O
+ * of the product's C are the second dim of the output), with the dims that make `rows` rows
+ * of that read moved first: the dims by the read's strides, largest first, until their
+ * extents multiply to rows, the others after them in their order. The nest's last dim stays
+ * last, so that each row still writes and reads runs. Its nest and views are copied into the
  * arena, so the kernel it came from is intact when the join does not happen. */
-static bool as_permuted_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows) {
+static bool as_permuted_rows(ljb_arena *arena, ljg_kernel *k, int64_t rows, int32_t slot) {
   if (k->kind != LJG_K_LOOPS || k->nnests != 1 || k->task_dim != 0 || rows < 2) return false;
   const ljg_nest *n = &k->nests[0];
-  if (n->rop >= 0 || n->scatter_index >= 0) return false;
-  int d0 = 1, nr = 0;
-  while (d0 < n->ndim && !(nr = leading_dims(n->ndim - d0, n->shape + d0, rows))) d0++;
-  if (!nr) return false;
-  int d1 = d0 + nr;
-  for (int e = 0; e < k->nexprs; e++)
+  if (n->rop >= 0 || n->scatter_index >= 0 || n->ndim < 2) return false;
+  const ljg_view1 *read = NULL;
+  for (int e = 0; e < k->nexprs; e++) {
     if (k->exprs[e].kind == LJG_X_BUFFER || k->exprs[e].kind == LJG_X_GATHER) return false;
-  int order[LJ_MAX_DIMS], nd = 0;
-  for (int d = d0; d < d1; d++) order[nd++] = d;
-  for (int d = 0; d < n->ndim; d++)
-    if (d < d0 || d >= d1) order[nd++] = d;
+    if (k->exprs[e].kind == LJG_X_LOAD && k->exprs[e].slot == slot && !read)
+      read = ljg_view_top(&k->views[k->exprs[e].view]);
+  }
+  if (!read || read->ndim != n->ndim) return false;
+  int by_stride[LJ_MAX_DIMS], nd = n->ndim;
+  for (int i = 0; i < nd; i++) {
+    int j = i;
+    for (; j > 0 && read->stride[by_stride[j - 1]] < read->stride[i]; j--) by_stride[j] = by_stride[j - 1];
+    by_stride[j] = i;
+  }
+  int64_t prod = 1;
+  int nr = 0;
+  bool moved = false, is_row[LJ_MAX_DIMS] = {false};
+  while (nr < nd && prod < rows) {
+    int d = by_stride[nr++];
+    prod *= n->shape[d];
+    is_row[d] = true;
+    moved |= d != nr - 1;
+  }
+  if (prod != rows || !moved || is_row[nd - 1]) return false;
+  int order[LJ_MAX_DIMS], at = nr;
+  for (int r = 0; r < nr; r++) order[r] = by_stride[r];
+  for (int d = 0; d < nd; d++)
+    if (!is_row[d]) order[at++] = d;
   ljg_view *views = ljb_arena_alloc(arena, (size_t)k->nviews * sizeof *views);
   for (int v = 0; v < k->nviews; v++) {
     views[v] = k->views[v];
     const ljg_view1 *from = ljg_view_top(&k->views[v]);
     ljg_view1 *to = &views[v].v[views[v].n - 1];
-    if (from->ndim != n->ndim) return false;
+    if (from->ndim != nd) return false;
     for (int d = 0; d < nd; d++) to->shape[d] = from->shape[order[d]], to->stride[d] = from->stride[order[d]];
   }
   ljg_nest *nest = ljb_arena_alloc(arena, sizeof *nest);
@@ -641,13 +666,22 @@ static void localize(ljg_program *p, ljg_kernel *k) {
     localize_slot(p, k, k->nests[w].out_slot, w, write_row_stride(p, k, &k->nests[w]), &total);
 }
 
-/* Whether b may be permuted to follow matmul a as its epilogue (as_permuted_rows): a plain
- * product (no window, not summed over its batch) whose C b reads, of more rows than fuse.c's
- * column tasks take (a permuted epilogue would not run on a task's columns: MobileNetV2's
- * block, 960 -> 160 channels over 7×7 at batch 32, two threads, lost 6.5% so). */
-static bool permutes_c(const ljg_kernel *a, const ljg_kernel *b) {
-  return a->kind == LJG_K_MATMUL && !a->mm_sum && a->mm_cols == LJG_MM_COLS_NONE &&
-         !ljg_kernel_has_window(a) && a->mm_b * a->mm_m > LJG_MATMUL_COL_SPLIT_ROWS && kernel_reads(b, a->mm_out_slot);
+/* The slot of a's that b may read permuted, its dims reordered to follow a's rows
+ * (as_permuted_rows), or -1: the C of a plain product (no window, not summed over its batch)
+ * of more rows than fuse.c's column tasks take (a permuted epilogue would not run on a task's
+ * columns: MobileNetV2's block, 960 -> 160 channels over 7×7 at batch 32, two threads, lost
+ * 6.5% so); or what the last of the nests of a group without a product writes that b reads (a
+ * depthwise convolution's output, [N, C, P], read as [C, N·P] by the 1×1 convolution after
+ * it: stored so as its planes are computed rather than copied by a kernel of its own). */
+static int32_t permuted_slot(const ljg_kernel *a, const ljg_kernel *b) {
+  if (a->kind == LJG_K_MATMUL)
+    return !a->mm_sum && a->mm_cols == LJG_MM_COLS_NONE && !ljg_kernel_has_window(a) &&
+                   a->mm_b * a->mm_m > LJG_MATMUL_COL_SPLIT_ROWS && kernel_reads(b, a->mm_out_slot)
+               ? a->mm_out_slot
+               : -1;
+  for (int s = a->nnests - 1; s >= 0; s--)
+    if (kernel_reads(b, a->nests[s].out_slot)) return a->nests[s].out_slot;
+  return -1;
 }
 
 /* Joins b into *a, on copies: a flat neighbour is read as rows of the other's row count.
@@ -657,8 +691,8 @@ static bool join_into(ljg_program *p, ljg_kernel *a, const ljg_kernel *b) {
   if (x.ntasks != y.ntasks && !as_rows(&p->arena, &y, x.ntasks)) as_rows(&p->arena, &x, y.ntasks);
   if (!can_join(p, &x, &y)) {
     x = *a, y = *b;
-    if (!permutes_c(a, b) || !as_permuted_rows(&p->arena, &y, x.ntasks) || !can_join(p, &x, &y))
-      return false;
+    int32_t slot = permuted_slot(a, b);
+    if (slot < 0 || !as_permuted_rows(&p->arena, &y, x.ntasks, slot) || !can_join(p, &x, &y)) return false;
   }
   join(&p->arena, &x, &y);
   *a = x;
