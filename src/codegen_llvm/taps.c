@@ -475,8 +475,9 @@ static void fwd_channels(taps *t, const fwd_tile *f, LLVMValueRef y, int n, LLVM
   ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, a[LJC_GEMM_K], i64c(t, TAPS)), false, nacc, in);
   LLVMValueRef plane = at(t, f->img, mul(t, C.iv, a[LJC_GEMM_IMG_SC]));
   LLVMValueRef w0 = mul(t, C.iv, a[LJC_GEMM_W_CHAN]);
-  for (int h = 0; h < n; h++) /* the image's rows the rows before did not read */
-    prefetch_next_image(t, at(t, plane, mul(t, fwd_row(t, y, h, 2), a[LJC_GEMM_IMG_SH])), f->xoff[0]);
+  LLVMValueRef last = fwd_row(t, y, n - 1, 2);
+  for (int r = 0; r < t->cs * n; r++) /* the rows the output rows before did not read (square strides) */
+    prefetch_next_image(t, at(t, plane, mul(t, sub(t, last, i64c(t, r)), a[LJC_GEMM_IMG_SH])), f->xoff[0]);
   LLVMValueRef next[FWD_ACC], src[2][4][3] = {{{NULL}}};
   for (int i = 0; i < nacc; i++) next[i] = C.acc[i];
   for (int ky = 0; ky < 3; ky++)
@@ -643,7 +644,7 @@ static void wt_rows(taps *t, const wt_col *w, LLVMValueRef y, int n, const LLVMV
     iy = sub(t, iy, a[LJC_GEMM_WIN_PY]);
     LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], "");
     LLVMValueRef row = at(t, w->plane, mul(t, LLVMBuildSelect(b, yin, iy, i64c(t, 0), ""), a[LJC_GEMM_IMG_SH]));
-    if (s >= 2 * (n - 1)) prefetch_next_image(t, row, w->xoff[0]); /* rows the pair before did not read */
+    if (s >= 2 * (n - 1)) prefetch_next_image(t, row, w->xoff[0]); /* the pair's rows new to it; a row's all */
     for (int kx = 0; kx < 3; kx++) {
       LLVMValueRef x = tap_vector(t, row, w->xoff[kx], w->xmask[kx], yin);
       for (int h = 0; h < n; h++) {
