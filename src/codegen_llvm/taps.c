@@ -44,8 +44,9 @@
  * The GEMM packs the window's 9 rows a channel of B for each matrix and multiplies each packed
  * vector into those few rows of C only, the packing most of its time. Here each vector of an
  * image row under a tap is loaded where it is (masked at the image's edges) and multiplied by
- * the weights' broadcasts into tiles of 4 rows of C for two output rows (which share the image
- * rows they read) or of 8 rows for one. One Zen 4 thread, batch 32, without a bias: 128 ->
+ * the weights' broadcasts into tiles of 4 rows of C for two output rows or of 8 rows for one,
+ * each at two vectors of an output row where it is longer than one (fwd_channels has the tap's
+ * loop). One Zen 4 thread, batch 32, without a bias: 128 ->
  * 128 channels in groups of 4 over 28×28 5.6-5.8 -> 3.35 ms; 256 -> 256 in groups of 8 20.4-21.0
  * (Winograd's) -> 12.8; 64 -> 4 channels over 56×56 12.8-14.0 -> 5.7-6.2, 64 -> 8 12.0-12.7
  * (Winograd's) -> 10.1, 3 -> 8 0.71 -> 0.50. With 16 rows it lost: 512 -> 512 in groups of 16
@@ -83,6 +84,8 @@ typedef struct taps {
   bool shared; /* the window's row stride is its dilation: add_rows */
   int cs;                  /* the window's column stride (tap_columns) */
   int rows, out_rows;      /* the rows of C a tile; the forward product's output rows (FWD_ACC) */
+  int nv;                  /* the forward product's vectors of output columns a tile */
+  bool inside;             /* the forward product's output rows read only rows in the image (fwd_inside) */
   LLVMValueRef zero_slot;  /* the forward product's bias of a call without one: a 0 */
 } taps;
 
@@ -383,7 +386,7 @@ static taps routine_begin(ljc_ir *ir, const char *name) {
   LLVMTypeRef param = ir->ptr;
   LLVMValueRef fn = LLVMAddFunction(ir->mod, name, LLVMFunctionType(ir->void_, &param, 1, 0));
   ljc_add_fn_attr(ir, fn, "nounwind");
-  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .cs = 1};
+  taps t = {.ir = ir, .b = ir->b, .vw = ir->vec_bytes / 4, .cs = 1, .nv = 1};
   t.vt = LLVMVectorType(ir->f32, (unsigned)t.vw);
   t.it = LLVMVectorType(ir->i32, (unsigned)t.vw);
   t.mt = LLVMVectorType(ir->i1, (unsigned)t.vw);
@@ -424,101 +427,141 @@ void ljc_define_taps_dw(ljc_ir *ir, const char *name) {
  * forward, 9.5-10.2 -> 6.8-6.9 with both gradients. */
 static void prefetch_next_image(taps *t, LLVMValueRef row, LLVMValueRef xoff) {
   LLVMValueRef ahead = at(t, row, t->arg[LJC_GEMM_B_SB]);
-  for (int j = 0; j <= t->cs; j++) ljc_prefetch(t->ir, at(t, ahead, add(t, xoff, i64c(t, j * t->vw))));
+  for (int j = 0; j <= t->cs * t->nv; j++) ljc_prefetch(t->ir, at(t, ahead, add(t, xoff, i64c(t, j * t->vw))));
 }
 
 /* ---- the forward product (TAPS_FWD) ---------------------------------------------------------- */
 
 /* The accumulators of a tile of the forward product: its rows of C (t->rows, 4 or 8) for each
- * output row it computes at a time (t->out_rows, 2 or 1), its weight rows' broadcasts
- * multiplied into each vector of the image loaded. */
-enum { FWD_ACC = 8, FWD_ROWS_MAX = 8 };
+ * output row it computes at a time (t->out_rows, 2 or 1), 8 a vector of output columns, its
+ * weight rows' broadcasts multiplied into each vector of the image loaded; and the vectors a
+ * tile (t->nv): two where the output's rows are longer than one, 16 accumulators, each
+ * broadcast multiplied into twice as many (128 channels in groups of 4 over 28×28 at batch 32,
+ * one Zen 5 thread, the kernel's fastest of 100 runs: 2.8-3.3 ms with one vector, 2.3-2.7). */
+enum { FWD_ACC = 8, FWD_NV = 2, FWD_ROWS_MAX = 8 };
 
 /* A tile's rows m0 .. m0 + t->rows - 1 of matrix bi (clamped to its last: a row past it is
- * the last row again, computed and stored twice) at a vector of output positions: the image
- * and weight rows, the taps' column offsets and the lanes of each in the image. */
+ * the last row again, computed and stored twice) at t->nv vectors of output positions: the
+ * image and weight rows, each vector's taps' column offsets and lanes in the image. */
 typedef struct fwd_tile {
-  LLVMValueRef img, w[FWD_ROWS_MAX], xoff[3], xmask[3];
+  LLVMValueRef img, w[FWD_ROWS_MAX], xoff[FWD_NV][3], xmask[FWD_NV][3];
 } fwd_tile;
 
-/* The image's row (maybe outside it) that tap ky of output row y + h reads. */
-static LLVMValueRef fwd_row(taps *t, LLVMValueRef y, int h, int ky) {
+/* The image's row (maybe outside it) that tap row ky (an i64) of output row y + h reads. */
+static LLVMValueRef fwd_row(taps *t, LLVMValueRef y, int h, LLVMValueRef ky) {
   const LLVMValueRef *a = t->arg;
-  LLVMValueRef iy = add(t, mul(t, add(t, y, i64c(t, h)), a[LJC_GEMM_WIN_SY]), mulc(t, a[LJC_GEMM_WIN_DY], ky));
+  LLVMValueRef iy = add(t, mul(t, add(t, y, i64c(t, h)), a[LJC_GEMM_WIN_SY]), mul(t, a[LJC_GEMM_WIN_DY], ky));
   return sub(t, iy, a[LJC_GEMM_WIN_PY]);
 }
 
-/* The image's row for tap ky of output row y + h, its vector at tap kx's columns: the lanes
+/* The image's row for tap ky of output row y + h, its vector v at tap kx's columns: the lanes
  * outside the image 0. */
-static LLVMValueRef fwd_source(taps *t, const fwd_tile *f, LLVMValueRef plane, LLVMValueRef y, int h, int ky, int kx) {
+static LLVMValueRef fwd_source(taps *t, const fwd_tile *f, LLVMValueRef plane, LLVMValueRef y, int h, LLVMValueRef ky,
+                               int kx, int v) {
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
   LLVMValueRef iy = fwd_row(t, y, h, ky);
+  if (t->inside)
+    return tap_vector(t, at(t, plane, mul(t, iy, a[LJC_GEMM_IMG_SH])), f->xoff[v][kx], f->xmask[v][kx],
+                      ljc_const_i(t->ir->i1, 1));
   LLVMValueRef yin = LLVMBuildICmp(b, LLVMIntULT, iy, a[LJC_GEMM_IMG_H], "");
   LLVMValueRef row = at(t, plane, mul(t, LLVMBuildSelect(b, yin, iy, i64c(t, 0), ""), a[LJC_GEMM_IMG_SH]));
-  return tap_vector(t, row, f->xoff[kx], f->xmask[kx], yin);
+  return tap_vector(t, row, f->xoff[v][kx], f->xmask[v][kx], yin);
 }
 
-/* Output rows y .. y + n - 1 (n 1 or 2) of the tile at its vector of positions: in + Σ over
- * the channels and taps of the image's shifted rows times the weight, into out[h·t->rows + j],
- * a tap at a time: its weights' broadcasts, then each row's vector of the image under it.
- * Where the window's row stride is its dilation (t->shared), the two rows' 18 taps read 4
- * rows of the image, each vector loaded once for both rows (row y + 1's tap ky reads row y's
- * tap ky + 1's), as add_rows's do. In that order each broadcast is live for one tap; with the
- * image's rows loaded first, the 36 broadcasts lived across the channel and spilled. */
+/* Output rows y .. y + n - 1 (n 1 or 2) of the tile at its vectors of positions: in + Σ over
+ * the channels and taps of the image's shifted rows times the weight, into
+ * out[(h·t->nv + v)·t->rows + j]: for each tap column kx, a loop over the tap rows ky, each
+ * loading its weights' broadcasts and the image's vectors under the tap, multiplied into every
+ * accumulator. With the channel's 9 taps in one block of code (and the two output rows' image
+ * rows loaded once for both), LLVM's machine scheduler moved the broadcasts and the image's
+ * loads to the block's start and spilled them (57 of its 81 vector moves spills, a channel of
+ * two vectors); a loop body of one tap leaves it nothing to move so far. The groups of 4 above,
+ * alternated processes, fastest of 60 runs each: 3.2-3.4 ms -> 1.8-2.2 (1.7-2.0 with that
+ * scheduler off for all code, which slowed other kernels: gelu over 16M floats 2.9 -> 4.6). */
 static void fwd_channels(taps *t, const fwd_tile *f, LLVMValueRef y, int n, LLVMValueRef *in, LLVMValueRef *out) {
   ljc_ir *ir = t->ir;
   LLVMBuilderRef b = t->b;
   const LLVMValueRef *a = t->arg;
-  int nacc = n * t->rows;
+  int nacc = n * t->rows * t->nv;
   ljc_loop C;
   ljc_loop_begin(ir, &C, i64c(t, 0), sdiv(t, a[LJC_GEMM_K], i64c(t, TAPS)), false, nacc, in);
   LLVMValueRef plane = at(t, f->img, mul(t, C.iv, a[LJC_GEMM_IMG_SC]));
   LLVMValueRef w0 = mul(t, C.iv, a[LJC_GEMM_W_CHAN]);
-  LLVMValueRef last = fwd_row(t, y, n - 1, 2);
+  LLVMValueRef last = fwd_row(t, y, n - 1, i64c(t, 2));
   for (int r = 0; r < t->cs * n; r++) /* the rows the output rows before did not read (square strides) */
-    prefetch_next_image(t, at(t, plane, mul(t, sub(t, last, i64c(t, r)), a[LJC_GEMM_IMG_SH])), f->xoff[0]);
-  LLVMValueRef next[FWD_ACC], src[2][4][3] = {{{NULL}}};
-  for (int i = 0; i < nacc; i++) next[i] = C.acc[i];
-  for (int ky = 0; ky < 3; ky++)
-    for (int kx = 0; kx < 3; kx++) {
-      LLVMValueRef w[FWD_ROWS_MAX];
-      for (int j = 0; j < t->rows; j++) {
-        LLVMValueRef off = add(t, w0, mulc(t, a[LJC_GEMM_W_TAP], ky * 3 + kx));
-        w[j] = ljc_splat(ir, LLVMBuildLoad2(b, ir->f32, at(t, f->w[j], off), ""), t->vt);
+    prefetch_next_image(t, at(t, plane, mul(t, sub(t, last, i64c(t, r)), a[LJC_GEMM_IMG_SH])), f->xoff[0][0]);
+  LLVMValueRef acc[FWD_ACC * FWD_NV];
+  for (int i = 0; i < nacc; i++) acc[i] = C.acc[i];
+  for (int kx = 0; kx < 3; kx++) {
+    ljc_loop Y;
+    ljc_loop_begin(ir, &Y, i64c(t, 0), i64c(t, 3), false, nacc, acc);
+    LLVMValueRef next[FWD_ACC * FWD_NV], w[FWD_ROWS_MAX];
+    LLVMValueRef off = add(t, w0, mul(t, a[LJC_GEMM_W_TAP], add(t, mulc(t, Y.iv, 3), i64c(t, kx))));
+    for (int j = 0; j < t->rows; j++) w[j] = ljc_splat(ir, LLVMBuildLoad2(b, ir->f32, at(t, f->w[j], off), ""), t->vt);
+    for (int h = 0; h < n; h++)
+      for (int v = 0; v < t->nv; v++) {
+        LLVMValueRef x = fwd_source(t, f, plane, y, h, Y.iv, kx, v);
+        int i = (h * t->nv + v) * t->rows;
+        for (int j = 0; j < t->rows; j++) next[i + j] = ljc_fmuladd(ir, x, w[j], Y.acc[i + j]);
       }
-      for (int h = 0; h < n; h++) {
-        LLVMValueRef *x = t->shared ? &src[0][h + ky][kx] : &src[h][ky][kx];
-        if (!*x) *x = fwd_source(t, f, plane, y, h, ky, kx);
-        for (int j = 0; j < t->rows; j++) next[h * t->rows + j] = ljc_fmuladd(ir, *x, w[j], next[h * t->rows + j]);
-      }
-    }
-  ljc_loop_end(ir, &C, next, out);
+    ljc_loop_end(ir, &Y, next, acc);
+  }
+  ljc_loop_end(ir, &C, acc, out);
 }
 
-/* The tile's output rows y .. y + n - 1 at every vector of their positions, each stored to
- * the tile's rows of C (rows mrow[j], c0 the offset of matrix bi's row 0) from their bias. */
+/* The tile's output rows y .. y + n - 1 at every vector of their positions, t->nv at a time,
+ * each stored to the tile's rows of C (rows mrow[j], c0 the offset of matrix bi's row 0) from
+ * their bias. */
 static void fwd_rows(taps *t, fwd_tile *f, LLVMValueRef y, int n, const LLVMValueRef *mrow, LLVMValueRef c0,
                      const LLVMValueRef *bias) {
   ljc_ir *ir = t->ir;
   const LLVMValueRef *a = t->arg;
   LLVMValueRef OW = a[LJC_GEMM_WIN_OW];
+  int step = t->nv * t->vw;
   ljc_loop V;
-  ljc_loop_begin_step(ir, &V, i64c(t, 0), mulc(t, sdiv(t, add(t, OW, i64c(t, t->vw - 1)), i64c(t, t->vw)), t->vw),
-                      t->vw, false, 0, NULL);
-  LLVMValueRef in_row = lanes_in(t, V.iv, OW);
-  tap_columns(t, V.iv, in_row, f->xoff, f->xmask);
-  LLVMValueRef start[FWD_ACC], sums[FWD_ACC];
-  for (int h = 0; h < n; h++)
-    for (int j = 0; j < t->rows; j++) start[h * t->rows + j] = bias[j];
+  ljc_loop_begin_step(ir, &V, i64c(t, 0), mulc(t, sdiv(t, add(t, OW, i64c(t, step - 1)), i64c(t, step)), step), step,
+                      false, 0, NULL);
+  LLVMValueRef in_row[FWD_NV], x0[FWD_NV];
+  for (int v = 0; v < t->nv; v++) {
+    x0[v] = add(t, V.iv, i64c(t, v * t->vw));
+    in_row[v] = lanes_in(t, x0[v], OW);
+    tap_columns(t, x0[v], in_row[v], f->xoff[v], f->xmask[v]);
+  }
+  LLVMValueRef start[FWD_ACC * FWD_NV], sums[FWD_ACC * FWD_NV];
+  for (int i = 0; i < n * t->nv; i++)
+    for (int j = 0; j < t->rows; j++) start[i * t->rows + j] = bias[j];
   fwd_channels(t, f, y, n, start, sums);
   for (int h = 0; h < n; h++)
-    for (int j = 0; j < t->rows; j++) {
-      LLVMValueRef pos = add(t, mul(t, add(t, y, i64c(t, h)), OW), V.iv);
-      LLVMValueRef off = add(t, add(t, c0, mul(t, mrow[j], a[LJC_GEMM_LDC])), pos);
-      ljc_masked_store(ir, sums[h * t->rows + j], at(t, a[LJC_GEMM_C], sub(t, off, a[LJC_GEMM_C_ORIGIN])), 4, in_row);
-    }
+    for (int v = 0; v < t->nv; v++)
+      for (int j = 0; j < t->rows; j++) {
+        LLVMValueRef pos = add(t, mul(t, add(t, y, i64c(t, h)), OW), x0[v]);
+        LLVMValueRef off = add(t, add(t, c0, mul(t, mrow[j], a[LJC_GEMM_LDC])), pos);
+        LLVMValueRef dst = at(t, a[LJC_GEMM_C], sub(t, off, a[LJC_GEMM_C_ORIGIN]));
+        ljc_masked_store(ir, sums[(h * t->nv + v) * t->rows + j], dst, 4, in_row[v]);
+      }
   ljc_loop_end(ir, &V, NULL, NULL);
+}
+
+/* The tiles of t->out_rows output rows from a multiple y of that many, below blocks_end, whose
+ * taps read only rows in the image: those from *lo to *hi (y·sy ≥ py, and the last output
+ * row's last tap row, (y + n - 1)·sy + 2·dy - py, below the image's height). Their loads need
+ * no mask of the row, only the tap column's (the groups of 4 above, the kernel's fastest of
+ * 100 runs: 2.3-3.3 ms with every tile's loads ANDing the row's mask, 2.3-2.7). */
+static void fwd_inside(taps *t, LLVMValueRef blocks_end, LLVMValueRef *lo, LLVMValueRef *hi) {
+  ljc_ir *ir = t->ir;
+  const LLVMValueRef *a = t->arg;
+  int n = t->out_rows;
+  LLVMValueRef SY = a[LJC_GEMM_WIN_SY], first = sdiv(t, add(t, a[LJC_GEMM_WIN_PY], sub(t, SY, i64c(t, 1))), SY);
+  /* the output rows y with (y + n - 1)·sy ≤ lim: those below end */
+  LLVMValueRef reach = add(t, mulc(t, a[LJC_GEMM_WIN_DY], 2), i64c(t, 1));
+  LLVMValueRef lim = sub(t, add(t, a[LJC_GEMM_IMG_H], a[LJC_GEMM_WIN_PY]), reach);
+  LLVMValueRef end = sub(t, sdiv(t, ljc_intrinsic2(ir, "smax", lim, i64c(t, 0)), SY), i64c(t, n - 2));
+  end = LLVMBuildSelect(t->b, LLVMBuildICmp(t->b, LLVMIntSLT, lim, i64c(t, 0), ""), i64c(t, 0), end, "");
+  end = ljc_intrinsic2(ir, "smax", end, i64c(t, 0));
+  *lo = ljc_intrinsic2(ir, "smin", mulc(t, sdiv(t, add(t, first, i64c(t, n - 1)), i64c(t, n)), n), blocks_end);
+  LLVMValueRef up = mulc(t, sdiv(t, add(t, end, i64c(t, n - 1)), i64c(t, n)), n);
+  *hi = ljc_intrinsic2(ir, "smax", *lo, ljc_intrinsic2(ir, "smin", up, blocks_end));
 }
 
 /* Rows m0 .. min(m0 + t->rows, last + 1) - 1 of matrix bi of C. */
@@ -540,11 +583,20 @@ static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRe
   }
   LLVMValueRef c0 = mul(t, mul(t, bi, a[LJC_GEMM_M]), a[LJC_GEMM_LDC]);
   int n = t->out_rows;
-  LLVMValueRef blocks_end = mulc(t, sdiv(t, OH, i64c(t, n)), n);
+  LLVMValueRef blocks_end = mulc(t, sdiv(t, OH, i64c(t, n)), n), lo, hi;
+  fwd_inside(t, blocks_end, &lo, &hi);
+  /* the tiles at the image's edges: those from 0 before lo, then those from hi */
   ljc_loop Y;
-  ljc_loop_begin_step(ir, &Y, i64c(t, 0), blocks_end, n, true, 0, NULL);
+  ljc_loop_begin_step(ir, &Y, i64c(t, 0), add(t, lo, sub(t, blocks_end, hi)), n, true, 0, NULL);
+  LLVMValueRef past = add(t, Y.iv, sub(t, hi, lo));
+  LLVMValueRef y = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, Y.iv, lo, ""), Y.iv, past, "");
+  fwd_rows(t, &f, y, n, mrow, c0, bias);
+  ljc_loop_end(ir, &Y, NULL, NULL);
+  t->inside = true;
+  ljc_loop_begin_step(ir, &Y, lo, hi, n, true, 0, NULL);
   fwd_rows(t, &f, Y.iv, n, mrow, c0, bias);
   ljc_loop_end(ir, &Y, NULL, NULL);
+  t->inside = false;
   if (n == 2) {
     LLVMBasicBlockRef odd = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, blocks_end, OH, ""), "taps.odd_row");
     fwd_rows(t, &f, blocks_end, 1, mrow, c0, bias);
@@ -588,22 +640,23 @@ void ljc_define_taps_fwd(ljc_ir *ir, const char *name) {
   LLVMBuilderRef b = t.b;
   t.zero_slot = ljc_entry_array(ir, ir->f32, 1);
   LLVMBuildStore(b, ljc_const_f(ir->f32, 0), t.zero_slot);
-  LLVMValueRef shares = LLVMBuildICmp(b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SY], t.arg[LJC_GEMM_WIN_DY], "");
   LLVMValueRef wide = LLVMBuildICmp(b, LLVMIntSGT, t.arg[LJC_GEMM_M], i64c(&t, 4), "");
-  /* for column strides 1 and 2 (strided): tiles of 4 rows, two output rows at a time, their
-   * image rows shared (stride 1) or not (version 1, 0); of 8, one (version 2) */
+  /* for column strides 1 and 2 (strided): tiles of 4 rows, two output rows at a time, or of
+   * 8, one; of stride 1, two vectors of output columns a tile where the output's rows are
+   * longer than one */
   LLVMValueRef strided = LLVMBuildICmp(b, LLVMIntEQ, t.arg[LJC_GEMM_WIN_SX], i64c(&t, 2), "");
+  LLVMValueRef long_rows = LLVMBuildICmp(b, LLVMIntSGT, t.arg[LJC_GEMM_WIN_OW], i64c(&t, t.vw), "");
   for (int cs = 1; cs <= 2; cs++)
-    for (int version = 0; version < 3; version++) {
-      if (version == 1 && cs > 1) continue;
-      t.cs = cs, t.rows = version < 2 ? 4 : 8, t.out_rows = FWD_ACC / t.rows, t.shared = version == 1;
-      LLVMValueRef when = version == 2 ? wide : LLVMBuildNot(b, wide, "");
-      if (cs == 1 && version < 2) when = LLVMBuildAnd(b, when, version ? shares : LLVMBuildNot(b, shares, ""), "");
-      when = LLVMBuildAnd(b, when, cs > 1 ? strided : LLVMBuildNot(b, strided, ""), "");
-      LLVMBasicBlockRef after = ljc_if_begin(ir, when, "taps.rows");
-      row_runs(&t, fwd_tile_rows);
-      ljc_if_end(ir, after);
-    }
+    for (int rows = 4; rows <= 8; rows *= 2)
+      for (int nv = 1; nv <= (cs == 1 ? FWD_NV : 1); nv++) {
+        t.cs = cs, t.rows = rows, t.out_rows = FWD_ACC / rows, t.nv = nv;
+        LLVMValueRef when = rows == 8 ? wide : LLVMBuildNot(b, wide, "");
+        when = LLVMBuildAnd(b, when, cs > 1 ? strided : LLVMBuildNot(b, strided, ""), "");
+        if (cs == 1) when = LLVMBuildAnd(b, when, nv > 1 ? long_rows : LLVMBuildNot(b, long_rows, ""), "");
+        LLVMBasicBlockRef after = ljc_if_begin(ir, when, "taps.rows");
+        row_runs(&t, fwd_tile_rows);
+        ljc_if_end(ir, after);
+      }
   LLVMBuildRetVoid(b);
 }
 
