@@ -512,9 +512,9 @@ static void fwd_channels(taps *t, const fwd_tile *f, LLVMValueRef y, int n, LLVM
 
 /* The tile's output rows y .. y + n - 1 at every vector of their positions, t->nv at a time,
  * each stored to the tile's rows of C (rows mrow[j], c0 the offset of matrix bi's row 0) from
- * their bias. */
+ * their bias; outside the image's rows (!t->inside), only those below OH. */
 static void fwd_rows(taps *t, fwd_tile *f, LLVMValueRef y, int n, const LLVMValueRef *mrow, LLVMValueRef c0,
-                     const LLVMValueRef *bias) {
+                     const LLVMValueRef *bias, LLVMValueRef OH) {
   ljc_ir *ir = t->ir;
   const LLVMValueRef *a = t->arg;
   LLVMValueRef OW = a[LJC_GEMM_WIN_OW];
@@ -533,13 +533,19 @@ static void fwd_rows(taps *t, fwd_tile *f, LLVMValueRef y, int n, const LLVMValu
     for (int j = 0; j < t->rows; j++) start[i * t->rows + j] = bias[j];
   fwd_channels(t, f, y, n, start, sums);
   for (int h = 0; h < n; h++)
-    for (int v = 0; v < t->nv; v++)
+    for (int v = 0; v < t->nv; v++) {
+      LLVMValueRef lanes = in_row[v];
+      if (!t->inside && h > 0) {
+        LLVMValueRef below = LLVMBuildICmp(t->b, LLVMIntSLT, add(t, y, i64c(t, h)), OH, "");
+        lanes = LLVMBuildAnd(t->b, lanes, ljc_splat(ir, below, t->mt), "");
+      }
       for (int j = 0; j < t->rows; j++) {
         LLVMValueRef pos = add(t, mul(t, add(t, y, i64c(t, h)), OW), x0[v]);
         LLVMValueRef off = add(t, add(t, c0, mul(t, mrow[j], a[LJC_GEMM_LDC])), pos);
         LLVMValueRef dst = at(t, a[LJC_GEMM_C], sub(t, off, a[LJC_GEMM_C_ORIGIN]));
-        ljc_masked_store(ir, sums[(h * t->nv + v) * t->rows + j], dst, 4, in_row[v]);
+        ljc_masked_store(ir, sums[(h * t->nv + v) * t->rows + j], dst, 4, lanes);
       }
+    }
   ljc_loop_end(ir, &V, NULL, NULL);
 }
 
@@ -585,23 +591,21 @@ static void fwd_tile_rows(taps *t, LLVMValueRef bi, LLVMValueRef m0, LLVMValueRe
   int n = t->out_rows;
   LLVMValueRef blocks_end = mulc(t, sdiv(t, OH, i64c(t, n)), n), lo, hi;
   fwd_inside(t, blocks_end, &lo, &hi);
-  /* the tiles at the image's edges: those from 0 before lo, then those from hi */
+  /* the tiles at the image's edges: those from 0 before lo, then those from hi, the last of an
+   * odd number of rows with its second row not stored (one copy of the tiles' code less to
+   * compile) */
+  LLVMValueRef all_end = mulc(t, sdiv(t, add(t, OH, i64c(t, n - 1)), i64c(t, n)), n);
   ljc_loop Y;
-  ljc_loop_begin_step(ir, &Y, i64c(t, 0), add(t, lo, sub(t, blocks_end, hi)), n, true, 0, NULL);
+  ljc_loop_begin_step(ir, &Y, i64c(t, 0), add(t, lo, sub(t, all_end, hi)), n, true, 0, NULL);
   LLVMValueRef past = add(t, Y.iv, sub(t, hi, lo));
   LLVMValueRef y = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, Y.iv, lo, ""), Y.iv, past, "");
-  fwd_rows(t, &f, y, n, mrow, c0, bias);
+  fwd_rows(t, &f, y, n, mrow, c0, bias, OH);
   ljc_loop_end(ir, &Y, NULL, NULL);
   t->inside = true;
   ljc_loop_begin_step(ir, &Y, lo, hi, n, true, 0, NULL);
-  fwd_rows(t, &f, Y.iv, n, mrow, c0, bias);
+  fwd_rows(t, &f, Y.iv, n, mrow, c0, bias, OH);
   ljc_loop_end(ir, &Y, NULL, NULL);
   t->inside = false;
-  if (n == 2) {
-    LLVMBasicBlockRef odd = ljc_if_begin(ir, LLVMBuildICmp(b, LLVMIntSLT, blocks_end, OH, ""), "taps.odd_row");
-    fwd_rows(t, &f, blocks_end, 1, mrow, c0, bias);
-    ljc_if_end(ir, odd);
-  }
 }
 
 /* The rows [BEGIN, END) of C (r = b·M + m), a matrix's run of them at a time, in tiles of
