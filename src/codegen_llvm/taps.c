@@ -553,7 +553,8 @@ static void fwd_rows(taps *t, fwd_tile *f, LLVMValueRef y, int n, const LLVMValu
  * taps read only rows in the image: those from *lo to *hi (y·sy ≥ py, and the last output
  * row's last tap row, (y + n - 1)·sy + 2·dy - py, below the image's height). Their loads need
  * no mask of the row, only the tap column's (the groups of 4 above, the kernel's fastest of
- * 100 runs: 2.3-3.3 ms with every tile's loads ANDing the row's mask, 2.3-2.7). */
+ * 100 runs in 6 alternated processes: 2.10-3.37 ms, median 2.48, with every tile's loads
+ * ANDing the row's mask; 1.84-2.52, median 2.04). */
 static void fwd_inside(taps *t, LLVMValueRef blocks_end, LLVMValueRef *lo, LLVMValueRef *hi) {
   ljc_ir *ir = t->ir;
   const LLVMValueRef *a = t->arg;
