@@ -265,6 +265,13 @@ static char *lowering_of(int n, lj_tensor *const *outs) {
   return text;
 }
 
+/* How many times `what` occurs in text. */
+static int occurrences(const char *text, const char *what) {
+  int n = 0;
+  for (const char *at = text; (at = strstr(at, what)) != NULL; at++) n++;
+  return n;
+}
+
 /* What p's kernels compute: im2cols (a window kernel's own, or one joined to another kernel)
  * and matmuls by the operand they pack from an image (ljg_mm_cols). */
 static void conv_kernels(const ljg_program *p, int *im2cols, int matmuls[3]) {
@@ -631,10 +638,7 @@ START_TEST(test_argmax_maps_found) {
       ljg_graph *opt;
       ljg_program *p = program_of_n(n, outs, &opt);
       char *lowering = ljc_lowering_text(p, NULL);
-      const char *found = lowering;
-      int count = 0;
-      while ((found = strstr(found, "stores what it maps them to")) != NULL) found++, count++;
-      ck_assert_msg(count == (mapped ? 1 : 0), "%s", lowering);
+      ck_assert_msg(occurrences(lowering, "stores what it maps them to") == (mapped ? 1 : 0), "%s", lowering);
       free(lowering);
       free_program(p, opt);
       tu_check_interp_tol(n, outs, 0, 0);
@@ -2385,10 +2389,15 @@ END_TEST
  * rows and columns: classes of unequal sizes), f64 5×5 of column stride 2 dilated along the
  * rows, f64 without padding (one vector of 8), rows of 200 (vectors inside the rows and the
  * image's in a loop), 1×17 (more taps than a pass of the weight gradient's accumulators);
- * values and gradients against the interpreter. A row stride along the image's columns (an
- * NHWC image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its own for a
- * batch this small) checks values only. */
+ * planes narrower than a cache line whose output is the source's size run flat (a vector over
+ * several rows, the taps' lanes outside the plane masked), the forward, the weight gradient
+ * and the input gradient alike: MobileNet's 3×3 over 7×7 (4 vectors, the last of one lane),
+ * 5×5 over 14×14 (13 vectors), f64 3×3 dilated along the rows over 6×5, 1×3 over 3×9; values
+ * and gradients against the interpreter. A row stride along the image's columns (an NHWC
+ * image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its own for a batch
+ * this small) checks values only. */
 START_TEST(test_depthwise_rows) {
+  static const char flat[] = "its planes run flat";
   static const struct {
     lj_dtype dt;
     int64_t x[4];
@@ -2397,17 +2406,22 @@ START_TEST(test_depthwise_rows) {
     int rows;        /* the forward alone reads the image's rows: 1, 0, or -1 not checked */
     int grad_rows;   /* with the gradients, so do the forward and the weight gradient */
     int image_rows;  /* and the input gradient sums dY's rows */
+    int flat;        /* kernels whose planes run flat: the forward's, the gradients' (-1 not checked) */
   } cases[] = {
-      {LJ_F32, {2, 8, 28, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true, false, 1, 1, 1},
-      {LJ_F32, {2, 8, 13, 70}, {5, 5}, {2, 2}, {1, 1}, {1, 2}, false, false, 1, 1, 1},
-      {LJ_F32, {1, 16, 9, 7}, {7, 7}, {3, 3}, {2, 1}, {1, 1}, true, false, 1, 1, 1},
-      {LJ_F32, {2, 8, 17, 35}, {3, 3}, {1, 1}, {2, 2}, {1, 1}, false, false, 1, 1, 1},
-      {LJ_F64, {1, 4, 12, 9}, {5, 5}, {2, 2}, {1, 2}, {2, 1}, true, false, 1, 1, 1},
-      {LJ_F64, {2, 4, 10, 10}, {3, 3}, {0, 0}, {1, 1}, {1, 1}, false, false, 1, 1, 1},
-      {LJ_F32, {1, 3, 5, 200}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1},
-      {LJ_F32, {1, 4, 3, 40}, {1, 17}, {0, 8}, {1, 1}, {1, 1}, false, false, 1, 1, 1},
-      {LJ_BF16, {2, 8, 12, 12}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, true, false, -1, -1, -1},
-      {LJ_F32, {2, 8, 12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true, 0, 0, -1},
+      {LJ_F32, {2, 8, 28, 32}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true, false, 1, 1, 1, 0},
+      {LJ_F32, {2, 8, 13, 70}, {5, 5}, {2, 2}, {1, 1}, {1, 2}, false, false, 1, 1, 1, 0},
+      {LJ_F32, {1, 16, 9, 7}, {7, 7}, {3, 3}, {2, 1}, {1, 1}, true, false, 1, 1, 1, 0},
+      {LJ_F32, {2, 8, 17, 35}, {3, 3}, {1, 1}, {2, 2}, {1, 1}, false, false, 1, 1, 1, 0},
+      {LJ_F64, {1, 4, 12, 9}, {5, 5}, {2, 2}, {1, 2}, {2, 1}, true, false, 1, 1, 1, 0},
+      {LJ_F64, {2, 4, 10, 10}, {3, 3}, {0, 0}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 0},
+      {LJ_F32, {1, 3, 5, 200}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 0},
+      {LJ_F32, {1, 4, 3, 40}, {1, 17}, {0, 8}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 0},
+      {LJ_BF16, {2, 8, 12, 12}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, true, false, -1, -1, -1, -1},
+      {LJ_F32, {2, 8, 12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true, 0, 0, -1, -1},
+      {LJ_F32, {2, 12, 7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true, false, 1, 1, 1, 1},
+      {LJ_F32, {1, 8, 14, 14}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 1},
+      {LJ_F64, {2, 4, 6, 5}, {3, 3}, {2, 1}, {1, 1}, {2, 1}, true, false, 1, 1, 1, 1},
+      {LJ_F32, {1, 4, 3, 9}, {1, 3}, {0, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 1},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     lj_dtype dt = cases[c].dt;
@@ -2435,6 +2449,7 @@ START_TEST(test_depthwise_rows) {
     ck_assert_msg(cases[c].rows < 0 || rows == (cases[c].rows == 1), "case %zu: %s", c, lowering);
     ck_assert_msg(cases[c].rows < 0 || epilogue == (rows && (cases[c].bias || bounds != 1)), "case %zu: %s", c,
                   lowering);
+    ck_assert_msg(cases[c].flat < 0 || occurrences(lowering, flat) == cases[c].flat, "case %zu: %s", c, lowering);
     free(lowering);
     free_program(p, opt);
     /* the forward product alone, of leaves that need no gradient; up to 49 products a sum,
@@ -2450,6 +2465,7 @@ START_TEST(test_depthwise_rows) {
     bool image = strstr(lowering, "the image is summed from the rows") != NULL;
     ck_assert_msg(cases[c].grad_rows < 0 || rows == (cases[c].grad_rows == 1), "case %zu: %s", c, lowering);
     ck_assert_msg(cases[c].image_rows < 0 || image == (cases[c].image_rows == 1), "case %zu: %s", c, lowering);
+    ck_assert_msg(cases[c].flat < 0 || occurrences(lowering, flat) == 2 * cases[c].flat, "case %zu: %s", c, lowering);
     free(lowering);
     free_program(p, opt);
     tu_check_interp_tol(3, outs, rtol, atol);
@@ -2465,9 +2481,11 @@ END_TEST
  * NaN right after it (the image a slice of a longer buffer): the edge rows' masked loads read
  * nothing past the image (compiled for AVX2, LLVM had loaded lanes past it from a mask that
  * ANDed the columns' lanes with the row's flag, a NaN in the gradient), for the host and AVX2;
- * against the interpreter. */
+ * so do the flat planes' (3×3 of stride 1 over 7×7: the forward and the weight gradient, whose
+ * last vector reaches past the image, and the input gradient); against the interpreter. */
 START_TEST(test_depthwise_rows_image_end) {
   static const char *const cpus[] = {NULL, "haswell"};
+  static const int64_t shapes[2][4] = {{2, 8, 17, 35}, {2, 8, 7, 7}};
   enum { N = 2 * 8 * 17 * 35, TAIL = 64 };
   for (size_t t = 0; t < 2; t++) {
     if (!tu_host_runs(cpus[t])) continue;
@@ -2475,21 +2493,25 @@ START_TEST(test_depthwise_rows_image_end) {
     cfg.cpu = cpus[t];
     cfg.num_threads = 2;
     ck_assert_int_eq(lj_init(&cfg), LJ_OK);
-    static float host[N + TAIL];
-    for (int i = 0; i < N + TAIL; i++) host[i] = i < N ? (float)(i * 7919 % 1000) / 1000 - 0.5f : NAN;
-    lj_tensor *flat = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(N + TAIL), host);
-    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 1, 3, 3), TU_ANY, 120);
-    ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
-    lj_scope_begin();
-    lj_tensor *x = lj_reshape(lj_slice(flat, 0, 0, N, 1), LJ_SHAPE(2, 8, 17, 35));
-    lj_tensor *y = lj_conv2d(x, w, NULL, (const int[]){2, 2}, (const int[]){1, 1}, NULL, 8);
-    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 121);
-    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
-    lj_tensor *dw = lj_tensor_grad(w);
-    tu_check_interp_tol(1, &dw, 1e-5, 5e-4);
-    lj_scope_end();
-    lj_tensor_release(flat);
-    lj_tensor_release(w);
+    for (int f = 0; f < 2; f++) {
+      const int64_t *shape = shapes[f], n = shape[0] * shape[1] * shape[2] * shape[3];
+      static float host[N + TAIL];
+      for (int i = 0; i < n + TAIL; i++) host[i] = i < n ? (float)(i * 7919 % 1000) / 1000 - 0.5f : NAN;
+      lj_tensor *flat = lj_tensor_from_host(lj_default_device(), LJ_F32, LJ_SHAPE(n + TAIL), host);
+      lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(8, 1, 3, 3), TU_ANY, 120);
+      ck_assert_int_eq(lj_tensor_set_requires_grad(w, true), LJ_OK);
+      ck_assert_int_eq(lj_tensor_set_requires_grad(flat, f == 1), LJ_OK);
+      lj_scope_begin();
+      lj_tensor *x = lj_reshape(lj_slice(flat, 0, 0, n, 1), 4, shape);
+      lj_tensor *y = lj_conv2d(x, w, NULL, f ? NULL : (const int[]){2, 2}, (const int[]){1, 1}, NULL, 8);
+      lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 121);
+      ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+      lj_tensor *outs[3] = {lj_tensor_grad(w), y, lj_tensor_grad(flat)};
+      tu_check_interp_tol(f ? 3 : 1, outs, 1e-5, 5e-4);
+      lj_scope_end();
+      lj_tensor_release(flat);
+      lj_tensor_release(w);
+    }
     lj_shutdown();
   }
 }

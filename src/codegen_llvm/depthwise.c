@@ -339,6 +339,7 @@ typedef struct row_gen {
   ljc_kctx *kc;
   const dw_plane *pl;
   int vw;
+  bool flat;                /* the plane runs flat (runs_flat) */
   LLVMTypeRef vt, st, pair; /* pair: the vector of cs·vw lanes a tap's source columns lie in */
   int nrows;                /* output rows the code computes at a time (emit_sums) */
   LLVMValueRef rows[SUM_ROWS][2][TAPS_MAX], inside[2][TAPS_MAX];
@@ -518,10 +519,32 @@ static void emit_plane_rows(row_gen *g, int nrows, int group, void (*row_start)(
   emit_rows(g, y_hi, pl->out_h, false, 1, group, row_start);
 }
 
-static row_gen row_gen_of(ljc_kctx *kc, const dw_plane *pl) {
+/* Planes of stride 1 whose rows are narrower than a cache line and whose source and output
+ * are the same size ("same" padding; MobileNet's last depthwise convolutions, over 14×14 and
+ * 7×7) run flat: a vector holds positions of the plane's rows one after another, and tap (ro,
+ * co) reads the source at the positions' p + ro·W + co, its lanes whose source row or column
+ * lies outside the plane masked (constants: the plane's size is the kernel's). Row by row, a
+ * 7×7 plane takes 14 vectors of 4 lanes a tap (two a row), flat 4 of 16. At most
+ * FLAT_PLANE_BYTES a plane (16 vectors of AVX-512, the code of each unrolled). */
+enum { FLAT_PLANE_BYTES = 1024 };
+
+/* Whether plane pl runs flat (above): the source and output dense. */
+static bool runs_flat(const dw_plane *pl) {
+  int64_t esize = lj_dtype_size(pl->dt);
+  return pl->rs == 1 && pl->cs == 1 && pl->nq == 1 && pl->src_h == pl->out_h && pl->src_w == pl->out_w &&
+         pl->src_rs == pl->src_w && pl->out_cols == pl->out_w && pl->out_w * esize < LJC_LINE_BYTES &&
+         pl->out_h * pl->out_w * esize <= FLAT_PLANE_BYTES;
+}
+
+static int64_t flat_vectors(const dw_plane *pl, int vw) { return (pl->out_h * pl->out_w + vw - 1) / vw; }
+
+/* The code of plane pl: vectors of the target's width where the plane runs flat (and `dense`:
+ * its output rows lie one after another), else halved down to its rows' width. */
+static row_gen row_gen_of(ljc_kctx *kc, const dw_plane *pl, bool dense) {
   row_gen g = {.kc = kc, .pl = pl};
   g.vw = kc->ir->vec_bytes / (int)lj_dtype_size(pl->dt);
-  while (g.vw > pl->out_w && g.vw > 1) g.vw /= 2;
+  g.flat = dense && runs_flat(pl);
+  while (!g.flat && g.vw > pl->out_w && g.vw > 1) g.vw /= 2;
   g.vt = LLVMVectorType(ljc_compute_type(kc->ir, pl->dt), (unsigned)g.vw);
   g.pair = LLVMVectorType(ljc_compute_type(kc->ir, pl->dt), (unsigned)(g.vw * pl->cs));
   g.st = ljc_storage_type(kc->ir, pl->dt);
@@ -551,6 +574,17 @@ static bool before(const dw_plane *pl, row_tap a, row_tap b) {
   if (sa != sb) return sa < sb;
   if (ta->co != tb->co) return ta->co < tb->co;
   return a.r != b.r ? a.r < b.r : a.q != b.q ? a.q < b.q : a.i < b.i;
+}
+
+/* y within g's bounds (lower_expr.c's relu and where: -0 and NaN kept). */
+static LLVMValueRef bounded(row_gen *g, LLVMValueRef y) {
+  LLVMBuilderRef b = g->kc->ir->b;
+  for (int i = 0; i < g->bounds.n; i++) {
+    LLVMValueRef bound = ljc_splat(g->kc->ir, g->bounds.value[i], LLVMTypeOf(y));
+    LLVMRealPredicate beyond = g->bounds.upper[i] ? LLVMRealOGT : LLVMRealOLT;
+    y = LLVMBuildSelect(b, LLVMBuildFCmp(b, beyond, y, bound, ""), bound, y, "");
+  }
+  return y;
 }
 
 /* emit_sums' nv vectors of each of the block's rows: each class's Σ over its taps, one
@@ -593,15 +627,63 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
                                                             LLVMConstVector(lanes, (unsigned)(2 * g->vw)), "");
       LLVMValueRef x = LLVMBuildNSWMul(b, x0[v], ljc_i64(ir, pl->nq), "");
       LLVMValueRef at = LLVMBuildInBoundsGEP2(b, g->st, g->dst_row[r], &x, 1, "");
-      for (int i = 0; i < g->bounds.n; i++) { /* lower_expr.c's relu and where: -0 and NaN kept */
-        LLVMValueRef bound = ljc_splat(ir, g->bounds.value[i], LLVMTypeOf(y));
-        LLVMRealPredicate beyond = g->bounds.upper[i] ? LLVMRealOGT : LLVMRealOLT;
-        y = LLVMBuildSelect(b, LLVMBuildFCmp(b, beyond, y, bound, ""), bound, y, "");
-      }
-      y = ljc_to_storage(ir, y, pl->dt);
+      y = ljc_to_storage(ir, bounded(g, y), pl->dt);
       if (plain) LLVMSetAlignment(LLVMBuildStore(b, y, at), g->dst_align);
       else ljc_masked_store(ir, y, at, (int)esize, lanes_below(g, x, g->vw * pl->nq, 1, pl->out_cols));
     }
+}
+
+/* The lanes of a flat plane's vector v (positions v·vw + l) that lie in the plane and, for tap
+ * tp (none where NULL), whose source lies in it: into mask (vw i1 constants); returns how many. */
+static int flat_lanes(const row_gen *g, int64_t v, const dw_tap *tp, LLVMValueRef *mask) {
+  const dw_plane *pl = g->pl;
+  int n = 0;
+  for (int l = 0; l < g->vw; l++) {
+    int64_t p = v * g->vw + l, y = p / pl->out_w, x = p % pl->out_w;
+    bool in = p < pl->out_h * pl->out_w;
+    if (tp) in = in && y + tp->ro >= 0 && y + tp->ro < pl->src_h && x + tp->co >= 0 && x + tp->co < pl->src_w;
+    mask[l] = ljc_const_i(g->kc->ir->i1, in);
+    n += in;
+  }
+  return n;
+}
+
+/* The source's vector under tap tp of a flat plane's vector v, its lanes outside the plane 0;
+ * NULL where no lane's source lies in the plane. */
+static LLVMValueRef flat_tap(row_gen *g, int64_t v, const dw_tap *tp) {
+  LLVMValueRef mask[64];
+  int n = flat_lanes(g, v, tp, mask);
+  if (!n) return NULL;
+  LLVMValueRef at = ljc_i64(g->kc->ir, v * g->vw + tp->ro * g->pl->src_w + tp->co);
+  return load_vector(g, g->vt, g->pl->src, at, n == g->vw ? NULL : LLVMConstVector(mask, (unsigned)g->vw));
+}
+
+/* emit_sums over a flat plane into dst's positions: each vector's sum over the taps from the
+ * bias, bounded and stored (masked past the plane), the taps' weights broadcast once. */
+static void flat_sums(row_gen *g, LLVMValueRef dst) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMBuilderRef b = ir->b;
+  const dw_plane *pl = g->pl;
+  LLVMValueRef wv[TAPS_MAX], mask[64];
+  for (int i = 0; i < pl->ntaps[0]; i++) {
+    LLVMValueRef off = ljc_i64(ir, pl->taps[0][i].t * g->w_stride);
+    LLVMValueRef wt = LLVMBuildLoad2(b, g->st, LLVMBuildInBoundsGEP2(b, g->st, g->w, &off, 1, ""), "");
+    wv[i] = ljc_splat(ir, ljc_from_storage(ir, wt, pl->dt), g->vt);
+  }
+  int esize = (int)lj_dtype_size(pl->dt);
+  for (int64_t v = 0; v < flat_vectors(pl, g->vw); v++) {
+    LLVMValueRef acc = g->bias ? ljc_splat(ir, g->bias, g->vt) : LLVMConstNull(g->vt);
+    for (int i = 0; i < pl->ntaps[0]; i++) {
+      LLVMValueRef x = flat_tap(g, v, &pl->taps[0][i]);
+      if (x) acc = ljc_fmuladd(ir, x, wv[i], acc);
+    }
+    LLVMValueRef y = ljc_to_storage(ir, bounded(g, acc), pl->dt), off = ljc_i64(ir, v * g->vw);
+    LLVMValueRef at = LLVMBuildInBoundsGEP2(b, g->st, dst, &off, 1, "");
+    if (flat_lanes(g, v, NULL, mask) == g->vw)
+      LLVMSetAlignment(LLVMBuildStore(b, y, at), (unsigned)esize);
+    else
+      ljc_masked_store(ir, y, at, esize, LLVMConstVector(mask, (unsigned)g->vw));
+  }
 }
 
 /* out[y, x] = *bias (0 where NULL) + Σ over the taps of the source under the tap times its
@@ -613,13 +695,17 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
  * of 12.7. */
 static void emit_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef w, int64_t w_stride, LLVMValueRef bias,
                       const dw_bounds *bounds, LLVMValueRef dst, int64_t dst_rs, int64_t d0, bool lines) {
-  row_gen g = row_gen_of(kc, pl);
+  row_gen g = row_gen_of(kc, pl, dst_rs == 1 && d0 == 0);
   g.w = w, g.w_stride = w_stride, g.dst = dst, g.dst_rs = dst_rs, g.d0 = d0, g.vectors = sum_vectors;
   if (bounds) g.bounds = *bounds;
   if (bias) g.bias = ljc_from_storage(kc->ir, LLVMBuildLoad2(kc->ir->b, g.st, bias, ""), pl->dt);
   unsigned esize = (unsigned)lj_dtype_size(pl->dt), vector = (unsigned)g.vw * (unsigned)pl->nq * esize;
   bool aligned = lines && pl->out_cols * esize % LJC_LINE_BYTES == 0;
   g.dst_align = aligned ? (vector < LJC_LINE_BYTES ? vector : LJC_LINE_BYTES) : esize;
+  if (g.flat) {
+    flat_sums(&g, dst);
+    return;
+  }
   int64_t vectors = (pl->out_w + g.vw - 1) / g.vw;
   emit_plane_rows(&g, pl->rs == 1 && pl->cs == 1 && pl->nq == 1 ? SUM_ROWS : 1,
                   vectors < SUM_VECTORS ? (int)vectors : SUM_VECTORS, sums_row);
@@ -646,6 +732,21 @@ static void weight_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plai
     }
 }
 
+/* emit_weight_sums over a flat plane: each of dY's vectors (masked past the plane) times the
+ * source's under each tap into the tap's accumulator. */
+static void flat_weight_sums(row_gen *g) {
+  LLVMValueRef mask[64];
+  for (int64_t v = 0; v < flat_vectors(g->pl, g->vw); v++) {
+    bool whole = flat_lanes(g, v, NULL, mask) == g->vw;
+    LLVMValueRef dy = load_vector(g, g->vt, g->dy, ljc_i64(g->kc->ir, v * g->vw),
+                                  whole ? NULL : LLVMConstVector(mask, (unsigned)g->vw));
+    for (int i = 0; i < g->pl->ntaps[0]; i++) {
+      LLVMValueRef x = flat_tap(g, v, &g->pl->taps[0][i]);
+      if (x) g->acc[i] = ljc_fmuladd(g->kc->ir, x, dy, g->acc[i]);
+    }
+  }
+}
+
 /* dw[t·out_stride] = Σ over the output's positions of dY (its rows contiguous from dy) times
  * the source under tap t: a vector accumulator a tap, WEIGHT_ACCS taps a pass over dY, a
  * vector of a row's positions at a time (of stride 1, of SUM_ROWS rows, which share the
@@ -659,10 +760,13 @@ static void emit_weight_sums(ljc_kctx *kc, const dw_plane *pl, LLVMValueRef dy, 
     dw_plane pass = *pl;
     pass.ntaps[0] = pl->ntaps[0] - t0 < WEIGHT_ACCS ? pl->ntaps[0] - t0 : WEIGHT_ACCS;
     memmove(pass.taps[0], pl->taps[0] + t0, (size_t)pass.ntaps[0] * sizeof *pass.taps[0]);
-    row_gen g = row_gen_of(kc, &pass);
+    row_gen g = row_gen_of(kc, &pass, true);
     g.dy = dy, g.vectors = weight_vectors, g.nacc = pass.ntaps[0];
     for (int i = 0; i < g.nacc; i++) g.acc[i] = LLVMConstNull(g.vt);
-    emit_plane_rows(&g, pl->rs == 1 && pl->cs == 1 ? SUM_ROWS : 1, 1, weight_row);
+    if (g.flat)
+      flat_weight_sums(&g);
+    else
+      emit_plane_rows(&g, pl->rs == 1 && pl->cs == 1 ? SUM_ROWS : 1, 1, weight_row);
     for (int i = 0; i < g.nacc; i++) {
       LLVMValueRef args[2] = {ljc_const_f(ct, 0), g.acc[i]};
       LLVMValueRef sum = ljc_intrinsic_over(ir, "vector.reduce.fadd", 1, &g.vt, 2, args);
@@ -779,4 +883,16 @@ void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi) {
               !kc->slot_origin[k->win_out_slot]);
   }
   ljc_loop_end(ir, &task, NULL, NULL);
+}
+
+bool ljc_depthwise_flat(const ljg_program *p, const ljg_kernel *k) {
+  dw_plane pl;
+  if (ljc_depthwise_image(p, k)) {
+    if (k->win[2] != 1) return false; /* rows of the image apart (emit_sums' dst_rs) */
+    pl = dy_plane(k, 0);
+  } else {
+    if (!ljc_depthwise_cols(p, k)) return false;
+    pl = image_plane(k);
+  }
+  return runs_flat(&pl);
 }

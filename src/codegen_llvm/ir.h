@@ -262,6 +262,10 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
 bool ljc_depthwise_image(const ljg_program *p, const ljg_kernel *k);
 /* The image of ljc_depthwise_image on the planes [lo, hi). */
 void ljc_emit_depthwise_image(ljc_kctx *kc, LLVMValueRef lo, LLVMValueRef hi);
+/* Whether the planes of kernel k's depthwise products (ljc_depthwise_cols or
+ * ljc_depthwise_image) run flat: a vector over several of their rows, small planes of stride
+ * 1 whose output is the size of the source. */
+bool ljc_depthwise_flat(const ljg_program *p, const ljg_kernel *k);
 
 /* gemm.c: the matmul routines, each compiled once per session into a module of its own:
  * void lj_gemm_<f32|f64>_<variant>[_a_window](i64 *args), where args is the argument block below (the

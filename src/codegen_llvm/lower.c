@@ -1665,6 +1665,7 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (ljc_depthwise_image(p, k))
       ljb_str_printf(&line, "; nest %d and the col2im not run: the image is summed from the rows nest %d reads",
                      k->win_at - 1, k->win_at - 1);
+    if (ljc_depthwise_flat(p, k)) ljb_str_puts(&line, "; its planes run flat: a vector over several of their rows");
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
