@@ -2389,11 +2389,11 @@ END_TEST
  * rows and columns: classes of unequal sizes), f64 5×5 of column stride 2 dilated along the
  * rows, f64 without padding (one vector of 8), rows of 200 (vectors inside the rows and the
  * image's in a loop), 1×17 (more taps than a pass of the weight gradient's accumulators);
- * planes narrower than a cache line whose output is the source's size run flat (a vector over
- * several rows, the taps' lanes outside the plane masked), the forward, the weight gradient
- * and the input gradient alike: MobileNet's 3×3 over 7×7 (4 vectors, the last of one lane),
- * 5×5 over 14×14 (13 vectors), f64 3×3 dilated along the rows over 6×5, 1×3 over 3×9; values
- * and gradients against the interpreter. A row stride along the image's columns (an NHWC
+ * planes whose rows take at most half a cache line and whose output is the source's size run
+ * flat (a vector over several rows, the taps' lanes outside the plane masked), the forward,
+ * the weight gradient and the input gradient alike: MobileNet's 3×3 over 7×7 (4 vectors, the
+ * last of one lane), 5×5 over 32×8 (16 vectors, 1 KiB), f64 3×3 dilated along the rows over
+ * 6×4, 1×3 over 3×6, and not rows of 10; values and gradients against the interpreter. A row stride along the image's columns (an NHWC
  * image) keeps the im2col; bf16 (computed in f32, its im2col a kernel of its own for a batch
  * this small) checks values only. */
 START_TEST(test_depthwise_rows) {
@@ -2417,11 +2417,12 @@ START_TEST(test_depthwise_rows) {
       {LJ_F32, {1, 3, 5, 200}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 0},
       {LJ_F32, {1, 4, 3, 40}, {1, 17}, {0, 8}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 0},
       {LJ_BF16, {2, 8, 12, 12}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, true, false, -1, -1, -1, -1},
-      {LJ_F32, {2, 8, 12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true, 0, 0, -1, -1},
+      {LJ_F32, {2, 8, 12, 12}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, true, 0, 0, -1, 0},
       {LJ_F32, {2, 12, 7, 7}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, true, false, 1, 1, 1, 1},
-      {LJ_F32, {1, 8, 14, 14}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 1},
-      {LJ_F64, {2, 4, 6, 5}, {3, 3}, {2, 1}, {1, 1}, {2, 1}, true, false, 1, 1, 1, 1},
-      {LJ_F32, {1, 4, 3, 9}, {1, 3}, {0, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 1},
+      {LJ_F32, {1, 8, 32, 8}, {5, 5}, {2, 2}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 1},
+      {LJ_F64, {2, 4, 6, 4}, {3, 3}, {2, 1}, {1, 1}, {2, 1}, true, false, 1, 1, 1, 1},
+      {LJ_F32, {1, 4, 3, 6}, {1, 3}, {0, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 1},
+      {LJ_F32, {1, 4, 10, 10}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false, false, 1, 1, 1, 0},
   };
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     lj_dtype dt = cases[c].dt;
