@@ -529,9 +529,10 @@ static void emit_plane_rows(row_gen *g, int nrows, int group, void (*row_start)(
  * and relu6 at batch 32, one Zen 5 thread, row by row -> flat: 960 channels of 7×7 forward
  * 1.24-1.31 -> 0.47-0.52 ms, with both gradients 4.8 -> 2.7-2.8; of 5×5 0.53-0.76 -> 0.34-0.40
  * and 1.58-1.63 -> 1.17-1.19; 576 channels of 8×8 0.42-0.43 -> 0.26-0.29 and 1.09-1.12 either
- * way. Wider rows lost: 10×10 0.66-0.86 ms against 0.76-0.79, 12×12 0.87 against 1.08-1.14,
- * 14×14 1.56-1.74 against 1.69-1.74 (its 13 vectors a tap, most loads across two lines and
- * each mask a constant of its own, against two vectors a row of 8 lanes that share loads). */
+ * way (medians of 60-100 steps). Wider rows lost: 10×10 0.66-0.86 ms against 0.76-0.79,
+ * 12×12 0.87 against 1.08-1.14, 14×14 1.56-1.74 against 1.69-1.74, though flat a 14×14 plane
+ * takes 114 multiply-adds of 16 lanes against the rows' 252 of 8 (why, not found: not the
+ * source's and output's offsets mod 4 KiB, moved by up to 2 KiB). */
 enum { FLAT_PLANE_BYTES = 1024 };
 
 /* Whether plane pl runs flat (above): the source and output dense. */
