@@ -2518,6 +2518,45 @@ START_TEST(test_depthwise_rows_image_end) {
 }
 END_TEST
 
+/* A depthwise convolution with its bias and bounds followed by a 1×1 convolution
+ * (MobileNetV2's block): the nest after the bounds copies the depthwise output into the 1×1's
+ * operand, [C, N·P], and the sums write that layout themselves (neither nest runs), flat over
+ * 7×7 planes with a bias and ReLU6, by rows over 10×10 with a bias and a relu; values against
+ * the interpreter, forward, then with the gradients of the input and both weights. */
+START_TEST(test_depthwise_then_pointwise) {
+  static const int64_t sides[2] = {7, 10};
+  for (int c = 0; c < 2; c++) {
+    lj_tensor *x = tu_tensor(LJ_F32, LJ_SHAPE(4, 96, sides[c], sides[c]), TU_ANY, 130 + (uint64_t)c);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(96, 1, 3, 3), TU_ANY, 132 + (uint64_t)c);
+    lj_tensor *b = tu_tensor(LJ_F32, LJ_SHAPE(96), TU_ANY, 134 + (uint64_t)c);
+    lj_tensor *w1 = tu_tensor(LJ_F32, LJ_SHAPE(16, 96, 1, 1), TU_ANY, 136 + (uint64_t)c);
+    lj_scope_begin();
+    lj_tensor *h = lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, 96);
+    h = c ? lj_relu(h) : lj_clamp(h, 0, 6);
+    lj_tensor *y = lj_conv2d(h, w1, NULL, NULL, NULL, NULL, 1);
+    ck_assert_msg(y, "%s", lj_last_error());
+    char *lowering = lowering_of(1, &y);
+    ck_assert_msg(occurrences(lowering, "sums write its output") == 1, "%s", lowering);
+    ck_assert_msg(occurrences(lowering, "its planes run flat") == (c ? 0 : 1), "%s", lowering);
+    free(lowering);
+    tu_check_interp_tol(1, &y, 1e-5, 5e-4); /* sums of 96 products */
+    lj_scope_end();
+    lj_tensor *leaves[3] = {x, w, w1};
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(lj_tensor_set_requires_grad(leaves[i], true), LJ_OK);
+    lj_scope_begin();
+    h = lj_conv2d(x, w, b, NULL, (const int[]){1, 1}, NULL, 96);
+    y = lj_conv2d(c ? lj_relu(h) : lj_clamp(h, 0, 6), w1, NULL, NULL, NULL, NULL, 1);
+    lj_tensor *g = tu_tensor(LJ_F32, lj_tensor_ndim(y), lj_tensor_shape(y), TU_ANY, 138 + (uint64_t)c);
+    ck_assert_int_eq(lj_backward(lj_sum(lj_mul(y, g), 0, NULL, false)), LJ_OK);
+    lj_tensor *outs[4] = {y, lj_tensor_grad(x), lj_tensor_grad(w), lj_tensor_grad(w1)};
+    tu_check_interp_tol(4, outs, 1e-5, 5e-4);
+    lj_scope_end();
+    for (int i = 0; i < 3; i++) lj_tensor_release(leaves[i]);
+    lj_tensor_release(b);
+  }
+}
+END_TEST
+
 /* softmax(Q·Kᵀ·s)·V for q, k of [B, M, D] and [B, N, D], v of [B, N, E]. */
 static lj_tensor *attention(lj_tensor *q, lj_tensor *k, lj_tensor *v, double scale) {
   return lj_matmul(lj_softmax(lj_mul_scalar(lj_matmul(q, lj_transpose(k, 1, 2)), scale), 2), v);
@@ -3702,6 +3741,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_depthwise_conv);
   tcase_add_test(tc, test_depthwise_rows);
   tcase_add_test(tc, test_depthwise_rows_image_end);
+  tcase_add_test(tc, test_depthwise_then_pointwise);
   tcase_add_test(tc, test_product_softmax_parts);
   tcase_add_test(tc, test_conv_implicit_gemm);
   tcase_add_test(tc, test_conv_1x1_side_by_side);

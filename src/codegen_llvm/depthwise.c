@@ -169,12 +169,14 @@ bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s) {
 /* What nest s + 1 of kernel k does to the forward sums of nest s (DW_FORWARD), which then
  * take it on and go to nest s + 1's output: it adds a bias (a load the same for every position
  * that is not LOCAL), then bounds the values, or one of them, to nest s's LOCAL sums, read
- * where they lie and by no other nest; alone in its loop, over the planes' positions ([.., P],
- * one dim fewer than nest s), its output contiguous along them. The bounds, in the order
+ * where they lie and by no other nest; alone in its loop (or with nest s + 2, which copies its
+ * output: copies_out, the sums then writing nest s + 2's), over the planes' positions ([..,
+ * P], one dim fewer than nest s), the output contiguous along them. The bounds, in the order
  * they apply, the last first: a relu, where(v < b, b, v) and where(v > b, b, v) for b a
  * constant or a scalar (a clamp's: lj_clamp, ReLU6). */
 enum { BOUNDS_MAX = 4 };
 typedef struct dw_epilogue {
+  int out;                   /* the nest whose output the sums write: s + 1, or the copy s + 2 */
   int32_t bias;              /* the bias LOAD, or -1 */
   int nbounds;
   int32_t bound[BOUNDS_MAX]; /* the bound b, or -1 for a relu's 0; the outermost first */
@@ -208,12 +210,31 @@ static bool bound_of(const ljg_kernel *k, int32_t e, lj_dtype dt, dw_epilogue *e
   return true;
 }
 
-/* False when nest s + 1 is not such a nest. */
+/* Whether nest c of kernel k copies what nest a writes to a LOCAL slot that no other nest reads
+ * into a layout of its own, contiguous along the last dim, in a's loop alone with it: a
+ * depthwise convolution's output, planes of [N, C, P], copied to the [C, N·P] of the 1×1
+ * convolution after it. */
+static bool copies_out(const ljg_program *p, const ljg_kernel *k, int a, int c) {
+  if (c >= k->nnests || ljc_nest_loop_end(k, a) != c) return false;
+  const ljg_nest *na = &k->nests[a], *nc = &k->nests[c];
+  const ljg_kexpr *x = &k->exprs[nc->value];
+  const ljg_view *cv = &k->views[nc->out_view];
+  return nc->ndim == na->ndim && !memcmp(nc->shape, na->shape, (size_t)na->ndim * sizeof *na->shape) && !nc->rmask &&
+         nc->scatter_index < 0 && nc->out_dtype == na->out_dtype && x->kind == LJG_X_LOAD && x->slot == na->out_slot &&
+         ljg_view_equal(&k->views[x->view], &k->views[na->out_view]) &&
+         p->slots[na->out_slot].kind == LJG_SLOT_LOCAL && !ljg_nests_read(k, na->out_slot, a, c) && cv->n == 1 &&
+         cv->v[0].stride[nc->ndim - 1] == 1;
+}
+
+/* False when nest s + 1 is not such a nest (nor one whose output nest s + 2 copies alone in
+ * its loop: copies_out). */
 static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, dw_epilogue *ep) {
   int32_t unused;
-  if (s + 1 >= k->nnests || form(p, k, s, &unused) != DW_FORWARD || !ljc_nest_alone(k, s + 1)) return false;
+  if (s + 1 >= k->nnests || form(p, k, s, &unused) != DW_FORWARD) return false;
+  ep->out = ljc_nest_alone(k, s + 1) ? s + 1 : copies_out(p, k, s + 1, s + 2) ? s + 2 : -1;
+  if (ep->out < 0) return false;
   const ljg_nest *n = &k->nests[s], *a = &k->nests[s + 1];
-  const ljg_view *ov = &k->views[n->out_view], *av = &k->views[a->out_view];
+  const ljg_view *ov = &k->views[n->out_view], *av = &k->views[k->nests[ep->out].out_view];
   int d = a->ndim;
   lj_dtype dt = (lj_dtype)k->win_dtype;
   /* nest s + 1 over [N·C, P] where nest s is over [N, C, P, KK]: the planes flattened, as
@@ -244,16 +265,18 @@ static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, dw_epi
   return false;
 }
 
-bool ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s) {
+int ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s) {
   dw_epilogue ep;
-  return s >= 1 && ljc_depthwise_cols(p, k) && epilogue_of(p, k, s - 1, &ep);
+  if (s < 1 || !ljc_depthwise_cols(p, k)) return -1;
+  if (epilogue_of(p, k, s - 1, &ep)) return s - 1;
+  return s >= 2 && epilogue_of(p, k, s - 2, &ep) && ep.out == s ? s - 2 : -1;
 }
 
 bool ljc_depthwise_writes_rows(const ljg_program *p, const ljg_kernel *k, int s) {
   int32_t unused;
   if (!ljc_depthwise_cols(p, k) || s < 0 || s >= k->nnests) return false;
   dw_epilogue ep;
-  return ljc_depthwise_epilogue(p, k, s) || (form(p, k, s, &unused) == DW_FORWARD && !epilogue_of(p, k, s, &ep));
+  return ljc_depthwise_epilogue(p, k, s) >= 0 || (form(p, k, s, &unused) == DW_FORWARD && !epilogue_of(p, k, s, &ep));
 }
 
 /* Whether expression e is dY times the weight, the input gradient's product over a nest of d
@@ -822,9 +845,9 @@ void ljc_emit_depthwise_nest(ljc_kctx *kc, int s, LLVMValueRef lo, LLVMValueRef 
   bool split = n->ndim == 4;
   ljc_point img = plane_origin(4, true, task.iv, in, c, zero), pt = plane_origin(n->ndim, split, task.iv, in, c, zero);
   pl.src = plane_at(kc, k->win_src, &img);
-  dw_epilogue ep = {-1, 0, {0}, {0}};
+  dw_epilogue ep = {-1, -1, 0, {0}, {0}};
   bool epilogue = f == DW_FORWARD && epilogue_of(kc->p, k, s, &ep);
-  const ljg_nest *o = epilogue ? &k->nests[s + 1] : n; /* the nest whose output the sums write */
+  const ljg_nest *o = epilogue ? &k->nests[ep.out] : n; /* the nest whose output the sums write */
   ljc_point opt = plane_origin(o->ndim, epilogue ? o->ndim == 3 : split, task.iv, in, c, zero);
   dw_bounds bounds = {ep.nbounds, {0}, {0}};
   for (int i = 0; i < ep.nbounds; i++) { /* the innermost (the last) first */

@@ -247,10 +247,12 @@ void ljc_fail_where(ljc_kctx *kc, int check, LLVMValueRef bad, LLVMValueRef valu
 bool ljc_depthwise_cols(const ljg_program *p, const ljg_kernel *k);
 /* Whether nest s of kernel k is one of those (and ljc_depthwise_cols holds). */
 bool ljc_depthwise_nest(const ljg_program *p, const ljg_kernel *k, int s);
-/* Whether nest s of kernel k is not run: it adds a bias to the depthwise sums of nest s - 1,
- * or bounds them (a relu, a clamp), or both, which the sums do themselves, writing its output
- * instead. */
-bool ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s);
+/* The nest whose depthwise sums take nest s of kernel k on (nest s not run), or -1: nest s
+ * adds a bias to the sums of nest s - 1, or bounds them (a relu, a clamp), or both, which
+ * the sums do themselves, writing its output instead; or it copies what such a nest s - 1
+ * wrote into a layout of its own (the planes of a 1×1 convolution's operand after a depthwise
+ * one), which the sums then write. */
+int ljc_depthwise_epilogue(const ljg_program *p, const ljg_kernel *k, int s);
 /* Whether the output of nest s of kernel k is written a row of the convolution's output at a
  * time by depthwise sums (of nest s, or of nest s - 1 when nest s is their epilogue). */
 bool ljc_depthwise_writes_rows(const ljg_program *p, const ljg_kernel *k, int s);
@@ -408,6 +410,8 @@ bool ljc_gemm_bias_relu(const ljg_kernel *k);
 bool ljc_gemm_b_sum(const ljg_program *p, int ki, int *kj, int *nest, int64_t *at, int64_t *step);
 /* lower.c: whether nest s of kernel k runs a loop of its own (shares none with another). */
 bool ljc_nest_alone(const ljg_kernel *k, int s);
+/* lower.c: the last nest of kernel k that runs in the loop of nest s (s where it is alone). */
+int ljc_nest_loop_end(const ljg_kernel *k, int s);
 /* lower.c: whether kernel k is a max-pool's gradient whose column buffer is not written: its
  * code stores each row of the image, a plane after another, from the windows' values and
  * positions (the image's rows at whole vectors of each plane's start). */

@@ -1555,13 +1555,15 @@ static void loop_groups(const ljg_kernel *k, int *last) {
   }
 }
 
-bool ljc_nest_alone(const ljg_kernel *k, int s) {
+int ljc_nest_loop_end(const ljg_kernel *k, int s) {
   int *last = ljb_xalloc(((size_t)k->nnests + 1) * sizeof *last);
   loop_groups(k, last);
-  bool alone = last[s] == s;
+  int end = last[s];
   free(last);
-  return alone;
+  return end;
 }
+
+bool ljc_nest_alone(const ljg_kernel *k, int s) { return ljc_nest_loop_end(k, s) == s; }
 
 /* The earlier kernel whose routine writes nest s of kernel ki (ljc_gemm_b_sum), or -1. */
 static int summed_by(const ljg_program *p, int ki, int s) {
@@ -1658,10 +1660,14 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (pools_rows(p, k, last, k->win_at))
       ljb_str_printf(&line, "; nest %d reads its windows from the image's rows: its im2col not run", k->win_at);
     if (ljc_depthwise_cols(p, k)) depthwise_text(&line, p, k);
-    for (int s = 0; s < k->nnests; s++)
-      if (ljc_depthwise_epilogue(p, k, s))
+    for (int s = 0; s < k->nnests; s++) {
+      int sums = ljc_depthwise_epilogue(p, k, s);
+      if (sums >= 0 && sums == s - 1)
         ljb_str_printf(&line, "; nest %d not run: nest %d's sums add its bias or bound it and write its output", s,
-                       s - 1);
+                       sums);
+      else if (sums >= 0)
+        ljb_str_printf(&line, "; nest %d not run: nest %d's sums write its output", s, sums);
+    }
     if (ljc_depthwise_image(p, k))
       ljb_str_printf(&line, "; nest %d and the col2im not run: the image is summed from the rows nest %d reads",
                      k->win_at - 1, k->win_at - 1);
@@ -2171,7 +2177,7 @@ static void emit_row_blocks(ljc_kctx *kc, const int *nest_check, int nnests, LLV
       if (k->win_at == s && image) ljc_emit_depthwise_image(kc, lo, hi);
       else if (k->win_at == s && !cols) emit_window(kc, lo, hi);
       if (cols && ljc_depthwise_nest(kc->p, k, s)) ljc_emit_depthwise_nest(kc, s, lo, hi);
-      else if (!(image && s == k->win_at - 1) && !(cols && ljc_depthwise_epilogue(kc->p, k, s)))
+      else if (!(image && s == k->win_at - 1) && !(cols && ljc_depthwise_epilogue(kc->p, k, s) >= 0))
         emit_nest(kc, &k->nests[s], nest_check[s], lo, hi);
     }
     if (k->win_at == k->nnests && image) ljc_emit_depthwise_image(kc, lo, hi);
