@@ -239,8 +239,8 @@ static bool epilogue_of(const ljg_program *p, const ljg_kernel *k, int s, dw_epi
   lj_dtype dt = (lj_dtype)k->win_dtype;
   /* nest s + 1 over [N·C, P] where nest s is over [N, C, P, KK]: the planes flattened, as
    * where no bias of C values keeps N and C apart */
-  bool flat = d == 2 && n->ndim == 4;
-  if ((flat ? a->shape[0] != n->shape[0] * n->shape[1] || a->shape[1] != n->shape[2]
+  bool merged = d == 2 && n->ndim == 4;
+  if ((merged ? a->shape[0] != n->shape[0] * n->shape[1] || a->shape[1] != n->shape[2]
             : d != n->ndim - 1 || memcmp(a->shape, n->shape, (size_t)d * sizeof *a->shape)) ||
       a->rmask || a->scatter_index >= 0 || a->out_dtype != dt || p->slots[n->out_slot].kind != LJG_SLOT_LOCAL ||
       ljg_nests_read(k, n->out_slot, s, s + 1) || av->n != 1 || av->v[0].stride[d - 1] != 1)
@@ -606,6 +606,14 @@ static bool before(const dw_plane *pl, row_tap a, row_tap b) {
   return a.r != b.r ? a.r < b.r : a.q != b.q ? a.q < b.q : a.i < b.i;
 }
 
+/* The weight of tap tp (emit_sums' w[t·w_stride]) broadcast to a vector. */
+static LLVMValueRef tap_weight(row_gen *g, const dw_tap *tp) {
+  ljc_ir *ir = g->kc->ir;
+  LLVMValueRef off = ljc_i64(ir, tp->t * g->w_stride);
+  LLVMValueRef wt = LLVMBuildLoad2(ir->b, g->st, LLVMBuildInBoundsGEP2(ir->b, g->st, g->w, &off, 1, ""), "");
+  return ljc_splat(ir, ljc_from_storage(ir, wt, g->pl->dt), g->vt);
+}
+
 /* y within g's bounds (lower_expr.c's relu and where: -0 and NaN kept). */
 static LLVMValueRef bounded(row_gen *g, LLVMValueRef y) {
   LLVMBuilderRef b = g->kc->ir->b;
@@ -642,9 +650,7 @@ static void sum_vectors(row_gen *g, const LLVMValueRef *x0, int nv, bool plain) 
     }
   for (int o = 0; o < n; o++) {
     int r = order[o].r, q = order[o].q, i = order[o].i;
-    LLVMValueRef woff = ljc_i64(ir, pl->taps[q][i].t * g->w_stride);
-    LLVMValueRef wt = LLVMBuildLoad2(b, g->st, LLVMBuildInBoundsGEP2(b, g->st, g->w, &woff, 1, ""), "");
-    LLVMValueRef wv = ljc_splat(ir, ljc_from_storage(ir, wt, pl->dt), g->vt);
+    LLVMValueRef wv = tap_weight(g, &pl->taps[q][i]);
     for (int v = 0; v < nv; v++) acc[r][q][v] = ljc_fmuladd(ir, tap_vector(g, r, x0[v], q, i, plain), wv, acc[r][q][v]);
   }
   unsigned esize = (unsigned)lj_dtype_size(pl->dt);
@@ -695,11 +701,7 @@ static void flat_sums(row_gen *g, LLVMValueRef dst) {
   LLVMBuilderRef b = ir->b;
   const dw_plane *pl = g->pl;
   LLVMValueRef wv[TAPS_MAX], mask[64];
-  for (int i = 0; i < pl->ntaps[0]; i++) {
-    LLVMValueRef off = ljc_i64(ir, pl->taps[0][i].t * g->w_stride);
-    LLVMValueRef wt = LLVMBuildLoad2(b, g->st, LLVMBuildInBoundsGEP2(b, g->st, g->w, &off, 1, ""), "");
-    wv[i] = ljc_splat(ir, ljc_from_storage(ir, wt, pl->dt), g->vt);
-  }
+  for (int i = 0; i < pl->ntaps[0]; i++) wv[i] = tap_weight(g, &pl->taps[0][i]);
   int esize = (int)lj_dtype_size(pl->dt);
   for (int64_t v = 0; v < flat_vectors(pl, g->vw); v++) {
     LLVMValueRef acc = g->bias ? ljc_splat(ir, g->bias, g->vt) : LLVMConstNull(g->vt);
