@@ -272,6 +272,37 @@ static int occurrences(const char *text, const char *what) {
   return n;
 }
 
+/* An unrolled recurrence, h = tanh(h·W + xp[t]) over 4 steps, each step's input a part of
+ * one tensor computed for all of them (an RNN's inputs times its input weights): each kernel
+ * that adds a step's part reads xp from the line the part starts in (lower.c's slot_shifts),
+ * "its code reads slot2 from element 256 on". Where the parts start on lines (8 × 32 floats),
+ * those kernels are twins, as the steps' products are (4 twins); parts of 6 × 5 floats start
+ * mid-line, their reads move by the whole lines before them, and only the products are twins
+ * (2). Values against the interpreter. */
+START_TEST(test_twin_kernels_steps) {
+  static const struct {
+    int64_t b, h;
+    int twins;
+  } cases[] = {{8, 32, 4}, {6, 5, 2}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    lj_scope_begin();
+    int64_t B = cases[i].b, H = cases[i].h, T = 4;
+    lj_tensor *xp = tu_tensor(LJ_F32, LJ_SHAPE(T, B, H), TU_UNIT, 170);
+    lj_tensor *w = tu_tensor(LJ_F32, LJ_SHAPE(H, H), TU_UNIT, 171);
+    lj_tensor *h = tu_tensor(LJ_F32, LJ_SHAPE(B, H), TU_UNIT, 172);
+    for (int64_t t = 0; t < T; t++)
+      h = lj_tanh(lj_add(lj_matmul(h, w), lj_reshape(lj_slice(xp, 0, t, t + 1, 1), 2, (int64_t[]){B, H})));
+    char *text = lowering_of(1, &h);
+    ck_assert_msg(occurrences(text, "its code reads slot") == T - 1, "%s", text);
+    free(text);
+    int64_t twins = lj_counter_value("TwinKernels");
+    tu_check_interp_tol(1, &h, 1e-5, 1e-6);
+    ck_assert_int_eq(lj_counter_value("TwinKernels") - twins, cases[i].twins);
+    lj_scope_end();
+  }
+}
+END_TEST
+
 /* What p's kernels compute: im2cols (a window kernel's own, or one joined to another kernel)
  * and matmuls by the operand they pack from an image (ljg_mm_cols). */
 static void conv_kernels(const ljg_program *p, int *im2cols, int matmuls[3]) {
@@ -3694,6 +3725,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_loop_normalization);
   tcase_add_test(tc, test_kernel_counts);
   tcase_add_test(tc, test_twin_kernels);
+  tcase_add_test(tc, test_twin_kernels_steps);
   tcase_add_test(tc, test_disable_fusion);
   tcase_add_test(tc, test_opt_levels);
   tcase_add_test(tc, test_sync_opbyop);

@@ -1637,6 +1637,8 @@ static void stream_text(ljb_str *line, const ljg_program *p, int ki, const ljc_s
   free(stream);
 }
 
+static int64_t *slot_shifts(const ljg_program *p, int ki);
+
 char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
   ljb_str b = {0};
   ljb_str_puts(&b, "lowering (what the code does otherwise than the nests above say):\n");
@@ -1675,6 +1677,10 @@ char *ljc_lowering_text(const ljg_program *p, const ljc_session *session) {
     if (k->row_block > 0 && ljc_gemm_in_one_call(k))
       ljb_str_puts(&line, "; no blocks: the routine takes a thread's planes in one call");
     if (ljc_gemm_rows_outer(k)) ljb_str_puts(&line, "; its tasks go row by row of every image");
+    int64_t *shift = slot_shifts(p, ki);
+    for (int s = 0; shift && s < p->nslots; s++)
+      if (shift[s]) ljb_str_printf(&line, "; its code reads slot%d from element %lld on", s, (long long)shift[s]);
+    free(shift);
     int32_t bias = bias_start(p, k, last);
     if (bias >= 0)
       ljb_str_printf(&line, "; nest 0 not run: the routine starts C's rows from its bias%s",
@@ -3451,6 +3457,82 @@ static void mark_slots(const ljg_kernel *k, uint8_t *used) {
   for (int i = 0, n = ljg_kernel_own_outputs(k, own); i < n; i++) used[own[i]] = 2;
 }
 
+/* A kernel reads each slot it only loads from, through views of one level of the slot's
+ * dtype, from the line its least offset lies in: its entry passes its body the slot's address
+ * moved by that many whole lines (64 bytes: the body's pointers stay aligned), and its body
+ * reads the views with their offsets less as many elements. The kernels of an unrolled loop
+ * that take each step's part of one tensor (an LSTM's inputs times its input weights, computed
+ * for every step at once) then have bodies of the same code, compiled once (twins.c): the
+ * LSTM workload's step of 32 steps in 114 kernels compiled 57 bodies before, 28 so, its cold
+ * compile 335-341 -> 261-275 ms on two Zen 5 threads, 337-347 -> 276-287 on one. Not a slot whose
+ * views the body shares with another slot's or a nest's, nor one it reads other than through
+ * its views (the sums an earlier kernel's routine wrote in runs: add_runs). The elements each
+ * slot's reads move by (0 for most), or NULL where none moves. */
+static int64_t *slot_shifts(const ljg_program *p, int ki) {
+  const ljg_kernel *k = &p->kernels[ki];
+  size_t n = (size_t)p->nslots + 1;
+  uint8_t *used = ljb_xcalloc(n, sizeof *used);
+  mark_slots(k, used);
+  int kj, nest;
+  int64_t at, step;
+  if (ljc_gemm_b_sum(p, ki, &kj, &nest, &at, &step)) used[p->kernels[kj].nests[nest].out_slot] = 2;
+  for (int s = 0; s < k->nnests; s++)
+    if (summed_by(p, ki, s) >= 0) used[p->kernels[summed_by(p, ki, s)].mm_out_slot] = 2;
+  int32_t *view_slot = ljb_xalloc(((size_t)k->nviews + 1) * sizeof *view_slot);
+  for (int v = 0; v < k->nviews; v++) view_slot[v] = -1;
+  for (int s = 0; s < k->nnests; s++) view_slot[k->nests[s].out_view] = -2;
+  for (int e = 0; e < k->nexprs; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (x->kind != LJG_X_LOAD && x->kind != LJG_X_SCALAR && x->kind != LJG_X_BUFFER) continue;
+    const ljg_slot *sl = &p->slots[x->slot];
+    if (x->kind != LJG_X_LOAD || sl->kind == LJG_SLOT_LOCAL || sl->kind == LJG_SLOT_SCALAR || x->dtype != sl->dtype ||
+        k->views[x->view].n != 1)
+      used[x->slot] = 2;
+    if (x->kind == LJG_X_SCALAR || x->view < 0) continue;
+    int32_t *vs = &view_slot[x->view];
+    if (*vs != -1 && *vs != x->slot) {
+      used[x->slot] = 2;
+      if (*vs >= 0) used[*vs] = 2;
+    }
+    if (*vs == -1) *vs = x->slot;
+  }
+  int64_t *shift = ljb_xalloc(n * sizeof *shift);
+  for (size_t sl = 0; sl < n; sl++) shift[sl] = INT64_MAX;
+  for (int e = 0; e < k->nexprs; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (x->kind == LJG_X_LOAD && used[x->slot] == 1 && k->views[x->view].v[0].offset < shift[x->slot])
+      shift[x->slot] = k->views[x->view].v[0].offset;
+  }
+  bool any = false;
+  for (int sl = 0; sl < p->nslots; sl++) {
+    int64_t line = LJC_LINE_BYTES / (int64_t)lj_dtype_size((lj_dtype)p->slots[sl].dtype);
+    shift[sl] = shift[sl] == INT64_MAX || shift[sl] < line ? 0 : shift[sl] / line * line;
+    any |= shift[sl] != 0;
+  }
+  free(view_slot);
+  free(used);
+  if (any) return shift;
+  free(shift);
+  return NULL;
+}
+
+/* Kernel k with the offsets of the views of the slots that move (slot_shifts) less their
+ * shift, into *out, its views into *views (malloc'd). */
+static void shifted_kernel(const ljg_kernel *k, const int64_t *shift, ljg_kernel *out, ljg_view **views) {
+  *out = *k;
+  *views = ljb_xalloc(((size_t)k->nviews + 1) * sizeof **views);
+  memcpy(*views, k->views, (size_t)k->nviews * sizeof **views);
+  bool *done = ljb_xcalloc((size_t)k->nviews + 1, sizeof *done);
+  for (int e = 0; e < k->nexprs; e++) {
+    const ljg_kexpr *x = &k->exprs[e];
+    if (x->kind != LJG_X_LOAD || !shift[x->slot] || done[x->view]) continue;
+    (*views)[x->view].v[0].offset -= shift[x->slot];
+    done[x->view] = true;
+  }
+  free(done);
+  out->views = *views;
+}
+
 /* The checks a kernel makes, with their allocas, created in the entry block. */
 static void create_checks(ljc_kctx *kc, int *nest_check) {
   ljc_ir *ir = kc->ir;
@@ -3518,6 +3600,13 @@ static void emit_error_checks(ljc_kctx *kc, LLVMValueRef err) {
 static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *name) {
   const ljg_kernel *k = &p->kernels[ki];
   LLVMBuilderRef b = ir->b;
+  int64_t *shift = slot_shifts(p, ki);
+  ljg_kernel shifted;
+  ljg_view *shifted_views = NULL;
+  if (shift) {
+    shifted_kernel(k, shift, &shifted, &shifted_views);
+    k = &shifted;
+  }
   uint8_t *used = ljb_xcalloc((size_t)p->nslots + 1, sizeof *used);
   mark_slots(k, used);
   int sum_kernel, sum_nest;
@@ -3622,6 +3711,10 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
     LLVMValueRef pp = LLVMBuildInBoundsGEP2(b, ir->ptr, LLVMGetParam(outer, 0), &idx, 1, "");
     args[a++] = LLVMBuildLoad2(b, ir->ptr, pp, "");
     if (stream && stream[s]) ljc_set_align_md(ir, args[a - 1], 64); /* as the body's argument says */
+    if (shift && shift[s]) {
+      LLVMValueRef bytes = ljc_i64(ir, shift[s] * (int64_t)lj_dtype_size((lj_dtype)p->slots[s].dtype));
+      args[a - 1] = LLVMBuildInBoundsGEP2(b, ir->i8, args[a - 1], &bytes, 1, "");
+    }
   }
   args[nused] = LLVMGetParam(outer, 1);
   args[nused + 1] = LLVMGetParam(outer, 2);
@@ -3653,6 +3746,8 @@ static void emit_kernel(ljc_ir *ir, const ljg_program *p, int ki, const char *na
   free(kc.nest_last);
   free(kc.sum_head);
   free(kc.b_summed);
+  free(shift);
+  free(shifted_views);
   free(nest_check);
 }
 
