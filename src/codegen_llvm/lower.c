@@ -3464,10 +3464,10 @@ static void mark_slots(const ljg_kernel *k, uint8_t *used) {
  * that take each step's part of one tensor (an LSTM's inputs times its input weights, computed
  * for every step at once) then have bodies of the same code, compiled once (twins.c): the
  * LSTM workload's step of 32 steps in 114 kernels compiled 57 bodies before, 28 so, its cold
- * compile 335-341 -> 261-275 ms on two Zen 5 threads, 337-347 -> 276-287 on one. Not a slot whose
- * views the body shares with another slot's or a nest's, nor one it reads other than through
- * its views (the sums an earlier kernel's routine wrote in runs: add_runs). The elements each
- * slot's reads move by (0 for most), or NULL where none moves. */
+ * compile 335-341 -> 261-275 ms on two Zen 5 threads, 337-347 -> 276-287 on one. Not a slot
+ * whose views the body shares with another slot's or a nest's, nor one it reads other than
+ * through its views (the sums an earlier kernel's routine wrote in runs: add_runs). The
+ * elements each slot's reads move by (0 for most), or NULL where none moves. */
 static int64_t *slot_shifts(const ljg_program *p, int ki) {
   const ljg_kernel *k = &p->kernels[ki];
   size_t n = (size_t)p->nslots + 1;
@@ -3476,8 +3476,8 @@ static int64_t *slot_shifts(const ljg_program *p, int ki) {
   int kj, nest;
   int64_t at, step;
   if (ljc_gemm_b_sum(p, ki, &kj, &nest, &at, &step)) used[p->kernels[kj].nests[nest].out_slot] = 2;
-  for (int s = 0; s < k->nnests; s++)
-    if (summed_by(p, ki, s) >= 0) used[p->kernels[summed_by(p, ki, s)].mm_out_slot] = 2;
+  for (int s = 0, by; s < k->nnests; s++)
+    if ((by = summed_by(p, ki, s)) >= 0) used[p->kernels[by].mm_out_slot] = 2;
   int32_t *view_slot = ljb_xalloc(((size_t)k->nviews + 1) * sizeof *view_slot);
   for (int v = 0; v < k->nviews; v++) view_slot[v] = -1;
   for (int s = 0; s < k->nnests; s++) view_slot[k->nests[s].out_view] = -2;

@@ -1147,7 +1147,7 @@ bool ljg_kernel_writes(const ljg_kernel *k, int32_t slot, int skip) {
 bool ljg_slot_used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t slot) {
   for (int i = 0; i < p->nkernels; i++) {
     const ljg_kernel *o = &p->kernels[i];
-    if (o->exprs == k->exprs && o->node == k->node) continue; /* k, or a copy of it (lower.c's shifted_kernel) */
+    if (o->exprs == k->exprs && o->node == k->node) continue; /* k, or lower.c's shifted_kernel copy */
     for (int e = 0; e < o->nexprs; e++)
       if (o->exprs[e].kind != LJG_X_CONST && o->exprs[e].kind != LJG_X_OP && o->exprs[e].slot == slot) return true;
     if (ljg_kernel_writes(o, slot, -1)) return true;

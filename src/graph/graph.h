@@ -704,7 +704,8 @@ typedef struct ljg_fuse_options {
 /* Fuses the (optimized) graph into kernels and plans their buffers. */
 ljg_program *ljg_fuse(const ljg_graph *g, const ljg_fuse_options *opt);
 void ljg_program_free(ljg_program *p);
-/* Whether a kernel of p other than k reads or writes slot. */
+/* Whether a kernel of p other than k (a kernel of p, or a copy of one: the same expressions)
+ * reads or writes slot. */
 bool ljg_slot_used_elsewhere(const ljg_program *p, const ljg_kernel *k, int32_t slot);
 /* Human-readable kernels (for dumps and tests' failure messages). malloc'd. */
 char *ljg_program_text(const ljg_program *p, const ljg_graph *g);
