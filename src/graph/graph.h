@@ -583,6 +583,8 @@ enum { LJG_TAPS_MAX_CHANNELS = 3 };
  * at most (codegen_llvm/taps.c). By columns, the 32 of MNISTNet's conv1 are 16 tasks, where
  * its 9 rows split 4 and 5 between two threads, and 14 and 18 columns with them. */
 enum { LJG_TAPS_COL_TASK = 2 };
+_Static_assert(LJG_MATMUL_COL_TASK <= UINT8_MAX && LJG_TAPS_COL_TASK <= UINT8_MAX,
+               "a column task's width fits ljg_kernel.mm_col_tasks");
 /* Whether matmul kernel k is a weight gradient the taps routine computes (codegen_llvm/
  * taps.c): Σ_b im2col(x_b)·dY_bᵀ of an f32 3×3 window of column stride 1 over at most
  * LJG_TAPS_MAX_CHANNELS channels (A the im2col), both images' rows contiguous, nothing fused
