@@ -250,6 +250,24 @@ static const pass_case cases[] = {
      "  %13 = f32[40,300] mul(%8, %12)\n"
      "  %14 = f32[40,300] sub(%9, %13), ROOT=1\n"
      "}\n"},
+    {"simplify: a permute that moves only size-1 dims is a reshape (the elements keep their order)",
+     ljg_pass_simplify,
+     "IR {\n"
+     "  %0 = f32[4,1,3] data(), param=0\n"
+     "  %1 = f32[1,4,3] permute(%0), perm=(1,0,2), ROOT=0\n"
+     "  %2 = f32[3,1] data(), param=1\n"
+     "  %3 = f32[1,3] permute(%2), perm=(1,0)\n"
+     "  %4 = f32[1,3] exp(%3), ROOT=1\n"
+     "  %5 = f32[3,1,4] permute(%0), perm=(2,1,0), ROOT=2\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[4,1,3] data(), param=0\n"
+     "  %1 = f32[1,4,3] reshape(%0), ROOT=0\n"
+     "  %2 = f32[3,1] data(), param=1\n"
+     "  %3 = f32[1,3] reshape(%2)\n"
+     "  %4 = f32[1,3] exp(%3), ROOT=1\n"
+     "  %5 = f32[3,1,4] permute(%0), perm=(2,1,0), ROOT=2\n"
+     "}\n"},
     {"simplify: a permute that keeps a reshape's groups of dims whole and in order moves below it "
      "(a batch split in two, its matrices transposed; a merged pair of dims moved as one)",
      ljg_pass_simplify,
@@ -402,6 +420,47 @@ static const pass_case cases[] = {
      "  %8 = f32[1,64,32] matmul_sum(%7, %6)\n"
      "  %9 = f32[1,32,64] permute(%8), perm=(0,2,1)\n"
      "  %10 = f32[32,64] reshape(%9), ROOT=1\n"
+     "}\n"},
+    {"matmul: a product of one column is turned, a row times the matrix transposed, whatever its "
+     "operands' layouts (its C lies the same either way: a reshape); a single element, or an "
+     "integer product, stays",
+     ljg_optimize,
+     "IR {\n"
+     "  %0 = f32[300,64] data(), param=0\n"
+     "  %1 = f32[1,300,64] reshape(%0)\n"
+     "  %2 = f32[64] data(), param=1\n"
+     "  %3 = f32[1,64,1] reshape(%2)\n"
+     "  %4 = f32[1,300,1] matmul(%1, %3)\n"
+     "  %5 = f32[300] reshape(%4), ROOT=0\n"
+     "  %6 = f32[3,64,300] data(), param=2\n"
+     "  %7 = f32[3,300,64] permute(%6), perm=(0,2,1)\n"
+     "  %8 = f32[3,64,1] expand(%3)\n"
+     "  %9 = f32[3,300,1] matmul(%7, %8), ROOT=1\n"
+     "  %10 = f32[1,1,300] permute(%4), perm=(0,2,1)\n"
+     "  %11 = f32[1,1,1] matmul(%10, %4), ROOT=2\n"
+     "  %12 = i32[1,5,7] data(), param=3\n"
+     "  %13 = i32[1,7,1] data(), param=4\n"
+     "  %14 = i32[1,5,1] matmul(%12, %13), ROOT=3\n"
+     "}\n",
+     "IR {\n"
+     "  %0 = f32[300,64] data(), param=0\n"
+     "  %1 = f32[64] data(), param=1\n"
+     "  %2 = f32[1,64,1] reshape(%1)\n"
+     "  %3 = f32[1,1,64] reshape(%1)\n"
+     "  %4 = f32[64,300] permute(%0), perm=(1,0)\n"
+     "  %5 = f32[1,64,300] reshape(%4)\n"
+     "  %6 = f32[1,1,300] matmul(%3, %5)\n"
+     "  %7 = f32[1,300,1] reshape(%6)\n"
+     "  %8 = f32[300] reshape(%6), ROOT=0\n"
+     "  %9 = f32[3,64,300] data(), param=2\n"
+     "  %10 = f32[3,64,1] expand(%2)\n"
+     "  %11 = f32[3,1,64] reshape(%10)\n"
+     "  %12 = f32[3,1,300] matmul(%11, %9)\n"
+     "  %13 = f32[3,300,1] reshape(%12), ROOT=1\n"
+     "  %14 = f32[1,1,1] matmul(%6, %7), ROOT=2\n"
+     "  %15 = i32[1,5,7] data(), param=3\n"
+     "  %16 = i32[1,7,1] data(), param=4\n"
+     "  %17 = i32[1,5,1] matmul(%15, %16), ROOT=3\n"
      "}\n"},
     {"matmul: a batch sum of 8 matrices or more, of 1024 products an element or more, sums each "
      "half of the batch, the two then added; fewer matrices, or fewer products, sum in one",

@@ -347,6 +347,43 @@ START_TEST(test_matmul_short_k) {
 }
 END_TEST
 
+/* Products of one column, turned by the matmul pass into a row times the matrix transposed:
+ * A's rows contiguous, the vector's elements too (dot products, the columns split across
+ * the two threads in tasks, the last task partial), A transposed (B's rows added into the
+ * row's sums, in chunks of columns), the vector a strided column of a matrix (tiles of one
+ * row), batched, the vector broadcast over the batch, and relu(A·v + b) with its epilogue. f32
+ * and f64; host, AVX2 and SSE2 code. */
+START_TEST(test_matmul_vector) {
+  if (!tu_host_runs(tile_targets[_i])) return;
+  for (int di = 0; di < 2; di++) {
+    lj_dtype dt = di ? LJ_F64 : LJ_F32;
+    char dir[] = "/tmp/lj_test_vector_XXXXXX";
+    init_dumping(2, tile_targets[_i], false, dir);
+    lj_scope_begin();
+    lj_tensor *w = tu_tensor(dt, LJ_SHAPE(2100, 643), TU_ANY, 5000), *v = tu_tensor(dt, LJ_SHAPE(643), TU_ANY, 5001);
+    lj_tensor *wt = tu_tensor(dt, LJ_SHAPE(643, 2100), TU_ANY, 5002), *cols = tu_tensor(dt, LJ_SHAPE(643, 5), TU_ANY, 5003);
+    lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 300, 70), TU_ANY, 5004), *bv = tu_tensor(dt, LJ_SHAPE(3, 70, 1), TU_ANY, 5005);
+    lj_tensor *v70 = tu_tensor(dt, LJ_SHAPE(70), TU_ANY, 5006), *bias = tu_tensor(dt, LJ_SHAPE(2100), TU_ANY, 5007);
+    lj_tensor *ts[6] = {lj_matmul(w, v),
+                        lj_matmul(lj_transpose(wt, 0, 1), v),
+                        lj_matmul(w, lj_slice(cols, 1, 3, 4, 1)),
+                        lj_matmul(ba, bv),
+                        lj_matmul(ba, v70),
+                        lj_relu(lj_add(lj_matmul(w, v), bias))};
+    tu_check_interp_tol(6, ts, tol(dt), dt == LJ_F32 ? 1e-3 : 1e-11); /* sums of 643 products */
+    lj_scope_end();
+    char routine[40];
+    for (int r = 0; r < 2; r++) {
+      snprintf(routine, sizeof routine, "calls lj_gemm_%s_%s", di ? "f64" : "f32", r ? "direct" : "cols");
+      ck_assert_msg(tu_dir_has(dir, ".kernels.txt", routine), "%s", routine);
+    }
+    ck_assert(!tu_dir_has(dir, ".kernels.txt", "[1x2100x643] * [643x1]"));
+    tu_remove_dir(dir);
+    lj_shutdown();
+  }
+}
+END_TEST
+
 /* Convolutions of stride 2 over images of even height and width whose windows a row are half
  * the image's width (an odd window padded by (k - 1) / 2) pack their im2col from the image's
  * phase planes (gemm.c's split_phases), as B of the forward product and as A of the weight
@@ -1217,6 +1254,7 @@ static Suite *suite(void) {
   tcase_add_loop_test(tc, test_matmul_swapped, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_short_k, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_t, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
+  tcase_add_loop_test(tc, test_matmul_vector, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_window_phases, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd, 0, (int)(sizeof tile_targets / sizeof *tile_targets));
   tcase_add_loop_test(tc, test_matmul_winograd_5x5, 0, (int)(sizeof tile_targets / sizeof *tile_targets));

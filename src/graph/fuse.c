@@ -401,7 +401,9 @@ static int32_t period_load(fuser *f, int32_t i, int32_t x, int64_t *period) {
 
 /* The view that matmul i reads as B when it is transposed (contiguous along k or strided, not
  * along n), one level over a buffer, not expanded over the batch, and the product would read
- * it in place were it contiguous (ljg_matmul_b_in_place): its node, else -1. */
+ * it in place were it contiguous (ljg_matmul_b_in_place), unless the product is of one row
+ * contiguous along k (a matrix-vector product turned: it takes dot products along B's
+ * columns, reading each element once where it lies): its node, else -1. */
 static int32_t transposed_b(const fuser *f, int32_t i) {
   const ljg_graph *g = f->g;
   const ljg_gnode *n = &g->nodes[i];
@@ -412,6 +414,9 @@ static int32_t transposed_b(const fuser *f, int32_t i) {
   int32_t b = in[1], src = ljg_strip_views(g, b);
   ljg_view v;
   if (b == src || !ljg_chain_view(g, b, src, &v) || v.n != 1 || v.v[0].stride[2] == 1) return -1;
+  ljg_view a;
+  int32_t asrc = ljg_strip_views(g, in[0]);
+  if (n->shape[1] == 1 && ljg_chain_view(g, in[0], asrc, &a) && a.n == 1 && a.v[0].stride[2] == 1) return -1;
   const ljg_gnode *bn = &g->nodes[b];
   int64_t batch = bn->shape[0], k = bn->shape[1], cols = bn->shape[2];
   if (batch > 1 && v.v[0].stride[0] == 0) return -1;

@@ -469,6 +469,27 @@ static bool one_by_one(const ljg_gnode *n) {
   return a[0] == 1 && a[1] == 1 && a[2] == 1 && a[3] == 1 && a[4] == 0 && a[5] == 0;
 }
 
+/* Whether permute n taking its dims from perm leaves its elements in their order: the dims
+ * of size > 1 keep theirs (only size-1 dims move; no dim moves: the identity). */
+static bool keeps_order(const ljg_gnode *n, const int64_t *perm) {
+  int64_t last = -1;
+  for (int d = 0; d < n->ndim; d++) {
+    if (n->shape[d] == 1) continue;
+    if (perm[d] < last) return false;
+    last = perm[d];
+  }
+  return true;
+}
+
+/* Node n of shape n->shape as a reshape of node src (simplified: merged with a reshape below,
+ * or src itself when the shapes match). */
+static int as_reshape(ljg_rewriter *rw, const ljg_gnode *n, int32_t src) {
+  ljg_gnode r = *n;
+  memset(&r.attr, 0, sizeof r.attr);
+  r.op = LJG_OP_RESHAPE;
+  return simplify(rw, &r, &src);
+}
+
 static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   const ljg_graph *g = &rw->out;
   const ljg_gnode *x = n->nin ? &g->nodes[in[0]] : NULL;
@@ -478,26 +499,23 @@ static int simplify(ljg_rewriter *rw, const ljg_gnode *n, const int32_t *in) {
   case LJG_OP_EXPAND:
     if (same_shape(x, n)) return in[0];
     if (x->op == n->op) {
+      int32_t src = ljg_in(g, x)[0];
+      if (same_shape(&g->nodes[src], n)) return src;
       ljg_gnode m = *n;
-      return ljg_rw_add(rw, &m, ljg_in(g, x));
+      return ljg_rw_add(rw, &m, &src);
     }
     break;
   case LJG_OP_PERMUTE: {
+    if (keeps_order(n, n->attr.a)) return as_reshape(rw, n, in[0]);
     if (x->op == LJG_OP_RESHAPE) {
       int r = permute_below_reshape(rw, n, in[0]);
       if (r >= 0) return r;
     }
+    if (x->op != LJG_OP_PERMUTE) break;
     ljg_gnode m = *n;
-    int32_t src = in[0];
-    if (x->op == LJG_OP_PERMUTE) {
-      for (int d = 0; d < n->ndim; d++) m.attr.a[d] = x->attr.a[n->attr.a[d]];
-      src = ljg_in(g, x)[0];
-    }
-    bool identity = true;
-    for (int d = 0; d < n->ndim; d++) identity &= m.attr.a[d] == d;
-    if (identity) return src;
-    if (src != in[0]) return ljg_rw_add(rw, &m, &src);
-    break;
+    for (int d = 0; d < n->ndim; d++) m.attr.a[d] = x->attr.a[n->attr.a[d]];
+    int32_t src = ljg_in(g, x)[0];
+    return keeps_order(n, m.attr.a) ? as_reshape(rw, n, src) : ljg_rw_add(rw, &m, &src);
   }
   case LJG_OP_SLICE: {
     int dim = (int)n->attr.a[0];
