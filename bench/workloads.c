@@ -742,6 +742,8 @@ const workload bench_workloads[] = {
      setup_linear, linear_relu, 4.0 * 4096 * 4096, 0},
     {"gemv_xw_4096", "x W, 1x4096 . 4096x4096 (W [in, out], as JAX's Dense keeps it): its bytes", {1, 4096, 4096, 0},
      setup_matmul, matmul, 4.0 * 4096 * 4096, 0},
+    {"gemv_wx_4096", "W x, 4096x4096 . 4096x1 (a matrix times a column): its bytes", {4096, 1, 4096, 0}, setup_matmul,
+     matmul, 4.0 * 4096 * 4096, 0},
     {"linear_b4_1024", "relu(linear), 4x1024 -> 1024", {4, 1024, 1024}, setup_linear, linear_relu, 0,
      2.0 * 4 * 1024 * 1024},
     {"bf16_gemm_1024", "1024^3 matmul, bf16", {1024, 1024, 1024, 0}, setup_bf16_matmul, matmul, 0,

@@ -290,6 +290,7 @@ WORKLOADS = {
     "linear_b1_4096": lambda: linear_relu(1, 4096, 4096),
     "linear_b4_1024": lambda: linear_relu(4, 1024, 1024),
     "gemv_xw_4096": lambda: matmul(1, 4096, 4096),
+    "gemv_wx_4096": lambda: matmul(4096, 1, 4096),
     "mlp_layer2_b128": lambda: linear_relu(128, 512, 512),
     "bf16_gemm_1024": lambda: bf16_matmul(1024, 1024, 1024),
     "bf16_linear_b1_4096": lambda: linear_relu(1, 4096, 4096, torch.bfloat16),
