@@ -152,9 +152,10 @@ static LLVMValueRef exp_avx512(ljc_ir *ir, LLVMValueRef x, bool nonpositive) {
 /* Lists fn in llvm.compiler.used. A function whose address is taken keeps its calling
  * convention: otherwise the GlobalOpt of an O2/O3 pipeline (LJ_OPT_LEVEL=3) makes the helpers
  * fastcc, and a call the SLP vectorizer adds afterwards, in the C convention, is undefined (a
- * softmax's kernel compiled to an endless loop). ljc_optimize drops the list. */
+ * softmax's kernel compiled to an endless loop). ljc_optimize drops the list. Room for every
+ * helper of both dtypes with its variants (vm_call: 5 functions a helper over 16 lanes). */
 static void keep_convention(ljc_ir *ir, LLVMValueRef fn) {
-  LLVMValueRef elems[8], old = LLVMGetNamedGlobal(ir->mod, "llvm.compiler.used");
+  LLVMValueRef elems[64], old = LLVMGetNamedGlobal(ir->mod, "llvm.compiler.used");
   unsigned n = 0;
   if (old) {
     LLVMValueRef init = LLVMGetInitializer(old);
@@ -194,9 +195,28 @@ static LLVMValueRef vm_function(ljc_ir *ir, const char *name, LLVMTypeRef fty) {
  * at the builder's position (the helper's entry block), in which it may add blocks. */
 typedef LLVMValueRef (*vm_body)(ljc_ir *ir, LLVMValueRef x, int variant);
 
-/* A call of helper `name` on scalar x, with its variant over `lanes` lanes (the call's
- * vector-function-abi-variant) built by body(ir, vector, variant); the scalar helper runs the
- * variant on one lane, so every point gets the same result however its loop runs. */
+/* Helper `name`x`lanes` over a vector of `lanes` lanes of st, fewer than `full`: runs
+ * `full`x`full` on its lanes repeated to fill a vector of `full` (what the loop vectorizer calls
+ * where it takes fewer lanes than a vector's at a time: a row of 16 in two halves). */
+static void vm_narrow(ljc_ir *ir, const char *name, LLVMTypeRef st, unsigned lanes, unsigned full, LLVMValueRef vfull) {
+  char vname[64];
+  snprintf(vname, sizeof vname, "%sx%u", name, lanes);
+  LLVMTypeRef nt = LLVMVectorType(st, lanes), ft = LLVMVectorType(st, full);
+  LLVMTypeRef nfty = LLVMFunctionType(nt, &nt, 1, 0), ffty = LLVMFunctionType(ft, &ft, 1, 0);
+  LLVMValueRef fn = vm_function(ir, vname, nfty), wide[64], narrow[64];
+  for (unsigned i = 0; i < full; i++) wide[i] = ljc_const_i(ir->i32, (int64_t)(i % lanes));
+  for (unsigned i = 0; i < lanes; i++) narrow[i] = ljc_const_i(ir->i32, (int64_t)i);
+  LLVMValueRef v = LLVMBuildShuffleVector(ir->b, LLVMGetParam(fn, 0), LLVMGetUndef(nt), LLVMConstVector(wide, full), "");
+  v = LLVMBuildCall2(ir->b, ffty, vfull, &v, 1, "");
+  LLVMBuildRet(ir->b, LLVMBuildShuffleVector(ir->b, v, LLVMGetUndef(ft), LLVMConstVector(narrow, lanes), ""));
+}
+
+/* A call of helper `name` on scalar x, with its variants over `lanes` lanes (the call's
+ * vector-function-abi-variant) built by body(ir, vector, variant), and over fewer (half,
+ * quarter... down to 2: vm_narrow); the scalar helper runs the variant on one lane, so every
+ * point gets the same result however its loop runs. Without the narrower variants, a loop the
+ * vectorizer took 8 lanes at a time ran the helper once a lane: softmax over [1048576, 16],
+ * one Zen 5 thread, 37-41 ms. */
 static LLVMValueRef vm_call(ljc_ir *ir, LLVMValueRef x, const char *name, unsigned lanes, vm_body body,
                             int variant) {
   char vname[64];
@@ -210,6 +230,7 @@ static LLVMValueRef vm_call(ljc_ir *ir, LLVMValueRef x, const char *name, unsign
     LLVMSetCurrentDebugLocation2(ir->b, NULL);
     LLVMValueRef vfn = vm_function(ir, vname, vfty);
     LLVMBuildRet(ir->b, body(ir, LLVMGetParam(vfn, 0), variant));
+    for (unsigned l = lanes / 2; l >= 2; l /= 2) vm_narrow(ir, name, st, l, lanes, vfn);
     fn = vm_function(ir, name, fty);
     LLVMValueRef zero = ljc_const_i(ir->i32, 0);
     LLVMValueRef v = LLVMBuildInsertElement(ir->b, LLVMGetUndef(vt), LLVMGetParam(fn, 0), zero, "");
@@ -220,8 +241,11 @@ static LLVMValueRef vm_call(ljc_ir *ir, LLVMValueRef x, const char *name, unsign
     LLVMSetCurrentDebugLocation2(ir->b, saved_loc);
   }
   LLVMValueRef call = LLVMBuildCall2(ir->b, fty, fn, &x, 1, "");
-  char variant_attr[160];
-  int n = snprintf(variant_attr, sizeof variant_attr, "_ZGV_LLVM_N%uv_%s(%s)", lanes, name, vname);
+  char variant_attr[512];
+  int n = 0;
+  for (unsigned l = lanes; l >= 2; l /= 2)
+    n += snprintf(variant_attr + n, sizeof variant_attr - (size_t)n, "%s_ZGV_LLVM_N%uv_%s(%sx%u)", l == lanes ? "" : ",",
+                  l, name, name, l);
   static const char key[] = "vector-function-abi-variant";
   LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
                            LLVMCreateStringAttribute(ir->ctx, key, sizeof key - 1, variant_attr, (unsigned)n));
