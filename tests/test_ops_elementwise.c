@@ -3,6 +3,8 @@
  * transposed and sliced (non-contiguous) inputs; dtype rejections; special values. */
 #include "test_util.h"
 
+#include "graph/graph.h"
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -621,6 +623,47 @@ static const scalar_case scalars[] = {
     {"clamp_max", lj_clamp_max},
 };
 
+/* Integer division over each type's whole range, the extremes among random values, every
+ * divisor but 0 (-1, the type's least, its greatest): the kernels divide integers of up to 32
+ * bits in floating point, vector by vector (lower_expr.c's trunc_division), which the
+ * interpreter does not. Remainder, floor and truncating division, and the remainder by a
+ * scalar, against the interpreter. */
+START_TEST(test_int_division_full_range) {
+  static const lj_dtype dts[] = {LJ_I8, LJ_U8, LJ_I16, LJ_I32, LJ_I64};
+  enum { N = 4096 };
+  for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+    lj_dtype dt = dts[di];
+    int bits = 8 * (int)lj_dtype_size(dt);
+    bool sgn = dt != LJ_U8;
+    int64_t lo = bits == 64 ? INT64_MIN : sgn ? -((int64_t)1 << (bits - 1)) : 0;
+    int64_t hi = bits == 64 ? INT64_MAX : sgn ? ((int64_t)1 << (bits - 1)) - 1 : ((int64_t)1 << bits) - 1;
+    int64_t *va = malloc(N * sizeof *va), *vb = malloc(N * sizeof *vb);
+    const int64_t edges[] = {lo, hi, lo + 1, hi - 1, 0, 1, -1, 2, -2, 3, 7, -7};
+    uint64_t st = 88172645463325252ULL + di;
+    for (int i = 0; i < N; i++) {
+      for (int k = 0; k < 2; k++) {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        int64_t v = (int64_t)st;
+        if (bits < 64) v = sgn ? (int64_t)(st % (uint64_t)(hi - lo + 1)) + lo : (int64_t)(st % (uint64_t)(hi + 1));
+        if (st % 4 == 0) v = edges[(st >> 8) % (sizeof edges / sizeof *edges)];
+        (k ? vb : va)[i] = v;
+      }
+      if (vb[i] == 0) vb[i] = i % 2 && sgn ? lo : hi;
+    }
+    void *ha = calloc(N, 8), *hb = calloc(N, 8);
+    for (int i = 0; i < N; i++) ljg_store_i64(dt, ha, i, va[i]), ljg_store_i64(dt, hb, i, vb[i]);
+    lj_tensor *a = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(N), ha);
+    lj_tensor *b = lj_tensor_from_host(lj_default_device(), dt, LJ_SHAPE(N), hb);
+    lj_tensor *ts[4] = {lj_remainder(a, b), lj_floor_divide(a, b), lj_div_rounding(a, b, LJ_ROUND_TRUNC),
+                        lj_remainder_scalar(a, sgn ? -7 : 7)};
+    tu_check_interp(4, ts, 0);
+    for (int i = 0; i < 4; i++) lj_tensor_release(ts[i]);
+    lj_tensor_release(a), lj_tensor_release(b);
+    free(ha), free(hb), free(va), free(vb);
+  }
+}
+END_TEST
+
 START_TEST(test_scalar_forms) {
   const scalar_case *c = &scalars[_i];
   static const double values[] = {2.0, 2.5, 1.0, 0.0, -1.0, -3.0};
@@ -777,6 +820,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_exp_kernels_linked_vectorize);
   tcase_add_test(tc, test_exp_below_max);
   tcase_add_test(tc, test_exp_short_rows);
+  tcase_add_test(tc, test_int_division_full_range);
   tcase_add_test(tc, test_vmath_interleaved);
   tcase_add_loop_test(tc, test_binary, 0, nb);
   tcase_add_loop_test(tc, test_binary_special_values, 0, nb);
