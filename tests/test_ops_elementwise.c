@@ -447,8 +447,8 @@ END_TEST
  * row 8 lanes at a time, and with AVX-512 the kernel's vector loop computes one exp for those
  * lanes (a variant of the helper over half a vector, quarter...), not one for each (8 exps of
  * 16 lanes in the loop: softmax over rows of 16 took 37-41 ms for 1M rows, 13.5 with it): at
- * most as many exps in the kernel as vectors in a row, and two more. Bitwise equal to exp of the same differences made on the host, computed over a
- * flat tensor whole vectors at a time. */
+ * most as many exps in the kernel as vectors in a row, and two more. Bitwise equal to exp of
+ * the same differences made on the host, computed over a flat tensor whole vectors at a time. */
 START_TEST(test_exp_short_rows) {
   enum { R = 2048, CMAX = 32 };
   static const int dims[1] = {1};
@@ -491,7 +491,8 @@ START_TEST(test_exp_short_rows) {
       e = lj_exp(flat);
       ck_assert_int_eq(lj_tensor_to_host(e, want, (size_t)R * C * es), LJ_OK);
       for (int i = 0; i < R * C; i++)
-        ck_assert_msg(memcmp(y + i * es, want + i * es, es) == 0, "%s rows of %d: element %d differs", lj_dtype_name(dt), C, i);
+        ck_assert_msg(memcmp(y + i * es, want + i * es, es) == 0, "%s rows of %d: element %d differs",
+                      lj_dtype_name(dt), C, i);
       lj_tensor_release(e), lj_tensor_release(flat);
       lj_shutdown();
     }

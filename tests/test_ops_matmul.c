@@ -361,8 +361,10 @@ START_TEST(test_matmul_vector) {
     init_dumping(2, tile_targets[_i], false, dir);
     lj_scope_begin();
     lj_tensor *w = tu_tensor(dt, LJ_SHAPE(2100, 643), TU_ANY, 5000), *v = tu_tensor(dt, LJ_SHAPE(643), TU_ANY, 5001);
-    lj_tensor *wt = tu_tensor(dt, LJ_SHAPE(643, 2100), TU_ANY, 5002), *cols = tu_tensor(dt, LJ_SHAPE(643, 5), TU_ANY, 5003);
-    lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 300, 70), TU_ANY, 5004), *bv = tu_tensor(dt, LJ_SHAPE(3, 70, 1), TU_ANY, 5005);
+    lj_tensor *wt = tu_tensor(dt, LJ_SHAPE(643, 2100), TU_ANY, 5002);
+    lj_tensor *cols = tu_tensor(dt, LJ_SHAPE(643, 5), TU_ANY, 5003);
+    lj_tensor *ba = tu_tensor(dt, LJ_SHAPE(3, 300, 70), TU_ANY, 5004);
+    lj_tensor *bv = tu_tensor(dt, LJ_SHAPE(3, 70, 1), TU_ANY, 5005);
     lj_tensor *v70 = tu_tensor(dt, LJ_SHAPE(70), TU_ANY, 5006), *bias = tu_tensor(dt, LJ_SHAPE(2100), TU_ANY, 5007);
     lj_tensor *ts[6] = {lj_matmul(w, v),
                         lj_matmul(lj_transpose(wt, 0, 1), v),

@@ -163,7 +163,7 @@ static LLVMValueRef float_op(ljc_ir *ir, int op, LLVMValueRef a, LLVMValueRef bv
  * 32 bits divide in floating point: f32 holds those of up to 16 bits exactly, f64 those of 32,
  * and the rounded quotient truncates to the exact one (for a = q·d + r with 0 < |r| < |d|,
  * |a/d - q| >= 1/|d|, more than half an ulp of a/d there), in vector code: x86 divides integers
- * one at a time (a remainder of 16M int32 by a scalar, one Zen 5 thread: 32 -> 3.4 ms). */
+ * one at a time (a remainder of 16M int32 by a scalar, one Zen 5 thread: 32 -> 3.5-4.1 ms). */
 static void trunc_division(ljc_ir *ir, LLVMValueRef a, LLVMValueRef d, bool sgn, LLVMValueRef *q, LLVMValueRef *r) {
   LLVMBuilderRef b = ir->b;
   LLVMTypeRef t = LLVMTypeOf(a);

@@ -206,7 +206,8 @@ static void vm_narrow(ljc_ir *ir, const char *name, LLVMTypeRef st, unsigned lan
   LLVMValueRef fn = vm_function(ir, vname, nfty), wide[64], narrow[64];
   for (unsigned i = 0; i < full; i++) wide[i] = ljc_const_i(ir->i32, (int64_t)(i % lanes));
   for (unsigned i = 0; i < lanes; i++) narrow[i] = ljc_const_i(ir->i32, (int64_t)i);
-  LLVMValueRef v = LLVMBuildShuffleVector(ir->b, LLVMGetParam(fn, 0), LLVMGetUndef(nt), LLVMConstVector(wide, full), "");
+  LLVMValueRef v = LLVMGetParam(fn, 0);
+  v = LLVMBuildShuffleVector(ir->b, v, LLVMGetUndef(nt), LLVMConstVector(wide, full), "");
   v = LLVMBuildCall2(ir->b, ffty, vfull, &v, 1, "");
   LLVMBuildRet(ir->b, LLVMBuildShuffleVector(ir->b, v, LLVMGetUndef(ft), LLVMConstVector(narrow, lanes), ""));
 }
@@ -244,8 +245,8 @@ static LLVMValueRef vm_call(ljc_ir *ir, LLVMValueRef x, const char *name, unsign
   char variant_attr[512];
   int n = 0;
   for (unsigned l = lanes; l >= 2; l /= 2)
-    n += snprintf(variant_attr + n, sizeof variant_attr - (size_t)n, "%s_ZGV_LLVM_N%uv_%s(%sx%u)", l == lanes ? "" : ",",
-                  l, name, name, l);
+    n += snprintf(variant_attr + n, sizeof variant_attr - (size_t)n, "%s_ZGV_LLVM_N%uv_%s(%sx%u)",
+                  l == lanes ? "" : ",", l, name, name, l);
   static const char key[] = "vector-function-abi-variant";
   LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
                            LLVMCreateStringAttribute(ir->ctx, key, sizeof key - 1, variant_attr, (unsigned)n));
