@@ -270,6 +270,8 @@ WORKLOADS = {
     "log_softmax_4096x1024": lambda: (lambda x: lambda: torch.log_softmax(x, 1))(rand(4096, 1024)),
     "softmax_channels_32x64x56x56": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(32, 64, 56, 56)),
     "row_sum_4096x1024": lambda: (lambda x: lambda: x.sum(1))(rand(4096, 1024)),
+    "softmax_1048576x16": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(1048576, 16)),
+    "softmax_1048576x10": lambda: (lambda x: lambda: torch.softmax(x, 1))(rand(1048576, 10)),
     # out= keeps the result contiguous, as lazyjit's is (without it, x.t() * 2 keeps x's
     # transposed layout and transposes nothing)
     "transpose_4096x1024": lambda: (lambda x, out: lambda: torch.mul(x.t(), 2, out=out))(rand(4096, 1024),
